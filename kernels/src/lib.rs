@@ -1,0 +1,15 @@
+//! # nki-kernels
+//!
+//! The kernel library. One module per kernel family; each kernel carries its contract in its
+//! `#[kernel]` attribute and registers itself with `inventory`. Binaries that read the
+//! registry must reference this crate (`use nki_kernels as _;`) or the linker drops it.
+//!
+//! | op | module | what |
+//! |---|---|---|
+//! | `add` | [`elementwise`] | `x + y`, same shape, any rank |
+//! | `rmsnorm` | [`norm`] | `x * rsqrt(mean(x²) + eps) * weight` over the last dim |
+//! | `matmul` | [`matmul`] | `x @ w`, K accumulated in fp32 PSUM |
+
+pub mod elementwise;
+pub mod matmul;
+pub mod norm;

@@ -1,0 +1,147 @@
+//! Element types of HBM tensors and on-chip tiles, and their round-to-nearest-even conversions.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// An element type. Engines compute in fp32; every write to a narrower type rounds to nearest even.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// IEEE binary32.
+    F32,
+    /// bfloat16: 8 exponent bits, 7 mantissa bits.
+    BF16,
+    /// IEEE binary16.
+    F16,
+    /// fp8 with 4 exponent and 3 mantissa bits (OCP e4m3fn, saturating to ±448).
+    F8E4M3,
+    /// fp8 with 5 exponent and 2 mantissa bits (OCP e5m2).
+    F8E5M2,
+}
+
+impl DType {
+    /// Every element type, in declaration order.
+    pub const ALL: [DType; 5] = [
+        DType::F32,
+        DType::BF16,
+        DType::F16,
+        DType::F8E4M3,
+        DType::F8E5M2,
+    ];
+
+    /// Bytes per element.
+    pub const fn size_bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::BF16 | DType::F16 => 2,
+            DType::F8E4M3 | DType::F8E5M2 => 1,
+        }
+    }
+
+    /// The short name used in contracts and messages (`f32`, `bf16`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::BF16 => "bf16",
+            DType::F16 => "f16",
+            DType::F8E4M3 => "f8e4m3",
+            DType::F8E5M2 => "f8e5m2",
+        }
+    }
+
+    /// Parses a short name as written in contracts (`f32`, `bf16`, `f16`, `f8e4m3`, `f8e5m2`).
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// The NKI spelling (`nl.float32`, ...), used by code generation.
+    pub const fn nki_name(self) -> &'static str {
+        match self {
+            DType::F32 => "nl.float32",
+            DType::BF16 => "nl.bfloat16",
+            DType::F16 => "nl.float16",
+            DType::F8E4M3 => "nl.float8_e4m3",
+            DType::F8E5M2 => "nl.float8_e5m2",
+        }
+    }
+
+    /// Rounds an fp32 value to this type (round to nearest even) and widens it back to fp32.
+    ///
+    /// Tiles store fp32 values that are exactly representable in their dtype, so rounding on
+    /// write is the only place narrowing happens.
+    #[inline]
+    pub fn round(self, v: f32) -> f32 {
+        match self {
+            DType::F32 => v,
+            DType::BF16 => half::bf16::from_f32(v).to_f32(),
+            DType::F16 => half::f16::from_f32(v).to_f32(),
+            DType::F8E4M3 => float8::F8E4M3::from_f32(v).to_f32(),
+            DType::F8E5M2 => float8::F8E5M2::from_f32(v).to_f32(),
+        }
+    }
+
+    /// Reads element `index` of a little-endian buffer of this type as fp32.
+    #[inline]
+    pub fn read(self, bytes: &[u8], index: usize) -> f32 {
+        match self {
+            DType::F32 => {
+                let o = index * 4;
+                f32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]])
+            }
+            DType::BF16 => {
+                half::bf16::from_bits(u16::from_le_bytes([bytes[index * 2], bytes[index * 2 + 1]]))
+                    .to_f32()
+            }
+            DType::F16 => {
+                half::f16::from_bits(u16::from_le_bytes([bytes[index * 2], bytes[index * 2 + 1]]))
+                    .to_f32()
+            }
+            DType::F8E4M3 => float8::F8E4M3::from_bits(bytes[index]).to_f32(),
+            DType::F8E5M2 => float8::F8E5M2::from_bits(bytes[index]).to_f32(),
+        }
+    }
+
+    /// Writes `v` (rounded to nearest even) as element `index` of a little-endian buffer.
+    #[inline]
+    pub fn write(self, bytes: &mut [u8], index: usize, v: f32) {
+        match self {
+            DType::F32 => bytes[index * 4..index * 4 + 4].copy_from_slice(&v.to_le_bytes()),
+            DType::BF16 => bytes[index * 2..index * 2 + 2]
+                .copy_from_slice(&half::bf16::from_f32(v).to_bits().to_le_bytes()),
+            DType::F16 => bytes[index * 2..index * 2 + 2]
+                .copy_from_slice(&half::f16::from_f32(v).to_bits().to_le_bytes()),
+            DType::F8E4M3 => bytes[index] = float8::F8E4M3::from_f32(v).to_bits(),
+            DType::F8E5M2 => bytes[index] = float8::F8E5M2::from_f32(v).to_bits(),
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_rounds_to_nearest_even() {
+        // 1 + 2^-8 lies exactly between two bf16 values (1 and 1 + 2^-7): ties go to even (1).
+        assert_eq!(DType::BF16.round(1.0 + 1.0 / 256.0), 1.0);
+        // 1 + 3 * 2^-8 is a tie between 1 + 2^-7 (odd) and 1 + 2^-6 (even).
+        assert_eq!(DType::BF16.round(1.0 + 3.0 / 256.0), 1.0 + 1.0 / 64.0);
+        assert_eq!(DType::F32.round(1.0 + 1.0 / 256.0), 1.0 + 1.0 / 256.0);
+    }
+
+    #[test]
+    fn read_write_roundtrip() {
+        for dt in DType::ALL {
+            let mut buf = vec![0u8; dt.size_bytes() * 2];
+            dt.write(&mut buf, 1, 0.75);
+            assert_eq!(dt.read(&buf, 1), 0.75, "{dt}");
+            assert_eq!(DType::from_name(dt.name()), Some(dt));
+        }
+    }
+}

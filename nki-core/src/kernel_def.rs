@@ -1,0 +1,319 @@
+//! Kernel definitions as the `#[kernel]` macro emits them, their arguments, and the signature a
+//! kernel is specialised (traced) for.
+
+use crate::contract::{Contract, OutputMeta, TensorMeta};
+use crate::dtype::DType;
+use crate::error::NkiError;
+use crate::ir::Program;
+use crate::lang::{Hbm, InputSpec, trace};
+use crate::loc::SourceLoc;
+use crate::target::Target;
+use serde::Serialize;
+
+/// What kind of value a kernel parameter takes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ParamKind {
+    /// An HBM tensor (`&Hbm`); schema type `Tensor`.
+    Tensor,
+    /// A float scalar (`f32`/`f64`); schema type `float`.
+    Float {
+        /// Default value, if any.
+        default: Option<f64>,
+    },
+    /// An integer scalar (`i32`/`i64`/`usize`/...); schema type `int`.
+    Int {
+        /// Default value, if any.
+        default: Option<i64>,
+    },
+    /// A boolean (`bool`); schema type `bool`.
+    Bool {
+        /// Default value, if any.
+        default: Option<bool>,
+    },
+}
+
+/// One kernel parameter.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ParamDef {
+    /// Its name (also the schema argument name).
+    pub name: &'static str,
+    /// Its kind.
+    pub kind: ParamKind,
+}
+
+/// How a traced kernel is invoked: the generated function that unpacks [`KernelArgs`] and calls
+/// the author's function.
+pub type TraceFn = fn(&KernelArgs) -> Vec<Hbm>;
+
+/// Everything the registry, the simulator and the Python layer know about one kernel.
+#[derive(Debug, Serialize)]
+pub struct KernelDef {
+    /// The op name: `torch.ops.neuron.<name>`.
+    pub name: &'static str,
+    /// The doc comment.
+    pub doc: &'static str,
+    /// The torch schema, e.g. `rmsnorm(Tensor x, Tensor weight, float eps=1e-06) -> Tensor`.
+    pub schema: &'static str,
+    /// Parameters in declaration order.
+    pub params: &'static [ParamDef],
+    /// The shape and dtype contract.
+    pub contract: Contract,
+    /// Module classes / functions this kernel can replace (`"*.LlamaRMSNorm"`).
+    pub replaces: &'static [&'static str],
+    /// Where the kernel function is defined.
+    pub location: SourceLoc,
+    /// Traces the kernel body.
+    #[serde(skip)]
+    pub trace: TraceFn,
+}
+
+/// The registration `inventory` collects: one per `#[kernel]`.
+#[derive(Debug)]
+pub struct KernelRegistration(pub &'static KernelDef);
+
+inventory::collect!(KernelRegistration);
+
+/// Every kernel linked into this binary, in no particular order. The registry crate sorts,
+/// checks for duplicates and looks up by name.
+pub fn registered_kernels() -> impl Iterator<Item = &'static KernelDef> {
+    inventory::iter::<KernelRegistration>
+        .into_iter()
+        .map(|r| r.0)
+}
+
+/// A scalar argument value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ScalarValue {
+    /// `float`.
+    Float(f64),
+    /// `int`.
+    Int(i64),
+    /// `bool`.
+    Bool(bool),
+}
+
+impl std::hash::Hash for ScalarValue {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match *self {
+            ScalarValue::Float(v) => (0u8, v.to_bits()).hash(state),
+            ScalarValue::Int(v) => (1u8, v).hash(state),
+            ScalarValue::Bool(v) => (2u8, v).hash(state),
+        }
+    }
+}
+
+impl Eq for ScalarValue {}
+
+/// A tensor argument's shape and dtype.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorSig {
+    /// Shape.
+    pub shape: Vec<u64>,
+    /// Element type.
+    pub dtype: DType,
+}
+
+/// What a kernel is specialised on: tensor shapes and dtypes, scalar values, target.
+/// One [`Program`] is traced per distinct signature.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Signature {
+    /// Tensor arguments, in parameter order.
+    pub tensors: Vec<TensorSig>,
+    /// Scalar arguments, in parameter order.
+    pub scalars: Vec<ScalarValue>,
+    /// The target.
+    pub target: Target,
+}
+
+/// One argument as the generated trace function receives it.
+#[derive(Clone, Debug)]
+pub enum ArgValue {
+    /// A tensor handle.
+    Tensor(Hbm),
+    /// A scalar.
+    Scalar(ScalarValue),
+}
+
+/// The arguments of one trace, indexed by parameter position.
+#[derive(Clone, Debug)]
+pub struct KernelArgs {
+    values: Vec<ArgValue>,
+}
+
+impl KernelArgs {
+    /// The tensor at parameter `i`. The macro only asks for tensors where it declared them.
+    pub fn tensor(&self, i: usize) -> &Hbm {
+        match &self.values[i] {
+            ArgValue::Tensor(h) => h,
+            other => {
+                panic!("kernel parameter {i} is {other:?}, not a tensor (macro/registry mismatch)")
+            }
+        }
+    }
+
+    /// The float at parameter `i`.
+    pub fn float(&self, i: usize) -> f64 {
+        match self.values[i] {
+            ArgValue::Scalar(ScalarValue::Float(v)) => v,
+            ArgValue::Scalar(ScalarValue::Int(v)) => v as f64,
+            ref other => {
+                panic!("kernel parameter {i} is {other:?}, not a float (macro/registry mismatch)")
+            }
+        }
+    }
+
+    /// The int at parameter `i`.
+    pub fn int(&self, i: usize) -> i64 {
+        match self.values[i] {
+            ArgValue::Scalar(ScalarValue::Int(v)) => v,
+            ref other => {
+                panic!("kernel parameter {i} is {other:?}, not an int (macro/registry mismatch)")
+            }
+        }
+    }
+
+    /// The bool at parameter `i`.
+    pub fn bool(&self, i: usize) -> bool {
+        match self.values[i] {
+            ArgValue::Scalar(ScalarValue::Bool(v)) => v,
+            ref other => {
+                panic!("kernel parameter {i} is {other:?}, not a bool (macro/registry mismatch)")
+            }
+        }
+    }
+}
+
+/// Converts a kernel's return value (one handle or a tuple) into the output list.
+pub trait IntoOutputs {
+    /// The outputs, in return order.
+    fn into_outputs(self) -> Vec<Hbm>;
+}
+
+impl IntoOutputs for Hbm {
+    fn into_outputs(self) -> Vec<Hbm> {
+        vec![self]
+    }
+}
+
+impl IntoOutputs for (Hbm, Hbm) {
+    fn into_outputs(self) -> Vec<Hbm> {
+        vec![self.0, self.1]
+    }
+}
+
+impl IntoOutputs for (Hbm, Hbm, Hbm) {
+    fn into_outputs(self) -> Vec<Hbm> {
+        vec![self.0, self.1, self.2]
+    }
+}
+
+impl KernelDef {
+    /// Tensor parameters, in order.
+    pub fn tensor_params(&self) -> impl Iterator<Item = &'static ParamDef> {
+        self.params
+            .iter()
+            .filter(|p| matches!(p.kind, ParamKind::Tensor))
+    }
+
+    /// Scalar parameters, in order.
+    pub fn scalar_params(&self) -> impl Iterator<Item = &'static ParamDef> {
+        self.params
+            .iter()
+            .filter(|p| !matches!(p.kind, ParamKind::Tensor))
+    }
+
+    /// Checks a signature against the contract and the parameter kinds; returns the outputs.
+    pub fn check(&self, sig: &Signature) -> Result<Vec<OutputMeta>, NkiError> {
+        let scalars: Vec<&ParamDef> = self.scalar_params().collect();
+        if sig.scalars.len() != scalars.len() {
+            return Err(NkiError::Buffers(format!(
+                "neuron::{}: expected {} scalar arguments, got {}",
+                self.name,
+                scalars.len(),
+                sig.scalars.len()
+            )));
+        }
+        for (p, v) in scalars.iter().zip(&sig.scalars) {
+            let ok = matches!(
+                (p.kind, v),
+                (
+                    ParamKind::Float { .. },
+                    ScalarValue::Float(_) | ScalarValue::Int(_)
+                ) | (ParamKind::Int { .. }, ScalarValue::Int(_))
+                    | (ParamKind::Bool { .. }, ScalarValue::Bool(_))
+            );
+            if !ok {
+                return Err(NkiError::Buffers(format!(
+                    "neuron::{}: argument {} got {v:?}",
+                    self.name, p.name
+                )));
+            }
+        }
+        let metas: Vec<TensorMeta<'_>> = sig
+            .tensors
+            .iter()
+            .map(|t| TensorMeta {
+                shape: &t.shape,
+                dtype: t.dtype,
+            })
+            .collect();
+        Ok(self.contract.check(self.name, &metas)?)
+    }
+
+    /// Checks `sig` against the contract and traces the kernel body into a program. The traced
+    /// outputs must have the shapes and dtypes the contract promises.
+    pub fn trace(&self, sig: &Signature) -> Result<Program, NkiError> {
+        let expected = self.check(sig)?;
+        let mut tensors = sig.tensors.iter();
+        let mut scalars = sig.scalars.iter();
+        let mut inputs = Vec::new();
+        let mut slots = Vec::new();
+        for p in self.params {
+            match p.kind {
+                ParamKind::Tensor => {
+                    let t = tensors.next().expect("check() matched tensor count");
+                    slots.push(None);
+                    inputs.push(InputSpec {
+                        name: p.name.to_string(),
+                        shape: t.shape.iter().map(|&d| d as usize).collect(),
+                        dtype: t.dtype,
+                    });
+                }
+                _ => slots.push(Some(*scalars.next().expect("check() matched scalar count"))),
+            }
+        }
+        let trace_fn = self.trace;
+        let program = trace(self.name, sig.target, &inputs, |handles| {
+            let mut h = handles.iter();
+            let values = slots
+                .iter()
+                .map(|s| match s {
+                    Some(v) => ArgValue::Scalar(*v),
+                    None => {
+                        ArgValue::Tensor(h.next().expect("one handle per tensor parameter").clone())
+                    }
+                })
+                .collect();
+            trace_fn(&KernelArgs { values })
+        })?;
+        let actual: Vec<OutputMeta> = program
+            .outputs
+            .iter()
+            .map(|id| {
+                let d = &program.hbm[id.0 as usize];
+                OutputMeta {
+                    shape: d.shape.iter().map(|&s| s as u64).collect(),
+                    dtype: d.dtype,
+                }
+            })
+            .collect();
+        if actual != expected {
+            return Err(NkiError::Internal(format!(
+                "kernel {} ({}) returned outputs {actual:?}, but its contract promises {expected:?}",
+                self.name, self.location
+            )));
+        }
+        Ok(program)
+    }
+}

@@ -1,0 +1,188 @@
+//! The tracing context: a thread-local program builder that the tile language records into.
+//!
+//! Kernels are ordinary Rust functions. While [`trace`] runs one, every instruction, tile and
+//! loop it creates is appended to the builder; the first error is kept (with its source line)
+//! and reported when the trace ends, so kernel code needs no `?` on every instruction.
+
+use crate::affine::LoopVar;
+use crate::dtype::DType;
+use crate::error::NkiError;
+use crate::ir::{
+    HbmDecl, HbmId, HbmKind, Instruction, LoopDecl, LoopKind, Op, Program, Stmt, TileDecl,
+};
+use crate::lang::hbm::Hbm;
+use crate::loc::SourceLoc;
+use crate::target::Target;
+use std::cell::RefCell;
+
+pub(crate) struct Builder {
+    pub(crate) target: Target,
+    pub(crate) hbm: Vec<HbmDecl>,
+    pub(crate) tiles: Vec<TileDecl>,
+    pub(crate) loops: Vec<LoopDecl>,
+    blocks: Vec<Vec<Stmt>>,
+    error: Option<NkiError>,
+}
+
+thread_local! {
+    static BUILDER: RefCell<Option<Builder>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the active builder. Using the tile language outside a trace is a bug in the
+/// calling code, so it panics with a message saying so.
+pub(crate) fn with_builder<R>(f: impl FnOnce(&mut Builder) -> R) -> R {
+    BUILDER.with(|b| {
+        let mut guard = b.borrow_mut();
+        let builder = guard
+            .as_mut()
+            .expect("nki tile-language call outside a trace: call kernels through nki_core::trace or a registered op");
+        f(builder)
+    })
+}
+
+impl Builder {
+    /// Records the first error; later ones are usually consequences of it.
+    pub(crate) fn fail(&mut self, loc: SourceLoc, message: String) {
+        if self.error.is_none() {
+            self.error = Some(NkiError::Trace { message, loc });
+        }
+    }
+
+    pub(crate) fn push_stmt(&mut self, s: Stmt) {
+        self.blocks
+            .last_mut()
+            .expect("a block is always open while tracing")
+            .push(s);
+    }
+
+    pub(crate) fn push_op(&mut self, op: Op, loc: SourceLoc) {
+        self.push_stmt(Stmt::Inst(Instruction { op, loc }));
+    }
+
+    pub(crate) fn trips(&self) -> Vec<usize> {
+        self.loops.iter().map(|l| l.trip).collect()
+    }
+
+    pub(crate) fn add_hbm(&mut self, decl: HbmDecl) -> HbmId {
+        self.hbm.push(decl);
+        HbmId(self.hbm.len() as u32 - 1)
+    }
+}
+
+/// The target the running trace specialises for (kernels may choose tile sizes by it).
+pub fn current_target() -> Target {
+    with_builder(|b| b.target)
+}
+
+/// Opens a loop, traces `body` once with the symbolic index, and closes it.
+pub(crate) fn record_loop(trip: usize, kind: LoopKind, loc: SourceLoc, body: impl FnOnce(LoopVar)) {
+    let var = with_builder(|b| {
+        b.loops.push(LoopDecl { trip, kind, loc });
+        b.blocks.push(Vec::new());
+        LoopVar(b.loops.len() as u32 - 1)
+    });
+    body(var);
+    with_builder(|b| {
+        let stmts = b.blocks.pop().expect("the loop's block is open");
+        b.push_stmt(Stmt::Loop { var, body: stmts });
+    });
+}
+
+/// An input tensor's name, shape and dtype, as [`trace`] receives it.
+#[derive(Clone, Debug)]
+pub struct InputSpec {
+    /// Parameter name.
+    pub name: String,
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Element type.
+    pub dtype: DType,
+}
+
+struct ResetOnDrop;
+
+impl Drop for ResetOnDrop {
+    fn drop(&mut self) {
+        BUILDER.with(|b| *b.borrow_mut() = None);
+    }
+}
+
+/// Traces a kernel body once into a [`Program`].
+///
+/// `kernel` receives one [`Hbm`] handle per input and returns the output handles it allocated
+/// with [`crate::lang::shared_hbm`]. Trace errors (and panics in kernel code) come back as
+/// [`NkiError`] naming the kernel source line.
+pub fn trace(
+    name: &str,
+    target: Target,
+    inputs: &[InputSpec],
+    kernel: impl FnOnce(&[Hbm]) -> Vec<Hbm>,
+) -> Result<Program, NkiError> {
+    let nested = BUILDER.with(|b| b.borrow().is_some());
+    if nested {
+        return Err(NkiError::Internal(format!(
+            "kernel {name}: trace called while another trace is running on this thread"
+        )));
+    }
+    BUILDER.with(|b| {
+        *b.borrow_mut() = Some(Builder {
+            target,
+            hbm: Vec::new(),
+            tiles: Vec::new(),
+            loops: Vec::new(),
+            blocks: vec![Vec::new()],
+            error: None,
+        })
+    });
+    let _reset = ResetOnDrop;
+    let handles: Vec<Hbm> = inputs
+        .iter()
+        .map(|i| {
+            let id = with_builder(|b| {
+                b.add_hbm(HbmDecl {
+                    name: i.name.clone(),
+                    kind: HbmKind::Input,
+                    shape: i.shape.clone(),
+                    dtype: i.dtype,
+                })
+            });
+            Hbm::new(id, i.shape.clone(), i.dtype)
+        })
+        .collect();
+    let outputs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel(&handles)))
+        .map_err(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            NkiError::Internal(format!("kernel {name} panicked while tracing: {msg}"))
+        })?;
+    let mut builder = BUILDER
+        .with(|b| b.borrow_mut().take())
+        .expect("the builder lives until the trace ends");
+    if let Some(e) = builder.error.take() {
+        return Err(e.in_kernel(name));
+    }
+    let mut output_ids = Vec::new();
+    for o in &outputs {
+        let decl = &builder.hbm[o.id().0 as usize];
+        if decl.kind != HbmKind::Output {
+            return Err(NkiError::Internal(format!(
+                "kernel {name} returned input `{}`; outputs must be allocated with shared_hbm",
+                decl.name
+            )));
+        }
+        output_ids.push(o.id());
+    }
+    let body = builder.blocks.pop().expect("the top-level block is open");
+    Ok(Program {
+        name: name.to_string(),
+        target,
+        hbm: builder.hbm,
+        outputs: output_ids,
+        tiles: builder.tiles,
+        loops: builder.loops,
+        body,
+    })
+}

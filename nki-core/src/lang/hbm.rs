@@ -1,0 +1,320 @@
+//! HBM tensor handles and their zero-copy views (slices, broadcasts, reshapes, transposes).
+
+use crate::affine::AffineExpr;
+use crate::dtype::DType;
+use crate::ir::{HbmAccess, HbmDecl, HbmId, HbmKind};
+use crate::lang::context::with_builder;
+use crate::loc::SourceLoc;
+
+/// A tensor in device memory (`nl.shared_hbm`): a kernel input, or an output the kernel allocated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hbm {
+    id: HbmId,
+    shape: Vec<usize>,
+    dtype: DType,
+}
+
+impl Hbm {
+    pub(crate) fn new(id: HbmId, shape: Vec<usize>, dtype: DType) -> Hbm {
+        Hbm { id, shape, dtype }
+    }
+
+    /// The tensor's id in the program.
+    pub fn id(&self) -> HbmId {
+        self.id
+    }
+
+    /// Shape, outermost first.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Size of dimension `d`.
+    pub fn dim(&self, d: usize) -> usize {
+        self.shape[d]
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The whole tensor as a view.
+    pub fn view(&self) -> HbmView {
+        let mut dims = Vec::with_capacity(self.shape.len());
+        let mut stride = 1i64;
+        for &s in self.shape.iter().rev() {
+            dims.push(ViewDim { size: s, stride });
+            stride *= s as i64;
+        }
+        dims.reverse();
+        HbmView {
+            tensor: self.id,
+            dtype: self.dtype,
+            offset: AffineExpr::constant(0),
+            dims,
+        }
+    }
+
+    /// Rows `start..start+n` of dimension 0.
+    #[track_caller]
+    pub fn rows(&self, start: impl Into<AffineExpr>, n: usize) -> HbmView {
+        self.view().slice(0, start, n)
+    }
+
+    /// Columns `start..start+n` of dimension 1.
+    #[track_caller]
+    pub fn cols(&self, start: impl Into<AffineExpr>, n: usize) -> HbmView {
+        self.view().slice(1, start, n)
+    }
+
+    /// The tensor reinterpreted with another shape of the same element count.
+    #[track_caller]
+    pub fn reshape(&self, shape: &[usize]) -> HbmView {
+        self.view().reshape(shape)
+    }
+}
+
+/// Allocates an output tensor in `nl.shared_hbm`. Return it from the kernel.
+#[track_caller]
+pub fn shared_hbm(shape: &[usize], dtype: DType) -> Hbm {
+    let id = with_builder(|b| {
+        let n = b.hbm.iter().filter(|d| d.kind == HbmKind::Output).count();
+        b.add_hbm(HbmDecl {
+            name: format!("out{n}"),
+            kind: HbmKind::Output,
+            shape: shape.to_vec(),
+            dtype,
+        })
+    });
+    Hbm::new(id, shape.to_vec(), dtype)
+}
+
+/// One dimension of a view: its size and its stride in elements (0 = broadcast).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ViewDim {
+    /// Number of elements along the dimension.
+    pub size: usize,
+    /// Elements between neighbours along it.
+    pub stride: i64,
+}
+
+/// A strided, possibly symbolic window onto an HBM tensor. Views never copy: they become the
+/// access pattern of a `dma_copy`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HbmView {
+    tensor: HbmId,
+    dtype: DType,
+    offset: AffineExpr,
+    dims: Vec<ViewDim>,
+}
+
+impl HbmView {
+    /// The view's shape.
+    pub fn shape(&self) -> Vec<usize> {
+        self.dims.iter().map(|d| d.size).collect()
+    }
+
+    /// Element type of the underlying tensor.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    fn poisoned(mut self) -> HbmView {
+        // After an error the trace goes on with a harmless view; the error is reported at the end.
+        self.dims.iter_mut().for_each(|d| d.size = d.size.min(1));
+        self
+    }
+
+    /// Elements `start..start+n` of dimension `dim`. The range is checked against the view for
+    /// every value the loop indices in `start` can take.
+    #[track_caller]
+    pub fn slice(mut self, dim: usize, start: impl Into<AffineExpr>, n: usize) -> HbmView {
+        let loc = SourceLoc::caller();
+        let start = start.into();
+        let Some(d) = self.dims.get(dim).copied() else {
+            let rank = self.dims.len();
+            with_builder(|b| {
+                b.fail(
+                    loc,
+                    format!("slice of dimension {dim} of a rank-{rank} view"),
+                )
+            });
+            return self.poisoned();
+        };
+        let (lo, hi) = with_builder(|b| start.range(&b.trips()));
+        if lo < 0 || hi + n as i64 > d.size as i64 {
+            with_builder(|b| {
+                b.fail(
+                    loc,
+                    format!(
+                        "out-of-bounds HBM slice: dimension {dim} has size {}, but the slice [{start}, {start} + {n}) reaches [{lo}, {})",
+                        d.size,
+                        hi + n as i64
+                    ),
+                )
+            });
+            return self.poisoned();
+        }
+        self.offset = self.offset + start.scaled(d.stride);
+        self.dims[dim].size = n;
+        self
+    }
+
+    /// Rows `start..start+n` of dimension 0.
+    #[track_caller]
+    pub fn rows(self, start: impl Into<AffineExpr>, n: usize) -> HbmView {
+        self.slice(0, start, n)
+    }
+
+    /// Columns `start..start+n` of dimension 1.
+    #[track_caller]
+    pub fn cols(self, start: impl Into<AffineExpr>, n: usize) -> HbmView {
+        self.slice(1, start, n)
+    }
+
+    /// NumPy-style broadcast: leading dimensions are added and size-1 dimensions stretched, all
+    /// with stride 0 (e.g. a `[D]` weight viewed as `[128, D]`).
+    #[track_caller]
+    pub fn broadcast_to(mut self, shape: &[usize]) -> HbmView {
+        let loc = SourceLoc::caller();
+        if shape.len() < self.dims.len() {
+            with_builder(|b| {
+                b.fail(
+                    loc,
+                    format!("cannot broadcast a {:?} view to {shape:?}", self.shape()),
+                )
+            });
+            return self.poisoned();
+        }
+        let extra = shape.len() - self.dims.len();
+        let mut dims = vec![ViewDim { size: 0, stride: 0 }; extra];
+        dims.extend(self.dims.iter().copied());
+        for (d, &want) in dims.iter_mut().zip(shape) {
+            if d.size == want {
+                continue;
+            }
+            if d.size <= 1 {
+                *d = ViewDim {
+                    size: want,
+                    stride: 0,
+                };
+            } else {
+                with_builder(|b| {
+                    b.fail(
+                        loc,
+                        format!("cannot broadcast a {:?} view to {shape:?}", self.shape()),
+                    )
+                });
+                return self.poisoned();
+            }
+        }
+        self.dims = dims;
+        self
+    }
+
+    /// Swaps the two dimensions of a 2-D view (a transposed access pattern for DMA).
+    #[track_caller]
+    pub fn t(mut self) -> HbmView {
+        if self.dims.len() != 2 {
+            let loc = SourceLoc::caller();
+            with_builder(|b| {
+                b.fail(
+                    loc,
+                    format!("t() needs a 2-D view, got shape {:?}", self.shape()),
+                )
+            });
+            return self.poisoned();
+        }
+        self.dims.swap(0, 1);
+        self
+    }
+
+    /// The view with another shape of the same element count; the view must be contiguous.
+    #[track_caller]
+    pub fn reshape(mut self, shape: &[usize]) -> HbmView {
+        let loc = SourceLoc::caller();
+        let numel: usize = self.dims.iter().map(|d| d.size).product();
+        if shape.iter().product::<usize>() != numel || !self.is_contiguous() {
+            with_builder(|b| {
+                b.fail(
+                    loc,
+                    format!(
+                        "cannot reshape a {:?} view (contiguous: {}) to {shape:?}",
+                        self.shape(),
+                        self.is_contiguous()
+                    ),
+                )
+            });
+            return self.poisoned();
+        }
+        let mut dims = Vec::with_capacity(shape.len());
+        let mut stride = 1i64;
+        for &s in shape.iter().rev() {
+            dims.push(ViewDim { size: s, stride });
+            stride *= s as i64;
+        }
+        dims.reverse();
+        self.dims = dims;
+        self
+    }
+
+    fn is_contiguous(&self) -> bool {
+        let mut expect = 1i64;
+        for d in self.dims.iter().rev() {
+            if d.size != 1 && d.stride != expect {
+                return false;
+            }
+            expect *= d.size as i64;
+        }
+        true
+    }
+
+    /// The 2-D access pattern a DMA uses: rank-1 views are one row; trailing dimensions of
+    /// higher-rank views are merged when they are contiguous with each other.
+    pub(crate) fn to_access(&self) -> Result<HbmAccess, String> {
+        let mut dims = self.dims.clone();
+        while dims.len() > 2 {
+            let last = dims.pop().expect("len > 2");
+            let prev = dims.last_mut().expect("len > 1");
+            if prev.size != 1 && prev.stride != last.stride * last.size as i64 {
+                return Err(format!(
+                    "DMA needs a 2-D access pattern; the {:?} view cannot be merged to 2-D",
+                    self.shape()
+                ));
+            }
+            *prev = ViewDim {
+                size: prev.size * last.size,
+                stride: last.stride,
+            };
+        }
+        let (p, f) = match dims.as_slice() {
+            [] => (
+                ViewDim { size: 1, stride: 0 },
+                ViewDim { size: 1, stride: 1 },
+            ),
+            [f] => (ViewDim { size: 1, stride: 0 }, *f),
+            [p, f] => (*p, *f),
+            _ => unreachable!("merged to at most two dimensions above"),
+        };
+        Ok(HbmAccess {
+            tensor: self.tensor,
+            offset: self.offset.clone(),
+            np: p.size,
+            nf: f.size,
+            p_stride: p.stride,
+            f_stride: f.stride,
+        })
+    }
+}
+
+impl From<&Hbm> for HbmView {
+    fn from(h: &Hbm) -> HbmView {
+        h.view()
+    }
+}

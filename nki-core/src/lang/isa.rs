@@ -1,0 +1,461 @@
+//! Engine instructions, destination first as in `nki.isa`. Each call records one instruction
+//! with the caller's source line; operand shapes are checked here, hardware limits later by
+//! [`crate::validate`].
+
+use crate::ir::{ActFn, BinOp, DmaOperand, HbmKind, Op, ScalarOperand, TileRegion};
+use crate::lang::context::{Builder, with_builder};
+use crate::lang::hbm::{Hbm, HbmView};
+use crate::lang::tile::Tile;
+use crate::loc::SourceLoc;
+
+/// Either side of a `dma_copy`: an HBM view or a tile region.
+#[derive(Clone, Debug)]
+pub enum DmaArg {
+    /// Device memory.
+    Hbm(HbmView),
+    /// On-chip tile.
+    Tile(TileRegion),
+}
+
+impl From<HbmView> for DmaArg {
+    fn from(v: HbmView) -> DmaArg {
+        DmaArg::Hbm(v)
+    }
+}
+
+impl From<&Hbm> for DmaArg {
+    fn from(h: &Hbm) -> DmaArg {
+        DmaArg::Hbm(h.view())
+    }
+}
+
+impl From<TileRegion> for DmaArg {
+    fn from(r: TileRegion) -> DmaArg {
+        DmaArg::Tile(r)
+    }
+}
+
+impl From<&TileRegion> for DmaArg {
+    fn from(r: &TileRegion) -> DmaArg {
+        DmaArg::Tile(r.clone())
+    }
+}
+
+impl From<Tile> for DmaArg {
+    fn from(t: Tile) -> DmaArg {
+        DmaArg::Tile(t.region())
+    }
+}
+
+impl From<&Tile> for DmaArg {
+    fn from(t: &Tile) -> DmaArg {
+        DmaArg::Tile(t.region())
+    }
+}
+
+impl From<f32> for ScalarOperand {
+    fn from(value: f32) -> ScalarOperand {
+        ScalarOperand::Imm { value }
+    }
+}
+
+impl From<TileRegion> for ScalarOperand {
+    fn from(region: TileRegion) -> ScalarOperand {
+        ScalarOperand::Column { region }
+    }
+}
+
+impl From<&TileRegion> for ScalarOperand {
+    fn from(region: &TileRegion) -> ScalarOperand {
+        ScalarOperand::Column {
+            region: region.clone(),
+        }
+    }
+}
+
+impl From<Tile> for ScalarOperand {
+    fn from(t: Tile) -> ScalarOperand {
+        ScalarOperand::Column { region: t.region() }
+    }
+}
+
+impl From<&Tile> for ScalarOperand {
+    fn from(t: &Tile) -> ScalarOperand {
+        ScalarOperand::Column { region: t.region() }
+    }
+}
+
+fn same_shape(b: &mut Builder, loc: SourceLoc, inst: &str, what: &[(&str, &TileRegion)]) -> bool {
+    let (n0, r0) = what[0];
+    for (n, r) in &what[1..] {
+        if r.shape() != r0.shape() {
+            b.fail(
+                loc,
+                format!(
+                    "{inst}: {n} has shape {:?} but {n0} has shape {:?}",
+                    r.shape(),
+                    r0.shape()
+                ),
+            );
+            return false;
+        }
+    }
+    true
+}
+
+fn column_ok(
+    b: &mut Builder,
+    loc: SourceLoc,
+    inst: &str,
+    name: &str,
+    col: &TileRegion,
+    np: usize,
+) -> bool {
+    if col.shape() != [np, 1] {
+        b.fail(
+            loc,
+            format!(
+                "{inst}: {name} must be a ({np}, 1) column, got shape {:?}",
+                col.shape()
+            ),
+        );
+        return false;
+    }
+    true
+}
+
+fn scalar_ok(
+    b: &mut Builder,
+    loc: SourceLoc,
+    inst: &str,
+    name: &str,
+    s: &ScalarOperand,
+    np: usize,
+) -> bool {
+    match s {
+        ScalarOperand::Imm { .. } => true,
+        ScalarOperand::Column { region } => column_ok(b, loc, inst, name, region, np),
+    }
+}
+
+/// `nisa.dma_copy(dst, src)`: moves data between HBM and SBUF. DMA does not cast: both sides
+/// have the same dtype and the same `[rows, cols]` shape.
+#[track_caller]
+pub fn dma_copy(dst: impl Into<DmaArg>, src: impl Into<DmaArg>) {
+    let loc = SourceLoc::caller();
+    let (dst, src) = (dst.into(), src.into());
+    with_builder(|b| {
+        let mut side = |a: DmaArg,
+                        role: &str|
+         -> Option<(DmaOperand, [usize; 2], crate::dtype::DType)> {
+            match a {
+                DmaArg::Hbm(v) => match v.to_access() {
+                    Ok(access) => {
+                        let decl = &b.hbm[access.tensor.0 as usize];
+                        let dtype = decl.dtype;
+                        if role == "dst" && decl.kind == HbmKind::Input {
+                            let name = decl.name.clone();
+                            b.fail(loc, format!("dma_copy: kernel input `{name}` is read-only; write to a shared_hbm output"));
+                            return None;
+                        }
+                        let shape = [access.np, access.nf];
+                        Some((DmaOperand::Hbm { access }, shape, dtype))
+                    }
+                    Err(m) => {
+                        b.fail(loc, format!("dma_copy {role}: {m}"));
+                        None
+                    }
+                },
+                DmaArg::Tile(region) => {
+                    let dtype = b.tiles[region.tile.0 as usize].dtype;
+                    let shape = region.shape();
+                    Some((DmaOperand::Tile { region }, shape, dtype))
+                }
+            }
+        };
+        let (Some((d, ds, dt)), Some((s, ss, st))) = (side(dst, "dst"), side(src, "src")) else {
+            return;
+        };
+        if ds != ss {
+            b.fail(
+                loc,
+                format!("dma_copy: dst has shape {ds:?} but src has shape {ss:?}"),
+            );
+        } else if dt != st {
+            b.fail(loc, format!("dma_copy: dst is {dt} but src is {st}; DMA does not cast (load, then tensor_copy)"));
+        } else {
+            b.push_op(Op::DmaCopy { dst: d, src: s }, loc);
+        }
+    });
+}
+
+/// `nisa.tensor_tensor(dst, a, b, op)`: elementwise `a <op> b` on the vector engine.
+#[track_caller]
+pub fn tensor_tensor(
+    dst: impl Into<TileRegion>,
+    a: impl Into<TileRegion>,
+    b: impl Into<TileRegion>,
+    op: BinOp,
+) {
+    let loc = SourceLoc::caller();
+    let (dst, a, bb) = (dst.into(), a.into(), b.into());
+    with_builder(|b| {
+        if same_shape(
+            b,
+            loc,
+            "tensor_tensor",
+            &[("dst", &dst), ("a", &a), ("b", &bb)],
+        ) {
+            b.push_op(Op::TensorTensor { dst, a, b: bb, op }, loc);
+        }
+    });
+}
+
+/// `nisa.tensor_scalar(dst, data, op0, operand0)`: `data <op0> operand0`, where the operand is
+/// an immediate or a `(P, 1)` column broadcast along the free dim.
+#[track_caller]
+pub fn tensor_scalar(
+    dst: impl Into<TileRegion>,
+    data: impl Into<TileRegion>,
+    op0: BinOp,
+    operand0: impl Into<ScalarOperand>,
+) {
+    record_tensor_scalar(
+        SourceLoc::caller(),
+        dst.into(),
+        data.into(),
+        op0,
+        operand0.into(),
+        None,
+    );
+}
+
+/// `nisa.tensor_scalar(dst, data, op0, operand0, op1=op1, operand1=operand1)`:
+/// `(data <op0> operand0) <op1> operand1`.
+#[track_caller]
+pub fn tensor_scalar2(
+    dst: impl Into<TileRegion>,
+    data: impl Into<TileRegion>,
+    op0: BinOp,
+    operand0: impl Into<ScalarOperand>,
+    op1: BinOp,
+    operand1: impl Into<ScalarOperand>,
+) {
+    record_tensor_scalar(
+        SourceLoc::caller(),
+        dst.into(),
+        data.into(),
+        op0,
+        operand0.into(),
+        Some((op1, operand1.into())),
+    );
+}
+
+fn record_tensor_scalar(
+    loc: SourceLoc,
+    dst: TileRegion,
+    data: TileRegion,
+    op0: BinOp,
+    operand0: ScalarOperand,
+    op1: Option<(BinOp, ScalarOperand)>,
+) {
+    with_builder(|b| {
+        let np = data.np;
+        let ok = same_shape(b, loc, "tensor_scalar", &[("dst", &dst), ("data", &data)])
+            && scalar_ok(b, loc, "tensor_scalar", "operand0", &operand0, np)
+            && op1
+                .as_ref()
+                .is_none_or(|(_, o)| scalar_ok(b, loc, "tensor_scalar", "operand1", o, np));
+        if ok {
+            b.push_op(
+                Op::TensorScalar {
+                    dst,
+                    data,
+                    op0,
+                    operand0,
+                    op1,
+                },
+                loc,
+            );
+        }
+    });
+}
+
+/// `nisa.activation(dst, op, data, bias, scale)`: `func(data * scale + bias)` on the scalar
+/// engine. `scale` is an immediate or a `(P, 1)` column; `bias` a `(P, 1)` column.
+#[track_caller]
+pub fn activation(
+    dst: impl Into<TileRegion>,
+    func: ActFn,
+    data: impl Into<TileRegion>,
+    scale: impl Into<ScalarOperand>,
+    bias: Option<TileRegion>,
+) {
+    record_activation(
+        SourceLoc::caller(),
+        dst.into(),
+        func,
+        data.into(),
+        scale.into(),
+        bias,
+        None,
+    );
+}
+
+/// `nisa.activation_reduce(...)`: [`activation`] that also reduces each row of the result with
+/// `reduce_op` into the `(P, 1)` column `reduce_res`.
+#[track_caller]
+pub fn activation_reduce(
+    dst: impl Into<TileRegion>,
+    func: ActFn,
+    data: impl Into<TileRegion>,
+    scale: impl Into<ScalarOperand>,
+    bias: Option<TileRegion>,
+    reduce_op: BinOp,
+    reduce_res: impl Into<TileRegion>,
+) {
+    let reduce = Some((reduce_op, reduce_res.into()));
+    record_activation(
+        SourceLoc::caller(),
+        dst.into(),
+        func,
+        data.into(),
+        scale.into(),
+        bias,
+        reduce,
+    );
+}
+
+fn record_activation(
+    loc: SourceLoc,
+    dst: TileRegion,
+    func: ActFn,
+    data: TileRegion,
+    scale: ScalarOperand,
+    bias: Option<TileRegion>,
+    reduce: Option<(BinOp, TileRegion)>,
+) {
+    with_builder(|b| {
+        let np = data.np;
+        let mut ok = same_shape(b, loc, "activation", &[("dst", &dst), ("data", &data)])
+            && scalar_ok(b, loc, "activation", "scale", &scale, np)
+            && bias
+                .as_ref()
+                .is_none_or(|r| column_ok(b, loc, "activation", "bias", r, np));
+        if let Some((op, res)) = &reduce {
+            ok = ok && column_ok(b, loc, "activation", "reduce_res", res, np);
+            if ok && op.reduce_identity().is_none() {
+                b.fail(
+                    loc,
+                    format!("activation: {op:?} is not a reduction operator"),
+                );
+                ok = false;
+            }
+        }
+        if ok {
+            b.push_op(
+                Op::Activation {
+                    dst,
+                    func,
+                    data,
+                    scale,
+                    bias,
+                    reduce,
+                },
+                loc,
+            );
+        }
+    });
+}
+
+/// `nisa.tensor_reduce(dst, op, data, axis=1)`: reduces each partition's free elements into a
+/// `(P, 1)` destination. Reductions never cross partitions.
+#[track_caller]
+pub fn tensor_reduce(
+    dst: impl Into<TileRegion>,
+    op: BinOp,
+    data: impl Into<TileRegion>,
+    negate: bool,
+) {
+    let loc = SourceLoc::caller();
+    let (dst, data) = (dst.into(), data.into());
+    with_builder(|b| {
+        if op.reduce_identity().is_none() {
+            b.fail(
+                loc,
+                format!("tensor_reduce: {op:?} is not a reduction operator"),
+            );
+        } else if column_ok(b, loc, "tensor_reduce", "dst", &dst, data.np) {
+            b.push_op(
+                Op::TensorReduce {
+                    dst,
+                    op,
+                    data,
+                    negate,
+                },
+                loc,
+            );
+        }
+    });
+}
+
+/// `nisa.tensor_copy(dst, src)`: copies with a cast to `dst`'s dtype (e.g. PSUM fp32 → SBUF bf16).
+#[track_caller]
+pub fn tensor_copy(dst: impl Into<TileRegion>, src: impl Into<TileRegion>) {
+    let loc = SourceLoc::caller();
+    let (dst, src) = (dst.into(), src.into());
+    with_builder(|b| {
+        if same_shape(b, loc, "tensor_copy", &[("dst", &dst), ("src", &src)]) {
+            b.push_op(Op::TensorCopy { dst, src }, loc);
+        }
+    });
+}
+
+/// `nisa.memset(dst, value)`.
+#[track_caller]
+pub fn memset(dst: impl Into<TileRegion>, value: f32) {
+    let loc = SourceLoc::caller();
+    let dst = dst.into();
+    with_builder(|b| b.push_op(Op::Memset { dst, value }, loc));
+}
+
+/// `nisa.nc_matmul(dst, stationary, moving, accumulate=...)`: `dst (+)= stationaryᵀ · moving`
+/// on the tensor engine, contracting over the partition dim: stationary `[K, M]`, moving
+/// `[K, N]`, dst `[M, N]` in PSUM.
+#[track_caller]
+pub fn nc_matmul(
+    dst: impl Into<TileRegion>,
+    stationary: impl Into<TileRegion>,
+    moving: impl Into<TileRegion>,
+    accumulate: bool,
+) {
+    let loc = SourceLoc::caller();
+    let (dst, stationary, moving) = (dst.into(), stationary.into(), moving.into());
+    with_builder(|b| {
+        let ([k1, m], [k2, n]) = (stationary.shape(), moving.shape());
+        if k1 != k2 {
+            b.fail(
+                loc,
+                format!("nc_matmul: stationary has {k1} partitions (K) but moving has {k2}"),
+            );
+        } else if dst.shape() != [m, n] {
+            b.fail(
+                loc,
+                format!(
+                    "nc_matmul: dst has shape {:?} but stationaryᵀ·moving is [{m}, {n}]",
+                    dst.shape()
+                ),
+            );
+        } else {
+            b.push_op(
+                Op::NcMatmul {
+                    dst,
+                    stationary,
+                    moving,
+                    accumulate,
+                },
+                loc,
+            );
+        }
+    });
+}

@@ -1,0 +1,60 @@
+//! # nki-core
+//!
+//! NKI (Neuron Kernel Interface) kernels in Rust. This crate owns the tile language kernel
+//! authors write ([`lang`]), the Program IR it traces to ([`ir`]), the hardware targets and
+//! their constraints ([`target`], [`validate`]), the CPU simulator ([`sim`]) and kernel
+//! contracts ([`contract`], [`kernel_def`]). The `#[kernel]` attribute is re-exported from
+//! `nki-macros`.
+//!
+//! ```
+//! use nki_core::prelude::*;
+//!
+//! /// Adds one to every element.
+//! #[kernel(shape(x = [N, D]) -> [N, D], dtype(x in {f32}) -> x)]
+//! pub fn add_one(x: &Hbm) -> Hbm {
+//!     let out = shared_hbm(x.shape(), x.dtype());
+//!     for_each_tile(x.dim(0), 128, |rows| {
+//!         let t = sbuf([rows.size, x.dim(1)], x.dtype());
+//!         dma_copy(&t, x.rows(rows.start.clone(), rows.size));
+//!         tensor_scalar(&t, &t, BinOp::Add, 1.0);
+//!         dma_copy(out.rows(rows.start, rows.size), &t);
+//!     });
+//!     out
+//! }
+//! # fn main() {}
+//! ```
+
+pub mod affine;
+pub mod contract;
+pub mod dtype;
+pub mod error;
+pub mod ir;
+pub mod kernel_def;
+pub mod lang;
+pub mod loc;
+pub mod sim;
+pub mod target;
+pub mod validate;
+
+pub use dtype::DType;
+pub use error::NkiError;
+pub use kernel_def::{KernelDef, Signature};
+pub use nki_macros::kernel;
+pub use target::Target;
+
+/// Everything a kernel author needs: `use nki_core::prelude::*;`.
+pub mod prelude {
+    pub use crate::affine::AffineExpr;
+    pub use crate::dtype::DType;
+    pub use crate::ir::{ActFn, BinOp, TileRegion};
+    pub use crate::kernel;
+    pub use crate::kernel_def::KernelDef;
+    pub use crate::lang::*;
+    pub use crate::target::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_FMAX};
+}
+
+/// Paths the `#[kernel]` expansion uses; not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use inventory;
+}

@@ -1,0 +1,372 @@
+//! Execution of single instructions on a tile store and HBM buffers, with hardware numerics:
+//! fp32 arithmetic, round-to-nearest-even on every write to a narrower tile, fp32 PSUM
+//! accumulation through a CPU GEMM.
+
+use crate::dtype::DType;
+use crate::error::NkiError;
+use crate::ir::{DmaOperand, HbmAccess, Instruction, Op, ScalarOperand, TileRegion};
+use crate::sim::store::{HbmBuffer, StoreError, TileStore};
+
+pub(crate) struct Ctx<'a, 'b> {
+    pub(crate) hbm: &'b [HbmBuffer<'a>],
+    pub(crate) env: &'b [i64],
+    pub(crate) inst: &'b Instruction,
+}
+
+impl Ctx<'_, '_> {
+    fn err(&self, message: String) -> NkiError {
+        NkiError::Simulation {
+            message,
+            instruction: self.inst.op.name(),
+            loc: self.inst.loc,
+        }
+    }
+
+    fn store_err(&self, e: StoreError) -> NkiError {
+        match e {
+            StoreError::Unallocated(t) => self.err(format!("tile t{} is not allocated here", t.0)),
+            StoreError::SharedWrite(t) => self.err(format!(
+                "tile t{} is written from a parallel loop iteration",
+                t.0
+            )),
+        }
+    }
+}
+
+#[inline]
+fn round_into(dst: &mut [f32], dtype: DType, f: impl Fn(usize) -> f32) {
+    match dtype {
+        DType::F32 => dst.iter_mut().enumerate().for_each(|(i, d)| *d = f(i)),
+        DType::BF16 => dst
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, d)| *d = half::bf16::from_f32(f(i)).to_f32()),
+        dt => dst
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, d)| *d = dt.round(f(i))),
+    }
+}
+
+fn scalar_value(store: &TileStore<'_>, s: &ScalarOperand, r: usize) -> Result<f32, StoreError> {
+    match s {
+        ScalarOperand::Imm { value } => Ok(*value),
+        ScalarOperand::Column { region } => Ok(store.row(region, r)?[0]),
+    }
+}
+
+/// Executes one instruction.
+pub(crate) fn execute(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    scratch: &mut Scratch,
+) -> Result<(), NkiError> {
+    run(ctx, store, scratch).map_err(|e| match e {
+        ExecError::Store(s) => ctx.store_err(s),
+        ExecError::Other(e) => e,
+    })
+}
+
+/// Reusable row buffers.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    a: Vec<f32>,
+    b: Vec<f32>,
+}
+
+enum ExecError {
+    Store(StoreError),
+    Other(NkiError),
+}
+
+impl From<StoreError> for ExecError {
+    fn from(e: StoreError) -> Self {
+        ExecError::Store(e)
+    }
+}
+
+impl From<NkiError> for ExecError {
+    fn from(e: NkiError) -> Self {
+        ExecError::Other(e)
+    }
+}
+
+fn copy_row(
+    store: &TileStore<'_>,
+    region: &TileRegion,
+    r: usize,
+    buf: &mut Vec<f32>,
+) -> Result<(), StoreError> {
+    buf.clear();
+    buf.extend_from_slice(store.row(region, r)?);
+    Ok(())
+}
+
+fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<(), ExecError> {
+    match &ctx.inst.op {
+        Op::DmaCopy { dst, src } => dma(ctx, store, dst, src, s)?,
+        Op::TensorTensor { dst, a, b, op } => {
+            let dt = store.dtype(dst.tile);
+            for r in 0..dst.np {
+                copy_row(store, a, r, &mut s.a)?;
+                copy_row(store, b, r, &mut s.b)?;
+                let (x, y) = (&s.a, &s.b);
+                round_into(store.row_mut(dst, r)?, dt, |i| op.apply(x[i], y[i]));
+            }
+        }
+        Op::TensorScalar {
+            dst,
+            data,
+            op0,
+            operand0,
+            op1,
+        } => {
+            let dt = store.dtype(dst.tile);
+            for r in 0..dst.np {
+                copy_row(store, data, r, &mut s.a)?;
+                let v0 = scalar_value(store, operand0, r)?;
+                let second = match op1 {
+                    Some((op, o)) => Some((*op, scalar_value(store, o, r)?)),
+                    None => None,
+                };
+                let x = &s.a;
+                let out = store.row_mut(dst, r)?;
+                match second {
+                    None => round_into(out, dt, |i| op0.apply(x[i], v0)),
+                    Some((op, v1)) => round_into(out, dt, |i| op.apply(op0.apply(x[i], v0), v1)),
+                }
+            }
+        }
+        Op::Activation {
+            dst,
+            func,
+            data,
+            scale,
+            bias,
+            reduce,
+        } => {
+            let dt = store.dtype(dst.tile);
+            for r in 0..dst.np {
+                copy_row(store, data, r, &mut s.a)?;
+                let sc = scalar_value(store, scale, r)?;
+                let bi = match bias {
+                    Some(b) => store.row(b, r)?[0],
+                    None => 0.0,
+                };
+                s.b.clear();
+                s.b.extend(s.a.iter().map(|x| func.apply(x * sc + bi)));
+                let y = &s.b;
+                round_into(store.row_mut(dst, r)?, dt, |i| y[i]);
+                if let Some((op, res)) = reduce {
+                    let init = op
+                        .reduce_identity()
+                        .expect("trace checked the reduce operator");
+                    let acc = y.iter().fold(init, |acc, v| op.apply(acc, *v));
+                    let rdt = store.dtype(res.tile);
+                    store.row_mut(res, r)?[0] = rdt.round(acc);
+                }
+            }
+        }
+        Op::TensorReduce {
+            dst,
+            op,
+            data,
+            negate,
+        } => {
+            let dt = store.dtype(dst.tile);
+            let init = op
+                .reduce_identity()
+                .expect("trace checked the reduce operator");
+            for r in 0..data.np {
+                let acc = store
+                    .row(data, r)?
+                    .iter()
+                    .fold(init, |acc, v| op.apply(acc, *v));
+                store.row_mut(dst, r)?[0] = dt.round(if *negate { -acc } else { acc });
+            }
+        }
+        Op::TensorCopy { dst, src } => {
+            let dt = store.dtype(dst.tile);
+            for r in 0..dst.np {
+                copy_row(store, src, r, &mut s.a)?;
+                let x = &s.a;
+                round_into(store.row_mut(dst, r)?, dt, |i| x[i]);
+            }
+        }
+        Op::Memset { dst, value } => {
+            let v = store.dtype(dst.tile).round(*value);
+            for r in 0..dst.np {
+                store.row_mut(dst, r)?.fill(v);
+            }
+        }
+        Op::NcMatmul {
+            dst,
+            stationary,
+            moving,
+            accumulate,
+        } => matmul(ctx, store, dst, stationary, moving, *accumulate)?,
+    }
+    Ok(())
+}
+
+fn matmul(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    dst: &TileRegion,
+    st: &TileRegion,
+    mv: &TileRegion,
+    accumulate: bool,
+) -> Result<(), ExecError> {
+    if dst.tile == st.tile || dst.tile == mv.tile {
+        return Err(ctx
+            .err("nc_matmul destination aliases an operand".into())
+            .into());
+    }
+    let dt = store.dtype(dst.tile);
+    let (mut out, dstride) = store.take(dst.tile)?;
+    let result = (|| -> Result<(), StoreError> {
+        let (a, astride) = store.data(st.tile)?;
+        let (b, bstride) = store.data(mv.tile)?;
+        let (k, m, n) = (st.np, st.nf, mv.nf);
+        let a = &a[st.p0 * astride + st.f0..];
+        let b = &b[mv.p0 * bstride + mv.f0..];
+        let c = &mut out[dst.p0 * dstride + dst.f0..];
+        // Bounds for the raw GEMM: the last element each operand touches.
+        assert!(
+            k == 0 || m == 0 || (k - 1) * astride + m <= a.len(),
+            "stationary region inside its tile"
+        );
+        assert!(
+            k == 0 || n == 0 || (k - 1) * bstride + n <= b.len(),
+            "moving region inside its tile"
+        );
+        assert!(
+            m == 0 || n == 0 || (m - 1) * dstride + n <= c.len(),
+            "dst region inside its tile"
+        );
+        // SAFETY: A = stationaryᵀ (m×k, element (i, l) at a[l*astride + i]), B = moving (k×n),
+        // C = dst (m×n); the asserts above keep every access inside the slices, and `c` does
+        // not alias `a` or `b` (different tiles).
+        unsafe {
+            matrixmultiply::sgemm(
+                m,
+                k,
+                n,
+                1.0,
+                a.as_ptr(),
+                1,
+                astride as isize,
+                b.as_ptr(),
+                bstride as isize,
+                1,
+                if accumulate { 1.0 } else { 0.0 },
+                c.as_mut_ptr(),
+                dstride as isize,
+                1,
+            );
+        }
+        if dt != DType::F32 {
+            for r in 0..m {
+                let row = &mut c[r * dstride..r * dstride + n];
+                row.iter_mut().for_each(|v| *v = dt.round(*v));
+            }
+        }
+        Ok(())
+    })();
+    store.restore(dst.tile, out);
+    Ok(result?)
+}
+
+/// The flat element range an access covers for the current loop indices.
+fn flat_range(a: &HbmAccess, env: &[i64]) -> (i64, i64, i64) {
+    let base = a.offset.eval(env);
+    let (mut lo, mut hi) = (base, base);
+    for (stride, n) in [(a.p_stride, a.np), (a.f_stride, a.nf)] {
+        let span = stride * (n as i64 - 1);
+        if span > 0 {
+            hi += span;
+        } else {
+            lo += span;
+        }
+    }
+    (base, lo, hi)
+}
+
+fn dma(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    dst: &DmaOperand,
+    src: &DmaOperand,
+    s: &mut Scratch,
+) -> Result<(), ExecError> {
+    let checked = |a: &HbmAccess, write: bool| -> Result<(HbmBuffer<'_>, i64), NkiError> {
+        let buf = ctx.hbm[a.tensor.0 as usize];
+        let (base, lo, hi) = flat_range(a, ctx.env);
+        if lo < 0 || hi >= buf.numel() as i64 {
+            return Err(ctx.err(format!(
+                "out-of-bounds HBM access: elements [{lo}, {hi}] of a tensor with {} elements",
+                buf.numel()
+            )));
+        }
+        if write && !buf.writable {
+            return Err(ctx.err("write to a read-only kernel input".into()));
+        }
+        Ok((buf, base))
+    };
+    match (dst, src) {
+        (DmaOperand::Tile { region }, DmaOperand::Hbm { access }) => {
+            let (buf, base) = checked(access, false)?;
+            for r in 0..region.np {
+                let row_base = base + r as i64 * access.p_stride;
+                let out = store.row_mut(region, r)?;
+                if access.f_stride == 1 {
+                    buf.read_run(row_base as usize, out);
+                } else {
+                    for (f, o) in out.iter_mut().enumerate() {
+                        *o = buf.read((row_base + f as i64 * access.f_stride) as usize);
+                    }
+                }
+            }
+        }
+        (DmaOperand::Hbm { access }, DmaOperand::Tile { region }) => {
+            let (buf, base) = checked(access, true)?;
+            for r in 0..region.np {
+                let row_base = base + r as i64 * access.p_stride;
+                let row = store.row(region, r)?;
+                if access.f_stride == 1 {
+                    buf.write_run(row_base as usize, row);
+                } else {
+                    for (f, v) in row.iter().enumerate() {
+                        buf.write((row_base + f as i64 * access.f_stride) as usize, *v);
+                    }
+                }
+            }
+        }
+        (DmaOperand::Hbm { access: d }, DmaOperand::Hbm { access: sa }) => {
+            let (dbuf, dbase) = checked(d, true)?;
+            let (sbuf, sbase) = checked(sa, false)?;
+            for r in 0..d.np as i64 {
+                s.a.clear();
+                s.a.extend(
+                    (0..d.nf as i64)
+                        .map(|f| sbuf.read((sbase + r * sa.p_stride + f * sa.f_stride) as usize)),
+                );
+                for (f, v) in s.a.iter().enumerate() {
+                    dbuf.write(
+                        (dbase + r * d.p_stride + f as i64 * d.f_stride) as usize,
+                        *v,
+                    );
+                }
+            }
+        }
+        (DmaOperand::Tile { region: d }, DmaOperand::Tile { region: sr }) => {
+            let dt = store.dtype(d.tile);
+            for r in 0..d.np {
+                copy_row(store, sr, r, &mut s.a)?;
+                let x = &s.a;
+                round_into(store.row_mut(d, r)?, dt, |i| x[i]);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! The CPU simulator: executes a validated [`Program`] on caller-owned buffers.
+//!
+//! Numerics follow the hardware (fp32 engines, round-to-nearest-even on narrowing writes, fp32
+//! PSUM accumulation, NaN-poisoned fresh tiles). Iterations of an `affine_range` loop run in
+//! parallel (rayon) when the simulator can prove they are independent: the body writes only
+//! tiles it allocates and HBM regions disjoint across iterations. Results are the same bits
+//! whatever the thread count.
+
+mod exec;
+mod parallel;
+mod store;
+
+use crate::dtype::DType;
+use crate::error::NkiError;
+use crate::ir::{HbmKind, Program, Stmt};
+use exec::{Ctx, Scratch, execute};
+use rayon::prelude::*;
+use store::{HbmBuffer, TileStore};
+
+pub use parallel::parallel_loops;
+
+/// A read-only input buffer: little-endian elements of `dtype`, row-major `shape`.
+#[derive(Clone, Copy, Debug)]
+pub struct HostTensor<'a> {
+    /// Element type.
+    pub dtype: DType,
+    /// Shape.
+    pub shape: &'a [usize],
+    /// The bytes.
+    pub data: &'a [u8],
+}
+
+/// A writable output buffer.
+#[derive(Debug)]
+pub struct HostTensorMut<'a> {
+    /// Element type.
+    pub dtype: DType,
+    /// Shape.
+    pub shape: &'a [usize],
+    /// The bytes.
+    pub data: &'a mut [u8],
+}
+
+/// Simulator switches.
+#[derive(Clone, Copy, Debug)]
+pub struct SimOptions<'p> {
+    /// Run provably independent `affine_range` iterations on the rayon pool.
+    pub parallel: bool,
+    /// A precomputed [`parallel_loops`] result for this program (saves a walk per call).
+    pub plan: Option<&'p [bool]>,
+}
+
+impl Default for SimOptions<'_> {
+    fn default() -> Self {
+        SimOptions {
+            parallel: true,
+            plan: None,
+        }
+    }
+}
+
+fn check_buffer(
+    decl: &crate::ir::HbmDecl,
+    dtype: DType,
+    shape: &[usize],
+    len: usize,
+) -> Result<(), NkiError> {
+    if decl.dtype != dtype || decl.shape != shape || len != decl.numel() * dtype.size_bytes() {
+        return Err(NkiError::Buffers(format!(
+            "buffer for {} is {dtype} {shape:?} ({len} bytes), but the program expects {} {:?} ({} bytes)",
+            decl.name,
+            decl.dtype,
+            decl.shape,
+            decl.numel() * decl.dtype.size_bytes()
+        )));
+    }
+    Ok(())
+}
+
+/// Executes `program` reading `inputs` (in parameter order) and writing `outputs` (in return
+/// order). Buffers must match the program's shapes and dtypes exactly; nothing is copied.
+pub fn simulate(
+    program: &Program,
+    inputs: &[HostTensor<'_>],
+    outputs: &mut [HostTensorMut<'_>],
+    opts: SimOptions<'_>,
+) -> Result<(), NkiError> {
+    let input_decls: Vec<_> = program.inputs().collect();
+    if inputs.len() != input_decls.len() || outputs.len() != program.outputs.len() {
+        return Err(NkiError::Buffers(format!(
+            "kernel {} takes {} inputs and {} outputs, got {} and {}",
+            program.name,
+            input_decls.len(),
+            program.outputs.len(),
+            inputs.len(),
+            outputs.len()
+        )));
+    }
+    let mut hbm: Vec<Option<HbmBuffer<'_>>> = vec![None; program.hbm.len()];
+    for ((id, decl), t) in input_decls.iter().zip(inputs) {
+        check_buffer(decl, t.dtype, t.shape, t.data.len())?;
+        hbm[id.0 as usize] = Some(HbmBuffer::input(t.data, t.dtype));
+    }
+    for (id, t) in program.outputs.iter().zip(outputs.iter_mut()) {
+        let decl = &program.hbm[id.0 as usize];
+        check_buffer(decl, t.dtype, t.shape, t.data.len())?;
+        hbm[id.0 as usize] = Some(HbmBuffer::output(t.data, t.dtype));
+    }
+    let hbm: Vec<HbmBuffer<'_>> = hbm
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| {
+            b.ok_or_else(|| {
+                NkiError::Buffers(format!(
+                    "no buffer for {} ({:?})",
+                    program.hbm[i].name, program.hbm[i].kind
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    debug_assert!(
+        program
+            .hbm
+            .iter()
+            .zip(&hbm)
+            .all(|(d, b)| (d.kind == HbmKind::Output) == b.writable)
+    );
+    let plan;
+    let parallel = match (opts.parallel, opts.plan) {
+        (false, _) => {
+            plan = vec![false; program.loops.len()];
+            &plan
+        }
+        (true, Some(p)) if p.len() == program.loops.len() => p,
+        (true, _) => {
+            plan = parallel_loops(program);
+            &plan
+        }
+    };
+    let runner = Runner {
+        program,
+        hbm: &hbm,
+        parallel,
+    };
+    let mut store = TileStore::new(program);
+    let mut env = vec![0i64; program.loops.len()];
+    runner.block(&program.body, &mut store, &mut env, &mut Scratch::default())
+}
+
+struct Runner<'r, 'a> {
+    program: &'r Program,
+    hbm: &'r [HbmBuffer<'a>],
+    parallel: &'r [bool],
+}
+
+impl Runner<'_, '_> {
+    fn block(
+        &self,
+        body: &[Stmt],
+        store: &mut TileStore<'_>,
+        env: &mut [i64],
+        scratch: &mut Scratch,
+    ) -> Result<(), NkiError> {
+        for s in body {
+            match s {
+                Stmt::Alloc { tile } => {
+                    store.allocate(*tile, self.program.tiles[tile.0 as usize].partitions)
+                }
+                Stmt::Inst(inst) => execute(
+                    &Ctx {
+                        hbm: self.hbm,
+                        env,
+                        inst,
+                    },
+                    store,
+                    scratch,
+                )?,
+                Stmt::Loop { var, body } => {
+                    let v = var.0 as usize;
+                    let trip = self.program.loops[v].trip;
+                    if self.parallel[v] {
+                        let parent: &TileStore<'_> = store;
+                        let results: Vec<Result<(), NkiError>> = (0..trip)
+                            .into_par_iter()
+                            .map_init(
+                                || (parent.child(), env.to_vec(), Scratch::default()),
+                                |(child, env, scratch), i| {
+                                    env[v] = i as i64;
+                                    self.block(body, child, env, scratch)
+                                },
+                            )
+                            .collect();
+                        results.into_iter().collect::<Result<(), _>>()?;
+                    } else {
+                        for i in 0..trip {
+                            env[v] = i as i64;
+                            self.block(body, store, env, scratch)?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

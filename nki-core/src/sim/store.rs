@@ -1,0 +1,238 @@
+//! Tile storage of one simulated execution frame, and caller-owned HBM buffers.
+//!
+//! Tiles hold fp32 values that are exactly representable in the tile's dtype (rounding happens
+//! on every write). A parallel loop iteration gets a child store that borrows the parent's
+//! tiles read-only and owns the tiles its body allocates.
+
+use crate::dtype::DType;
+use crate::ir::{Program, TileId, TileRegion};
+use std::marker::PhantomData;
+
+enum Slot<'p> {
+    Empty,
+    Owned(Vec<f32>),
+    Shared(&'p [f32]),
+}
+
+/// The tiles of one frame.
+pub(crate) struct TileStore<'p> {
+    slots: Vec<Slot<'p>>,
+    /// Free size (row stride) of each tile.
+    strides: Vec<usize>,
+    dtypes: Vec<DType>,
+}
+
+/// Why a tile could not be accessed.
+#[derive(Debug)]
+pub(crate) enum StoreError {
+    /// Read of a tile that has no storage in this frame.
+    Unallocated(TileId),
+    /// Write to a tile borrowed from a parent frame.
+    SharedWrite(TileId),
+}
+
+impl<'p> TileStore<'p> {
+    pub(crate) fn new(program: &Program) -> TileStore<'static> {
+        TileStore {
+            slots: program.tiles.iter().map(|_| Slot::Empty).collect(),
+            strides: program.tiles.iter().map(|t| t.free).collect(),
+            dtypes: program.tiles.iter().map(|t| t.dtype).collect(),
+        }
+    }
+
+    /// A frame that reads this one's tiles and owns nothing yet.
+    pub(crate) fn child(&self) -> TileStore<'_> {
+        TileStore {
+            slots: self
+                .slots
+                .iter()
+                .map(|s| match s {
+                    Slot::Empty => Slot::Empty,
+                    Slot::Owned(v) => Slot::Shared(v.as_slice()),
+                    Slot::Shared(r) => Slot::Shared(r),
+                })
+                .collect(),
+            strides: self.strides.clone(),
+            dtypes: self.dtypes.clone(),
+        }
+    }
+
+    /// Resets the child's view of the parent (the parent is unchanged during a parallel loop,
+    /// so only the slots the child allocated need their storage kept for reuse).
+    pub(crate) fn allocate(&mut self, tile: TileId, partitions: usize) {
+        let n = partitions * self.strides[tile.0 as usize];
+        let slot = &mut self.slots[tile.0 as usize];
+        match slot {
+            Slot::Owned(v) if v.len() == n => v.fill(f32::NAN),
+            _ => *slot = Slot::Owned(vec![f32::NAN; n]),
+        }
+    }
+
+    pub(crate) fn dtype(&self, tile: TileId) -> DType {
+        self.dtypes[tile.0 as usize]
+    }
+
+    /// Row `r` of a region.
+    #[inline]
+    pub(crate) fn row(&self, region: &TileRegion, r: usize) -> Result<&[f32], StoreError> {
+        let data = match &self.slots[region.tile.0 as usize] {
+            Slot::Owned(v) => v.as_slice(),
+            Slot::Shared(s) => s,
+            Slot::Empty => return Err(StoreError::Unallocated(region.tile)),
+        };
+        let start = (region.p0 + r) * self.strides[region.tile.0 as usize] + region.f0;
+        Ok(&data[start..start + region.nf])
+    }
+
+    /// Row `r` of a region, writable.
+    #[inline]
+    pub(crate) fn row_mut(
+        &mut self,
+        region: &TileRegion,
+        r: usize,
+    ) -> Result<&mut [f32], StoreError> {
+        let stride = self.strides[region.tile.0 as usize];
+        let data = match &mut self.slots[region.tile.0 as usize] {
+            Slot::Owned(v) => v.as_mut_slice(),
+            Slot::Shared(_) => return Err(StoreError::SharedWrite(region.tile)),
+            Slot::Empty => return Err(StoreError::Unallocated(region.tile)),
+        };
+        let start = (region.p0 + r) * stride + region.f0;
+        Ok(&mut data[start..start + region.nf])
+    }
+
+    /// The whole storage of a tile and its row stride (for GEMM operands).
+    pub(crate) fn data(&self, tile: TileId) -> Result<(&[f32], usize), StoreError> {
+        let stride = self.strides[tile.0 as usize];
+        match &self.slots[tile.0 as usize] {
+            Slot::Owned(v) => Ok((v.as_slice(), stride)),
+            Slot::Shared(s) => Ok((s, stride)),
+            Slot::Empty => Err(StoreError::Unallocated(tile)),
+        }
+    }
+
+    /// Takes a tile's storage out (to write it while reading others); put it back with [`Self::restore`].
+    pub(crate) fn take(&mut self, tile: TileId) -> Result<(Vec<f32>, usize), StoreError> {
+        let stride = self.strides[tile.0 as usize];
+        match std::mem::replace(&mut self.slots[tile.0 as usize], Slot::Empty) {
+            Slot::Owned(v) => Ok((v, stride)),
+            Slot::Shared(s) => {
+                self.slots[tile.0 as usize] = Slot::Shared(s);
+                Err(StoreError::SharedWrite(tile))
+            }
+            Slot::Empty => Err(StoreError::Unallocated(tile)),
+        }
+    }
+
+    pub(crate) fn restore(&mut self, tile: TileId, data: Vec<f32>) {
+        self.slots[tile.0 as usize] = Slot::Owned(data);
+    }
+}
+
+/// One HBM tensor's caller-owned bytes. Outputs are written through a raw pointer so parallel
+/// iterations can write disjoint regions (proved disjoint before a loop runs in parallel).
+#[derive(Clone, Copy)]
+pub(crate) struct HbmBuffer<'a> {
+    ptr: *mut u8,
+    len: usize,
+    pub(crate) dtype: DType,
+    pub(crate) writable: bool,
+    _lifetime: PhantomData<&'a mut [u8]>,
+}
+
+// SAFETY: the simulator only writes through `ptr` from iterations whose write sets are proved
+// disjoint, and reads inputs that nothing writes.
+unsafe impl Send for HbmBuffer<'_> {}
+// SAFETY: see above.
+unsafe impl Sync for HbmBuffer<'_> {}
+
+impl<'a> HbmBuffer<'a> {
+    pub(crate) fn input(data: &'a [u8], dtype: DType) -> HbmBuffer<'a> {
+        HbmBuffer {
+            ptr: data.as_ptr() as *mut u8,
+            len: data.len(),
+            dtype,
+            writable: false,
+            _lifetime: PhantomData,
+        }
+    }
+
+    pub(crate) fn output(data: &'a mut [u8], dtype: DType) -> HbmBuffer<'a> {
+        HbmBuffer {
+            ptr: data.as_mut_ptr(),
+            len: data.len(),
+            dtype,
+            writable: true,
+            _lifetime: PhantomData,
+        }
+    }
+
+    /// Elements in the buffer.
+    pub(crate) fn numel(&self) -> usize {
+        self.len / self.dtype.size_bytes()
+    }
+
+    /// Reads element `i` (bounds checked by the caller against `numel`).
+    #[inline]
+    pub(crate) fn read(&self, i: usize) -> f32 {
+        let w = self.dtype.size_bytes();
+        debug_assert!((i + 1) * w <= self.len);
+        // SAFETY: the caller checked `i < numel()`; the bytes belong to the caller's buffer for 'a.
+        let bytes = unsafe { std::slice::from_raw_parts(self.ptr.add(i * w), w) };
+        self.dtype.read(bytes, 0)
+    }
+
+    /// Reads `out.len()` contiguous elements starting at `i`.
+    #[inline]
+    pub(crate) fn read_run(&self, i: usize, out: &mut [f32]) {
+        let w = self.dtype.size_bytes();
+        debug_assert!((i + out.len()) * w <= self.len);
+        // SAFETY: the caller checked the run is in bounds.
+        let bytes = unsafe { std::slice::from_raw_parts(self.ptr.add(i * w), out.len() * w) };
+        match self.dtype {
+            DType::F32 => {
+                for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                }
+            }
+            DType::BF16 => {
+                for (o, c) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+                    *o = f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16);
+                }
+            }
+            dt => {
+                for (k, o) in out.iter_mut().enumerate() {
+                    *o = dt.read(bytes, k);
+                }
+            }
+        }
+    }
+
+    /// Writes `vals` (already representable in the dtype) contiguously starting at element `i`.
+    #[inline]
+    pub(crate) fn write_run(&self, i: usize, vals: &[f32]) {
+        let w = self.dtype.size_bytes();
+        debug_assert!(self.writable && (i + vals.len()) * w <= self.len);
+        // SAFETY: in bounds (checked by the caller); only writable (output) buffers are written,
+        // and concurrent writers touch disjoint runs.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(i * w), vals.len() * w) };
+        match self.dtype {
+            DType::F32 => {
+                for (v, c) in vals.iter().zip(bytes.chunks_exact_mut(4)) {
+                    c.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            dt => {
+                for (k, v) in vals.iter().enumerate() {
+                    dt.write(bytes, k, *v);
+                }
+            }
+        }
+    }
+
+    /// Writes one element.
+    #[inline]
+    pub(crate) fn write(&self, i: usize, v: f32) {
+        self.write_run(i, std::slice::from_ref(&v));
+    }
+}

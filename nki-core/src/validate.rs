@@ -1,0 +1,416 @@
+//! Validation of a traced program against a target's hardware constraints.
+//!
+//! Every violation names its rule, the limit, the actual value, the instruction and the kernel
+//! source line. Unlike NKI's own simulator, capacity (SBUF bytes, PSUM banks) is checked.
+
+use crate::dtype::DType;
+use crate::error::NkiError;
+use crate::ir::{
+    Buffer, DmaOperand, HbmAccess, Instruction, Op, Program, Stmt, TileDecl, TileId, TileRegion,
+};
+use crate::loc::SourceLoc;
+use crate::target::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_BYTES, PSUM_BANKS};
+
+/// The names of every rule, for documentation and tests.
+pub const RULES: &[&str] = &[
+    "partition-dim",
+    "matmul-contraction",
+    "matmul-stationary-free",
+    "matmul-moving-free",
+    "matmul-operand-buffer",
+    "matmul-dst-psum",
+    "matmul-dst-dtype",
+    "psum-bank",
+    "psum-banks-live",
+    "sbuf-capacity",
+    "dma-psum",
+    "hbm-bounds",
+    "tile-scope",
+];
+
+fn violation(
+    rule: &'static str,
+    limit: impl ToString,
+    actual: impl ToString,
+    instruction: String,
+    message: String,
+    loc: SourceLoc,
+) -> NkiError {
+    NkiError::Validation {
+        rule,
+        limit: limit.to_string(),
+        actual: actual.to_string(),
+        instruction,
+        message,
+        loc,
+    }
+}
+
+fn describe_tile(t: &TileDecl) -> String {
+    format!(
+        "{} [{}, {}] {} in {}",
+        t.name,
+        t.partitions,
+        t.free,
+        t.dtype,
+        t.buffer.name()
+    )
+}
+
+/// Checks `program` against its target; returns the first violation found.
+pub fn validate(program: &Program) -> Result<(), NkiError> {
+    check_tiles(program)?;
+    let mut first: Option<NkiError> = None;
+    program.visit_instructions(&mut |inst, _| {
+        if first.is_none() {
+            first = check_instruction(program, inst).err();
+        }
+    });
+    if let Some(e) = first {
+        return Err(e);
+    }
+    check_liveness(program)
+}
+
+fn check_tiles(program: &Program) -> Result<(), NkiError> {
+    for t in &program.tiles {
+        if t.partitions > PMAX {
+            return Err(violation(
+                "partition-dim",
+                PMAX,
+                t.partitions,
+                format!("alloc {}", describe_tile(t)),
+                format!(
+                    "tile {} has {} partitions; dim 0 of a tile is the partition dim",
+                    t.name, t.partitions
+                ),
+                t.loc,
+            ));
+        }
+        if t.buffer == Buffer::Psum && t.bytes_per_partition() > PSUM_BANK_BYTES {
+            return Err(violation(
+                "psum-bank",
+                format!("{PSUM_BANK_BYTES} B per partition"),
+                format!("{} B", t.bytes_per_partition()),
+                format!("alloc {}", describe_tile(t)),
+                format!(
+                    "PSUM tile {} does not fit one 2 KiB bank (512 fp32 per partition)",
+                    t.name
+                ),
+                t.loc,
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiError> {
+    let tile = |r: &TileRegion| &program.tiles[r.tile.0 as usize];
+    let name = inst.op.name();
+    if let Op::NcMatmul {
+        dst,
+        stationary,
+        moving,
+        ..
+    } = &inst.op
+    {
+        let [k, m] = stationary.shape();
+        let n = moving.nf;
+        let checks: [(&'static str, usize, usize, &str); 3] = [
+            (
+                "matmul-contraction",
+                PMAX,
+                k,
+                "contraction (partition) size K",
+            ),
+            (
+                "matmul-stationary-free",
+                GEMM_STATIONARY_FMAX,
+                m,
+                "stationary free size M",
+            ),
+            (
+                "matmul-moving-free",
+                GEMM_MOVING_FMAX,
+                n,
+                "moving free size N",
+            ),
+        ];
+        for (rule, limit, actual, what) in checks {
+            if actual > limit {
+                return Err(violation(
+                    rule,
+                    limit,
+                    actual,
+                    name.into(),
+                    format!("nc_matmul {what} is {actual}"),
+                    inst.loc,
+                ));
+            }
+        }
+        for (role, r) in [("stationary", stationary), ("moving", moving)] {
+            if tile(r).buffer != Buffer::Sbuf {
+                return Err(violation(
+                    "matmul-operand-buffer",
+                    "sbuf",
+                    tile(r).buffer.name(),
+                    name.into(),
+                    format!(
+                        "nc_matmul reads its {role} operand from SBUF; {} is in {}",
+                        tile(r).name,
+                        tile(r).buffer.name()
+                    ),
+                    inst.loc,
+                ));
+            }
+        }
+        let d = tile(dst);
+        if d.buffer != Buffer::Psum {
+            return Err(violation(
+                "matmul-dst-psum",
+                "psum",
+                d.buffer.name(),
+                name.into(),
+                format!(
+                    "nc_matmul writes to PSUM; {} is in {}",
+                    d.name,
+                    d.buffer.name()
+                ),
+                inst.loc,
+            ));
+        }
+        let dtype_ok = d.dtype == DType::F32
+            || (d.dtype == DType::BF16 && program.target.matmul_bf16_output());
+        if !dtype_ok {
+            let allowed = if program.target.matmul_bf16_output() {
+                "f32 or bf16"
+            } else {
+                "f32"
+            };
+            return Err(violation(
+                "matmul-dst-dtype",
+                allowed,
+                d.dtype,
+                name.into(),
+                format!(
+                    "nc_matmul accumulates in fp32 PSUM on {}; {} is {}",
+                    program.target, d.name, d.dtype
+                ),
+                inst.loc,
+            ));
+        }
+    }
+    if let Op::DmaCopy { dst, src } = &inst.op {
+        for (role, side) in [("dst", dst), ("src", src)] {
+            match side {
+                DmaOperand::Tile { region } if tile(region).buffer == Buffer::Psum => {
+                    return Err(violation(
+                        "dma-psum",
+                        "hbm <-> sbuf",
+                        "psum",
+                        name.into(),
+                        format!(
+                            "DMA cannot access PSUM ({role} {}); tensor_copy to SBUF first",
+                            tile(region).name
+                        ),
+                        inst.loc,
+                    ));
+                }
+                DmaOperand::Hbm { access } => check_hbm_bounds(program, access, inst)?,
+                DmaOperand::Tile { .. } => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_hbm_bounds(program: &Program, a: &HbmAccess, inst: &Instruction) -> Result<(), NkiError> {
+    let decl = &program.hbm[a.tensor.0 as usize];
+    let (mut lo, mut hi) = a.offset.range(&program.trips());
+    for (stride, n) in [(a.p_stride, a.np), (a.f_stride, a.nf)] {
+        let span = stride * (n as i64 - 1);
+        if span > 0 {
+            hi += span;
+        } else {
+            lo += span;
+        }
+    }
+    let numel = decl.numel() as i64;
+    if lo < 0 || hi >= numel {
+        return Err(violation(
+            "hbm-bounds",
+            format!("[0, {numel})"),
+            format!("[{lo}, {}]", hi),
+            inst.op.name().into(),
+            format!(
+                "access pattern reaches outside {} (shape {:?})",
+                decl.name, decl.shape
+            ),
+            inst.loc,
+        ));
+    }
+    Ok(())
+}
+
+/// A tile's live interval in program positions, and the block that owns it.
+struct Live {
+    alloc: usize,
+    last: usize,
+    blocks: Vec<usize>,
+}
+
+struct Walker {
+    pos: usize,
+    next_block: usize,
+    blocks: Vec<usize>,
+    /// Each tile's live interval, once allocated.
+    live: Vec<Option<Live>>,
+    /// `(tile, position, blocks at use)` for uses to resolve after the walk.
+    uses: Vec<(TileId, usize, Vec<usize>, SourceLoc, &'static str)>,
+    block_end: Vec<usize>,
+}
+
+impl Walker {
+    fn walk(&mut self, body: &[Stmt]) {
+        for s in body {
+            self.pos += 1;
+            match s {
+                Stmt::Alloc { tile } => {
+                    self.live[tile.0 as usize] = Some(Live {
+                        alloc: self.pos,
+                        last: self.pos,
+                        blocks: self.blocks.clone(),
+                    });
+                }
+                Stmt::Inst(inst) => {
+                    let mut regions = inst.op.tile_reads();
+                    regions.extend(inst.op.tile_writes());
+                    for r in regions {
+                        self.uses.push((
+                            r.tile,
+                            self.pos,
+                            self.blocks.clone(),
+                            inst.loc,
+                            inst.op.name(),
+                        ));
+                    }
+                }
+                Stmt::Loop { body, .. } => {
+                    let id = self.next_block;
+                    self.next_block += 1;
+                    self.block_end.push(0);
+                    self.blocks.push(id);
+                    self.walk(body);
+                    self.blocks.pop();
+                    self.pos += 1;
+                    self.block_end[id] = self.pos;
+                }
+            }
+        }
+    }
+}
+
+fn check_liveness(program: &Program) -> Result<(), NkiError> {
+    let mut w = Walker {
+        pos: 0,
+        next_block: 1,
+        blocks: vec![0],
+        live: (0..program.tiles.len()).map(|_| None).collect(),
+        uses: Vec::new(),
+        block_end: vec![usize::MAX],
+    };
+    w.walk(&program.body);
+    let Walker {
+        mut live,
+        uses,
+        block_end,
+        ..
+    } = w;
+    for (tile, pos, blocks, loc, inst) in uses {
+        let t = &program.tiles[tile.0 as usize];
+        let Some(l) = live[tile.0 as usize].as_mut() else {
+            return Err(violation(
+                "tile-scope",
+                "after alloc",
+                "before alloc",
+                inst.into(),
+                format!("{} is used before it is allocated", t.name),
+                loc,
+            ));
+        };
+        let owner = *l
+            .blocks
+            .last()
+            .expect("every tile is allocated in some block");
+        let Some(depth) = blocks.iter().position(|b| *b == owner) else {
+            return Err(violation(
+                "tile-scope",
+                "inside the allocating block",
+                "outside it",
+                inst.into(),
+                format!(
+                    "{} is used outside the loop body that allocated it (allocated at {})",
+                    t.name, t.loc
+                ),
+                loc,
+            ));
+        };
+        // A use inside a loop nested below the owner keeps the tile live until that loop ends.
+        let end = blocks.get(depth + 1).map_or(pos, |inner| block_end[*inner]);
+        l.last = l.last.max(end);
+    }
+    for buffer in [Buffer::Sbuf, Buffer::Psum] {
+        let mut events: Vec<(usize, i64, TileId)> = Vec::new();
+        for (i, l) in live.iter().enumerate() {
+            let t = &program.tiles[i];
+            if t.buffer != buffer {
+                continue;
+            }
+            let Some(l) = l else { continue };
+            let size = match buffer {
+                Buffer::Sbuf => t.bytes_per_partition() as i64,
+                Buffer::Psum => t.bytes_per_partition().div_ceil(PSUM_BANK_BYTES).max(1) as i64,
+            };
+            events.push((l.alloc, size, TileId(i as u32)));
+            events.push((l.last + 1, -size, TileId(i as u32)));
+        }
+        // Frees before allocations at the same position.
+        events.sort_by_key(|(pos, size, _)| (*pos, *size > 0));
+        let limit = match buffer {
+            Buffer::Sbuf => program.target.sbuf_bytes_per_partition() as i64,
+            Buffer::Psum => PSUM_BANKS as i64,
+        };
+        let mut total = 0i64;
+        for (_, size, tile) in events {
+            total += size;
+            if size > 0 && total > limit {
+                let t = &program.tiles[tile.0 as usize];
+                return Err(match buffer {
+                    Buffer::Sbuf => violation(
+                        "sbuf-capacity",
+                        format!("{limit} B per partition on {}", program.target),
+                        format!("{total} B"),
+                        format!("alloc {}", describe_tile(t)),
+                        format!(
+                            "live SBUF tiles need {total} B per partition when {} is allocated",
+                            t.name
+                        ),
+                        t.loc,
+                    ),
+                    Buffer::Psum => violation(
+                        "psum-banks-live",
+                        format!("{PSUM_BANKS} banks"),
+                        format!("{total} banks"),
+                        format!("alloc {}", describe_tile(t)),
+                        format!(
+                            "live PSUM tiles need {total} banks when {} is allocated",
+                            t.name
+                        ),
+                        t.loc,
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,287 @@
+//! Simulator behaviour on small traced programs: numerics, poisoning, parallel determinism.
+
+use nki_core::ir::Program;
+use nki_core::lang::InputSpec;
+use nki_core::prelude::*;
+use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
+use nki_core::{NkiError, Target};
+
+fn input(name: &str, shape: &[usize], dtype: DType) -> InputSpec {
+    InputSpec {
+        name: name.into(),
+        shape: shape.to_vec(),
+        dtype,
+    }
+}
+
+fn bytes(vals: &[f32], dtype: DType) -> Vec<u8> {
+    let mut b = vec![0u8; vals.len() * dtype.size_bytes()];
+    for (i, v) in vals.iter().enumerate() {
+        dtype.write(&mut b, i, *v);
+    }
+    b
+}
+
+fn floats(b: &[u8], dtype: DType) -> Vec<f32> {
+    (0..b.len() / dtype.size_bytes())
+        .map(|i| dtype.read(b, i))
+        .collect()
+}
+
+fn run(program: &Program, ins: &[(&[f32], DType)], parallel: bool) -> Result<Vec<f32>, NkiError> {
+    let in_bytes: Vec<Vec<u8>> = ins.iter().map(|(v, d)| bytes(v, *d)).collect();
+    let inputs: Vec<HostTensor<'_>> = program
+        .inputs()
+        .zip(&in_bytes)
+        .map(|((_, decl), b)| HostTensor {
+            dtype: decl.dtype,
+            shape: &decl.shape,
+            data: b,
+        })
+        .collect();
+    let out = &program.hbm[program.outputs[0].0 as usize];
+    let mut out_bytes = vec![0u8; out.numel() * out.dtype.size_bytes()];
+    simulate(
+        program,
+        &inputs,
+        &mut [HostTensorMut {
+            dtype: out.dtype,
+            shape: &out.shape,
+            data: &mut out_bytes,
+        }],
+        SimOptions {
+            parallel,
+            plan: None,
+        },
+    )?;
+    Ok(floats(&out_bytes, out.dtype))
+}
+
+fn ramp(n: usize, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) * scale)
+        .collect()
+}
+
+/// A tiled matmul written directly in the tile language (no macro), for simulator tests.
+fn matmul_program(m: usize, k: usize, n: usize, dt: DType) -> Program {
+    trace(
+        "mm",
+        Target::Trn2,
+        &[input("x", &[m, k], dt), input("w", &[k, n], dt)],
+        |h| {
+            let (x, w) = (&h[0], &h[1]);
+            let out = shared_hbm(&[m, n], dt);
+            for_each_tile(m, 128, |mt| {
+                for_each_tile(n, 512, |nt| {
+                    let acc = psum([mt.size, nt.size], DType::F32);
+                    memset(&acc, 0.0);
+                    for_each_tile(k, 128, |kt| {
+                        let a = sbuf([kt.size, mt.size], dt);
+                        dma_copy(
+                            &a,
+                            x.rows(mt.start.clone(), mt.size)
+                                .cols(kt.start.clone(), kt.size)
+                                .t(),
+                        );
+                        let b = sbuf([kt.size, nt.size], dt);
+                        dma_copy(
+                            &b,
+                            w.rows(kt.start.clone(), kt.size)
+                                .cols(nt.start.clone(), nt.size),
+                        );
+                        nc_matmul(&acc, &a, &b, true);
+                    });
+                    let res = sbuf([mt.size, nt.size], dt);
+                    tensor_copy(&res, &acc);
+                    dma_copy(
+                        out.rows(mt.start.clone(), mt.size)
+                            .cols(nt.start.clone(), nt.size),
+                        &res,
+                    );
+                });
+            });
+            vec![out]
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn tiled_matmul_matches_naive_with_ragged_edges() {
+    let (m, k, n) = (300, 260, 700);
+    let p = matmul_program(m, k, n, DType::F32);
+    nki_core::validate::validate(&p).unwrap();
+    let (x, w) = (ramp(m * k, 1e-2), ramp(k * n, 2e-2));
+    let got = run(&p, &[(&x, DType::F32), (&w, DType::F32)], true).unwrap();
+    for i in (0..m).step_by(7) {
+        for j in (0..n).step_by(11) {
+            let want: f64 = (0..k)
+                .map(|l| x[i * k + l] as f64 * w[l * n + j] as f64)
+                .sum();
+            let g = got[i * n + j] as f64;
+            assert!(
+                (g - want).abs() <= 1e-4 * want.abs().max(1.0),
+                "[{i},{j}] {g} vs {want}"
+            );
+        }
+    }
+    // The m loop runs in parallel, the K accumulation does not; bits must not depend on it.
+    assert_eq!(
+        got,
+        run(&p, &[(&x, DType::F32), (&w, DType::F32)], false).unwrap()
+    );
+    let plan = nki_core::sim::parallel_loops(&p);
+    assert!(plan[0], "the loop over full M tiles is independent");
+    assert!(
+        plan.iter().filter(|b| **b).count() < plan.len(),
+        "K accumulation loops are not parallel"
+    );
+}
+
+#[test]
+fn writes_round_to_nearest_even_in_bf16() {
+    let p = trace(
+        "rt",
+        Target::Trn2,
+        &[input("x", &[1, 2], DType::F32)],
+        |h| {
+            let out = shared_hbm(&[1, 2], DType::BF16);
+            let a = sbuf([1, 2], DType::F32);
+            dma_copy(&a, &h[0]);
+            let b = sbuf([1, 2], DType::BF16);
+            tensor_scalar(&b, &a, BinOp::Add, 1.0);
+            dma_copy(&out, &b);
+            vec![out]
+        },
+    )
+    .unwrap();
+    // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: ties go to the even mantissa (1.0).
+    // 1 + 3·2^-8 ties between 1 + 2^-7 (odd) and 1 + 2^-6 (even).
+    let got = run(&p, &[(&[1.0 / 256.0, 3.0 / 256.0], DType::F32)], true).unwrap();
+    assert_eq!(got, vec![1.0, 1.0 + 1.0 / 64.0]);
+}
+
+#[test]
+fn fresh_tiles_are_poisoned_with_nan() {
+    let p = trace(
+        "poison",
+        Target::Trn2,
+        &[input("x", &[2, 4], DType::F32)],
+        |h| {
+            let out = shared_hbm(&[2, 4], DType::F32);
+            let a = sbuf([2, 4], DType::F32);
+            dma_copy(a.cols(0, 2), h[0].cols(0, 2));
+            dma_copy(&out, &a);
+            vec![out]
+        },
+    )
+    .unwrap();
+    let got = run(&p, &[(&[1.0; 8], DType::F32)], true).unwrap();
+    assert_eq!(&got[..2], &[1.0, 1.0]);
+    assert!(
+        got[2].is_nan() && got[3].is_nan(),
+        "unwritten columns read back as NaN: {got:?}"
+    );
+}
+
+#[test]
+fn activation_reduce_and_column_operands() {
+    let p = trace(
+        "act",
+        Target::Trn2,
+        &[input("x", &[3, 4], DType::F32)],
+        |h| {
+            let out = shared_hbm(&[3, 4], DType::F32);
+            let a = sbuf([3, 4], DType::F32);
+            dma_copy(&a, &h[0]);
+            let sq = sbuf([3, 4], DType::F32);
+            let s = sbuf([3, 1], DType::F32);
+            activation_reduce(&sq, ActFn::Square, &a, 2.0, None, BinOp::Add, &s);
+            let mx = sbuf([3, 1], DType::F32);
+            tensor_reduce(&mx, BinOp::Maximum, &a, false);
+            // out = (x - max) * sum((2x)²)
+            tensor_scalar2(&sq, &a, BinOp::Subtract, &mx, BinOp::Multiply, &s);
+            dma_copy(&out, &sq);
+            vec![out]
+        },
+    )
+    .unwrap();
+    let x: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 2.0).collect();
+    let got = run(&p, &[(&x, DType::F32)], true).unwrap();
+    for r in 0..3 {
+        let row = &x[r * 4..r * 4 + 4];
+        let s: f32 = row.iter().map(|v| (2.0 * v) * (2.0 * v)).sum();
+        let m = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        for c in 0..4 {
+            assert_eq!(got[r * 4 + c], (row[c] - m) * s);
+        }
+    }
+}
+
+#[test]
+fn out_of_bounds_slices_are_trace_errors_with_the_source_line() {
+    let err = trace(
+        "oob",
+        Target::Trn2,
+        &[input("x", &[100, 4], DType::F32)],
+        |h| {
+            let out = shared_hbm(&[100, 4], DType::F32);
+            affine_range(2, |i| {
+                let t = sbuf([64, 4], DType::F32);
+                dma_copy(&t, h[0].rows(i * 64usize, 64)); // rows 64..128 of a 100-row tensor
+                dma_copy(out.rows(AffineExpr::from(0usize), 64), &t);
+            });
+            vec![out]
+        },
+    )
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&format!("trace error at {}:", file!())),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(
+            "dimension 0 has size 100, but the slice [64*i0, 64*i0 + 64) reaches [0, 128)"
+        ),
+        "{msg}"
+    );
+}
+
+#[test]
+fn kernel_inputs_are_read_only() {
+    let err = trace(
+        "ro",
+        Target::Trn2,
+        &[input("x", &[1, 4], DType::F32)],
+        |h| {
+            let t = sbuf([1, 4], DType::F32);
+            memset(&t, 0.0);
+            dma_copy(&h[0], &t);
+            vec![]
+        },
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("kernel input `x` is read-only"),
+        "{err}"
+    );
+}
+
+#[test]
+fn buffers_must_match_the_program() {
+    let p = matmul_program(4, 4, 4, DType::F32);
+    let err = run(
+        &p,
+        &[(&[0.0; 16], DType::F32), (&[0.0; 15], DType::F32)],
+        true,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "buffer for w is f32 [4, 4] (60 bytes), but the program expects f32 [4, 4] (64 bytes)"
+        ),
+        "{err}"
+    );
+}

@@ -1,0 +1,173 @@
+//! Every validation rule rejects a program that breaks it, naming rule, limit, actual value,
+//! instruction and source line.
+
+use nki_core::ir::Program;
+use nki_core::lang::InputSpec;
+use nki_core::prelude::*;
+use nki_core::validate::validate;
+use nki_core::{NkiError, Target};
+
+fn program(target: Target, body: impl FnOnce(&Hbm) -> Hbm) -> Program {
+    let inputs = [InputSpec {
+        name: "x".into(),
+        shape: vec![256, 1024],
+        dtype: DType::F32,
+    }];
+    trace("k", target, &inputs, |h| vec![body(&h[0])]).unwrap()
+}
+
+fn rule_of(p: &Program) -> (&'static str, String, String, u32) {
+    match validate(p).unwrap_err() {
+        NkiError::Validation {
+            rule,
+            limit,
+            actual,
+            loc,
+            ..
+        } => (rule, limit, actual, loc.line),
+        other => panic!("expected a validation error, got {other}"),
+    }
+}
+
+#[test]
+fn partition_dim_over_128() {
+    let mut line = 0;
+    let p = program(Target::Trn2, |x| {
+        let out = shared_hbm(&[256, 1024], DType::F32);
+        line = line!() + 1;
+        let t = sbuf([256, 1024], DType::F32);
+        dma_copy(&t, x);
+        dma_copy(&out, &t);
+        out
+    });
+    assert_eq!(
+        rule_of(&p),
+        ("partition-dim", "128".into(), "256".into(), line)
+    );
+    let msg = validate(&p).unwrap_err().to_string();
+    assert!(msg.contains(&format!("{}:{line}", file!())), "{msg}");
+}
+
+#[test]
+fn matmul_limits_buffers_and_dtypes() {
+    let p = program(Target::Trn2, |x| {
+        let out = shared_hbm(&[256, 1024], DType::F32);
+        let a = sbuf([128, 128], DType::F32);
+        let b = sbuf([128, 1024], DType::F32);
+        dma_copy(&a, x.rows(0usize, 128).cols(0usize, 128));
+        dma_copy(&b, x.rows(0usize, 128));
+        let acc = psum([128, 512], DType::F32);
+        nc_matmul(&acc, &a, b.cols(0, 512), false);
+        let wide = sbuf([128, 1024], DType::F32);
+        nc_matmul(&wide, &a, &b, false);
+        out
+    });
+    assert_eq!(rule_of(&p).0, "matmul-moving-free");
+    let p = program(Target::Trn2, |x| {
+        let out = shared_hbm(&[256, 1024], DType::F32);
+        let a = sbuf([128, 128], DType::F32);
+        dma_copy(&a, x.rows(0usize, 128).cols(0usize, 128));
+        let acc = sbuf([128, 128], DType::F32);
+        nc_matmul(&acc, &a, &a, false);
+        out
+    });
+    assert_eq!(rule_of(&p).0, "matmul-dst-psum");
+    let body = |x: &Hbm| {
+        let out = shared_hbm(&[256, 1024], DType::F32);
+        let a = sbuf([128, 128], DType::BF16);
+        let acc = psum([128, 128], DType::BF16);
+        memset(&a, 1.0);
+        let _ = x;
+        nc_matmul(&acc, &a, &a, false);
+        out
+    };
+    let (rule, limit, actual, _) = rule_of(&program(Target::Trn2, body));
+    assert_eq!(
+        (rule, limit.as_str(), actual.as_str()),
+        ("matmul-dst-dtype", "f32", "bf16")
+    );
+    validate(&program(Target::Trn3, body)).expect("Trn3 may write bf16 PSUM");
+}
+
+#[test]
+fn psum_bank_and_bank_count() {
+    let p = program(Target::Trn2, |_| {
+        let out = shared_hbm(&[1, 1], DType::F32);
+        let t = psum([128, 1024], DType::F32);
+        memset(&t, 0.0);
+        out
+    });
+    assert_eq!(
+        rule_of(&p),
+        (
+            "psum-bank",
+            "2048 B per partition".into(),
+            "4096 B".into(),
+            line!() - 4
+        )
+    );
+    let p = program(Target::Trn2, |_| {
+        let out = shared_hbm(&[1, 1], DType::F32);
+        let tiles: Vec<Tile> = (0..9).map(|_| psum([128, 512], DType::F32)).collect();
+        for t in &tiles {
+            memset(t, 0.0);
+        }
+        out
+    });
+    assert_eq!(rule_of(&p).0, "psum-banks-live");
+}
+
+#[test]
+fn sbuf_capacity_counts_live_tiles_per_target() {
+    // Three live [128, 16384] fp32 tiles need 192 KiB per partition: fits Trn2 (224 KiB),
+    // not Trn1 (192 KiB) once a fourth small tile is live too.
+    let body = |_: &Hbm| {
+        let out = shared_hbm(&[1, 1], DType::F32);
+        let tiles: Vec<Tile> = (0..3).map(|_| sbuf([128, 16384], DType::F32)).collect();
+        let small = sbuf([128, 1], DType::F32);
+        for t in &tiles {
+            memset(t, 0.0);
+        }
+        memset(&small, 0.0);
+        out
+    };
+    validate(&program(Target::Trn2, body)).unwrap();
+    let (rule, limit, actual, _) = rule_of(&program(Target::Trn1, body));
+    assert_eq!(
+        (rule, limit.as_str(), actual.as_str()),
+        (
+            "sbuf-capacity",
+            "196608 B per partition on trn1",
+            "196612 B"
+        )
+    );
+    // Tiles allocated inside a loop body die with the iteration: no accumulation across trips.
+    let p = program(Target::Trn1, |_| {
+        let out = shared_hbm(&[1, 1], DType::F32);
+        affine_range(8, |_| {
+            let t = sbuf([128, 32768], DType::F32);
+            memset(&t, 0.0);
+        });
+        out
+    });
+    validate(&p).unwrap();
+}
+
+#[test]
+fn dma_cannot_touch_psum_and_tiles_stay_in_scope() {
+    let p = program(Target::Trn2, |x| {
+        let out = shared_hbm(&[128, 512], DType::F32);
+        let t = psum([128, 512], DType::F32);
+        dma_copy(&t, x.rows(0usize, 128).cols(0usize, 512));
+        out
+    });
+    assert_eq!(rule_of(&p).0, "dma-psum");
+    let p = program(Target::Trn2, |_| {
+        let out = shared_hbm(&[4, 4], DType::F32);
+        let mut escaped = None;
+        affine_range(2, |_| escaped = Some(sbuf([4, 4], DType::F32)));
+        memset(&escaped.unwrap(), 0.0);
+        out
+    });
+    assert_eq!(rule_of(&p).0, "tile-scope");
+}

@@ -1,0 +1,132 @@
+//! # nki-registry
+//!
+//! The kernel registry of one native binary: every `#[kernel]` that `inventory` collected,
+//! looked up by name, checked for duplicate names, exported as a JSON manifest, and compiled
+//! (traced + validated) once per signature through the [`CompileCache`].
+//!
+//! `inventory` only sees crates that are linked: a binary that reads the registry must
+//! reference its kernel crates (`use nki_kernels as _;`).
+
+mod cache;
+mod manifest;
+
+pub use cache::{CompileCache, Compiled};
+pub use manifest::{Manifest, ManifestEntry};
+
+use nki_core::KernelDef;
+use nki_core::kernel_def::registered_kernels;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// Registry failures.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// Two kernels share a name.
+    #[error("duplicate kernel name `{name}`: defined at {first} and at {second}")]
+    Duplicate {
+        /// The shared name.
+        name: String,
+        /// One definition site.
+        first: String,
+        /// The other definition site.
+        second: String,
+    },
+    /// No kernel with that name.
+    #[error("no kernel named `{name}` (registered: {known})")]
+    Unknown {
+        /// The requested name.
+        name: String,
+        /// The registered names, comma separated.
+        known: String,
+    },
+}
+
+/// Every kernel of this binary, by name.
+#[derive(Debug)]
+pub struct Registry {
+    kernels: BTreeMap<&'static str, &'static KernelDef>,
+}
+
+impl Registry {
+    /// Builds a registry from kernel definitions, rejecting duplicate names.
+    pub fn from_defs(
+        defs: impl IntoIterator<Item = &'static KernelDef>,
+    ) -> Result<Registry, RegistryError> {
+        let mut kernels = BTreeMap::new();
+        let mut all: Vec<&'static KernelDef> = defs.into_iter().collect();
+        all.sort_by_key(|d| (d.name, d.location.file, d.location.line));
+        for def in all {
+            if let Some(prev) = kernels.insert(def.name, def) {
+                return Err(RegistryError::Duplicate {
+                    name: def.name.to_string(),
+                    first: prev.location.to_string(),
+                    second: def.location.to_string(),
+                });
+            }
+        }
+        Ok(Registry { kernels })
+    }
+
+    /// The registry of every kernel linked into this binary (built once).
+    pub fn global() -> Result<&'static Registry, RegistryError> {
+        static GLOBAL: OnceLock<Result<Registry, RegistryError>> = OnceLock::new();
+        GLOBAL
+            .get_or_init(|| Registry::from_defs(registered_kernels()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The kernel called `name`.
+    pub fn get(&self, name: &str) -> Result<&'static KernelDef, RegistryError> {
+        self.kernels
+            .get(name)
+            .copied()
+            .ok_or_else(|| RegistryError::Unknown {
+                name: name.to_string(),
+                known: self.names().join(", "),
+            })
+    }
+
+    /// Kernel names, sorted.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.kernels.keys().copied().collect()
+    }
+
+    /// Kernels, sorted by name.
+    pub fn kernels(&self) -> impl Iterator<Item = &'static KernelDef> + '_ {
+        self.kernels.values().copied()
+    }
+
+    /// The manifest of every kernel.
+    pub fn manifest(&self) -> Manifest {
+        Manifest::new(self.kernels())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nki_kernels as _;
+
+    #[test]
+    fn global_registry_holds_exactly_the_library_kernels() {
+        let reg = Registry::global().unwrap();
+        assert_eq!(reg.names(), vec!["add", "matmul", "rmsnorm"]);
+        let err = reg.get("softmax").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no kernel named `softmax` (registered: add, matmul, rmsnorm)"
+        );
+    }
+
+    #[test]
+    fn duplicate_names_are_rejected_with_both_locations() {
+        let add = Registry::global().unwrap().get("add").unwrap();
+        let err = Registry::from_defs([add, add]).unwrap_err();
+        let loc = add.location.to_string();
+        assert_eq!(
+            err.to_string(),
+            format!("duplicate kernel name `add`: defined at {loc} and at {loc}")
+        );
+    }
+}
