@@ -51,3 +51,30 @@ pub fn add(x: &Hbm, y: &Hbm) -> Hbm {
     });
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_rank_and_ragged_columns() {
+        for shape in [vec![1000], vec![3, 50, 70], vec![130, 4100]] {
+            let n: usize = shape.iter().product();
+            let x = HostArray::new(
+                &shape,
+                DType::BF16,
+                (0..n).map(|i| (i % 251) as f32 / 100.0),
+            );
+            let y = HostArray::new(&shape, DType::BF16, (0..n).map(|i| (i % 13) as f32 / 7.0));
+            let out = run_kernel(&ADD_KERNEL, &[x.clone(), y.clone()], &[], Target::Trn2).unwrap();
+            assert_eq!(out[0].shape, shape);
+            for i in 0..n {
+                assert_eq!(
+                    out[0].values[i],
+                    DType::BF16.round(x.values[i] + y.values[i]),
+                    "{shape:?}[{i}]"
+                );
+            }
+        }
+    }
+}

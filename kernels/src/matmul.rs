@@ -49,3 +49,54 @@ pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
     });
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut out = vec![0f64; m * n];
+        for i in 0..m {
+            for l in 0..k {
+                let a = x[i * k + l] as f64;
+                for j in 0..n {
+                    out[i * n + j] += a * w[l * n + j] as f64;
+                }
+            }
+        }
+        out
+    }
+
+    fn check(m: usize, k: usize, n: usize, dtype: DType, tol: f64) {
+        let x = HostArray::new(
+            &[m, k],
+            dtype,
+            (0..m * k).map(|i| ((i * 7919) % 997) as f32 / 498.0 - 1.0),
+        );
+        let w = HostArray::new(
+            &[k, n],
+            dtype,
+            (0..k * n).map(|i| ((i * 104729) % 991) as f32 / 495.0 - 1.0),
+        );
+        let y = run_kernel(&MATMUL_KERNEL, &[x.clone(), w.clone()], &[], Target::Trn2).unwrap();
+        assert_eq!(y[0].shape, vec![m, n]);
+        for (a, b) in y[0].values.iter().zip(naive(&x.values, &w.values, m, k, n)) {
+            assert!(
+                (*a as f64 - b).abs() <= tol * (1.0 + b.abs()),
+                "[{m}x{k}x{n} {dtype}] {a} vs {b}"
+            );
+        }
+    }
+
+    #[test]
+    fn ragged_m_k_n_in_fp32() {
+        check(130, 260, 515, DType::F32, 1e-5);
+        check(1, 5, 3, DType::F32, 1e-6);
+    }
+
+    #[test]
+    fn bf16_inputs_accumulate_in_fp32_and_round_once() {
+        // Inputs are exact bf16 values; products and sums are fp32, then one bf16 rounding.
+        check(129, 300, 513, DType::BF16, 4e-3);
+    }
+}

@@ -45,3 +45,70 @@ pub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> Hbm {
     });
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(x: &[f32], w: &[f32], d: usize, eps: f32) -> Vec<f32> {
+        x.chunks(d)
+            .flat_map(|row| {
+                let ms = row.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / d as f64;
+                let r = 1.0 / (ms + eps as f64).sqrt();
+                row.iter()
+                    .zip(w)
+                    .map(move |(v, w)| (*v as f64 * r * *w as f64) as f32)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_reference_on_a_ragged_row_count() {
+        let (n, d) = (300, 96);
+        let x = HostArray::new(
+            &[n, d],
+            DType::F32,
+            (0..n * d).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0),
+        );
+        let w = HostArray::new(&[d], DType::F32, (0..d).map(|i| 0.5 + i as f32 / d as f32));
+        let y = run_kernel(
+            &RMSNORM_KERNEL,
+            &[x.clone(), w.clone()],
+            &[ScalarValue::Float(1e-6)],
+            Target::Trn2,
+        )
+        .unwrap();
+        for (a, b) in y[0]
+            .values
+            .iter()
+            .zip(reference(&x.values, &w.values, d, 1e-6))
+        {
+            assert!((a - b).abs() <= 1e-5 + 1e-5 * b.abs(), "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn widest_row_fits_trn2_sbuf_and_the_contract_stops_wider_ones() {
+        let sig = |d: u64| nki_core::Signature {
+            tensors: vec![
+                nki_core::kernel_def::TensorSig {
+                    shape: vec![256, d],
+                    dtype: DType::F32,
+                },
+                nki_core::kernel_def::TensorSig {
+                    shape: vec![d],
+                    dtype: DType::F32,
+                },
+            ],
+            scalars: vec![ScalarValue::Float(1e-6)],
+            target: Target::Trn2,
+        };
+        let program = RMSNORM_KERNEL.trace(&sig(16384)).unwrap();
+        nki_core::validate::validate(&program).unwrap();
+        let err = RMSNORM_KERNEL.check(&sig(16385)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "neuron::rmsnorm: the contract requires D <= 16384, but D = 16385, N = 256"
+        );
+    }
+}

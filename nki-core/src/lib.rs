@@ -32,14 +32,16 @@ pub mod ir;
 pub mod kernel_def;
 pub mod lang;
 pub mod loc;
+pub mod run;
 pub mod sim;
 pub mod target;
 pub mod validate;
 
 pub use dtype::DType;
 pub use error::NkiError;
-pub use kernel_def::{KernelDef, Signature};
+pub use kernel_def::{KernelDef, ScalarValue, Signature};
 pub use nki_macros::kernel;
+pub use run::{HostArray, run_kernel};
 pub use target::Target;
 
 /// Everything a kernel author needs: `use nki_core::prelude::*;`.
@@ -48,10 +50,17 @@ pub mod prelude {
     pub use crate::dtype::DType;
     pub use crate::ir::{ActFn, BinOp, TileRegion};
     pub use crate::kernel;
-    pub use crate::kernel_def::KernelDef;
+    pub use crate::kernel_def::{KernelDef, ScalarValue};
     pub use crate::lang::*;
+    pub use crate::run::{HostArray, run_kernel};
+    pub use crate::target::Target;
     pub use crate::target::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_FMAX};
 }
+
+/// The README's code blocks, compiled and run as doctests so the quick start stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
 
 /// Paths the `#[kernel]` expansion uses; not part of the public API.
 #[doc(hidden)]

@@ -91,8 +91,10 @@ fn matmul_limits_buffers_and_dtypes() {
 
 #[test]
 fn psum_bank_and_bank_count() {
+    let mut line = 0;
     let p = program(Target::Trn2, |_| {
         let out = shared_hbm(&[1, 1], DType::F32);
+        line = line!() + 1;
         let t = psum([128, 1024], DType::F32);
         memset(&t, 0.0);
         out
@@ -103,7 +105,7 @@ fn psum_bank_and_bank_count() {
             "psum-bank",
             "2048 B per partition".into(),
             "4096 B".into(),
-            line!() - 4
+            line
         )
     );
     let p = program(Target::Trn2, |_| {

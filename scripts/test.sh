@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine (scripts/setup.sh) and runs every test the project has:
+# rustfmt and clippy, cargo tests (unit, integration, trybuild, insta snapshots, README doctest),
+# the ATen fixture freshness check, ruff, and the pytest suites.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+VENV="${TORCH_NKI_VENV:-.venv}"
+# shellcheck disable=SC1091
+source "$VENV/bin/activate"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+step "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets -- -D warnings
+step "cargo test (unit, integration, trybuild, insta, doctests)"
+cargo test --workspace
+step "ruff"
+ruff check python tests
+step "ATen reference fixtures are reproducible"
+python tests/reference/generate.py --check
+step "pytest"
+set +e
+python -m pytest tests/python -q
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+    echo "pytest collected no tests: the suite is missing" >&2
+    exit 1
+fi
+exit "$rc"

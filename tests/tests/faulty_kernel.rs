@@ -1,0 +1,74 @@
+//! A deliberately faulty kernel: a 256-partition tile must fail validation with the rule, the
+//! limit, the actual value and the kernel source line.
+
+use nki_core::kernel_def::TensorSig;
+use nki_core::prelude::*;
+use nki_core::{NkiError, Signature, Target};
+use nki_registry::CompileCache;
+
+/// Copies x through one SBUF tile with 256 partitions (twice the hardware's 128).
+#[kernel(shape(x = [N, D]) -> [N, D], dtype(x in {f32}) -> x)]
+pub fn too_many_partitions(x: &Hbm) -> Hbm {
+    let out = shared_hbm(x.shape(), x.dtype());
+    let t = sbuf([x.dim(0), x.dim(1)], x.dtype()); // the faulty line
+    dma_copy(&t, x);
+    dma_copy(&out, &t);
+    out
+}
+
+fn faulty_line() -> u32 {
+    let src = include_str!("faulty_kernel.rs");
+    src.lines()
+        .position(|l| l.contains("// the faulty line"))
+        .unwrap() as u32
+        + 1
+}
+
+#[test]
+fn faulty_kernel_fails_validation_naming_rule_limit_and_line() {
+    let sig = Signature {
+        tensors: vec![TensorSig {
+            shape: vec![256, 64],
+            dtype: DType::F32,
+        }],
+        scalars: vec![],
+        target: Target::Trn2,
+    };
+    let err = CompileCache::global()
+        .get_or_compile(&TOO_MANY_PARTITIONS_KERNEL, &sig)
+        .unwrap_err();
+    let NkiError::Validation {
+        rule,
+        limit,
+        actual,
+        loc,
+        ..
+    } = &err
+    else {
+        panic!("expected a validation error, got {err}")
+    };
+    assert_eq!(
+        (*rule, limit.as_str(), actual.as_str()),
+        ("partition-dim", "128", "256")
+    );
+    assert_eq!(
+        (loc.file, loc.line),
+        ("tests/tests/faulty_kernel.rs", faulty_line())
+    );
+    insta::assert_snapshot!(err.to_string());
+}
+
+#[test]
+fn the_same_kernel_passes_when_the_rows_fit_the_partitions() {
+    let sig = Signature {
+        tensors: vec![TensorSig {
+            shape: vec![128, 64],
+            dtype: DType::F32,
+        }],
+        scalars: vec![],
+        target: Target::Trn2,
+    };
+    CompileCache::global()
+        .get_or_compile(&TOO_MANY_PARTITIONS_KERNEL, &sig)
+        .unwrap();
+}
