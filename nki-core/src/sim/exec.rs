@@ -4,7 +4,7 @@
 
 use crate::dtype::DType;
 use crate::error::NkiError;
-use crate::ir::{DmaOperand, HbmAccess, Instruction, Op, ScalarOperand, TileRegion};
+use crate::ir::{ActFn, BinOp, DmaOperand, HbmAccess, Instruction, Op, ScalarOperand, TileRegion};
 use crate::sim::store::{HbmBuffer, StoreError, TileStore};
 
 pub(crate) struct Ctx<'a, 'b> {
@@ -111,7 +111,13 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 copy_row(store, a, r, &mut s.a)?;
                 copy_row(store, b, r, &mut s.b)?;
                 let (x, y) = (&s.a, &s.b);
-                round_into(store.row_mut(dst, r)?, dt, |i| op.apply(x[i], y[i]));
+                let out = store.row_mut(dst, r)?;
+                match op {
+                    BinOp::Add => round_into(out, dt, |i| x[i] + y[i]),
+                    BinOp::Subtract => round_into(out, dt, |i| x[i] - y[i]),
+                    BinOp::Multiply => round_into(out, dt, |i| x[i] * y[i]),
+                    op => round_into(out, dt, |i| op.apply(x[i], y[i])),
+                }
             }
         }
         Op::TensorScalar {
@@ -131,9 +137,13 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 };
                 let x = &s.a;
                 let out = store.row_mut(dst, r)?;
-                match second {
-                    None => round_into(out, dt, |i| op0.apply(x[i], v0)),
-                    Some((op, v1)) => round_into(out, dt, |i| op.apply(op0.apply(x[i], v0), v1)),
+                match (op0, second) {
+                    (BinOp::Multiply, None) => round_into(out, dt, |i| x[i] * v0),
+                    (BinOp::Add, None) => round_into(out, dt, |i| x[i] + v0),
+                    (op0, None) => round_into(out, dt, |i| op0.apply(x[i], v0)),
+                    (op0, Some((op, v1))) => {
+                        round_into(out, dt, |i| op.apply(op0.apply(x[i], v0), v1))
+                    }
                 }
             }
         }
@@ -154,14 +164,12 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                     None => 0.0,
                 };
                 s.b.clear();
-                s.b.extend(s.a.iter().map(|x| func.apply(x * sc + bi)));
+                s.b.resize(s.a.len(), 0.0);
+                apply_activation(*func, &s.a, sc, bi, &mut s.b);
                 let y = &s.b;
                 round_into(store.row_mut(dst, r)?, dt, |i| y[i]);
                 if let Some((op, res)) = reduce {
-                    let init = op
-                        .reduce_identity()
-                        .expect("trace checked the reduce operator");
-                    let acc = y.iter().fold(init, |acc, v| op.apply(acc, *v));
+                    let acc = reduce_row(*op, y);
                     let rdt = store.dtype(res.tile);
                     store.row_mut(res, r)?[0] = rdt.round(acc);
                 }
@@ -174,14 +182,8 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
             negate,
         } => {
             let dt = store.dtype(dst.tile);
-            let init = op
-                .reduce_identity()
-                .expect("trace checked the reduce operator");
             for r in 0..data.np {
-                let acc = store
-                    .row(data, r)?
-                    .iter()
-                    .fold(init, |acc, v| op.apply(acc, *v));
+                let acc = reduce_row(*op, store.row(data, r)?);
                 store.row_mut(dst, r)?[0] = dt.round(if *negate { -acc } else { acc });
             }
         }
@@ -207,6 +209,38 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
         } => matmul(ctx, store, dst, stationary, moving, *accumulate)?,
     }
     Ok(())
+}
+
+/// `out[i] = func(x[i] * scale + bias)`, with the common functions in their own loops so they
+/// vectorise.
+fn apply_activation(func: ActFn, x: &[f32], scale: f32, bias: f32, out: &mut [f32]) {
+    let pre = |v: f32| v * scale + bias;
+    match func {
+        ActFn::Identity => out.iter_mut().zip(x).for_each(|(o, v)| *o = pre(*v)),
+        ActFn::Square => out.iter_mut().zip(x).for_each(|(o, v)| {
+            let t = pre(*v);
+            *o = t * t
+        }),
+        ActFn::Exp => out.iter_mut().zip(x).for_each(|(o, v)| *o = pre(*v).exp()),
+        f => out
+            .iter_mut()
+            .zip(x)
+            .for_each(|(o, v)| *o = f.apply(pre(*v))),
+    }
+}
+
+/// Reduces a row with a reduction operator (sequential, left to right: deterministic).
+fn reduce_row(op: BinOp, row: &[f32]) -> f32 {
+    match op {
+        BinOp::Add => row.iter().fold(0.0, |a, v| a + v),
+        BinOp::Maximum => row.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v)),
+        op => {
+            let init = op
+                .reduce_identity()
+                .expect("trace checked the reduce operator");
+            row.iter().fold(init, |a, v| op.apply(a, *v))
+        }
+    }
 }
 
 fn matmul(
@@ -322,9 +356,7 @@ fn dma(
                 if access.f_stride == 1 {
                     buf.read_run(row_base as usize, out);
                 } else {
-                    for (f, o) in out.iter_mut().enumerate() {
-                        *o = buf.read((row_base + f as i64 * access.f_stride) as usize);
-                    }
+                    buf.read_strided(row_base, access.f_stride, out);
                 }
             }
         }

@@ -62,10 +62,17 @@ impl<'p> TileStore<'p> {
     pub(crate) fn allocate(&mut self, tile: TileId, partitions: usize) {
         let n = partitions * self.strides[tile.0 as usize];
         let slot = &mut self.slots[tile.0 as usize];
-        match slot {
-            Slot::Owned(v) if v.len() == n => v.fill(f32::NAN),
-            _ => *slot = Slot::Owned(vec![f32::NAN; n]),
-        }
+        let mut buf = match std::mem::replace(slot, Slot::Empty) {
+            Slot::Owned(v) if v.capacity() >= n => v,
+            Slot::Owned(v) => {
+                recycle(v);
+                take_buffer(n)
+            }
+            _ => take_buffer(n),
+        };
+        buf.clear();
+        buf.resize(n, f32::NAN);
+        *slot = Slot::Owned(buf);
     }
 
     pub(crate) fn dtype(&self, tile: TileId) -> DType {
@@ -129,6 +136,47 @@ impl<'p> TileStore<'p> {
     }
 }
 
+impl Drop for TileStore<'_> {
+    fn drop(&mut self) {
+        for slot in self.slots.drain(..) {
+            if let Slot::Owned(v) = slot {
+                recycle(v);
+            }
+        }
+    }
+}
+
+/// Buffers kept per thread between simulations, so tile allocation in hot loops does not go
+/// back to the allocator (large tiles would otherwise be fresh, page-faulting mappings).
+const POOL_BUFFERS: usize = 32;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<Vec<f32>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn take_buffer(n: usize) -> Vec<f32> {
+    POOL.with(|p| {
+        let mut pool = p.borrow_mut();
+        match pool.iter().position(|v| v.capacity() >= n) {
+            Some(i) => pool.swap_remove(i),
+            None => Vec::with_capacity(n),
+        }
+    })
+}
+
+fn recycle(v: Vec<f32>) {
+    POOL.with(|p| {
+        let mut pool = p.borrow_mut();
+        if pool.len() < POOL_BUFFERS {
+            pool.push(v);
+        } else if let Some(smallest) = pool.iter_mut().min_by_key(|b| b.capacity()) {
+            if smallest.capacity() < v.capacity() {
+                *smallest = v;
+            }
+        }
+    })
+}
+
 /// One HBM tensor's caller-owned bytes. Outputs are written through a raw pointer so parallel
 /// iterations can write disjoint regions (proved disjoint before a loop runs in parallel).
 #[derive(Clone, Copy)]
@@ -190,6 +238,18 @@ impl<'a> HbmBuffer<'a> {
         // SAFETY: the caller checked the run is in bounds.
         let bytes = unsafe { std::slice::from_raw_parts(self.ptr.add(i * w), out.len() * w) };
         match self.dtype {
+            DType::F32 if cfg!(target_endian = "little") => {
+                // SAFETY: `bytes` holds exactly `out.len()` little-endian f32s, which on a
+                // little-endian host have the in-memory layout of `[f32]`; the regions are
+                // distinct allocations (caller buffer vs tile), so they do not overlap.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        bytes.as_ptr(),
+                        out.as_mut_ptr().cast::<u8>(),
+                        bytes.len(),
+                    )
+                }
+            }
             DType::F32 => {
                 for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
                     *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
@@ -208,6 +268,46 @@ impl<'a> HbmBuffer<'a> {
         }
     }
 
+    /// Reads `out.len()` elements starting at `i`, `stride` elements apart (a transposed or
+    /// column access pattern).
+    #[inline]
+    pub(crate) fn read_strided(&self, i: i64, stride: i64, out: &mut [f32]) {
+        let w = self.dtype.size_bytes() as i64;
+        let at = |k: usize| (i + k as i64 * stride) * w;
+        debug_assert!(out.is_empty() || (at(0) >= 0 && at(out.len() - 1) + w <= self.len as i64));
+        match self.dtype {
+            DType::F32 => {
+                for (k, o) in out.iter_mut().enumerate() {
+                    // SAFETY: the caller checked the whole pattern is in bounds.
+                    let bits = unsafe {
+                        self.ptr
+                            .add(at(k) as usize)
+                            .cast::<[u8; 4]>()
+                            .read_unaligned()
+                    };
+                    *o = f32::from_le_bytes(bits);
+                }
+            }
+            DType::BF16 => {
+                for (k, o) in out.iter_mut().enumerate() {
+                    // SAFETY: as above.
+                    let bits = unsafe {
+                        self.ptr
+                            .add(at(k) as usize)
+                            .cast::<[u8; 2]>()
+                            .read_unaligned()
+                    };
+                    *o = f32::from_bits((u16::from_le_bytes(bits) as u32) << 16);
+                }
+            }
+            _ => {
+                for (k, o) in out.iter_mut().enumerate() {
+                    *o = self.read((i + k as i64 * stride) as usize);
+                }
+            }
+        }
+    }
+
     /// Writes `vals` (already representable in the dtype) contiguously starting at element `i`.
     #[inline]
     pub(crate) fn write_run(&self, i: usize, vals: &[f32]) {
@@ -217,9 +317,25 @@ impl<'a> HbmBuffer<'a> {
         // and concurrent writers touch disjoint runs.
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(i * w), vals.len() * w) };
         match self.dtype {
+            DType::F32 if cfg!(target_endian = "little") => {
+                // SAFETY: as in `read_run`, with the roles swapped.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        vals.as_ptr().cast::<u8>(),
+                        bytes.as_mut_ptr(),
+                        bytes.len(),
+                    )
+                }
+            }
             DType::F32 => {
                 for (v, c) in vals.iter().zip(bytes.chunks_exact_mut(4)) {
                     c.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            DType::BF16 => {
+                // Tile values are already bf16-exact, so truncating the low half is exact.
+                for (v, c) in vals.iter().zip(bytes.chunks_exact_mut(2)) {
+                    c.copy_from_slice(&((v.to_bits() >> 16) as u16).to_le_bytes());
                 }
             }
             dt => {

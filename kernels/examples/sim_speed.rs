@@ -1,0 +1,117 @@
+//! Times the simulator alone (trace and validate once, then simulate repeatedly) on the library
+//! kernels: `cargo run --release -p nki-kernels --example sim_speed`.
+
+use nki_core::kernel_def::TensorSig;
+use nki_core::prelude::*;
+use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
+use nki_core::{KernelDef, Signature};
+use std::time::Instant;
+
+fn bench(
+    def: &KernelDef,
+    shapes: &[Vec<usize>],
+    dtype: DType,
+    scalars: &[ScalarValue],
+    reps: usize,
+) {
+    let sig = Signature {
+        tensors: shapes
+            .iter()
+            .map(|s| TensorSig {
+                shape: s.iter().map(|&d| d as u64).collect(),
+                dtype,
+            })
+            .collect(),
+        scalars: scalars.to_vec(),
+        target: Target::Trn2,
+    };
+    let t0 = Instant::now();
+    let program = def.trace(&sig).unwrap();
+    nki_core::validate::validate(&program).unwrap();
+    let compile = t0.elapsed();
+    let inputs: Vec<Vec<u8>> = shapes
+        .iter()
+        .map(|s| {
+            let n: usize = s.iter().product();
+            let mut b = vec![0u8; n * dtype.size_bytes()];
+            (0..n).for_each(|i| dtype.write(&mut b, i, (i % 97) as f32 / 50.0 - 1.0));
+            b
+        })
+        .collect();
+    let out = &program.hbm[program.outputs[0].0 as usize];
+    let mut out_bytes = vec![0u8; out.numel() * dtype.size_bytes()];
+    let host_in: Vec<HostTensor<'_>> = shapes
+        .iter()
+        .zip(&inputs)
+        .map(|(s, b)| HostTensor {
+            dtype,
+            shape: s,
+            data: b,
+        })
+        .collect();
+    let plan = nki_core::sim::parallel_loops(&program);
+    let mut run = |parallel: bool| {
+        let t = Instant::now();
+        for _ in 0..reps {
+            let mut outs = [HostTensorMut {
+                dtype,
+                shape: &out.shape,
+                data: &mut out_bytes,
+            }];
+            simulate(
+                &program,
+                &host_in,
+                &mut outs,
+                SimOptions {
+                    parallel,
+                    plan: Some(&plan),
+                },
+            )
+            .unwrap();
+        }
+        t.elapsed().as_secs_f64() * 1e6 / reps as f64
+    };
+    run(true);
+    let (par, seq) = (run(true), run(false));
+    println!(
+        "{:<8} {:<22} {dtype:<5} trace+validate {:>7.1} us   simulate {:>9.1} us (1 thread {:>9.1} us)",
+        def.name,
+        format!("{shapes:?}"),
+        compile.as_secs_f64() * 1e6,
+        par,
+        seq
+    );
+}
+
+fn main() {
+    for dt in [DType::F32, DType::BF16] {
+        bench(
+            &nki_kernels::elementwise::ADD_KERNEL,
+            &[vec![300, 1000], vec![300, 1000]],
+            dt,
+            &[],
+            50,
+        );
+        bench(
+            &nki_kernels::norm::RMSNORM_KERNEL,
+            &[vec![300, 1000], vec![1000]],
+            dt,
+            &[ScalarValue::Float(1e-6)],
+            50,
+        );
+        bench(
+            &nki_kernels::matmul::MATMUL_KERNEL,
+            &[vec![512, 512], vec![512, 512]],
+            dt,
+            &[],
+            10,
+        );
+        bench(
+            &nki_kernels::matmul::MATMUL_KERNEL,
+            &[vec![300, 700], vec![700, 600]],
+            dt,
+            &[],
+            10,
+        );
+    }
+}
