@@ -18,23 +18,8 @@ pub enum NkiError {
         loc: SourceLoc,
     },
     /// The traced program breaks a hardware constraint of the target.
-    #[error(
-        "validation failed [{rule}] at {loc} ({instruction}): {message} (limit {limit}, actual {actual})"
-    )]
-    Validation {
-        /// The rule's name, e.g. `partition-dim`.
-        rule: &'static str,
-        /// The limit the rule enforces.
-        limit: String,
-        /// The offending value.
-        actual: String,
-        /// The instruction (or `alloc`) that broke it.
-        instruction: String,
-        /// Explanation.
-        message: String,
-        /// The kernel source line.
-        loc: SourceLoc,
-    },
+    #[error(transparent)]
+    Validation(Box<ValidationError>),
     /// Executing the program failed (e.g. an uninitialised read in strict mode).
     #[error("simulation error at {loc} ({instruction}): {message}")]
     Simulation {
@@ -51,6 +36,26 @@ pub enum NkiError {
     /// A bug in torch-nki or in kernel code (a panic while tracing, an impossible state).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// A hardware-constraint violation found by [`crate::validate`].
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error(
+    "validation failed [{rule}] at {loc} ({instruction}): {message} (limit {limit}, actual {actual})"
+)]
+pub struct ValidationError {
+    /// The rule's name, e.g. `partition-dim`.
+    pub rule: &'static str,
+    /// The limit the rule enforces.
+    pub limit: String,
+    /// The offending value.
+    pub actual: String,
+    /// The instruction (or `alloc`) that broke it.
+    pub instruction: String,
+    /// Explanation.
+    pub message: String,
+    /// The kernel source line.
+    pub loc: SourceLoc,
 }
 
 impl NkiError {

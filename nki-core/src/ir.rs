@@ -509,6 +509,10 @@ pub struct Instruction {
 }
 
 /// A statement of the program tree.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "instructions are the common case; boxing them would add a pointer chase per instruction in the simulator"
+)]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "stmt", rename_all = "snake_case")]
 pub enum Stmt {

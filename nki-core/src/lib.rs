@@ -38,7 +38,7 @@ pub mod target;
 pub mod validate;
 
 pub use dtype::DType;
-pub use error::NkiError;
+pub use error::{NkiError, ValidationError};
 pub use kernel_def::{KernelDef, ScalarValue, Signature};
 pub use nki_macros::kernel;
 pub use run::{HostArray, run_kernel};

@@ -4,7 +4,7 @@
 //! source line. Unlike NKI's own simulator, capacity (SBUF bytes, PSUM banks) is checked.
 
 use crate::dtype::DType;
-use crate::error::NkiError;
+use crate::error::{NkiError, ValidationError};
 use crate::ir::{
     Buffer, DmaOperand, HbmAccess, Instruction, Op, Program, Stmt, TileDecl, TileId, TileRegion,
 };
@@ -36,14 +36,14 @@ fn violation(
     message: String,
     loc: SourceLoc,
 ) -> NkiError {
-    NkiError::Validation {
+    NkiError::Validation(Box::new(ValidationError {
         rule,
         limit: limit.to_string(),
         actual: actual.to_string(),
         instruction,
         message,
         loc,
-    }
+    }))
 }
 
 fn describe_tile(t: &TileDecl) -> String {

@@ -18,13 +18,7 @@ fn program(target: Target, body: impl FnOnce(&Hbm) -> Hbm) -> Program {
 
 fn rule_of(p: &Program) -> (&'static str, String, String, u32) {
     match validate(p).unwrap_err() {
-        NkiError::Validation {
-            rule,
-            limit,
-            actual,
-            loc,
-            ..
-        } => (rule, limit, actual, loc.line),
+        NkiError::Validation(v) => (v.rule, v.limit, v.actual, v.loc.line),
         other => panic!("expected a validation error, got {other}"),
     }
 }
@@ -168,7 +162,7 @@ fn dma_cannot_touch_psum_and_tiles_stay_in_scope() {
         let out = shared_hbm(&[4, 4], DType::F32);
         let mut escaped = None;
         affine_range(2, |_| escaped = Some(sbuf([4, 4], DType::F32)));
-        memset(&escaped.unwrap(), 0.0);
+        memset(escaped.unwrap(), 0.0);
         out
     });
     assert_eq!(rule_of(&p).0, "tile-scope");

@@ -37,16 +37,10 @@ fn faulty_kernel_fails_validation_naming_rule_limit_and_line() {
     let err = CompileCache::global()
         .get_or_compile(&TOO_MANY_PARTITIONS_KERNEL, &sig)
         .unwrap_err();
-    let NkiError::Validation {
-        rule,
-        limit,
-        actual,
-        loc,
-        ..
-    } = &err
-    else {
+    let NkiError::Validation(v) = &err else {
         panic!("expected a validation error, got {err}")
     };
+    let (rule, limit, actual, loc) = (&v.rule, &v.limit, &v.actual, &v.loc);
     assert_eq!(
         (*rule, limit.as_str(), actual.as_str()),
         ("partition-dim", "128", "256")

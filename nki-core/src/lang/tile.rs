@@ -6,7 +6,9 @@ use crate::lang::context::with_builder;
 use crate::loc::SourceLoc;
 
 /// A tile handle: `[partitions, free]` in SBUF or PSUM. Dim 0 is the partition dim.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// Pass tiles to instructions by reference (`&t`) or as regions (`t.rows(n)`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tile {
     id: TileId,
     partitions: usize,

@@ -169,10 +169,10 @@ fn recycle(v: Vec<f32>) {
         let mut pool = p.borrow_mut();
         if pool.len() < POOL_BUFFERS {
             pool.push(v);
-        } else if let Some(smallest) = pool.iter_mut().min_by_key(|b| b.capacity()) {
-            if smallest.capacity() < v.capacity() {
-                *smallest = v;
-            }
+        } else if let Some(smallest) = pool.iter_mut().min_by_key(|b| b.capacity())
+            && smallest.capacity() < v.capacity()
+        {
+            *smallest = v;
         }
     })
 }

@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""ATen reference fixtures for the accuracy tests of torch-nki (DESIGN §13 and §14).
+
+Defines the accuracy cases, builds their inputs with the portable PRNG that the Rust side
+(`tests/src/prng.rs`) implements bit for bit, computes the reference outputs with ATen on CPU and
+writes:
+
+* ``fixtures/cases.json``: every case (name, op, dtype, inputs with shapes and seeds, scalar
+  arguments, output shape, the output rows stored, the ``.bin`` file name);
+* ``fixtures/<case>.bin``: the ATen output of the case, upcast to float32 (exact), little-endian,
+  row-major; only the listed output rows when the case stores a row sample.
+
+Inputs are not stored: both sides regenerate them from the seeds.
+
+Portable PRNG: element ``i`` of an input with seed ``s`` is ``z = splitmix64(s + i)`` (wrapping
+u64 arithmetic), whose top 24 bits ``z >> 40`` map to ``(z >> 40) / 2**23 - 1`` in [-1, 1)
+(exact in float32), then rounded to nearest even into the case dtype.
+
+Usage (from the repository root, with the project venv)::
+
+    .venv/bin/python tests/reference/generate.py          # (re)write the fixtures
+    .venv/bin/python tests/reference/generate.py --check  # regenerate to a temp dir, compare bytes
+
+Every invocation first runs a self-check that pins the PRNG to exact values (the same literals
+are asserted by the Rust unit tests). The output is deterministic: same torch build, same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+"""Where the fixtures live (committed)."""
+
+FORMAT_VERSION = 1
+"""Version of the ``cases.json`` layout; bump when the Rust loader must change."""
+
+MAX_FIXTURE_BYTES = 2_000_000
+"""Budget for all fixture files together."""
+
+DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+"""Case dtypes by their nki-core name."""
+
+SEED_STRIDE = 1 << 32
+"""Seeds are multiples of this, so no two inputs share any part of their splitmix64 streams."""
+
+_MASK64 = 0xFFFF_FFFF_FFFF_FFFF
+
+# The first four values of seeds 0 and 12345, as exact float32 literals. `tests/src/prng.rs`
+# asserts the same literals.
+PINNED: dict[int, tuple[str, str, str, str]] = {
+    0: ("0.7666216", "0.13312304", "0.18237936", "-0.7730994"),
+    12345: ("-0.7338407", "0.5897893", "-0.3618058", "0.08120763"),
+}
+
+
+def splitmix64(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """The splitmix64 finaliser of each element, in wrapping u64 arithmetic."""
+    z = z + np.uint64(0x9E37_79B9_7F4A_7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58_476D_1CE4_E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D0_49BB_1331_11EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def prng_f32(seed: int, n: int) -> npt.NDArray[np.float32]:
+    """Elements ``0..n`` of the stream of ``seed`` as float32 in [-1, 1) (before dtype rounding)."""
+    index = np.arange(n, dtype=np.uint64)
+    z = splitmix64(np.uint64(seed & _MASK64) + index)
+    top = (z >> np.uint64(40)).astype(np.float32)  # < 2**24: exact in float32
+    return top / np.float32(1 << 23) - np.float32(1.0)  # exact: a multiple of 2**-23 in [-1, 1)
+
+
+def prng_tensor(seed: int, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """A row-major tensor of ``shape`` filled from ``seed``, rounded (RNE) to ``dtype``."""
+    n = int(np.prod(shape, dtype=np.int64))
+    return torch.from_numpy(prng_f32(seed, n)).reshape(tuple(shape)).to(dtype)
+
+
+def self_check() -> None:
+    """Pins the PRNG and the dtype rounding; raises ``AssertionError`` on any deviation."""
+    for seed, literals in PINNED.items():
+        got = prng_f32(seed, 4)
+        want = np.array([np.float32(s) for s in literals], dtype=np.float32)
+        if got.tobytes() != want.tobytes():
+            raise AssertionError(f"PRNG drifted for seed {seed}: got {got.tolist()}, want {list(literals)}")
+    # Wrapping of seed + index past 2**64.
+    wrapped = prng_f32(_MASK64, 2)
+    if wrapped[1].tobytes() != prng_f32(0, 1)[0].tobytes():
+        raise AssertionError("seed + index must wrap modulo 2**64")
+    # Round to nearest, ties to even: 1 + 2**-8 is halfway between bf16 neighbours 1 and 1 + 2**-7.
+    tie = torch.tensor([1.0 + 2.0**-8, 1.0 + 3 * 2.0**-8], dtype=torch.float32)
+    if tie.to(torch.bfloat16).float().tolist() != [1.0, 1.0 + 2.0**-6]:
+        raise AssertionError("torch bf16 conversion is not round-to-nearest-even")
+
+
+@dataclass(frozen=True)
+class Input:
+    """One tensor argument of a case."""
+
+    name: str
+    shape: tuple[int, ...]
+    seed: int
+
+
+@dataclass(frozen=True)
+class Case:
+    """One accuracy case: an op, a dtype, its inputs and scalar arguments."""
+
+    name: str
+    op: str
+    dtype: str
+    inputs: tuple[Input, ...]
+    reference: Callable[..., torch.Tensor] = field(repr=False, compare=False)
+    """ATen reference: called with the input tensors (in order), then the scalar values."""
+    scalars: tuple[tuple[str, float], ...] = ()
+    """Scalar arguments ``(name, value)``, in parameter order."""
+    rows: tuple[int, ...] | None = None
+    """Output rows (indices into dim 0) stored in the fixture; ``None`` stores all of them."""
+
+
+def ref_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``aten::add.Tensor`` in the case dtype."""
+    return x + y
+
+
+def ref_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """The ``LlamaRMSNorm`` formula: fp32 statistics, cast to the input dtype, then ``* weight``."""
+    xf = x.float()
+    normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return normed.to(x.dtype) * weight
+
+
+def ref_matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``x @ w`` in the case dtype (ATen CPU GEMM)."""
+    return x @ w
+
+
+def sample_rows(n: int, step: int, tile: int = 128) -> tuple[int, ...]:
+    """Every ``step``-th row, plus the rows on both sides of every ``tile`` boundary and the last two."""
+    rows = set(range(0, n, step))
+    for edge in range(tile, n, tile):
+        rows.update((edge - 2, edge - 1, edge, edge + 1))
+    rows.update((n - 2, n - 1))
+    return tuple(sorted(r for r in rows if 0 <= r < n))
+
+
+def dims(shape: Sequence[int]) -> str:
+    """``[3, 50, 70]`` → ``3x50x70``."""
+    return "x".join(str(d) for d in shape)
+
+
+def build_cases() -> list[Case]:
+    """Every case, in definition order (the order of ``cases.json``)."""
+    counter = 0
+
+    def seed() -> int:
+        nonlocal counter
+        counter += 1
+        return counter * SEED_STRIDE
+
+    eps = 1e-6
+    cases: list[Case] = []
+    for dt in DTYPES:
+        for shape in ((3, 50, 70), (1000,)):
+            cases.append(
+                Case(
+                    name=f"add_{dims(shape)}_{dt}",
+                    op="add",
+                    dtype=dt,
+                    inputs=(Input("x", shape, seed()), Input("y", shape, seed())),
+                    reference=ref_add,
+                )
+            )
+        for n, d, rows in ((130, 96, None), (300, 1000, sample_rows(300, 6))):
+            cases.append(
+                Case(
+                    name=f"rmsnorm_{n}x{d}_{dt}",
+                    op="rmsnorm",
+                    dtype=dt,
+                    inputs=(Input("x", (n, d), seed()), Input("weight", (d,), seed())),
+                    scalars=(("eps", eps),),
+                    rows=rows,
+                    reference=ref_rmsnorm,
+                )
+            )
+        m, k, n = 130, 200, 530
+        cases.append(
+            Case(
+                name=f"matmul_{m}x{k}x{n}_{dt}",
+                op="matmul",
+                dtype=dt,
+                inputs=(Input("x", (m, k), seed()), Input("w", (k, n), seed())),
+                reference=ref_matmul,
+            )
+        )
+    names = [c.name for c in cases]
+    assert len(set(names)) == len(names), "case names must be unique"
+    return cases
+
+
+def run_case(case: Case) -> tuple[dict[str, object], bytes]:
+    """Computes one case: its ``cases.json`` entry and the bytes of its ``.bin`` file."""
+    dtype = DTYPES[case.dtype]
+    tensors = [prng_tensor(i.seed, i.shape, dtype) for i in case.inputs]
+    with torch.no_grad():
+        out = case.reference(*tensors, *(v for _, v in case.scalars))
+    if out.dtype != dtype:
+        raise AssertionError(f"{case.name}: reference returned {out.dtype}, expected {dtype}")
+    stored = out if case.rows is None else out[list(case.rows)]
+    data = stored.to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
+    file = f"{case.name}.bin"
+    entry: dict[str, object] = {
+        "name": case.name,
+        "op": case.op,
+        "dtype": case.dtype,
+        "inputs": [{"name": i.name, "shape": list(i.shape), "seed": i.seed} for i in case.inputs],
+        "scalars": [{"name": n, "value": v} for n, v in case.scalars],
+        "output": {
+            "shape": list(out.shape),
+            "rows": None if case.rows is None else list(case.rows),
+            "file": file,
+        },
+    }
+    return entry, data
+
+
+def compact_lists(text: str) -> str:
+    """Puts every JSON list without nested lists or objects (shapes, rows) on one line."""
+    return re.sub(r"\[([^\[\]{}]*)\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text)
+
+
+def generate(out_dir: Path) -> dict[str, bytes]:
+    """Computes every fixture file: file name → contents."""
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    files: dict[str, bytes] = {}
+    entries: list[dict[str, object]] = []
+    for case in build_cases():
+        entry, data = run_case(case)
+        entries.append(entry)
+        files[f"{case.name}.bin"] = data
+    doc = {
+        "format": FORMAT_VERSION,
+        "generator": "tests/reference/generate.py",
+        "torch": torch.__version__,
+        "prng": "splitmix64(seed + i) >> 40, / 2^23 - 1, then RNE to dtype",
+        "cases": entries,
+    }
+    files["cases.json"] = (compact_lists(json.dumps(doc, indent=2)) + "\n").encode()
+    total = sum(len(b) for b in files.values())
+    if total >= MAX_FIXTURE_BYTES:
+        raise AssertionError(f"fixtures total {total} bytes, over the {MAX_FIXTURE_BYTES} budget")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (out_dir / name).write_bytes(data)
+    return files
+
+
+def stale_files(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
+    """Files in ``out_dir`` that the generator does not produce."""
+    return sorted(p for p in out_dir.iterdir() if p.is_file() and p.name not in files)
+
+
+def check(out_dir: Path) -> int:
+    """Regenerates into a temp dir and compares bytes with ``out_dir``; returns the exit code."""
+    with tempfile.TemporaryDirectory() as tmp:
+        files = generate(Path(tmp))
+    problems: list[str] = []
+    for name, data in sorted(files.items()):
+        path = out_dir / name
+        if not path.is_file():
+            problems.append(f"missing: {path}")
+        elif path.read_bytes() != data:
+            problems.append(f"differs: {path}")
+    if out_dir.is_dir():
+        problems.extend(f"stale: {p}" for p in stale_files(out_dir, files))
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        print(f"{len(problems)} fixture problem(s); rerun {Path(__file__).name} to regenerate", file=sys.stderr)
+        return 1
+    print(f"fixtures up to date: {len(files)} files, {sum(len(b) for b in files.values())} bytes")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true", help="regenerate to a temp dir and compare bytes")
+    parser.add_argument("--out", type=Path, default=FIXTURES, help="fixture directory (default: %(default)s)")
+    args = parser.parse_args(argv)
+    self_check()
+    if args.check:
+        return check(args.out)
+    files = generate(args.out)
+    for p in stale_files(args.out, files):
+        p.unlink()
+        print(f"removed stale {p}")
+    print(f"wrote {len(files)} files, {sum(len(b) for b in files.values())} bytes to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

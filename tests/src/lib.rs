@@ -1,0 +1,70 @@
+//! Shared helpers of the cross-crate tests.
+//!
+//! The ATen accuracy harness (DESIGN §13–§14) lives here: [`prng`] makes the inputs exactly as
+//! `tests/reference/generate.py` does, [`fixtures`] loads the ATen outputs that script wrote,
+//! [`run::run_case`] runs a case through registry → compile cache → simulator, and [`report`]
+//! applies the tolerances and renders the report `tests/tests/accuracy.rs` snapshots.
+
+pub mod fixtures;
+pub mod prng;
+pub mod report;
+pub mod run;
+
+pub use fixtures::{Case, Fixtures};
+pub use report::{CaseResult, Tolerance};
+pub use run::run_case;
+
+// The kernel library registers through `inventory`; keep it linked.
+use nki_kernels as _;
+
+/// Failures of the accuracy harness.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading a fixture file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A fixture is malformed or disagrees with the kernel.
+    #[error("{0}")]
+    Fixture(String),
+    /// Registry lookup failed.
+    #[error(transparent)]
+    Registry(#[from] nki_registry::RegistryError),
+    /// Tracing, validation or simulation failed (boxed: `NkiError` is large).
+    #[error(transparent)]
+    Nki(Box<nki_core::NkiError>),
+}
+
+impl From<nki_core::NkiError> for Error {
+    fn from(e: nki_core::NkiError) -> Error {
+        Error::Nki(Box::new(e))
+    }
+}
+
+impl Error {
+    /// An I/O failure on `path`.
+    fn io(path: &std::path::Path, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}
+
+/// Runs `case` and compares it with its ATen reference under its DESIGN §14 tolerance.
+pub fn evaluate(case: &Case) -> Result<CaseResult, Error> {
+    let tol = Tolerance::for_case(case)?;
+    let actual = run_case(case)?;
+    let reference = case.reference()?;
+    Ok(CaseResult::compare(
+        &case.name,
+        tol,
+        &actual,
+        &case.output.stored_indices(),
+        &reference,
+    ))
+}
