@@ -1,0 +1,345 @@
+//! Code generation: the function itself, the `static <NAME>_KERNEL: KernelDef` describing it,
+//! and its `inventory` registration. Every path is absolute (`::nki_core::...`), and every
+//! value is constant data so the definition lives in a `static`.
+
+use crate::attr::{DimPat, KernelAttr, OutDim};
+use crate::check::{Checked, OutDtype};
+use crate::dims::DimExpr;
+use crate::dtype::{DTypeName, DtypeRule};
+use crate::scalar::{ScalarClass, ScalarValue};
+use crate::schema::schema;
+use crate::signature::{KernelFn, ParamKind, unraw};
+use proc_macro2::{Ident, Literal, Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+
+/// The name of the generated static: `rmsnorm` → `RMSNORM_KERNEL`.
+pub fn static_name(f: &KernelFn) -> Ident {
+    format_ident!(
+        "{}_KERNEL",
+        f.name().to_uppercase(),
+        span = f.item.sig.ident.span()
+    )
+}
+
+/// Emits the function, its `KernelDef` static and its registration.
+pub fn expand(f: &KernelFn, attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
+    let item = &f.item;
+    let vis = &item.vis;
+    let fn_ident = &item.sig.ident;
+    let name = f.name();
+    let static_ident = static_name(f);
+    let cfgs: Vec<_> = item
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("cfg"))
+        .collect();
+    let static_doc = format!(
+        "The `#[kernel]` definition of `{name}` (`torch.ops.neuron.{name}`): its schema, shape and dtype \
+         contract, and trace function."
+    );
+    let doc = &f.doc;
+    let schema = schema(f);
+    let params = f.params.iter().map(param_def);
+    let contract = contract(attr, c);
+    let replaces = attr.replaces.iter().map(|s| s.value());
+    let location = quote_spanned! {fn_ident.span()=>
+        ::nki_core::loc::SourceLoc { file: ::core::file!(), line: ::core::line!(), column: ::core::column!() }
+    };
+    let trace = trace_fn(f);
+    quote! {
+        #item
+
+        #(#cfgs)*
+        #[doc = #static_doc]
+        #vis static #static_ident: ::nki_core::kernel_def::KernelDef = ::nki_core::kernel_def::KernelDef {
+            name: #name,
+            doc: #doc,
+            schema: #schema,
+            params: &[#(#params),*],
+            contract: #contract,
+            replaces: &[#(#replaces),*],
+            location: #location,
+            trace: #trace,
+        };
+
+        #(#cfgs)*
+        ::nki_core::__private::inventory::submit! {
+            ::nki_core::kernel_def::KernelRegistration(&#static_ident)
+        }
+    }
+}
+
+fn param_def(p: &crate::signature::Param) -> TokenStream {
+    let name = unraw(&p.name);
+    let kind = match p.kind {
+        ParamKind::Tensor => quote!(::nki_core::kernel_def::ParamKind::Tensor),
+        ParamKind::Scalar { ty, default } => {
+            let variant = match ty.class() {
+                ScalarClass::Float => quote!(Float),
+                ScalarClass::Int => quote!(Int),
+                ScalarClass::Bool => quote!(Bool),
+            };
+            let default = match default {
+                None => quote!(::core::option::Option::None),
+                Some(v) => {
+                    let v = scalar_literal(v);
+                    quote!(::core::option::Option::Some(#v))
+                }
+            };
+            quote!(::nki_core::kernel_def::ParamKind::#variant { default: #default })
+        }
+    };
+    quote!(::nki_core::kernel_def::ParamDef { name: #name, kind: #kind })
+}
+
+/// A default value literal (its type, `f64`, `i64` or `bool`, comes from the field). Negative
+/// numbers are emitted as `-` followed by a literal.
+fn scalar_literal(v: ScalarValue) -> TokenStream {
+    match v {
+        ScalarValue::Float(x) => {
+            let lit = Literal::f64_unsuffixed(x.abs());
+            if x.is_sign_negative() {
+                quote!(-#lit)
+            } else {
+                quote!(#lit)
+            }
+        }
+        ScalarValue::Int(i) => int_literal(i),
+        ScalarValue::Bool(b) => quote!(#b),
+    }
+}
+
+fn int_literal(i: i64) -> TokenStream {
+    let lit = Literal::u64_unsuffixed(i.unsigned_abs());
+    if i < 0 { quote!(-#lit) } else { quote!(#lit) }
+}
+
+fn contract(attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
+    let p = quote!(::nki_core::contract);
+    let inputs = c.inputs.iter().map(|i| {
+        let param = unraw(&i.param);
+        let dims = i.dims.iter().map(|d| match d {
+            DimPat::Sym(s) => {
+                let s = s.to_string();
+                quote!(#p::DimPattern::Sym { name: #s })
+            }
+            DimPat::Const { value, .. } => {
+                let v = Literal::u64_unsuffixed(*value);
+                quote!(#p::DimPattern::Const { value: #v })
+            }
+            DimPat::Rest(s) => {
+                let s = s.to_string();
+                quote!(#p::DimPattern::Rest { name: #s })
+            }
+        });
+        quote!(#p::InputShape { param: #param, dims: &[#(#dims),*] })
+    });
+    let dtypes = c.dtypes.iter().map(|d| {
+        let param = unraw(&d.param);
+        let rule = match &d.rule {
+            DtypeRule::OneOf(names) => {
+                let names = names.iter().map(|n| dtype(*n));
+                quote!(#p::DtypeRule::OneOf { allowed: &[#(#names),*] })
+            }
+            DtypeRule::SameAs(other) => {
+                let other = unraw(other);
+                quote!(#p::DtypeRule::SameAs { param: #other })
+            }
+        };
+        quote!(#p::InputDtype { param: #param, rule: #rule })
+    });
+    let outputs = attr
+        .shape
+        .outputs
+        .iter()
+        .zip(&c.output_dtypes)
+        .map(|(shape, dt)| {
+            let dims = shape.dims.iter().map(|d| match d {
+                OutDim::Expr(e) => {
+                    let e = dim_expr(e);
+                    quote!(#p::OutDim::Expr { expr: #e })
+                }
+                OutDim::Rest(s) => {
+                    let s = s.to_string();
+                    quote!(#p::OutDim::Rest { name: #s })
+                }
+            });
+            let dtype = match dt {
+                OutDtype::SameAs(param) => {
+                    let param = unraw(param);
+                    quote!(#p::OutputDtype::SameAs { param: #param })
+                }
+                OutDtype::Fixed(d) => {
+                    let d = dtype(*d);
+                    quote!(#p::OutputDtype::Fixed { dtype: #d })
+                }
+            };
+            quote!(#p::OutputSpec { shape: &[#(#dims),*], dtype: #dtype })
+        });
+    let requires = attr.requires.iter().map(|r| {
+        let (lhs, rhs, text) = (dim_expr(&r.lhs), dim_expr(&r.rhs), r.text());
+        let op = Ident::new(r.op.variant(), Span::call_site());
+        quote!(#p::Requirement { lhs: #lhs, op: #p::CmpOp::#op, rhs: #rhs, text: #text })
+    });
+    quote! {
+        #p::Contract {
+            inputs: &[#(#inputs),*],
+            dtypes: &[#(#dtypes),*],
+            outputs: &[#(#outputs),*],
+            requires: &[#(#requires),*],
+        }
+    }
+}
+
+fn dtype(d: DTypeName) -> TokenStream {
+    let v = Ident::new(d.variant(), Span::call_site());
+    quote!(::nki_core::dtype::DType::#v)
+}
+
+/// A `DimExpr` constant; operands of `Binary` are `&` references promoted to `'static`.
+fn dim_expr(e: &DimExpr) -> TokenStream {
+    let p = quote!(::nki_core::contract);
+    match e {
+        DimExpr::Sym(s) => {
+            let s = s.to_string();
+            quote!(#p::DimExpr::Sym { name: #s })
+        }
+        DimExpr::Const { value, .. } => {
+            let v = int_literal(*value);
+            quote!(#p::DimExpr::Const { value: #v })
+        }
+        DimExpr::Binary { op, lhs, rhs } => {
+            let op = Ident::new(op.variant(), Span::call_site());
+            let (l, r) = (dim_expr(lhs), dim_expr(rhs));
+            quote!(#p::DimExpr::Binary { op: #p::DimOp::#op, lhs: &#l, rhs: &#r })
+        }
+    }
+}
+
+/// The block `{ fn __nki_trace(args) -> Vec<Hbm> { ... } __nki_trace }` that calls the kernel
+/// with arguments unpacked by position.
+fn trace_fn(f: &KernelFn) -> TokenStream {
+    let fn_ident = &f.item.sig.ident;
+    let args = f.params.iter().enumerate().map(|(i, p)| {
+        let i = Literal::usize_unsuffixed(i);
+        match p.kind {
+            ParamKind::Tensor => quote!(args.tensor(#i)),
+            ParamKind::Scalar { ty, .. } => {
+                let get = match ty.class() {
+                    ScalarClass::Float => quote!(args.float(#i)),
+                    ScalarClass::Int => quote!(args.int(#i)),
+                    ScalarClass::Bool => quote!(args.bool(#i)),
+                };
+                if ty.is_accessor_type() {
+                    get
+                } else {
+                    let ty = Ident::new(ty.rust_name(), Span::call_site());
+                    quote!(#get as #ty)
+                }
+            }
+        }
+    });
+    quote! {
+        {
+            fn __nki_trace(
+                args: &::nki_core::kernel_def::KernelArgs,
+            ) -> ::std::vec::Vec<::nki_core::lang::Hbm> {
+                ::nki_core::kernel_def::IntoOutputs::into_outputs(#fn_ident(#(#args),*))
+            }
+            __nki_trace
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::expand_kernel;
+    use proc_macro2::TokenStream;
+
+    /// Expands and checks that the result is a valid Rust file: fn, static, submission.
+    fn expand(attr: &str, item: &str) -> String {
+        let attr: TokenStream = attr.parse().unwrap();
+        let item: TokenStream = item.parse().unwrap();
+        let out = expand_kernel(attr, item).unwrap();
+        let file: syn::File = syn::parse2(out.clone()).expect("the expansion parses as items");
+        assert!(matches!(
+            &file.items[..],
+            [syn::Item::Fn(_), syn::Item::Static(_), syn::Item::Macro(_)]
+        ));
+        out.to_string()
+    }
+
+    /// Token text with the spaces `TokenStream`'s `Display` inserts removed, for substring checks.
+    fn squash(s: &str) -> String {
+        s.chars().filter(|c| !c.is_whitespace()).collect()
+    }
+
+    #[test]
+    fn expands_rmsnorm() {
+        let out = expand(
+            r#"shape(x = [N, D], weight = [D]) -> [N, D], dtype(x in {f32, bf16, f16}, weight = x) -> x,
+               require(D <= 16384), replaces("torch.nn.RMSNorm", "*.LlamaRMSNorm")"#,
+            "/// RMSNorm over the last dim.\n/// Second line.\npub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> Hbm { todo!() }",
+        );
+        let s = squash(&out);
+        for want in [
+            "pubfnrmsnorm(x:&Hbm,weight:&Hbm,eps:f32)->Hbm",
+            "pubstaticRMSNORM_KERNEL:::nki_core::kernel_def::KernelDef",
+            "name:\"rmsnorm\"",
+            "doc:\"RMSNormoverthelastdim.\\nSecondline.\"",
+            "schema:\"rmsnorm(Tensorx,Tensorweight,floateps=1e-06)->Tensor\"",
+            "ParamDef{name:\"eps\",kind:::nki_core::kernel_def::ParamKind::Float{default:::core::option::Option::Some(0.000001)}}",
+            "InputShape{param:\"x\",dims:&[::nki_core::contract::DimPattern::Sym{name:\"N\"},::nki_core::contract::DimPattern::Sym{name:\"D\"}]}",
+            "DtypeRule::OneOf{allowed:&[::nki_core::dtype::DType::F32,::nki_core::dtype::DType::BF16,::nki_core::dtype::DType::F16]}",
+            "InputDtype{param:\"weight\",rule:::nki_core::contract::DtypeRule::SameAs{param:\"x\"}}",
+            "OutputDtype::SameAs{param:\"x\"}",
+            "Requirement{lhs:::nki_core::contract::DimExpr::Sym{name:\"D\"},op:::nki_core::contract::CmpOp::Le,rhs:::nki_core::contract::DimExpr::Const{value:16384},text:\"D<=16384\"}",
+            "replaces:&[\"torch.nn.RMSNorm\",\"*.LlamaRMSNorm\"]",
+            "line:::core::line!()",
+            "into_outputs(rmsnorm(args.tensor(0),args.tensor(1),args.float(2)asf32))",
+            "::nki_core::__private::inventory::submit!{::nki_core::kernel_def::KernelRegistration(&RMSNORM_KERNEL)}",
+        ] {
+            assert!(s.contains(&squash(want)), "missing {want}\nin {out}");
+        }
+        assert!(!s.contains("#[default"), "{out}");
+    }
+
+    #[test]
+    fn expands_rest_expressions_tuples_and_casts() {
+        let out = expand(
+            "shape(x = [..S, K], y = [128]) -> ([..S, (K + 127) / 128], [..S]), dtype(x in {f8e4m3}, y in {f32}) -> (y, bf16), require(K % 2 == 0)",
+            "/// Two outputs.\nfn two(x: &Hbm, y: &Hbm, n: usize, m: i64, #[default(-0.5)] s: f64, #[default(-7)] k: i32, #[default(true)] b: bool) -> (Hbm, Hbm) { todo!() }",
+        );
+        let s = squash(&out);
+        for want in [
+            "staticTWO_KERNEL",
+            "schema:\"two(Tensorx,Tensory,intn,intm,floats=-0.5,intk=-7,boolb=True)->(Tensor,Tensor)\"",
+            "DimPattern::Rest{name:\"S\"}",
+            "DimPattern::Const{value:128}",
+            "OutDim::Rest{name:\"S\"}",
+            "DimExpr::Binary{op:::nki_core::contract::DimOp::Div,lhs:&::nki_core::contract::DimExpr::Binary{op:::nki_core::contract::DimOp::Add",
+            "OutputDtype::Fixed{dtype:::nki_core::dtype::DType::BF16}",
+            "text:\"K%2==0\"",
+            "Float{default:::core::option::Option::Some(-0.5)}",
+            "Int{default:::core::option::Option::Some(-7)}",
+            "Bool{default:::core::option::Option::Some(true)}",
+            "Int{default:::core::option::Option::None}",
+            "two(args.tensor(0),args.tensor(1),args.int(2)asusize,args.int(3),args.float(4),args.int(5)asi32,args.bool(6))",
+        ] {
+            assert!(s.contains(&squash(want)), "missing {want}\nin {out}");
+        }
+    }
+
+    #[test]
+    fn private_functions_get_private_statics_and_cfgs_carry_over() {
+        let out = expand(
+            "shape(x = [N]) -> [N], dtype(x in {f32}) -> f32",
+            "/// Doc.\n#[cfg(feature = \"x\")]\nfn r#add(x: &Hbm) -> Hbm { todo!() }",
+        );
+        let s = squash(&out);
+        assert!(s.contains("#[cfg(feature=\"x\")]#[doc="), "{out}");
+        assert!(s.contains("]staticADD_KERNEL"), "{out}");
+        assert!(s.contains("name:\"add\""), "{out}");
+        assert_eq!(s.matches("#[cfg(feature=\"x\")]").count(), 3, "{out}");
+    }
+}
