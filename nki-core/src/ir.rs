@@ -147,6 +147,23 @@ pub struct HbmAccess {
     pub f_stride: i64,
 }
 
+impl HbmAccess {
+    /// How far the pattern reaches below and above its `(0, 0)` element, in flat elements
+    /// (negative strides reach below).
+    pub fn extent(&self) -> (i64, i64) {
+        let (mut below, mut above) = (0, 0);
+        for (stride, n) in [(self.p_stride, self.np), (self.f_stride, self.nf)] {
+            let span = stride * (n as i64 - 1);
+            if span > 0 {
+                above += span;
+            } else {
+                below += span;
+            }
+        }
+        (below, above)
+    }
+}
+
 /// Either side of a DMA.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

@@ -226,15 +226,9 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
 
 fn check_hbm_bounds(program: &Program, a: &HbmAccess, inst: &Instruction) -> Result<(), NkiError> {
     let decl = &program.hbm[a.tensor.0 as usize];
-    let (mut lo, mut hi) = a.offset.range(&program.trips());
-    for (stride, n) in [(a.p_stride, a.np), (a.f_stride, a.nf)] {
-        let span = stride * (n as i64 - 1);
-        if span > 0 {
-            hi += span;
-        } else {
-            lo += span;
-        }
-    }
+    let (lo, hi) = a.offset.range(&program.trips());
+    let (below, above) = a.extent();
+    let (lo, hi) = (lo + below, hi + above);
     let numel = decl.numel() as i64;
     if lo < 0 || hi >= numel {
         return Err(violation(

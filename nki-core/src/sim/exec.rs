@@ -314,16 +314,8 @@ fn matmul(
 /// The flat element range an access covers for the current loop indices.
 fn flat_range(a: &HbmAccess, env: &[i64]) -> (i64, i64, i64) {
     let base = a.offset.eval(env);
-    let (mut lo, mut hi) = (base, base);
-    for (stride, n) in [(a.p_stride, a.np), (a.f_stride, a.nf)] {
-        let span = stride * (n as i64 - 1);
-        if span > 0 {
-            hi += span;
-        } else {
-            lo += span;
-        }
-    }
-    (base, lo, hi)
+    let (below, above) = a.extent();
+    (base, base + below, base + above)
 }
 
 fn dma(

@@ -75,15 +75,9 @@ fn independent(program: &Program, var: LoopVar, body: &[Stmt]) -> bool {
                 }
                 let k = access.offset.coefficient(var);
                 let rel = access.offset.clone() - crate::affine::AffineExpr::var(var).scaled(k);
-                let (mut lo, mut hi) = rel.range(&trips);
-                for (stride, n) in [(access.p_stride, access.np), (access.f_stride, access.nf)] {
-                    let span = stride * (n as i64 - 1);
-                    if span > 0 {
-                        hi += span;
-                    } else {
-                        lo += span;
-                    }
-                }
+                let (lo, hi) = rel.range(&trips);
+                let (below, above) = access.extent();
+                let (lo, hi) = (lo + below, hi + above);
                 windows.entry(access.tensor).or_default().push((k, lo, hi));
             }
         },
