@@ -1,0 +1,102 @@
+//! Python arguments → a kernel [`Signature`]: dtype names and scalar values, checked against the
+//! kernel's parameter kinds.
+
+use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
+use nki_core::{DType, KernelDef, Signature, Target};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyFloat, PyInt};
+
+/// Parses a dtype short name (`f32`, `bf16`, ...), naming the op and the known names on failure.
+pub fn dtype(op: &str, name: &str) -> PyResult<DType> {
+    DType::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
+        PyTypeError::new_err(format!(
+            "neuron::{op}: unknown dtype `{name}` (known: {})",
+            known.join(", ")
+        ))
+    })
+}
+
+/// Converts the Python scalars of a call (in parameter order, tensors excluded) to the kinds the
+/// kernel declares. An `int` passed for a `float` parameter becomes a float, so `eps=1` and
+/// `eps=1.0` share one compiled program. `bool` is never accepted for a number or vice versa.
+pub fn scalars(def: &KernelDef, values: &[Bound<'_, PyAny>]) -> PyResult<Vec<ScalarValue>> {
+    let params: Vec<_> = def.scalar_params().collect();
+    if params.len() != values.len() {
+        let names: Vec<&str> = params.iter().map(|p| p.name).collect();
+        return Err(PyTypeError::new_err(format!(
+            "neuron::{}: expected {} scalar arguments ({}), got {}",
+            def.name,
+            params.len(),
+            names.join(", "),
+            values.len()
+        )));
+    }
+    params
+        .iter()
+        .zip(values)
+        .map(|(p, v)| {
+            let is_bool = v.is_instance_of::<PyBool>();
+            let is_int = !is_bool && v.is_instance_of::<PyInt>();
+            let is_float = v.is_instance_of::<PyFloat>();
+            let value = match p.kind {
+                ParamKind::Float { .. } if is_int || is_float => {
+                    Some(ScalarValue::Float(v.extract::<f64>()?))
+                }
+                ParamKind::Int { .. } if is_int => Some(ScalarValue::Int(v.extract::<i64>()?)),
+                ParamKind::Bool { .. } if is_bool => Some(ScalarValue::Bool(v.extract::<bool>()?)),
+                _ => None,
+            };
+            value.ok_or_else(|| {
+                let want = match p.kind {
+                    ParamKind::Float { .. } => "float",
+                    ParamKind::Int { .. } => "int",
+                    ParamKind::Bool { .. } => "bool",
+                    ParamKind::Tensor => "Tensor",
+                };
+                let got = v
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|_| "?".into());
+                PyTypeError::new_err(format!(
+                    "neuron::{}: argument {} expects {want}, got {got}",
+                    def.name, p.name
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Builds the signature of one call on the default target.
+pub fn signature(
+    def: &KernelDef,
+    shapes: &[Vec<u64>],
+    dtypes: &[impl AsRef<str>],
+    scalar_values: &[Bound<'_, PyAny>],
+) -> PyResult<Signature> {
+    if shapes.len() != dtypes.len() {
+        return Err(PyValueError::new_err(format!(
+            "neuron::{}: got {} shapes but {} dtypes",
+            def.name,
+            shapes.len(),
+            dtypes.len()
+        )));
+    }
+    let tensors = shapes
+        .iter()
+        .zip(dtypes)
+        .map(|(shape, dt)| {
+            Ok(TensorSig {
+                shape: shape.clone(),
+                dtype: dtype(def.name, dt.as_ref())?,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(Signature {
+        tensors,
+        scalars: scalars(def, scalar_values)?,
+        target: Target::Trn2,
+    })
+}

@@ -1,0 +1,62 @@
+"""torch-nki: NKI kernels written in Rust, usable from PyTorch as ``torch.ops.neuron.<name>``.
+
+Importing this package (or just ``import torch`` once it is installed: it registers a
+``torch.backends`` entry point) registers every kernel of the native registry in the ``neuron``
+namespace, with a CPU kernel (the NKI simulator, zero copy, GIL released), a fake kernel computed
+from the kernel's shape/dtype contract (so ``torch.compile(fullgraph=True)`` works, with dynamic
+shapes) and autograd where a backward formula exists::
+
+    import torch, torch_nki
+    y = torch.ops.neuron.rmsnorm(x, weight, 1e-6)
+
+Contract violations raise ``ValueError`` (shapes) or ``TypeError`` (dtypes) naming the op, the
+argument and what the contract expected; other kernel failures raise :class:`NkiError`.
+"""
+
+# First, before anything imports torch: torch's autoload may find this package half-imported and
+# still needs the entry point (`torch_nki:_autoload`) to exist.
+from torch_nki._entry import _autoload, report_autoload_failure, torch_is_initialising  # noqa: F401
+
+# isort: split
+import json
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["NkiError", "__version__", "cache_size", "manifest", "ops"]
+
+_LOAD_ERROR: BaseException | None = None
+
+try:
+    from torch_nki import _native
+    from torch_nki._native import NkiError
+    from torch_nki._register import Registration, register
+
+    _REGISTRATION: Registration = register(_native)
+except Exception as _err:  # a broken install or a name clash in the neuron namespace
+    if not torch_is_initialising():
+        raise
+    _LOAD_ERROR = _err
+    report_autoload_failure(_err)
+
+
+def _registration() -> "Registration":
+    if _LOAD_ERROR is not None:
+        raise ImportError(f"torch_nki failed to load: {_LOAD_ERROR}") from _LOAD_ERROR
+    return _REGISTRATION
+
+
+def ops() -> list[str]:
+    """Names of the registered ops (``torch.ops.neuron.<name>``), sorted."""
+    return sorted(_registration().ops)
+
+
+def manifest() -> dict[str, Any]:
+    """The registry manifest: for every op its schema, contract, docs, replaces and location."""
+    result: dict[str, Any] = json.loads(_registration().manifest_json)
+    return result
+
+
+def cache_size() -> int:
+    """Number of kernel programs compiled (traced and validated) so far in this process."""
+    _registration()
+    return int(_native.cache_size())

@@ -1,0 +1,64 @@
+"""torch dtypes ↔ the kernel dtype names (``f32``, ``bf16``, ...), and the float64 policy."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+
+import torch
+
+#: torch dtypes a kernel can take, by their kernel dtype name.
+TORCH_TO_NKI: dict[torch.dtype, str] = {
+    torch.float32: "f32",
+    torch.bfloat16: "bf16",
+    torch.float16: "f16",
+    torch.float8_e4m3fn: "f8e4m3",
+    torch.float8_e5m2: "f8e5m2",
+}
+
+#: The inverse of :data:`TORCH_TO_NKI`.
+NKI_TO_TORCH: dict[str, torch.dtype] = {v: k for k, v in TORCH_TO_NKI.items()}
+
+#: Dtypes computed in a narrower dtype and cast back (as on TorchNeuron): float64 runs as float32.
+DOWNCAST: dict[torch.dtype, torch.dtype] = {torch.float64: torch.float32}
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def torch_name(dtype: torch.dtype) -> str:
+    """``torch.int32`` → ``int32``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def warn_downcast(op: str, dtype: torch.dtype) -> None:
+    """Warns once per op and dtype that inputs of ``dtype`` are computed in a narrower dtype."""
+    key = f"{op}:{dtype}"
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    narrow = torch_name(DOWNCAST[dtype])
+    warnings.warn(
+        f"neuron::{op}: {torch_name(dtype)} inputs are computed in {narrow} "
+        f"(as on TorchNeuron); results are returned as {torch_name(dtype)}",
+        UserWarning,
+        stacklevel=_caller_stacklevel(),
+    )
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside torch and torch_nki."""
+    internal = (os.path.dirname(torch.__file__), os.path.dirname(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(internal):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def reset_warnings() -> None:
+    """Forgets which downcast warnings were shown (for tests)."""
+    with _warned_lock:
+        _warned.clear()

@@ -1,0 +1,79 @@
+"""The ``torch-nki`` command line: ``list`` the registry, run the ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+import torch_nki
+from torch_nki._manifest import OpSpec
+
+
+def contract_text(spec: OpSpec) -> str:
+    """The shape contract as the kernel attribute writes it: ``x[N, D], weight[D] -> [N, D]``."""
+
+    def dims(pattern: list[dict[str, object]]) -> str:
+        parts = []
+        for d in pattern:
+            kind = d["kind"]
+            if kind == "rest":
+                parts.append(f"..{d['name']}")
+            elif kind == "sym":
+                parts.append(str(d["name"]))
+            elif kind == "const":
+                parts.append(str(d["value"]))
+            else:  # an output expression
+                parts.append(_expr_text(d["expr"]))  # type: ignore[arg-type]
+        return "[" + ", ".join(parts) + "]"
+
+    c = spec.contract
+    ins = ", ".join(f"{i['param']}{dims(i['dims'])}" for i in c["inputs"])
+    outs = ", ".join(dims(o["shape"]) for o in c["outputs"])
+    reqs = "".join(f", require({r['text']})" for r in c["requires"])
+    return f"{ins} -> {outs}{reqs}"
+
+
+def _expr_text(e: dict[str, object]) -> str:
+    kind = e["kind"]
+    if kind == "sym":
+        return str(e["name"])
+    if kind == "const":
+        return str(e["value"])
+    symbol = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%"}[str(e["op"])]
+    return f"({_expr_text(e['lhs'])} {symbol} {_expr_text(e['rhs'])})"  # type: ignore[arg-type]
+
+
+def print_registry() -> None:
+    """Prints every registered op: name, schema, contract, source location, first doc line."""
+    ops = torch_nki._registration().ops
+    print(f"torch-nki {torch_nki.__version__}: {len(ops)} ops in torch.ops.neuron")
+    for name in sorted(ops):
+        spec = ops[name]
+        print(f"\ntorch.ops.neuron.{name}")
+        print(f"  schema:   {spec.schema}")
+        print(f"  contract: {contract_text(spec)}")
+        print(f"  defined:  {spec.location}")
+        print(f"  doc:      {spec.summary}")
+        if spec.replaces:
+            print(f"  replaces: {', '.join(spec.replaces)}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``torch-nki`` and ``python -m torch_nki``; returns the exit code."""
+    parser = argparse.ArgumentParser(
+        prog="torch-nki", description="NKI kernels in Rust, as torch.ops.neuron.*"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="print the registered ops")
+    demo = sub.add_parser("demo", help="run every op eagerly and compiled, compare with ATen, time both")
+    demo.add_argument("--no-compile", action="store_true", help="skip torch.compile(fullgraph=True)")
+    demo.add_argument("--repeat", type=int, default=5, help="timed runs per measurement (median)")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        print_registry()
+        return 0
+    from torch_nki import demo as demo_mod
+
+    print_registry()
+    print()
+    return demo_mod.run(compile=not args.no_compile, repeat=max(1, args.repeat))

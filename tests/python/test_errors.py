@@ -1,0 +1,152 @@
+"""Bad inputs: contract violations in words, dtype policy, devices, native error mapping."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import torch_nki
+from torch_nki import _native
+
+from refs import rand, rmsnorm_ref, tol
+
+neuron = torch.ops.neuron
+
+
+def test_wrong_rank_names_op_argument_and_expectation() -> None:
+    with pytest.raises(ValueError) as err:
+        neuron.rmsnorm(rand(8), rand(8))
+    assert (
+        str(err.value) == "neuron::rmsnorm: x has rank 1 (shape [8]), but the contract x[N, D] needs rank 2"
+    )
+    with pytest.raises(
+        ValueError, match=r"^neuron::add: x has rank 0 \(shape \[\]\), but the contract x\[\.\.S, D\]"
+    ):
+        neuron.add(torch.tensor(1.0), torch.tensor(2.0))
+
+
+def test_mismatched_dim_gives_the_exact_contract_message() -> None:
+    with pytest.raises(ValueError) as err:
+        neuron.rmsnorm(rand(8, 1024), rand(512))
+    assert str(err.value) == (
+        "neuron::rmsnorm: weight has shape [512], but the contract weight[D] needs D = 1024 "
+        "(bound by x[N, D] = [8, 1024])"
+    )
+    with pytest.raises(ValueError) as err:
+        neuron.matmul(rand(3, 4), rand(5, 6))
+    assert str(err.value) == (
+        "neuron::matmul: w has shape [5, 6], but the contract w[K, N] needs K = 4 (bound by x[M, K] = [3, 4])"
+    )
+    with pytest.raises(ValueError, match=re.escape("y has shape [2, 4], but the contract y[..S, D] needs")):
+        neuron.add(rand(2, 3), rand(2, 4))
+
+
+def test_requirement_violation() -> None:
+    with pytest.raises(
+        ValueError, match=re.escape("neuron::rmsnorm: the contract requires D <= 16384, but D = 16385")
+    ):
+        neuron.rmsnorm(rand(2, 16385), rand(16385))
+
+
+def test_disallowed_dtype_is_a_type_error() -> None:
+    x, w = torch.ones(4, 8, dtype=torch.int32), torch.ones(8, dtype=torch.int32)
+    with pytest.raises(TypeError) as err:
+        neuron.rmsnorm(x, w)
+    assert (
+        str(err.value) == "neuron::rmsnorm: x has dtype int32, but the contract allows x in {f32, bf16, f16}"
+    )
+    with pytest.raises(TypeError) as err:
+        neuron.rmsnorm(rand(4, 8), w)
+    assert (
+        str(err.value)
+        == "neuron::rmsnorm: weight has dtype int32, but the contract needs weight = x (x has dtype f32)"
+    )
+    with pytest.raises(TypeError) as err:
+        neuron.matmul(rand(2, 2), rand(2, 2, dtype=torch.bfloat16))
+    assert (
+        str(err.value) == "neuron::matmul: w has dtype bf16, but the contract needs w = x (x has dtype f32)"
+    )
+    with pytest.raises(TypeError, match="neuron::add: x has dtype bool, but the contract allows x in"):
+        neuron.add(torch.ones(3, dtype=torch.bool), torch.ones(3, dtype=torch.bool))
+
+
+def test_disallowed_dtype_under_fake_tensors() -> None:
+    x = torch.ones(4, 8, dtype=torch.int64, device="meta")
+    with pytest.raises(
+        TypeError, match=re.escape("x has dtype int64, but the contract allows x in {f32, bf16, f16}")
+    ):
+        neuron.matmul(x, x.t())
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_float64_is_computed_in_float32_with_one_warning() -> None:
+    x, w = rand(6, 40, dtype=torch.float64), rand(40, dtype=torch.float64)
+    with pytest.warns(
+        UserWarning, match=r"neuron::rmsnorm: float64 inputs are computed in float32"
+    ) as record:
+        out = neuron.rmsnorm(x, w)
+        neuron.rmsnorm(x, w)
+    assert len([r for r in record if "neuron::rmsnorm" in str(r.message)]) == 1
+    assert record[0].filename == __file__  # points at the caller, not at torch internals
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, rmsnorm_ref(x, w), **tol(torch.float32))
+    with pytest.warns(UserWarning, match="neuron::matmul: float64 inputs"):
+        y = neuron.matmul(x.t().contiguous(), x.float())  # mixed float64/float32: f32 compute, f64 result
+    assert y.dtype == torch.float64
+    meta = neuron.matmul(x.to("meta"), x.t().to("meta"))
+    assert meta.dtype == torch.float64 and meta.shape == (6, 6)
+
+
+def test_meta_tensors_get_contract_shapes() -> None:
+    out = neuron.matmul(torch.empty(7, 3, device="meta"), torch.empty(3, 11, device="meta"))
+    assert out.device.type == "meta" and out.shape == (7, 11) and out.dtype == torch.float32
+    with pytest.raises(
+        ValueError, match=re.escape("w has shape [4, 11], but the contract w[K, N] needs K = 3")
+    ):
+        neuron.matmul(torch.empty(7, 3, device="meta"), torch.empty(4, 11, device="meta"))
+
+
+def test_mixed_devices_are_rejected() -> None:
+    with pytest.raises(ValueError, match=r"neuron::rmsnorm: weight is on device meta, but x is on cpu"):
+        neuron.rmsnorm(rand(4, 8), torch.empty(8, device="meta"))
+
+
+def test_backend_without_a_kernel() -> None:
+    sparse = torch.ones(2, 2).to_sparse()  # SparseCPU: neither the CPU nor the fake kernel applies
+    with pytest.raises(NotImplementedError, match="neuron::add"):
+        neuron.add(sparse, sparse)
+
+
+def test_native_errors_map_to_python_exceptions() -> None:
+    assert issubclass(torch_nki.NkiError, RuntimeError)
+    assert torch_nki.NkiError.__name__ == "NkiError"
+    with pytest.raises(KeyError, match="no kernel named `softmax` \\(registered: add, matmul, rmsnorm\\)"):
+        _native.check("softmax", [], [], [])
+    with pytest.raises(TypeError, match="unknown dtype `f64`"):
+        _native.check("add", [[2]], ["f64"], [])
+    with pytest.raises(TypeError, match="neuron::rmsnorm: argument eps expects float, got bool"):
+        _native.check("rmsnorm", [[2, 2], [2]], ["f32", "f32"], [True])
+    with pytest.raises(TypeError, match=r"expected 1 scalar arguments \(eps\), got 0"):
+        _native.check("rmsnorm", [[2, 2], [2]], ["f32", "f32"], [])
+    assert _native.check("rmsnorm", [[2, 3], [3]], ["bf16", "bf16"], [1]) == [((2, 3), "bf16")]
+
+
+def test_run_verifies_output_buffers_before_touching_memory() -> None:
+    x, y = rand(4, 4), rand(4, 4)
+    wrong = torch.zeros(4, 5)
+    before = wrong.clone()
+    args = [(x.data_ptr(), x.shape, "f32"), (y.data_ptr(), y.shape, "f32")]
+    with pytest.raises(
+        torch_nki.NkiError, match=r"output buffers \[f32 \[4, 5\]\] do not match the compiled outputs"
+    ):
+        _native.run("add", args, [], [(wrong.data_ptr(), wrong.shape, "f32")])
+    assert torch.equal(wrong, before)
+    with pytest.raises(torch_nki.NkiError, match="output 0 overlaps another argument's memory"):
+        _native.run("add", args, [], [(x.data_ptr(), x.shape, "f32")])
+    with pytest.raises(ValueError, match="null data pointer"):
+        _native.run("add", args, [], [(0, (4, 4), "f32")])
+    out = torch.empty(4, 4)
+    _native.run("add", args, [], [(out.data_ptr(), out.shape, "f32")])
+    torch.testing.assert_close(out, x + y)
