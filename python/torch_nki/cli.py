@@ -67,7 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("list", help="print the registered ops")
     demo = sub.add_parser("demo", help="run every op eagerly and compiled, compare with ATen, time both")
     demo.add_argument("--no-compile", action="store_true", help="skip torch.compile(fullgraph=True)")
-    demo.add_argument("--repeat", type=int, default=5, help="timed runs per measurement (median)")
+    demo.add_argument(
+        "--repeat",
+        type=int,
+        default=15,
+        help="timed runs per measurement (median; A/B alternated)",
+    )
     args = parser.parse_args(argv)
     if args.command == "list":
         print_registry()

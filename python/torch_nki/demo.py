@@ -68,28 +68,31 @@ def within(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: floa
     return bool(((a - e).abs() <= atol + rtol * e.abs()).all())
 
 
-def median_time(fn: Callable[[], object], repeat: int) -> float:
-    """Median wall time of ``fn()`` in seconds, after one warm-up call."""
-    fn()
-    times = []
+def median_times(a: Callable[[], object], b: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Median wall times of ``a()`` and ``b()`` in seconds, measured alternately (A B A B ...)
+    after one warm-up call each, so drift on a shared machine affects both alike."""
+    a()
+    b()
+    ta, tb = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, out in ((a, ta), (b, tb)):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return statistics.median(ta), statistics.median(tb)
 
 
 def _fmt_time(seconds: float) -> str:
     return f"{seconds * 1e3:8.3f} ms"
 
 
-def run(compile: bool = True, repeat: int = 5) -> int:
+def run(compile: bool = True, repeat: int = 15) -> int:
     """Runs every case in fp32 and bf16; prints a table; returns 0 if every check passed."""
     gen = torch.Generator().manual_seed(0)
     failures = 0
     header = f"{'op':8} {'dtype':9} {'shape':24} {'mode':8} {'max abs err':>12} {'result':6}"
-    print(header + f" {'neuron':>11} {'aten':>11}")
-    print("-" * (len(header) + 24))
+    print(header + f" {'neuron':>11} {'aten':>11} {'neuron/aten':>11}")
+    print("-" * (len(header) + 36))
     for case in CASES:
         compiled = torch.compile(case.neuron, fullgraph=True) if compile else None
         for dtype in (torch.float32, torch.bfloat16):
@@ -108,10 +111,10 @@ def run(compile: bool = True, repeat: int = 5) -> int:
                 failures += not ok
                 verdict = "PASS" if ok else "FAIL"
                 line = f"{case.op:8} {str(dtype)[6:]:9} {shape:24} {mode:8} {err:12.3e} {verdict:6}"
-                if mode == "eager":
-                    t_neuron = median_time(functools.partial(fn, *inputs), repeat)
-                    t_aten = median_time(functools.partial(case.reference, *inputs), repeat)
-                    line += f" {_fmt_time(t_neuron)} {_fmt_time(t_aten)}"
+                t_neuron, t_aten = median_times(
+                    functools.partial(fn, *inputs), functools.partial(case.reference, *inputs), repeat
+                )
+                line += f" {_fmt_time(t_neuron)} {_fmt_time(t_aten)} {t_neuron / t_aten:10.2f}x"
                 print(line, flush=True)
     print(
         f"\n{'all checks passed' if not failures else f'{failures} check(s) FAILED'} "
