@@ -24,7 +24,8 @@ pub struct Compiled {
 /// Signature → compiled program, in memory.
 #[derive(Debug, Default)]
 pub struct CompileCache {
-    entries: RwLock<HashMap<(&'static str, Signature), Arc<Compiled>>>,
+    /// Kernel name → signature → program (two levels, so a hit needs no key allocation).
+    entries: RwLock<HashMap<&'static str, HashMap<Signature, Arc<Compiled>>>>,
 }
 
 impl CompileCache {
@@ -40,14 +41,15 @@ impl CompileCache {
         def: &'static KernelDef,
         sig: &Signature,
     ) -> Result<Arc<Compiled>, NkiError> {
-        let key = (def.name, sig.clone());
-        if let Some(hit) = self
+        let hit = self
             .entries
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
-            return Ok(hit.clone());
+            .get(def.name)
+            .and_then(|m| m.get(sig))
+            .cloned();
+        if let Some(hit) = hit {
+            return Ok(hit);
         }
         let outputs = def.check(sig)?;
         let program = def.trace(sig)?;
@@ -59,16 +61,69 @@ impl CompileCache {
             parallel_loops,
         });
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
-        Ok(entries.entry(key).or_insert(compiled).clone())
+        Ok(entries
+            .entry(def.name)
+            .or_default()
+            .entry(sig.clone())
+            .or_insert(compiled)
+            .clone())
     }
 
     /// Number of cached programs.
     pub fn len(&self) -> usize {
-        self.entries.read().unwrap_or_else(|p| p.into_inner()).len()
+        self.entries
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(HashMap::len)
+            .sum()
     }
 
     /// Whether the cache is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Registry;
+    use nki_core::kernel_def::{ScalarValue, TensorSig};
+    use nki_core::{DType, Target};
+    use nki_kernels as _;
+
+    fn sig(n: u64) -> Signature {
+        Signature {
+            tensors: vec![
+                TensorSig { shape: vec![n, 64], dtype: DType::F32 },
+                TensorSig { shape: vec![64], dtype: DType::F32 },
+            ],
+            scalars: vec![ScalarValue::Float(1e-6)],
+            target: Target::Trn2,
+        }
+    }
+
+    #[test]
+    fn compiles_once_per_signature() {
+        let cache = CompileCache::default();
+        let rms = Registry::global().unwrap().get("rmsnorm").unwrap();
+        let a = cache.get_or_compile(rms, &sig(300)).unwrap();
+        let b = cache.get_or_compile(rms, &sig(300)).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "a hit returns the cached program");
+        let c = cache.get_or_compile(rms, &sig(100)).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(cache.len(), 2);
+        assert_eq!(a.outputs[0].shape, vec![300, 64]);
+    }
+
+    #[test]
+    fn errors_are_not_cached() {
+        let cache = CompileCache::default();
+        let rms = Registry::global().unwrap().get("rmsnorm").unwrap();
+        let mut bad = sig(4);
+        bad.tensors[1].shape = vec![65];
+        assert!(cache.get_or_compile(rms, &bad).is_err());
+        assert!(cache.is_empty());
     }
 }
