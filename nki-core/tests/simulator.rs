@@ -285,3 +285,35 @@ fn buffers_must_match_the_program() {
         "{err}"
     );
 }
+
+#[test]
+fn sequential_range_carries_state_in_order() {
+    // out[0, j] = Σ_{i < 4} x[i, j], accumulated in a tile declared outside the loop.
+    let p = trace(
+        "seq",
+        Target::Trn2,
+        &[input("x", &[4, 3], DType::F32)],
+        |h| {
+            let out = shared_hbm(&[1, 3], DType::F32);
+            let acc = sbuf([1, 3], DType::F32);
+            memset(&acc, 0.0);
+            sequential_range(4, |i| {
+                let row = sbuf([1, 3], DType::F32);
+                dma_copy(&row, h[0].rows(i, 1));
+                tensor_tensor(&acc, &acc, &row, BinOp::Add);
+            });
+            dma_copy(&out, &acc);
+            vec![out]
+        },
+    )
+    .unwrap();
+    nki_core::validate::validate(&p).unwrap();
+    assert_eq!(nki_core::sim::parallel_loops(&p), vec![false]);
+    let x = [
+        1.0, 2.0, 3.0, 10.0, 20.0, 30.0, 100.0, 200.0, 300.0, 1000.0, 2000.0, 3000.0,
+    ];
+    assert_eq!(
+        run(&p, &[(&x, DType::F32)], true).unwrap(),
+        vec![1111.0, 2222.0, 3333.0]
+    );
+}

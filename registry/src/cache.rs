@@ -96,8 +96,14 @@ mod tests {
     fn sig(n: u64) -> Signature {
         Signature {
             tensors: vec![
-                TensorSig { shape: vec![n, 64], dtype: DType::F32 },
-                TensorSig { shape: vec![64], dtype: DType::F32 },
+                TensorSig {
+                    shape: vec![n, 64],
+                    dtype: DType::F32,
+                },
+                TensorSig {
+                    shape: vec![64],
+                    dtype: DType::F32,
+                },
             ],
             scalars: vec![ScalarValue::Float(1e-6)],
             target: Target::Trn2,
