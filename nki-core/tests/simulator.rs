@@ -317,3 +317,63 @@ fn sequential_range_carries_state_in_order() {
         vec![1111.0, 2222.0, 3333.0]
     );
 }
+
+#[test]
+fn column_tiles_of_one_row_block_run_in_parallel() {
+    // M = 64 fits one row tile, so only the loop over 512-wide column tiles can be parallel:
+    // the row-and-column analysis proves its writes disjoint; the K loop stays sequential.
+    let (m, k, n) = (64, 256, 1100);
+    let p = matmul_program(m, k, n, DType::F32);
+    let plan = nki_core::sim::parallel_loops(&p);
+    let kinds: Vec<usize> = p.loops.iter().map(|l| l.trip).collect();
+    assert_eq!(
+        kinds,
+        vec![2, 2, 2],
+        "n tiles, K tiles (full-n body), K tiles (n tail)"
+    );
+    assert_eq!(plan, vec![true, false, false]);
+    let (x, w) = (ramp(m * k, 1e-2), ramp(k * n, 2e-2));
+    let par = run(&p, &[(&x, DType::F32), (&w, DType::F32)], true).unwrap();
+    assert_eq!(
+        par,
+        run(&p, &[(&x, DType::F32), (&w, DType::F32)], false).unwrap()
+    );
+}
+
+#[test]
+fn overlapping_writes_stay_sequential() {
+    // Every iteration writes the same two output rows: never parallel.
+    let p = trace(
+        "overlap",
+        Target::Trn2,
+        &[input("x", &[2, 8], DType::F32)],
+        |h| {
+            let out = shared_hbm(&[2, 8], DType::F32);
+            affine_range(4, |_| {
+                let t = sbuf([2, 8], DType::F32);
+                dma_copy(&t, &h[0]);
+                dma_copy(&out, &t);
+            });
+            vec![out]
+        },
+    )
+    .unwrap();
+    assert_eq!(nki_core::sim::parallel_loops(&p), vec![false]);
+    // Column windows 4 wide moving by 2: they overlap, so not parallel either.
+    let p = trace(
+        "stagger",
+        Target::Trn2,
+        &[input("x", &[2, 16], DType::F32)],
+        |h| {
+            let out = shared_hbm(&[2, 16], DType::F32);
+            affine_range(4, |j| {
+                let t = sbuf([2, 4], DType::F32);
+                dma_copy(&t, h[0].cols(j.clone() * 2usize, 4));
+                dma_copy(out.cols(j * 2usize, 4), &t);
+            });
+            vec![out]
+        },
+    )
+    .unwrap();
+    assert_eq!(nki_core::sim::parallel_loops(&p), vec![false]);
+}
