@@ -145,7 +145,7 @@ fn row_col_window(a: &HbmAccess, var: LoopVar, trips: &[usize], row_len: i64) ->
         }
     }
     let (col_lo, col_hi) = col.range(trips);
-    if col_lo < 0 || col_hi + a.nf as i64 - 1 >= row_len {
+    if col_lo < 0 || col_hi + a.nf as i64 > row_len {
         return None;
     }
     let row_span = (a.np as i64 - 1) * (a.p_stride / row_len);
