@@ -49,7 +49,7 @@ fn bench(
             data: b,
         })
         .collect();
-    let plan = nki_core::sim::parallel_loops(&program);
+    let plan = nki_core::sim::ExecPlan::new(&program);
     let mut run = |parallel: bool| {
         let t = Instant::now();
         for _ in 0..reps {

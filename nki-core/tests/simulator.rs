@@ -377,3 +377,61 @@ fn overlapping_writes_stay_sequential() {
     .unwrap();
     assert_eq!(nki_core::sim::parallel_loops(&p), vec![false]);
 }
+
+#[test]
+fn poison_is_elided_only_when_the_first_touch_overwrites_the_tile() {
+    let p = trace(
+        "touch",
+        Target::Trn2,
+        &[input("x", &[4, 8], DType::F32)],
+        |h| {
+            let out = shared_hbm(&[4, 8], DType::F32);
+            let full = sbuf([4, 8], DType::F32); // t0: whole-tile DMA first
+            dma_copy(&full, &h[0]);
+            let part = sbuf([4, 8], DType::F32); // t1: half written first
+            dma_copy(part.cols(0, 4), h[0].cols(0, 4));
+            let read_first = sbuf([4, 8], DType::F32); // t2: read (in place) first
+            tensor_tensor(&read_first, &read_first, &full, BinOp::Add);
+            let acc = psum([4, 8], DType::F32); // t3: accumulating matmul reads it
+            let lhs = sbuf([4, 4], DType::F32); // t4: memset overwrites
+            memset(&lhs, 1.0);
+            nc_matmul(&acc, &lhs, &full, true);
+            dma_copy(&out, &full);
+            vec![out]
+        },
+    )
+    .unwrap();
+    let plan = nki_core::sim::ExecPlan::new(&p);
+    assert_eq!(plan.poison, vec![false, true, true, true, false]);
+    // Elision never changes results: a run that fills every tile agrees bit for bit.
+    let x: Vec<f32> = (0..32).map(|i| i as f32).collect();
+    assert_eq!(run(&p, &[(&x, DType::F32)], true).unwrap(), x);
+}
+
+#[test]
+fn transposed_loads_match_element_by_element_gathers() {
+    // x[6, 5] loaded as xᵀ [5, 6] (p_stride 1, f_stride 5) into a sub-region of a larger tile.
+    let p = trace(
+        "tload",
+        Target::Trn2,
+        &[input("x", &[6, 5], DType::BF16)],
+        |h| {
+            let out = shared_hbm(&[5, 6], DType::BF16);
+            let t = sbuf([8, 9], DType::BF16);
+            memset(&t, 0.0);
+            dma_copy(t.region().slice(1, 5, 2, 6), h[0].view().t());
+            let o = sbuf([5, 6], DType::BF16);
+            tensor_copy(&o, t.region().slice(1, 5, 2, 6));
+            dma_copy(&out, &o);
+            vec![out]
+        },
+    )
+    .unwrap();
+    let x: Vec<f32> = (0..30).map(|i| i as f32).collect();
+    let got = run(&p, &[(&x, DType::BF16)], true).unwrap();
+    for r in 0..5 {
+        for c in 0..6 {
+            assert_eq!(got[r * 6 + c], x[c * 5 + r]);
+        }
+    }
+}

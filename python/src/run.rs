@@ -175,7 +175,7 @@ impl Job {
             .collect();
         let opts = SimOptions {
             parallel: true,
-            plan: Some(&compiled.parallel_loops),
+            plan: Some(&compiled.plan),
         };
         simulate(&compiled.program, &inputs, &mut outputs, opts)
     }

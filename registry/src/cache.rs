@@ -4,7 +4,7 @@
 
 use nki_core::contract::OutputMeta;
 use nki_core::ir::Program;
-use nki_core::sim::parallel_loops;
+use nki_core::sim::ExecPlan;
 use nki_core::validate::validate;
 use nki_core::{KernelDef, NkiError, Signature};
 use std::collections::HashMap;
@@ -17,8 +17,8 @@ pub struct Compiled {
     pub program: Program,
     /// Output shapes and dtypes.
     pub outputs: Vec<OutputMeta>,
-    /// Which loops the simulator runs in parallel.
-    pub parallel_loops: Vec<bool>,
+    /// What the simulator derived from the program once (parallel loops, poison elision).
+    pub plan: ExecPlan,
 }
 
 /// Signature → compiled program, in memory.
@@ -54,11 +54,11 @@ impl CompileCache {
         let outputs = def.check(sig)?;
         let program = def.trace(sig)?;
         validate(&program)?;
-        let parallel_loops = parallel_loops(&program);
+        let plan = ExecPlan::new(&program);
         let compiled = Arc::new(Compiled {
             program,
             outputs,
-            parallel_loops,
+            plan,
         });
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
         Ok(entries

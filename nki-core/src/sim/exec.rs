@@ -340,6 +340,23 @@ fn dma(
         Ok((buf, base))
     };
     match (dst, src) {
+        (DmaOperand::Tile { region }, DmaOperand::Hbm { access })
+            if access.p_stride == 1 && access.f_stride != 1 && region.np > 1 =>
+        {
+            // A transposed load: each tile column is a contiguous run in HBM. Read runs and
+            // scatter them down the columns instead of gathering every row element by element.
+            let (buf, base) = checked(access, false)?;
+            let (mut tile, stride) = store.take(region.tile)?;
+            s.a.resize(region.np, 0.0);
+            for f in 0..region.nf {
+                buf.read_run((base + f as i64 * access.f_stride) as usize, &mut s.a);
+                let col = region.p0 * stride + region.f0 + f;
+                for (p, v) in s.a.iter().enumerate() {
+                    tile[col + p * stride] = *v;
+                }
+            }
+            store.restore(region.tile, tile);
+        }
         (DmaOperand::Tile { region }, DmaOperand::Hbm { access }) => {
             let (buf, base) = checked(access, false)?;
             for r in 0..region.np {

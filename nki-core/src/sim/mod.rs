@@ -8,6 +8,7 @@
 
 mod exec;
 mod parallel;
+mod plan;
 mod store;
 
 use crate::dtype::DType;
@@ -18,6 +19,7 @@ use rayon::prelude::*;
 use store::{HbmBuffer, TileStore};
 
 pub use parallel::parallel_loops;
+pub use plan::ExecPlan;
 
 /// A read-only input buffer: little-endian elements of `dtype`, row-major `shape`.
 #[derive(Clone, Copy, Debug)]
@@ -46,8 +48,8 @@ pub struct HostTensorMut<'a> {
 pub struct SimOptions<'p> {
     /// Run provably independent `affine_range` iterations on the rayon pool.
     pub parallel: bool,
-    /// A precomputed [`parallel_loops`] result for this program (saves a walk per call).
-    pub plan: Option<&'p [bool]>,
+    /// A precomputed [`ExecPlan`] for this program (saves the analyses on every call).
+    pub plan: Option<&'p ExecPlan>,
 }
 
 impl Default for SimOptions<'_> {
@@ -125,22 +127,26 @@ pub fn simulate(
             .zip(&hbm)
             .all(|(d, b)| (d.kind == HbmKind::Output) == b.writable)
     );
-    let plan;
-    let parallel = match (opts.parallel, opts.plan) {
-        (false, _) => {
-            plan = vec![false; program.loops.len()];
-            &plan
+    let owned;
+    let plan = match opts.plan {
+        Some(p) if p.fits(program) => p,
+        _ => {
+            owned = ExecPlan::new(program);
+            &owned
         }
-        (true, Some(p)) if p.len() == program.loops.len() => p,
-        (true, _) => {
-            plan = parallel_loops(program);
-            &plan
-        }
+    };
+    let sequential;
+    let parallel = if opts.parallel {
+        &plan.parallel
+    } else {
+        sequential = vec![false; program.loops.len()];
+        &sequential
     };
     let runner = Runner {
         program,
         hbm: &hbm,
         parallel,
+        poison: &plan.poison,
     };
     let mut store = TileStore::new(program);
     let mut env = vec![0i64; program.loops.len()];
@@ -151,6 +157,7 @@ struct Runner<'r, 'a> {
     program: &'r Program,
     hbm: &'r [HbmBuffer<'a>],
     parallel: &'r [bool],
+    poison: &'r [bool],
 }
 
 impl Runner<'_, '_> {
@@ -163,9 +170,11 @@ impl Runner<'_, '_> {
     ) -> Result<(), NkiError> {
         for s in body {
             match s {
-                Stmt::Alloc { tile } => {
-                    store.allocate(*tile, self.program.tiles[tile.0 as usize].partitions)
-                }
+                Stmt::Alloc { tile } => store.allocate(
+                    *tile,
+                    self.program.tiles[tile.0 as usize].partitions,
+                    self.poison[tile.0 as usize],
+                ),
                 Stmt::Inst(inst) => execute(
                     &Ctx {
                         hbm: self.hbm,

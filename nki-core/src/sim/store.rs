@@ -59,7 +59,9 @@ impl<'p> TileStore<'p> {
 
     /// Resets the child's view of the parent (the parent is unchanged during a parallel loop,
     /// so only the slots the child allocated need their storage kept for reuse).
-    pub(crate) fn allocate(&mut self, tile: TileId, partitions: usize) {
+    /// Gives `tile` fresh storage in this frame, filled with NaN when `poison` is set (when it
+    /// is not, the plan proved the first instruction overwrites every element).
+    pub(crate) fn allocate(&mut self, tile: TileId, partitions: usize, poison: bool) {
         let n = partitions * self.strides[tile.0 as usize];
         let slot = &mut self.slots[tile.0 as usize];
         let mut buf = match std::mem::replace(slot, Slot::Empty) {
@@ -70,8 +72,10 @@ impl<'p> TileStore<'p> {
             }
             _ => take_buffer(n),
         };
-        buf.clear();
-        buf.resize(n, f32::NAN);
+        if poison || buf.len() != n {
+            buf.clear();
+            buf.resize(n, f32::NAN);
+        }
         *slot = Slot::Owned(buf);
     }
 
