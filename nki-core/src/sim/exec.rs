@@ -48,11 +48,97 @@ fn round_into(dst: &mut [f32], dtype: DType, f: impl Fn(usize) -> f32) {
     }
 }
 
-fn scalar_value(store: &TileStore<'_>, s: &ScalarOperand, r: usize) -> Result<f32, StoreError> {
+/// The per-partition values of a scalar operand for `np` rows (read before the destination is
+/// taken out of the store, since a column may live in the destination tile).
+fn column_values(
+    store: &TileStore<'_>,
+    s: &ScalarOperand,
+    np: usize,
+) -> Result<Vec<f32>, StoreError> {
     match s {
-        ScalarOperand::Imm { value } => Ok(*value),
-        ScalarOperand::Column { region } => Ok(store.row(region, r)?[0]),
+        ScalarOperand::Imm { value } => Ok(vec![*value; np]),
+        ScalarOperand::Column { region } => (0..np).map(|r| Ok(store.row(region, r)?[0])).collect(),
     }
+}
+
+fn round_into_in_place(row: &mut [f32], dtype: DType) {
+    match dtype {
+        DType::F32 => {}
+        DType::BF16 => row
+            .iter_mut()
+            .for_each(|v| *v = crate::dtype::round_bf16(*v)),
+        dt => row.iter_mut().for_each(|v| *v = dt.round(*v)),
+    }
+}
+
+/// Row `r` of `region` inside a tile's storage with row stride `stride`.
+fn row_in<'t>(data: &'t [f32], stride: usize, region: &TileRegion, r: usize) -> &'t [f32] {
+    let start = (region.p0 + r) * stride + region.f0;
+    &data[start..start + region.nf]
+}
+
+/// An input row: straight from its tile, or — when it lives in the destination tile, which may
+/// overlap the output row — copied to `scratch` first.
+fn input_row<'t>(
+    store: &'t TileStore<'_>,
+    dst_data: &[f32],
+    dst: &TileRegion,
+    stride: usize,
+    input: &TileRegion,
+    r: usize,
+    scratch: &'t mut Vec<f32>,
+) -> Result<&'t [f32], StoreError> {
+    if input.tile == dst.tile {
+        scratch.clear();
+        scratch.extend_from_slice(row_in(dst_data, stride, input, r));
+        Ok(scratch)
+    } else {
+        store.row(input, r)
+    }
+}
+
+/// Calls `f(r, out_row, in_row)` for every row of `dst`, writing the destination in place.
+fn rows1(
+    store: &mut TileStore<'_>,
+    dst: &TileRegion,
+    a: &TileRegion,
+    s: &mut Scratch,
+    mut f: impl FnMut(usize, &mut [f32], &[f32]),
+) -> Result<(), StoreError> {
+    let (mut out, stride) = store.take(dst.tile)?;
+    let result = (|| {
+        for r in 0..dst.np {
+            let x = input_row(store, &out, dst, stride, a, r, &mut s.a)?;
+            let start = (dst.p0 + r) * stride + dst.f0;
+            f(r, &mut out[start..start + dst.nf], x);
+        }
+        Ok(())
+    })();
+    store.restore(dst.tile, out);
+    result
+}
+
+/// Calls `f(out_row, a_row, b_row)` for every row of `dst`, writing the destination in place.
+fn rows2(
+    store: &mut TileStore<'_>,
+    dst: &TileRegion,
+    a: &TileRegion,
+    b: &TileRegion,
+    s: &mut Scratch,
+    mut f: impl FnMut(&mut [f32], &[f32], &[f32]),
+) -> Result<(), StoreError> {
+    let (mut out, stride) = store.take(dst.tile)?;
+    let result = (|| {
+        for r in 0..dst.np {
+            let x = input_row(store, &out, dst, stride, a, r, &mut s.a)?;
+            let y = input_row(store, &out, dst, stride, b, r, &mut s.b)?;
+            let start = (dst.p0 + r) * stride + dst.f0;
+            f(&mut out[start..start + dst.nf], x, y);
+        }
+        Ok(())
+    })();
+    store.restore(dst.tile, out);
+    result
 }
 
 /// Executes one instruction.
@@ -107,18 +193,12 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
         Op::DmaCopy { dst, src } => dma(ctx, store, dst, src, s)?,
         Op::TensorTensor { dst, a, b, op } => {
             let dt = store.dtype(dst.tile);
-            for r in 0..dst.np {
-                copy_row(store, a, r, &mut s.a)?;
-                copy_row(store, b, r, &mut s.b)?;
-                let (x, y) = (&s.a, &s.b);
-                let out = store.row_mut(dst, r)?;
-                match op {
-                    BinOp::Add => round_into(out, dt, |i| x[i] + y[i]),
-                    BinOp::Subtract => round_into(out, dt, |i| x[i] - y[i]),
-                    BinOp::Multiply => round_into(out, dt, |i| x[i] * y[i]),
-                    op => round_into(out, dt, |i| op.apply(x[i], y[i])),
-                }
-            }
+            rows2(store, dst, a, b, s, |out, x, y| match op {
+                BinOp::Add => round_into(out, dt, |i| x[i] + y[i]),
+                BinOp::Subtract => round_into(out, dt, |i| x[i] - y[i]),
+                BinOp::Multiply => round_into(out, dt, |i| x[i] * y[i]),
+                op => round_into(out, dt, |i| op.apply(x[i], y[i])),
+            })?;
         }
         Op::TensorScalar {
             dst,
@@ -128,24 +208,23 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
             op1,
         } => {
             let dt = store.dtype(dst.tile);
-            for r in 0..dst.np {
-                copy_row(store, data, r, &mut s.a)?;
-                let v0 = scalar_value(store, operand0, r)?;
-                let second = match op1 {
-                    Some((op, o)) => Some((*op, scalar_value(store, o, r)?)),
-                    None => None,
-                };
-                let x = &s.a;
-                let out = store.row_mut(dst, r)?;
-                match (op0, second) {
+            let v0 = column_values(store, operand0, dst.np)?;
+            let second = match op1 {
+                Some((op, o)) => Some((*op, column_values(store, o, dst.np)?)),
+                None => None,
+            };
+            rows1(store, dst, data, s, |r, out, x| {
+                let v0 = v0[r];
+                match (op0, &second) {
                     (BinOp::Multiply, None) => round_into(out, dt, |i| x[i] * v0),
                     (BinOp::Add, None) => round_into(out, dt, |i| x[i] + v0),
                     (op0, None) => round_into(out, dt, |i| op0.apply(x[i], v0)),
                     (op0, Some((op, v1))) => {
+                        let v1 = v1[r];
                         round_into(out, dt, |i| op.apply(op0.apply(x[i], v0), v1))
                     }
                 }
-            }
+            })?;
         }
         Op::Activation {
             dst,
@@ -156,21 +235,25 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
             reduce,
         } => {
             let dt = store.dtype(dst.tile);
-            for r in 0..dst.np {
-                copy_row(store, data, r, &mut s.a)?;
-                let sc = scalar_value(store, scale, r)?;
-                let bi = match bias {
-                    Some(b) => store.row(b, r)?[0],
-                    None => 0.0,
-                };
-                s.b.clear();
-                s.b.resize(s.a.len(), 0.0);
-                apply_activation(*func, &s.a, sc, bi, &mut s.b);
-                let y = &s.b;
-                round_into(store.row_mut(dst, r)?, dt, |i| y[i]);
-                if let Some((op, res)) = reduce {
-                    let acc = reduce_row(*op, y);
-                    let rdt = store.dtype(res.tile);
+            let scales = column_values(store, scale, dst.np)?;
+            let biases = match bias {
+                Some(b) => {
+                    column_values(store, &ScalarOperand::Column { region: b.clone() }, dst.np)?
+                }
+                None => vec![0.0; dst.np],
+            };
+            let mut reduced = Vec::with_capacity(if reduce.is_some() { dst.np } else { 0 });
+            rows1(store, dst, data, s, |r, out, x| {
+                apply_activation(*func, x, scales[r], biases[r], out);
+                if let Some((op, _)) = reduce {
+                    // The engine reduces the fp32 results, before they are rounded to dst.
+                    reduced.push(reduce_row(*op, out));
+                }
+                round_into_in_place(out, dt);
+            })?;
+            if let Some((_, res)) = reduce {
+                let rdt = store.dtype(res.tile);
+                for (r, acc) in reduced.into_iter().enumerate() {
                     store.row_mut(res, r)?[0] = rdt.round(acc);
                 }
             }
@@ -189,11 +272,9 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
         }
         Op::TensorCopy { dst, src } => {
             let dt = store.dtype(dst.tile);
-            for r in 0..dst.np {
-                copy_row(store, src, r, &mut s.a)?;
-                let x = &s.a;
-                round_into(store.row_mut(dst, r)?, dt, |i| x[i]);
-            }
+            rows1(store, dst, src, s, |_, out, x| {
+                round_into(out, dt, |i| x[i])
+            })?;
         }
         Op::Memset { dst, value } => {
             let v = store.dtype(dst.tile).round(*value);
