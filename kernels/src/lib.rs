@@ -10,6 +10,8 @@
 //! | `rmsnorm` | [`norm`] | `x * rsqrt(mean(x²) + eps) * weight` over the last dim |
 //! | `matmul` | [`matmul`] | `x @ w`, K accumulated in fp32 PSUM |
 
+#![warn(missing_docs)]
+
 pub mod elementwise;
 pub mod matmul;
 pub mod norm;

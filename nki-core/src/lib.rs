@@ -24,6 +24,8 @@
 //! # fn main() {}
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod affine;
 pub mod contract;
 pub mod dtype;

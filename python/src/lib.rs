@@ -13,6 +13,8 @@
 //! Contract violations become `ValueError` (shape) or `TypeError` (dtype); every other failure is
 //! a `torch_nki.NkiError` (a `RuntimeError`). A Rust panic never crosses into Python.
 
+#![warn(missing_docs)]
+
 // `inventory` only collects kernels from crates that are linked: reference the kernel library
 // explicitly so the linker keeps it.
 use nki_kernels as _;

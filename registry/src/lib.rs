@@ -7,6 +7,8 @@
 //! `inventory` only sees crates that are linked: a binary that reads the registry must
 //! reference its kernel crates (`use nki_kernels as _;`).
 
+#![warn(missing_docs)]
+
 mod cache;
 mod manifest;
 

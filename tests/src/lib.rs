@@ -5,6 +5,8 @@
 //! [`run::run_case`] runs a case through registry → compile cache → simulator, and [`report`]
 //! applies the tolerances and renders the report `tests/tests/accuracy.rs` snapshots.
 
+#![warn(missing_docs)]
+
 pub mod fixtures;
 pub mod prng;
 pub mod report;

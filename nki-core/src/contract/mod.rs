@@ -1,0 +1,262 @@
+//! Shape and dtype contracts: the data the `#[kernel]` macro emits, and the runtime check that
+//! binds dimension symbols from actual inputs and computes output shapes and dtypes.
+//!
+//! Everything here is `'static` data built in constant context, so a contract lives in the
+//! kernel's `static` definition and is exported as JSON unchanged (the Python fake kernel
+//! evaluates the same output expressions on SymInts).
+
+use crate::dtype::DType;
+use serde::Serialize;
+use std::fmt;
+
+mod bind;
+
+pub use bind::{Bindings, ContractViolation, OutputMeta, TensorMeta, ViolationKind};
+
+/// An integer expression over dimension symbols, e.g. `N`, `2 * D`, `(K + 127) / 128`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DimExpr {
+    /// A dimension symbol bound by an input shape.
+    Sym {
+        /// The symbol's name.
+        name: &'static str,
+    },
+    /// An integer literal.
+    Const {
+        /// The literal's value.
+        value: i64,
+    },
+    /// A binary operation.
+    Binary {
+        /// The operator.
+        op: DimOp,
+        /// Left operand.
+        lhs: &'static DimExpr,
+        /// Right operand.
+        rhs: &'static DimExpr,
+    },
+}
+
+/// Operators allowed in [`DimExpr`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DimOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (floor division)
+    Div,
+    /// `%`
+    Rem,
+}
+
+impl DimOp {
+    /// The operator as written in source.
+    pub const fn symbol(self) -> &'static str {
+        match self {
+            DimOp::Add => "+",
+            DimOp::Sub => "-",
+            DimOp::Mul => "*",
+            DimOp::Div => "/",
+            DimOp::Rem => "%",
+        }
+    }
+}
+
+impl DimExpr {
+    /// Evaluates with bound symbols; `None` if a symbol is unbound or the result is not a valid
+    /// dimension (division by zero, overflow).
+    pub fn eval(&self, bindings: &Bindings) -> Option<i64> {
+        match *self {
+            DimExpr::Sym { name } => bindings.dims.get(name).map(|&v| v as i64),
+            DimExpr::Const { value } => Some(value),
+            DimExpr::Binary { op, lhs, rhs } => {
+                let (a, b) = (lhs.eval(bindings)?, rhs.eval(bindings)?);
+                match op {
+                    DimOp::Add => a.checked_add(b),
+                    DimOp::Sub => a.checked_sub(b),
+                    DimOp::Mul => a.checked_mul(b),
+                    DimOp::Div => (b != 0).then(|| a.div_euclid(b)),
+                    DimOp::Rem => (b != 0).then(|| a.rem_euclid(b)),
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for DimExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DimExpr::Sym { name } => f.write_str(name),
+            DimExpr::Const { value } => write!(f, "{value}"),
+            DimExpr::Binary { op, lhs, rhs } => write!(f, "({lhs} {} {rhs})", op.symbol()),
+        }
+    }
+}
+
+/// One dimension of an input shape pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DimPattern {
+    /// Binds (or must equal) a symbol.
+    Sym {
+        /// The symbol's name.
+        name: &'static str,
+    },
+    /// Must equal a literal.
+    Const {
+        /// The required size.
+        value: u64,
+    },
+    /// `..S`: zero or more dimensions, bound as a whole sequence.
+    Rest {
+        /// The sequence symbol's name.
+        name: &'static str,
+    },
+}
+
+impl fmt::Display for DimPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DimPattern::Sym { name } => f.write_str(name),
+            DimPattern::Const { value } => write!(f, "{value}"),
+            DimPattern::Rest { name } => write!(f, "..{name}"),
+        }
+    }
+}
+
+/// One dimension of an output shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OutDim {
+    /// A single dimension computed from bound symbols.
+    Expr {
+        /// The expression.
+        expr: DimExpr,
+    },
+    /// The whole sequence bound by an input's `..S`.
+    Rest {
+        /// The sequence symbol's name.
+        name: &'static str,
+    },
+}
+
+/// The shape pattern of one tensor parameter, e.g. `x = [N, D]`.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct InputShape {
+    /// The parameter's name.
+    pub param: &'static str,
+    /// The pattern, outermost dimension first.
+    pub dims: &'static [DimPattern],
+}
+
+/// How a tensor parameter's dtype is constrained.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DtypeRule {
+    /// `x in {f32, bf16}`.
+    OneOf {
+        /// The allowed dtypes.
+        allowed: &'static [DType],
+    },
+    /// `w = x`: the same dtype as another tensor parameter.
+    SameAs {
+        /// The other parameter.
+        param: &'static str,
+    },
+}
+
+/// The dtype rule of one tensor parameter.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct InputDtype {
+    /// The parameter's name.
+    pub param: &'static str,
+    /// Its rule.
+    pub rule: DtypeRule,
+}
+
+/// How an output's dtype is chosen.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OutputDtype {
+    /// The dtype of a tensor parameter.
+    SameAs {
+        /// The parameter.
+        param: &'static str,
+    },
+    /// A fixed dtype.
+    Fixed {
+        /// The dtype.
+        dtype: DType,
+    },
+}
+
+/// One output: its shape and dtype.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct OutputSpec {
+    /// The shape, outermost dimension first.
+    pub shape: &'static [OutDim],
+    /// The dtype.
+    pub dtype: OutputDtype,
+}
+
+/// Comparison operators of `require(...)` clauses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CmpOp {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+impl CmpOp {
+    fn holds(self, a: i64, b: i64) -> bool {
+        match self {
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+        }
+    }
+}
+
+/// A `require(D <= 16384)` clause.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Requirement {
+    /// Left side.
+    pub lhs: DimExpr,
+    /// Comparison.
+    pub op: CmpOp,
+    /// Right side.
+    pub rhs: DimExpr,
+    /// The clause as written, for messages.
+    pub text: &'static str,
+}
+
+/// A kernel's whole contract.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Contract {
+    /// Shape patterns of the tensor parameters, in parameter order.
+    pub inputs: &'static [InputShape],
+    /// Dtype rules of the tensor parameters.
+    pub dtypes: &'static [InputDtype],
+    /// The outputs, in return order.
+    pub outputs: &'static [OutputSpec],
+    /// Extra conditions over bound symbols.
+    pub requires: &'static [Requirement],
+}
