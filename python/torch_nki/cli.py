@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--repeat",
         type=int,
         default=15,
-        help="timed runs per measurement (median; A/B alternated)",
+        help="timed calls per measurement (median of three alternating blocks)",
     )
     args = parser.parse_args(argv)
     if args.command == "list":
