@@ -89,19 +89,12 @@ mod tests {
 
     #[test]
     fn widest_row_fits_trn2_sbuf_and_the_contract_stops_wider_ones() {
-        let sig = |d: u64| nki_core::Signature {
-            tensors: vec![
-                nki_core::kernel_def::TensorSig {
-                    shape: vec![256, d],
-                    dtype: DType::F32,
-                },
-                nki_core::kernel_def::TensorSig {
-                    shape: vec![d],
-                    dtype: DType::F32,
-                },
-            ],
-            scalars: vec![ScalarValue::Float(1e-6)],
-            target: Target::Trn2,
+        let sig = |d: u64| {
+            nki_core::Signature::new(
+                &[(&[256, d], DType::F32), (&[d], DType::F32)],
+                &[ScalarValue::Float(1e-6)],
+                Target::Trn2,
+            )
         };
         let program = RMSNORM_KERNEL.trace(&sig(16384)).unwrap();
         nki_core::validate::validate(&program).unwrap();

@@ -126,6 +126,23 @@ pub struct Signature {
     pub target: Target,
 }
 
+impl Signature {
+    /// A signature from `(shape, dtype)` pairs (tensor parameters in order) and scalar values.
+    pub fn new(tensors: &[(&[u64], DType)], scalars: &[ScalarValue], target: Target) -> Signature {
+        Signature {
+            tensors: tensors
+                .iter()
+                .map(|(shape, dtype)| TensorSig {
+                    shape: shape.to_vec(),
+                    dtype: *dtype,
+                })
+                .collect(),
+            scalars: scalars.to_vec(),
+            target,
+        }
+    }
+}
+
 /// One argument as the generated trace function receives it.
 #[derive(Clone, Debug)]
 pub enum ArgValue {

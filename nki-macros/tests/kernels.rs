@@ -3,7 +3,7 @@
 
 use nki_core::Target;
 use nki_core::contract::{DimExpr, DimOp, OutDim, OutputDtype, OutputMeta};
-use nki_core::kernel_def::{ParamKind, ScalarValue, Signature, TensorSig, registered_kernels};
+use nki_core::kernel_def::{ParamKind, ScalarValue, Signature, registered_kernels};
 use nki_core::prelude::*;
 use std::sync::Mutex;
 
@@ -55,17 +55,7 @@ fn moments(x: &Hbm, #[default(2)] k: usize, #[default(true)] flag: bool, scale: 
 }
 
 fn sig(tensors: &[(&[u64], DType)], scalars: &[ScalarValue]) -> Signature {
-    Signature {
-        tensors: tensors
-            .iter()
-            .map(|(s, d)| TensorSig {
-                shape: s.to_vec(),
-                dtype: *d,
-            })
-            .collect(),
-        scalars: scalars.to_vec(),
-        target: Target::Trn2,
-    }
+    Signature::new(tensors, scalars, Target::Trn2)
 }
 
 #[test]

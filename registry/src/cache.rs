@@ -89,25 +89,16 @@ impl CompileCache {
 mod tests {
     use super::*;
     use crate::Registry;
-    use nki_core::kernel_def::{ScalarValue, TensorSig};
+    use nki_core::kernel_def::ScalarValue;
     use nki_core::{DType, Target};
     use nki_kernels as _;
 
     fn sig(n: u64) -> Signature {
-        Signature {
-            tensors: vec![
-                TensorSig {
-                    shape: vec![n, 64],
-                    dtype: DType::F32,
-                },
-                TensorSig {
-                    shape: vec![64],
-                    dtype: DType::F32,
-                },
-            ],
-            scalars: vec![ScalarValue::Float(1e-6)],
-            target: Target::Trn2,
-        }
+        Signature::new(
+            &[(&[n, 64], DType::F32), (&[64], DType::F32)],
+            &[ScalarValue::Float(1e-6)],
+            Target::Trn2,
+        )
     }
 
     #[test]

@@ -1,23 +1,13 @@
 //! The words a caller sees when arguments break a library kernel's contract (the same messages
 //! surface as Python `ValueError`/`TypeError`).
 
-use nki_core::kernel_def::{ScalarValue, TensorSig};
+use nki_core::kernel_def::ScalarValue;
 use nki_core::{DType, Signature, Target};
 use nki_kernels as _;
 use nki_registry::Registry;
 
 fn sig(tensors: &[(&[u64], DType)], scalars: &[ScalarValue]) -> Signature {
-    Signature {
-        tensors: tensors
-            .iter()
-            .map(|(s, d)| TensorSig {
-                shape: s.to_vec(),
-                dtype: *d,
-            })
-            .collect(),
-        scalars: scalars.to_vec(),
-        target: Target::Trn2,
-    }
+    Signature::new(tensors, scalars, Target::Trn2)
 }
 
 #[test]

@@ -1,7 +1,6 @@
 //! A deliberately faulty kernel: a 256-partition tile must fail validation with the rule, the
 //! limit, the actual value and the kernel source line.
 
-use nki_core::kernel_def::TensorSig;
 use nki_core::prelude::*;
 use nki_core::{NkiError, Signature, Target};
 use nki_registry::CompileCache;
@@ -26,14 +25,7 @@ fn faulty_line() -> u32 {
 
 #[test]
 fn faulty_kernel_fails_validation_naming_rule_limit_and_line() {
-    let sig = Signature {
-        tensors: vec![TensorSig {
-            shape: vec![256, 64],
-            dtype: DType::F32,
-        }],
-        scalars: vec![],
-        target: Target::Trn2,
-    };
+    let sig = Signature::new(&[(&[256, 64], DType::F32)], &[], Target::Trn2);
     let err = CompileCache::global()
         .get_or_compile(&TOO_MANY_PARTITIONS_KERNEL, &sig)
         .unwrap_err();
@@ -54,14 +46,7 @@ fn faulty_kernel_fails_validation_naming_rule_limit_and_line() {
 
 #[test]
 fn the_same_kernel_passes_when_the_rows_fit_the_partitions() {
-    let sig = Signature {
-        tensors: vec![TensorSig {
-            shape: vec![128, 64],
-            dtype: DType::F32,
-        }],
-        scalars: vec![],
-        target: Target::Trn2,
-    };
+    let sig = Signature::new(&[(&[128, 64], DType::F32)], &[], Target::Trn2);
     CompileCache::global()
         .get_or_compile(&TOO_MANY_PARTITIONS_KERNEL, &sig)
         .unwrap();

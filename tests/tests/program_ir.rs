@@ -1,26 +1,17 @@
 //! The Program IR is plain data: a traced library kernel serialises to JSON, and the snapshot
 //! shows the loops kept as loops with symbolic (affine) offsets and the ragged tail traced once.
 
-use nki_core::kernel_def::{ScalarValue, TensorSig};
+use nki_core::kernel_def::ScalarValue;
 use nki_core::{DType, Signature, Target};
 use nki_kernels::norm::RMSNORM_KERNEL;
 
 #[test]
 fn rmsnorm_program_for_a_ragged_row_count() {
-    let sig = Signature {
-        tensors: vec![
-            TensorSig {
-                shape: vec![300, 64],
-                dtype: DType::BF16,
-            },
-            TensorSig {
-                shape: vec![64],
-                dtype: DType::BF16,
-            },
-        ],
-        scalars: vec![ScalarValue::Float(1e-6)],
-        target: Target::Trn2,
-    };
+    let sig = Signature::new(
+        &[(&[300, 64], DType::BF16), (&[64], DType::BF16)],
+        &[ScalarValue::Float(1e-6)],
+        Target::Trn2,
+    );
     let program = RMSNORM_KERNEL.trace(&sig).unwrap();
     assert_eq!(
         program.loops.len(),
