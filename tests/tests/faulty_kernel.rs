@@ -42,6 +42,12 @@ fn faulty_kernel_fails_validation_naming_rule_limit_and_line() {
         ("tests/tests/faulty_kernel.rs", faulty_line())
     );
     insta::assert_snapshot!(err.to_string());
+    // The kernel-authoring guide quotes this exact message; keep it true.
+    let guide = include_str!("../../docs/kernel-authoring.md");
+    assert!(
+        guide.contains(&err.to_string()),
+        "docs/kernel-authoring.md quotes a stale message"
+    );
 }
 
 #[test]
