@@ -2,13 +2,18 @@
 
 use nki_core::prelude::*;
 
+/// Output columns handled together: one fp32 PSUM bank (512 columns) per moving tile, using all
+/// eight banks, so each `xᵀ` tile is loaded once per 4096 output columns.
+const BLOCK_N: usize = GEMM_MOVING_FMAX * PSUM_BANKS;
+
 /// Matrix product `x @ w` of `x[M, K]` and `w[K, N]`.
 ///
-/// Tiles M by 128 (stationary free size), N by 512 (one fp32 PSUM bank) and K by 128 (the
-/// contraction runs over partitions), with ragged edges on all three. Each `[m, n]` output tile
-/// accumulates its K tiles in fp32 PSUM, then is copied to SBUF with a cast to the output
-/// dtype and stored. `x` tiles are loaded through a transposed DMA access pattern (`xᵀ`), as
-/// the stationary operand must be `[K, M]`.
+/// Tiles M by 128 (stationary free size), K by 128 (the contraction runs over partitions) and
+/// N by 512 (one fp32 PSUM bank), with ragged edges on all three. Output columns are processed
+/// in blocks of up to eight 512-column tiles, each accumulating its K tiles in its own PSUM
+/// bank; the stationary `xᵀ` tile of each K step is loaded once per block (through a transposed
+/// DMA access pattern, as the stationary operand must be `[K, M]`) and reused by every column
+/// tile. Results are copied PSUM → SBUF with a cast to the output dtype and stored.
 #[kernel(
     shape(x = [M, K], w = [K, N]) -> [M, N],
     dtype(x in {f32, bf16, f16}, w = x) -> x,
@@ -19,9 +24,19 @@ pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
     let out = shared_hbm(&[m, n], x.dtype());
     let dt = x.dtype();
     for_each_tile(m, GEMM_STATIONARY_FMAX, |mt| {
-        for_each_tile(n, GEMM_MOVING_FMAX, |nt| {
-            let acc = psum([mt.size, nt.size], DType::F32);
-            memset(&acc, 0.0);
+        for_each_tile(n, BLOCK_N, |nb| {
+            // The block's column tiles: static offsets and widths (the last may be ragged).
+            let col_tiles: Vec<(usize, usize)> = (0..nb.size)
+                .step_by(GEMM_MOVING_FMAX)
+                .map(|c0| (c0, GEMM_MOVING_FMAX.min(nb.size - c0)))
+                .collect();
+            let accs: Vec<Tile> = col_tiles
+                .iter()
+                .map(|&(_, cols)| psum([mt.size, cols], DType::F32))
+                .collect();
+            for acc in &accs {
+                memset(acc, 0.0);
+            }
             for_each_tile(k, PMAX, |kt| {
                 let lhs_t = sbuf([kt.size, mt.size], dt);
                 dma_copy(
@@ -30,21 +45,25 @@ pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
                         .cols(kt.start.clone(), kt.size)
                         .t(),
                 );
-                let rhs = sbuf([kt.size, nt.size], dt);
-                dma_copy(
-                    &rhs,
-                    w.rows(kt.start.clone(), kt.size)
-                        .cols(nt.start.clone(), nt.size),
-                );
-                nc_matmul(&acc, &lhs_t, &rhs, true);
+                for (acc, &(c0, cols)) in accs.iter().zip(&col_tiles) {
+                    let rhs = sbuf([kt.size, cols], dt);
+                    dma_copy(
+                        &rhs,
+                        w.rows(kt.start.clone(), kt.size)
+                            .cols(nb.start.clone() + c0, cols),
+                    );
+                    nc_matmul(acc, &lhs_t, &rhs, true);
+                }
             });
-            let res = sbuf([mt.size, nt.size], dt);
-            tensor_copy(&res, &acc);
-            dma_copy(
-                out.rows(mt.start.clone(), mt.size)
-                    .cols(nt.start.clone(), nt.size),
-                &res,
-            );
+            for (acc, &(c0, cols)) in accs.iter().zip(&col_tiles) {
+                let res = sbuf([mt.size, cols], dt);
+                tensor_copy(&res, acc);
+                dma_copy(
+                    out.rows(mt.start.clone(), mt.size)
+                        .cols(nb.start.clone() + c0, cols),
+                    &res,
+                );
+            }
         });
     });
     out
@@ -92,6 +111,12 @@ mod tests {
     fn ragged_m_k_n_in_fp32() {
         check(130, 260, 515, DType::F32, 1e-5);
         check(1, 5, 3, DType::F32, 1e-6);
+    }
+
+    #[test]
+    fn wide_outputs_span_several_psum_blocks() {
+        // 4700 columns = one full block of eight banks + a ragged block (512 + 92 columns).
+        check(20, 150, 4700, DType::F32, 1e-5);
     }
 
     #[test]

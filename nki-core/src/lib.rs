@@ -56,7 +56,9 @@ pub mod prelude {
     pub use crate::lang::*;
     pub use crate::run::{HostArray, run_kernel};
     pub use crate::target::Target;
-    pub use crate::target::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_FMAX};
+    pub use crate::target::{
+        GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_FMAX, PSUM_BANKS,
+    };
 }
 
 /// The README's code blocks, compiled and run as doctests so the quick start stays true.
