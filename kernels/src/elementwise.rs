@@ -6,6 +6,28 @@ use nki_core::prelude::*;
 /// partition per tile, large enough for efficient DMA (≥ 2 KiB per partition).
 const CHUNK: usize = 2048;
 
+/// Views `t` as rows of its last dimension: `[rows, cols]`.
+fn as_rows(t: &Hbm) -> HbmView {
+    let cols = *t.shape().last().unwrap_or(&1);
+    let rows = t.numel() / cols.max(1);
+    t.reshape(&[rows, cols])
+}
+
+/// Runs `body(rows, cols)` over `[rows, cols]` tiles of a `[total_rows, total_cols]` view:
+/// rows tiled 128 to the partitions, columns in chunks of [`CHUNK`], ragged tails included.
+fn for_each_chunk(total_rows: usize, total_cols: usize, mut body: impl FnMut(&TileSpan, TileSpan)) {
+    for_each_tile(total_rows, PMAX, |r| {
+        for_each_tile(total_cols, CHUNK, |c| body(&r, c));
+    });
+}
+
+/// The `[r, c]` block of a row view.
+fn block(v: &HbmView, r: &TileSpan, c: &TileSpan) -> HbmView {
+    v.clone()
+        .rows(r.start.clone(), r.size)
+        .cols(c.start.clone(), c.size)
+}
+
 /// Elementwise sum `x + y` of two tensors of the same shape and dtype (any rank ≥ 1).
 ///
 /// The tensors are flattened to rows of their last dimension; rows are tiled 128 to the
@@ -13,43 +35,47 @@ const CHUNK: usize = 2048;
 #[kernel(
     shape(x = [..S, D], y = [..S, D]) -> [..S, D],
     dtype(x in {f32, bf16, f16}, y = x) -> x,
+    backward(add_backward),
     replaces("aten::add.Tensor"),
+    reference("x + y"),
+    sample(x = [3, 50, 70], y = [3, 50, 70]),
+    sample(x = [1000], y = [1000]),
+    sample(x = [1], y = [1]),
+    sample(x = [130, 4100], y = [130, 4100], dtypes = {f32}),
+    tolerance(elementwise),
 )]
 pub fn add(x: &Hbm, y: &Hbm) -> Hbm {
     let out = shared_hbm(x.shape(), x.dtype());
-    let cols = *x.shape().last().unwrap_or(&1);
-    let rows = x.numel() / cols.max(1);
-    let (xv, yv, ov) = (
-        x.reshape(&[rows, cols]),
-        y.reshape(&[rows, cols]),
-        out.reshape(&[rows, cols]),
-    );
-    for_each_tile(rows, PMAX, |r| {
-        for_each_tile(cols, CHUNK, |c| {
-            let a = sbuf([r.size, c.size], x.dtype());
-            let b = sbuf([r.size, c.size], x.dtype());
-            dma_copy(
-                &a,
-                xv.clone()
-                    .rows(r.start.clone(), r.size)
-                    .cols(c.start.clone(), c.size),
-            );
-            dma_copy(
-                &b,
-                yv.clone()
-                    .rows(r.start.clone(), r.size)
-                    .cols(c.start.clone(), c.size),
-            );
-            tensor_tensor(&a, &a, &b, BinOp::Add);
-            dma_copy(
-                ov.clone()
-                    .rows(r.start.clone(), r.size)
-                    .cols(c.start, c.size),
-                &a,
-            );
-        });
+    let (xv, yv, ov) = (as_rows(x), as_rows(y), as_rows(&out));
+    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
+    for_each_chunk(rows, cols, |r, c| {
+        let a = sbuf([r.size, c.size], x.dtype());
+        let b = sbuf([r.size, c.size], x.dtype());
+        dma_copy(&a, block(&xv, r, &c));
+        dma_copy(&b, block(&yv, r, &c));
+        tensor_tensor(&a, &a, &b, BinOp::Add);
+        dma_copy(block(&ov, r, &c), &a);
     });
     out
+}
+
+/// Gradients of `add`: both inputs receive `grad_out` unchanged (one load, two stores per tile).
+#[kernel(
+    shape(grad_out = [..S, D]) -> (grad_x = [..S, D], grad_y = [..S, D]),
+    dtype(grad_out in {f32, bf16, f16}) -> (grad_out, grad_out),
+)]
+pub fn add_backward(grad_out: &Hbm) -> (Hbm, Hbm) {
+    let grad_x = shared_hbm(grad_out.shape(), grad_out.dtype());
+    let grad_y = shared_hbm(grad_out.shape(), grad_out.dtype());
+    let (gv, xv, yv) = (as_rows(grad_out), as_rows(&grad_x), as_rows(&grad_y));
+    let [rows, cols] = [gv.shape()[0], gv.shape()[1]];
+    for_each_chunk(rows, cols, |r, c| {
+        let t = sbuf([r.size, c.size], grad_out.dtype());
+        dma_copy(&t, block(&gv, r, &c));
+        dma_copy(block(&xv, r, &c), &t);
+        dma_copy(block(&yv, r, &c), &t);
+    });
+    (grad_x, grad_y)
 }
 
 #[cfg(test)]
@@ -76,5 +102,18 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn backward_copies_the_gradient_to_both_inputs() {
+        let g = HostArray::new(&[3, 130, 5], DType::F16, (0..1950).map(|i| i as f32 / 64.0));
+        let out = run_kernel(
+            &ADD_BACKWARD_KERNEL,
+            std::slice::from_ref(&g),
+            &[],
+            Target::Trn2,
+        )
+        .unwrap();
+        assert_eq!(out, vec![g.clone(), g]);
     }
 }

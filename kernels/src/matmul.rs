@@ -1,28 +1,35 @@
-//! Matrix multiplication on the tensor engine.
+//! Matrix multiplication on the tensor engine, and its backward.
 
 use nki_core::prelude::*;
 
 /// Output columns handled together: one fp32 PSUM bank (512 columns) per moving tile, using all
-/// eight banks, so each `xᵀ` tile is loaded once per 4096 output columns.
+/// eight banks, so each stationary tile is loaded once per 4096 output columns.
 const BLOCK_N: usize = GEMM_MOVING_FMAX * PSUM_BANKS;
 
-/// Matrix product `x @ w` of `x[M, K]` and `w[K, N]`.
+/// How a GEMM operand is stored in HBM, relative to the product `out = op(a) · op(b)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// `a` stored `[M, K]`, `b` stored `[K, N]`.
+    AsIs,
+    /// `a` stored `[K, M]` (`op(a) = aᵀ`), `b` stored `[N, K]` (`op(b) = bᵀ`).
+    Transposed,
+}
+
+/// `out[M, N] = op(a)[M, K] · op(b)[K, N]`, accumulated over K in fp32 PSUM.
 ///
-/// Tiles M by 128 (stationary free size), K by 128 (the contraction runs over partitions) and
-/// N by 512 (one fp32 PSUM bank), with ragged edges on all three. Output columns are processed
+/// Tiles M by 128 (the stationary free size), K by 128 (the contraction runs over partitions)
+/// and N by 512 (one fp32 PSUM bank), with ragged edges on all three. Output columns are taken
 /// in blocks of up to eight 512-column tiles, each accumulating its K tiles in its own PSUM
-/// bank; the stationary `xᵀ` tile of each K step is loaded once per block (through a transposed
-/// DMA access pattern, as the stationary operand must be `[K, M]`) and reused by every column
-/// tile. Results are copied PSUM → SBUF with a cast to the output dtype and stored.
-#[kernel(
-    shape(x = [M, K], w = [K, N]) -> [M, N],
-    dtype(x in {f32, bf16, f16}, w = x) -> x,
-    replaces("aten::mm", "torch.nn.functional.linear"),
-)]
-pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
-    let (m, k, n) = (x.dim(0), x.dim(1), w.dim(1));
-    let out = shared_hbm(&[m, n], x.dtype());
-    let dt = x.dtype();
+/// bank, so the stationary tile of each K step (`op(a)ᵀ`, `[K, M]`) is loaded once per block and
+/// reused by every column tile. A transposed layout is read through a transposed DMA access
+/// pattern; results are copied PSUM → SBUF with a cast to `out`'s dtype and stored.
+fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
+    let (m, n) = (out.dim(0), out.dim(1));
+    let k = match a_layout {
+        Layout::AsIs => a.dim(1),
+        Layout::Transposed => a.dim(0),
+    };
+    let dt = a.dtype();
     for_each_tile(m, GEMM_STATIONARY_FMAX, |mt| {
         for_each_tile(n, BLOCK_N, |nb| {
             // The block's column tiles: static offsets and widths (the last may be ragged).
@@ -38,25 +45,34 @@ pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
                 memset(acc, 0.0);
             }
             for_each_tile(k, PMAX, |kt| {
-                let lhs_t = sbuf([kt.size, mt.size], dt);
-                dma_copy(
-                    &lhs_t,
-                    x.rows(mt.start.clone(), mt.size)
+                let stationary = sbuf([kt.size, mt.size], dt);
+                let a_tile = match a_layout {
+                    Layout::AsIs => a
+                        .rows(mt.start.clone(), mt.size)
                         .cols(kt.start.clone(), kt.size)
                         .t(),
-                );
+                    Layout::Transposed => a
+                        .rows(kt.start.clone(), kt.size)
+                        .cols(mt.start.clone(), mt.size),
+                };
+                dma_copy(&stationary, a_tile);
                 for (acc, &(c0, cols)) in accs.iter().zip(&col_tiles) {
-                    let rhs = sbuf([kt.size, cols], dt);
-                    dma_copy(
-                        &rhs,
-                        w.rows(kt.start.clone(), kt.size)
+                    let moving = sbuf([kt.size, cols], dt);
+                    let b_tile = match b_layout {
+                        Layout::AsIs => b
+                            .rows(kt.start.clone(), kt.size)
                             .cols(nb.start.clone() + c0, cols),
-                    );
-                    nc_matmul(acc, &lhs_t, &rhs, true);
+                        Layout::Transposed => b
+                            .rows(nb.start.clone() + c0, cols)
+                            .cols(kt.start.clone(), kt.size)
+                            .t(),
+                    };
+                    dma_copy(&moving, b_tile);
+                    nc_matmul(acc, &stationary, &moving, true);
                 }
             });
             for (acc, &(c0, cols)) in accs.iter().zip(&col_tiles) {
-                let res = sbuf([mt.size, cols], dt);
+                let res = sbuf([mt.size, cols], out.dtype());
                 tensor_copy(&res, acc);
                 dma_copy(
                     out.rows(mt.start.clone(), mt.size)
@@ -66,45 +82,92 @@ pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
             }
         });
     });
+}
+
+/// Matrix product `x @ w` of `x[M, K]` and `w[K, N]`.
+///
+/// Tiles M by 128, K by 128 and N by 512 with ragged edges, accumulating K in fp32 PSUM; each
+/// transposed `x` tile is loaded once per 4096 output columns (all eight PSUM banks).
+#[kernel(
+    shape(x = [M, K], w = [K, N]) -> [M, N],
+    dtype(x in {f32, bf16, f16}, w = x) -> x,
+    backward(matmul_backward, saves(x, w)),
+    replaces("aten::mm", "torch.nn.functional.linear"),
+    reference("x @ w"),
+    sample(x = [130, 200], w = [200, 530]),
+    sample(x = [1, 5], w = [5, 3]),
+    sample(x = [20, 150], w = [150, 4700], dtypes = {f32}),
+    tolerance(matmul),
+)]
+pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
+    let out = shared_hbm(&[x.dim(0), w.dim(1)], x.dtype());
+    gemm(&out, x, Layout::AsIs, w, Layout::AsIs);
     out
+}
+
+/// Gradients of `matmul`: `grad_x = grad_out @ wᵀ` and `grad_w = xᵀ @ grad_out`, two tiled
+/// GEMMs reading the transposed operands through transposed DMA access patterns.
+#[kernel(
+    shape(grad_out = [M, N], x = [M, K], w = [K, N]) -> (grad_x = [M, K], grad_w = [K, N]),
+    dtype(grad_out in {f32, bf16, f16}, x = grad_out, w = grad_out) -> (grad_out, grad_out),
+    tolerance(matmul),
+)]
+pub fn matmul_backward(grad_out: &Hbm, x: &Hbm, w: &Hbm) -> (Hbm, Hbm) {
+    let grad_x = shared_hbm(x.shape(), x.dtype());
+    let grad_w = shared_hbm(w.shape(), w.dtype());
+    gemm(&grad_x, grad_out, Layout::AsIs, w, Layout::Transposed);
+    gemm(&grad_w, x, Layout::Transposed, grad_out, Layout::AsIs);
+    (grad_x, grad_w)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn naive(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f64> {
+    /// `op(a) · op(b)` in f64, with row-major `a` (`[m, k]` or `[k, m]`) and `b`.
+    fn naive(a: &[f32], at: bool, b: &[f32], bt: bool, m: usize, k: usize, n: usize) -> Vec<f64> {
+        let ai = |i: usize, l: usize| if at { a[l * m + i] } else { a[i * k + l] } as f64;
+        let bi = |l: usize, j: usize| if bt { b[j * k + l] } else { b[l * n + j] } as f64;
         let mut out = vec![0f64; m * n];
         for i in 0..m {
             for l in 0..k {
-                let a = x[i * k + l] as f64;
                 for j in 0..n {
-                    out[i * n + j] += a * w[l * n + j] as f64;
+                    out[i * n + j] += ai(i, l) * bi(l, j);
                 }
             }
         }
         out
     }
 
-    fn check(m: usize, k: usize, n: usize, dtype: DType, tol: f64) {
-        let x = HostArray::new(
-            &[m, k],
+    fn arr(shape: &[usize], dtype: DType, seed: usize) -> HostArray {
+        let n: usize = shape.iter().product();
+        HostArray::new(
+            shape,
             dtype,
-            (0..m * k).map(|i| ((i * 7919) % 997) as f32 / 498.0 - 1.0),
-        );
-        let w = HostArray::new(
-            &[k, n],
-            dtype,
-            (0..k * n).map(|i| ((i * 104729) % 991) as f32 / 495.0 - 1.0),
-        );
-        let y = run_kernel(&MATMUL_KERNEL, &[x.clone(), w.clone()], &[], Target::Trn2).unwrap();
-        assert_eq!(y[0].shape, vec![m, n]);
-        for (a, b) in y[0].values.iter().zip(naive(&x.values, &w.values, m, k, n)) {
+            (0..n).map(|i| (((i + seed) * 7919) % 997) as f32 / 498.0 - 1.0),
+        )
+    }
+
+    fn close(got: &[f32], want: &[f64], tol: f64, what: &str) {
+        assert_eq!(got.len(), want.len());
+        for (a, b) in got.iter().zip(want) {
             assert!(
                 (*a as f64 - b).abs() <= tol * (1.0 + b.abs()),
-                "[{m}x{k}x{n} {dtype}] {a} vs {b}"
+                "{what}: {a} vs {b}"
             );
         }
+    }
+
+    fn check(m: usize, k: usize, n: usize, dtype: DType, tol: f64) {
+        let (x, w) = (arr(&[m, k], dtype, 0), arr(&[k, n], dtype, 5));
+        let y = run_kernel(&MATMUL_KERNEL, &[x.clone(), w.clone()], &[], Target::Trn2).unwrap();
+        assert_eq!(y[0].shape, vec![m, n]);
+        close(
+            &y[0].values,
+            &naive(&x.values, false, &w.values, false, m, k, n),
+            tol,
+            "y",
+        );
     }
 
     #[test]
@@ -123,5 +186,26 @@ mod tests {
     fn bf16_inputs_accumulate_in_fp32_and_round_once() {
         // Inputs are exact bf16 values; products and sums are fp32, then one bf16 rounding.
         check(129, 300, 513, DType::BF16, 4e-3);
+    }
+
+    #[test]
+    fn backward_is_two_transposed_products() {
+        let (m, k, n) = (130, 70, 140);
+        let (g, x, w) = (
+            arr(&[m, n], DType::F32, 1),
+            arr(&[m, k], DType::F32, 2),
+            arr(&[k, n], DType::F32, 3),
+        );
+        let out = run_kernel(
+            &MATMUL_BACKWARD_KERNEL,
+            &[g.clone(), x.clone(), w.clone()],
+            &[],
+            Target::Trn2,
+        )
+        .unwrap();
+        let gx = naive(&g.values, false, &w.values, true, m, n, k);
+        let gw = naive(&x.values, true, &g.values, false, k, m, n);
+        close(&out[0].values, &gx, 1e-5, "grad_x");
+        close(&out[1].values, &gw, 1e-5, "grad_w");
     }
 }

@@ -1,12 +1,14 @@
 //! Kernel definitions as the `#[kernel]` macro emits them, their arguments, and the signature a
 //! kernel is specialised (traced) for.
 
+use crate::autodiff::BackwardDef;
 use crate::contract::{Contract, OutputMeta, TensorMeta};
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::Program;
 use crate::lang::{Hbm, InputSpec, trace};
 use crate::loc::SourceLoc;
+use crate::op_info::{Sample, ToleranceClass};
 use crate::target::Target;
 use serde::Serialize;
 
@@ -54,7 +56,12 @@ pub struct KernelDef {
     /// The doc comment.
     pub doc: &'static str,
     /// The torch schema, e.g. `rmsnorm(Tensor x, Tensor weight, float eps=1e-06) -> Tensor`.
+    /// It returns the outputs that are not `saved`.
     pub schema: &'static str,
+    /// For a kernel with `saved` outputs, the schema of the op that returns every output
+    /// (`rmsnorm_fwd(...) -> (Tensor, Tensor)`, see [`KernelDef::forward_op_name`]); the torch
+    /// op `schema` describes returns its public outputs from it.
+    pub forward_schema: Option<&'static str>,
     /// Parameters in declaration order.
     pub params: &'static [ParamDef],
     /// The shape and dtype contract.
@@ -63,6 +70,17 @@ pub struct KernelDef {
     pub replaces: &'static [&'static str],
     /// Where the kernel function is defined.
     pub location: SourceLoc,
+    /// The backward kernel and what the forward saves for it.
+    pub backward: Option<BackwardDef>,
+    /// The ATen reference the outputs are compared against: a Python expression over the
+    /// parameter names with `torch` and `F` (`torch.nn.functional`) in scope. Backward kernels
+    /// have none: they are checked through their forward's gradients.
+    pub reference: Option<&'static str>,
+    /// Sample arguments every test suite runs (exported with resolved dtypes by the manifest).
+    #[serde(skip)]
+    pub samples: &'static [Sample],
+    /// How closely outputs must match the reference.
+    pub tolerance: ToleranceClass,
     /// Traces the kernel body.
     #[serde(skip)]
     pub trace: TraceFn,
@@ -226,6 +244,12 @@ impl IntoOutputs for (Hbm, Hbm, Hbm) {
 }
 
 impl KernelDef {
+    /// The name of the op that returns every output of a kernel with `saved` outputs:
+    /// `<name>_fwd`.
+    pub fn forward_op_name(&self) -> Option<String> {
+        self.forward_schema.map(|_| format!("{}_fwd", self.name))
+    }
+
     /// Tensor parameters, in order.
     pub fn tensor_params(&self) -> impl Iterator<Item = &'static ParamDef> {
         self.params
@@ -325,11 +349,17 @@ impl KernelDef {
                 }
             })
             .collect();
-        if actual != expected {
-            return Err(NkiError::Internal(format!(
-                "kernel {} ({}) returned outputs {actual:?}, but its contract promises {expected:?}",
-                self.name, self.location
-            )));
+        for (i, (got, want)) in actual.iter().zip(&expected).enumerate() {
+            if got != want {
+                let name = self.contract.outputs.get(i).map_or("?", |o| o.name);
+                return Err(NkiError::Trace {
+                    message: format!(
+                        "kernel {} returns output `{name}` as {} {:?}, but its contract promises {} {:?} for these inputs",
+                        self.name, got.dtype, got.shape, want.dtype, want.shape
+                    ),
+                    loc: self.location,
+                });
+            }
         }
         Ok(program)
     }

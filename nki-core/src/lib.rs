@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod affine;
+pub mod autodiff;
 pub mod contract;
 pub mod dtype;
 pub mod error;
@@ -34,6 +35,7 @@ pub mod ir;
 pub mod kernel_def;
 pub mod lang;
 pub mod loc;
+pub mod op_info;
 pub mod run;
 pub mod sim;
 pub mod target;

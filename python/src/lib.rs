@@ -61,6 +61,46 @@ fn check<'py>(
         .collect()
 }
 
+/// The `(rtol, atol)` each output of op `name` is held to against its reference for these
+/// arguments (the kernel's tolerance class, evaluated on the contract's bindings); `None` for an
+/// output dtype without a rule (fp8).
+#[pyfunction]
+fn tolerance(
+    name: &str,
+    shapes: Vec<Vec<u64>>,
+    dtypes: Vec<String>,
+    scalars: Vec<Bound<'_, PyAny>>,
+) -> PyResult<Vec<Option<(f64, f64)>>> {
+    let def = errors::registry()?
+        .get(name)
+        .map_err(errors::registry_err)?;
+    let sig = args::signature(def, &shapes, &dtypes, &scalars)?;
+    let metas: Vec<nki_core::contract::TensorMeta<'_>> = sig
+        .tensors
+        .iter()
+        .map(|t| nki_core::contract::TensorMeta {
+            shape: &t.shape,
+            dtype: t.dtype,
+        })
+        .collect();
+    let bindings = def
+        .contract
+        .bind(def.name, &metas)
+        .map_err(|e| errors::to_py_err(e.into()))?;
+    let outputs = def
+        .contract
+        .outputs(def.name, &bindings, &metas)
+        .map_err(|e| errors::to_py_err(e.into()))?;
+    Ok(outputs
+        .iter()
+        .map(|o| {
+            def.tolerance
+                .tolerance(o.dtype, &bindings)
+                .map(|t| (t.rtol, t.atol))
+        })
+        .collect())
+}
+
 /// Number of compiled programs in the process-wide compile cache.
 #[pyfunction]
 fn cache_size() -> usize {
@@ -76,5 +116,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
     m.add_function(wrap_pyfunction!(cache_size, m)?)?;
+    m.add_function(wrap_pyfunction!(tolerance, m)?)?;
     Ok(())
 }

@@ -8,6 +8,9 @@ from typing import Any
 
 Scalar = float | int | bool
 
+#: The manifest layout this package reads (``Manifest::version`` in the registry crate).
+MANIFEST_VERSION = 2
+
 
 @dataclass(frozen=True)
 class ParamSpec:
@@ -27,8 +30,35 @@ class ParamSpec:
 
 
 @dataclass(frozen=True)
+class OutputSpec:
+    """One kernel output: its name, and whether it is ``saved`` (kept for the backward kernel,
+    not returned by the torch op)."""
+
+    name: str
+    saved: bool
+
+
+@dataclass(frozen=True)
+class BackwardSpec:
+    """A forward kernel's backward declaration: the backward op and what the forward saves."""
+
+    kernel: str
+    saves: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SampleSpec:
+    """One declared set of sample arguments: tensor shapes (``None`` for an absent optional
+    tensor) and scalar values by parameter name, and the dtypes to run it in (empty: every float
+    dtype the contract admits)."""
+
+    args: dict[str, Any]
+    dtypes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class OpSpec:
-    """One registered op as the manifest describes it."""
+    """One registered kernel as the manifest describes it."""
 
     name: str
     schema: str
@@ -37,6 +67,14 @@ class OpSpec:
     replaces: tuple[str, ...]
     params: tuple[ParamSpec, ...]
     contract: dict[str, Any]
+    outputs: tuple[OutputSpec, ...]
+    forward_op: tuple[str, str] | None
+    """``(name, schema)`` of the op returning every output, for kernels with saved outputs."""
+    backward: BackwardSpec | None
+    backward_of: str | None
+    reference: str | None
+    samples: tuple[SampleSpec, ...]
+    tolerance: dict[str, Any]
 
     @property
     def qualname(self) -> str:
@@ -53,7 +91,13 @@ class OpSpec:
 
     @property
     def num_outputs(self) -> int:
-        return len(self.contract["outputs"])
+        """Outputs of the kernel (saved ones included)."""
+        return len(self.outputs)
+
+    @property
+    def public_outputs(self) -> tuple[OutputSpec, ...]:
+        """The outputs the torch op returns."""
+        return tuple(o for o in self.outputs if not o.saved)
 
     @property
     def summary(self) -> str:
@@ -67,20 +111,33 @@ def _param(raw: dict[str, Any]) -> ParamSpec:
     return ParamSpec(name=raw["name"], kind=kind["kind"], default=kind.get("default"))
 
 
+def _op(op: dict[str, Any]) -> OpSpec:
+    fwd = op.get("forward_op")
+    bwd = op.get("backward")
+    return OpSpec(
+        name=op["name"],
+        schema=op["schema"],
+        doc=op["doc"],
+        location=op["location"],
+        replaces=tuple(op["replaces"]),
+        params=tuple(_param(p) for p in op["params"]),
+        contract=op["contract"],
+        outputs=tuple(OutputSpec(o["name"], bool(o["saved"])) for o in op["contract"]["outputs"]),
+        forward_op=None if fwd is None else (fwd["name"], fwd["schema"]),
+        backward=None if bwd is None else BackwardSpec(bwd["kernel"], tuple(bwd["saves"])),
+        backward_of=op.get("backward_of"),
+        reference=op.get("reference"),
+        samples=tuple(SampleSpec(dict(s["args"]), tuple(s["dtypes"])) for s in op["samples"]),
+        tolerance=op["tolerance"],
+    )
+
+
 def parse(text: str) -> tuple[OpSpec, ...]:
     """Parses the JSON manifest of ``_native.manifest()``."""
     doc = json.loads(text)
-    if doc.get("version") != 1:
-        raise ValueError(f"torch_nki: unsupported manifest version {doc.get('version')!r}")
-    return tuple(
-        OpSpec(
-            name=op["name"],
-            schema=op["schema"],
-            doc=op["doc"],
-            location=op["location"],
-            replaces=tuple(op["replaces"]),
-            params=tuple(_param(p) for p in op["params"]),
-            contract=op["contract"],
+    if doc.get("version") != MANIFEST_VERSION:
+        raise ValueError(
+            f"torch_nki: unsupported manifest version {doc.get('version')!r} (this package reads "
+            f"{MANIFEST_VERSION}); rebuild the native module"
         )
-        for op in doc["ops"]
-    )
+    return tuple(_op(op) for op in doc["ops"])

@@ -1,15 +1,22 @@
 """Registers a native module's ops in the ``neuron`` namespace of ``torch.library``.
 
-Per op: ``define`` (schema from the manifest), the CPU kernel (the simulator), the fake kernel
-(from the contract) and, when :data:`torch_nki.autograd.RULES` has one, the autograd formula.
+Per kernel: ``define`` (schema from the manifest), the CPU kernel (the simulator), the fake
+kernel (from the contract) and autograd (from the kernel's ``backward(...)`` declaration, see
+:mod:`torch_nki.autograd`). A kernel with ``saved`` outputs (rmsnorm's ``rstd``) is registered as
+two ops, the way ATen pairs ``layer_norm`` with ``native_layer_norm``: ``<name>_fwd`` returns
+every output and carries the CPU, fake and autograd kernels; ``<name>`` is a
+``CompositeImplicitAutograd`` op that calls it and returns the public outputs.
+
 The low-level ``Library``/``define``/``impl`` path costs about half of ``custom_op`` per call.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 import torch
 
@@ -36,16 +43,37 @@ _lock = threading.Lock()
 _registrations: dict[str, Registration] = {}
 
 
-def _register_op(lib: torch.library.Library, spec: OpSpec, native: ModuleType) -> None:
+def _op(name: str) -> Any:
+    return getattr(getattr(torch.ops, NAMESPACE), name).default
+
+
+def _public_outputs(spec: OpSpec, fwd_name: str) -> Callable[..., Any]:
+    """The ``CompositeImplicitAutograd`` kernel of an op with saved outputs."""
+    keep = [i for i, o in enumerate(spec.outputs) if not o.saved]
+
+    def public(*args: Any, **kwargs: Any) -> Any:
+        outs = _op(fwd_name)(*args, **kwargs)
+        return outs[keep[0]] if len(keep) == 1 else tuple(outs[i] for i in keep)
+
+    public.__name__ = f"neuron_{spec.name}"
+    return public
+
+
+def _register_op(
+    lib: torch.library.Library, spec: OpSpec, ops: dict[str, OpSpec], native: ModuleType
+) -> None:
     contract = ContractEval(spec)
-    lib.define(spec.schema, tags=(torch.Tag.pt2_compliant_tag,))
-    lib.impl(spec.name, make_cpu_kernel(spec, native, contract), "CPU")
-    torch.library.register_fake(spec.qualname, make_fake_kernel(spec, native, contract), lib=lib)
-    rule = autograd.RULES.get(spec.name)
-    if rule is not None:
-        torch.library.register_autograd(
-            spec.qualname, rule.backward, setup_context=rule.setup_context, lib=lib
-        )
+    tags = (torch.Tag.pt2_compliant_tag,)
+    kernel_name, kernel_schema = spec.forward_op or (spec.name, spec.schema)
+    lib.define(kernel_schema, tags=tags)
+    lib.impl(kernel_name, make_cpu_kernel(spec, native, contract), "CPU")
+    qualname = f"{NAMESPACE}::{kernel_name}"
+    torch.library.register_fake(qualname, make_fake_kernel(spec, native, contract), lib=lib)
+    rule = autograd.rule_for(spec, ops, _op)
+    torch.library.register_autograd(qualname, rule.backward, setup_context=rule.setup_context, lib=lib)
+    if spec.forward_op is not None:
+        lib.define(spec.schema, tags=tags)
+        lib.impl(spec.name, _public_outputs(spec, kernel_name), "CompositeImplicitAutograd")
 
 
 def register(native: ModuleType) -> Registration:
@@ -56,14 +84,15 @@ def register(native: ModuleType) -> Registration:
             return done
         text = native.manifest()
         specs = parse(text)
+        by_name = {s.name: s for s in specs}
         lib = torch.library.Library(NAMESPACE, "FRAGMENT")
         for spec in specs:
             try:
-                _register_op(lib, spec, native)
+                _register_op(lib, spec, by_name, native)
             except Exception as err:
                 raise RuntimeError(
                     f"torch_nki: could not register {spec.qualname} (defined at {spec.location}): {err}"
                 ) from err
-        reg = Registration(native, text, {s.name: s for s in specs}, [lib])
+        reg = Registration(native, text, by_name, [lib])
         _registrations[native.__name__] = reg
         return reg

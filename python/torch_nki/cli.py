@@ -28,7 +28,9 @@ def contract_text(spec: OpSpec) -> str:
 
     c = spec.contract
     ins = ", ".join(f"{i['param']}{dims(i['dims'])}" for i in c["inputs"])
-    outs = ", ".join(dims(o["shape"]) for o in c["outputs"])
+    outs = ", ".join(f"{'saved ' if o['saved'] else ''}{o['name']}{dims(o['shape'])}" for o in c["outputs"])
+    if len(c["outputs"]) > 1:
+        outs = f"({outs})"
     reqs = "".join(f", require({r['text']})" for r in c["requires"])
     return f"{ins} -> {outs}{reqs}"
 
@@ -54,6 +56,12 @@ def print_registry() -> None:
         print(f"  contract: {contract_text(spec)}")
         print(f"  defined:  {spec.location}")
         print(f"  doc:      {spec.summary}")
+        if spec.forward_op:
+            print(f"  saved outputs: returned by torch.ops.neuron.{spec.forward_op[0]}")
+        if spec.backward:
+            print(f"  backward: {spec.backward.kernel} (saves {', '.join(spec.backward.saves) or 'nothing'})")
+        if spec.backward_of:
+            print(f"  backward of: {spec.backward_of}")
         if spec.replaces:
             print(f"  replaces: {', '.join(spec.replaces)}")
 

@@ -2,17 +2,30 @@
 //! replaces, source location), for the Python layer and for humans.
 
 use nki_core::KernelDef;
+use nki_core::autodiff::BackwardDef;
 use nki_core::contract::Contract;
 use nki_core::kernel_def::ParamDef;
+use nki_core::op_info::{ResolvedSample, ToleranceClass};
 use serde::Serialize;
+
+/// The op that returns every output of a kernel with `saved` outputs.
+#[derive(Clone, Debug, Serialize)]
+pub struct ForwardOp {
+    /// `<name>_fwd`.
+    pub name: String,
+    /// Its schema, returning every output.
+    pub schema: &'static str,
+}
 
 /// One op of the manifest.
 #[derive(Clone, Debug, Serialize)]
 pub struct ManifestEntry {
     /// Op name.
     pub name: &'static str,
-    /// Torch schema.
+    /// Torch schema (the outputs that are not `saved`).
     pub schema: &'static str,
+    /// For kernels with `saved` outputs, the op that returns all of them.
+    pub forward_op: Option<ForwardOp>,
     /// Doc comment.
     pub doc: &'static str,
     /// Parameters.
@@ -23,6 +36,16 @@ pub struct ManifestEntry {
     pub replaces: &'static [&'static str],
     /// `file:line` of the kernel.
     pub location: String,
+    /// The backward kernel and what the forward saves for it.
+    pub backward: Option<&'static BackwardDef>,
+    /// The forward kernel this one is the backward of, if any.
+    pub backward_of: Option<&'static str>,
+    /// The ATen reference expression.
+    pub reference: Option<&'static str>,
+    /// Sample arguments, with the dtypes each runs in.
+    pub samples: Vec<ResolvedSample>,
+    /// Tolerance class.
+    pub tolerance: ToleranceClass,
 }
 
 /// Every registered op, sorted by name.
@@ -36,20 +59,35 @@ pub struct Manifest {
 
 impl Manifest {
     /// Builds the manifest of `defs` (in the given order).
-    pub fn new<'a>(defs: impl IntoIterator<Item = &'a KernelDef>) -> Manifest {
+    pub fn new(defs: impl IntoIterator<Item = &'static KernelDef>) -> Manifest {
+        let defs: Vec<&'static KernelDef> = defs.into_iter().collect();
+        let backward_of = |name: &str| {
+            defs.iter()
+                .find(|f| f.backward.as_ref().is_some_and(|b| b.kernel.name == name))
+                .map(|f| f.name)
+        };
         let ops = defs
-            .into_iter()
+            .iter()
             .map(|d| ManifestEntry {
                 name: d.name,
                 schema: d.schema,
+                forward_op: d
+                    .forward_schema
+                    .zip(d.forward_op_name())
+                    .map(|(schema, name)| ForwardOp { name, schema }),
                 doc: d.doc,
                 params: d.params,
                 contract: d.contract,
                 replaces: d.replaces,
                 location: d.location.to_string(),
+                backward: d.backward.as_ref(),
+                backward_of: backward_of(d.name),
+                reference: d.reference,
+                samples: d.samples.iter().map(|s| s.resolve(&d.contract)).collect(),
+                tolerance: d.tolerance,
             })
             .collect();
-        Manifest { version: 1, ops }
+        Manifest { version: 2, ops }
     }
 
     /// Pretty-printed JSON.

@@ -11,21 +11,24 @@ from torch_nki._contract import ContractEval
 
 SPECS = torch_nki._registration().ops
 
-CASES = [
-    ("add", [(3, 4), (3, 4)]),
-    ("add", [(7,), (7,)]),
-    ("add", [(2, 3, 4), (2, 3, 4)]),
-    ("add", [(2, 3, 4), (2, 5, 4)]),
-    ("add", [(2, 3, 4), (2, 3)]),
-    ("add", [(), ()]),
-    ("rmsnorm", [(8, 1024), (1024,)]),
-    ("rmsnorm", [(8, 1024), (512,)]),
-    ("rmsnorm", [(8,), (8,)]),
-    ("rmsnorm", [(2, 3, 4), (4,)]),
-    ("matmul", [(3, 4), (4, 5)]),
-    ("matmul", [(3, 4), (5, 6)]),
-    ("matmul", [(3, 4, 1), (4, 5)]),
-]
+
+def _cases() -> list[tuple[str, list[tuple[int, ...]]]]:
+    """Every declared sample's shapes, and each broken three ways (a dimension dropped, one
+    changed, one added), for every kernel."""
+    cases = []
+    for op, spec in sorted(SPECS.items()):
+        for sample in spec.samples:
+            shapes = [tuple(sample.args[p.name]) for p in spec.tensor_params]
+            cases.append((op, shapes))
+            last = shapes[-1]
+            if last:
+                cases.append((op, [*shapes[:-1], (*last[:-1], last[-1] + 1)]))
+            cases.append((op, [shapes[0][:-1], *shapes[1:]]))
+            cases.append((op, [(*shapes[0], 1), *shapes[1:]]))
+    return cases
+
+
+CASES = _cases()
 
 
 def _rust(op: str, shapes: list[tuple[int, ...]]) -> list[tuple[int, ...]] | str:
@@ -50,7 +53,7 @@ def test_python_contract_matches_rust(op: str, shapes: list[tuple[int, ...]]) ->
 
 def test_output_dtypes_follow_the_contract() -> None:
     ev = ContractEval(SPECS["rmsnorm"])
-    assert ev.output_dtypes([torch.bfloat16, torch.bfloat16]) == [torch.bfloat16]
+    assert ev.output_dtypes([torch.bfloat16, torch.bfloat16]) == [torch.bfloat16, torch.float32]
     assert ev.dtype_error([torch.float32, torch.float32]) is None
     err = ev.dtype_error([torch.int8, torch.int8])
     assert err is not None and str(err) == (

@@ -8,19 +8,17 @@ import pytest
 import torch
 
 import torch_nki
-from torch_nki import _native
+from torch_nki import _native, testing
 
-from refs import rand, rmsnorm_ref, tol
+from refs import rand
 
 neuron = torch.ops.neuron
 
 
 def test_wrong_rank_names_op_argument_and_expectation() -> None:
     with pytest.raises(ValueError) as err:
-        neuron.rmsnorm(rand(8), rand(8))
-    assert (
-        str(err.value) == "neuron::rmsnorm: x has rank 1 (shape [8]), but the contract x[N, D] needs rank 2"
-    )
+        neuron.matmul(rand(8), rand(8, 2))
+    assert str(err.value) == "neuron::matmul: x has rank 1 (shape [8]), but the contract x[M, K] needs rank 2"
     with pytest.raises(
         ValueError, match=r"^neuron::add: x has rank 0 \(shape \[\]\), but the contract x\[\.\.S, D\]"
     ):
@@ -32,7 +30,7 @@ def test_mismatched_dim_gives_the_exact_contract_message() -> None:
         neuron.rmsnorm(rand(8, 1024), rand(512))
     assert str(err.value) == (
         "neuron::rmsnorm: weight has shape [512], but the contract weight[D] needs D = 1024 "
-        "(bound by x[N, D] = [8, 1024])"
+        "(bound by x[..B, D] = [8, 1024])"
     )
     with pytest.raises(ValueError) as err:
         neuron.matmul(rand(3, 4), rand(5, 6))
@@ -91,7 +89,8 @@ def test_float64_is_computed_in_float32_with_one_warning() -> None:
     assert len([r for r in record if "neuron::rmsnorm" in str(r.message)]) == 1
     assert record[0].filename == __file__  # points at the caller, not at torch internals
     assert out.dtype == torch.float64
-    torch.testing.assert_close(out, rmsnorm_ref(x, w), **tol(torch.float32))
+    sample = testing.SampleInput("rmsnorm", torch.float64, (x, w, 1e-6), 0)
+    torch.testing.assert_close(out, testing.reference(sample)[0], rtol=1e-5, atol=1e-5)
     with pytest.warns(UserWarning, match="neuron::matmul: float64 inputs"):
         y = neuron.matmul(x.t().contiguous(), x.float())  # mixed float64/float32: f32 compute, f64 result
     assert y.dtype == torch.float64
@@ -122,15 +121,16 @@ def test_backend_without_a_kernel() -> None:
 def test_native_errors_map_to_python_exceptions() -> None:
     assert issubclass(torch_nki.NkiError, RuntimeError)
     assert torch_nki.NkiError.__name__ == "NkiError"
-    with pytest.raises(KeyError, match="no kernel named `softmax` \\(registered: add, matmul, rmsnorm\\)"):
-        _native.check("softmax", [], [], [])
+    registered = ", ".join(torch_nki.ops())
+    with pytest.raises(KeyError, match=re.escape(f"no kernel named `no_such_op` (registered: {registered})")):
+        _native.check("no_such_op", [], [], [])
     with pytest.raises(TypeError, match="unknown dtype `f64`"):
         _native.check("add", [[2]], ["f64"], [])
     with pytest.raises(TypeError, match="neuron::rmsnorm: argument eps expects float, got bool"):
         _native.check("rmsnorm", [[2, 2], [2]], ["f32", "f32"], [True])
     with pytest.raises(TypeError, match=r"expected 1 scalar arguments \(eps\), got 0"):
         _native.check("rmsnorm", [[2, 2], [2]], ["f32", "f32"], [])
-    assert _native.check("rmsnorm", [[2, 3], [3]], ["bf16", "bf16"], [1]) == [((2, 3), "bf16")]
+    assert _native.check("rmsnorm", [[2, 3], [3]], ["bf16", "bf16"], [1]) == [((2, 3), "bf16"), ((2,), "f32")]
 
 
 def test_run_verifies_output_buffers_before_touching_memory() -> None:
@@ -150,3 +150,24 @@ def test_run_verifies_output_buffers_before_touching_memory() -> None:
     out = torch.empty(4, 4)
     _native.run("add", args, [], [(out.data_ptr(), out.shape, "f32")])
     torch.testing.assert_close(out, x + y)
+
+
+@pytest.mark.parametrize("op", testing.ops_with_reference())
+def test_every_op_reports_contract_violations_as_value_and_type_errors(op: str) -> None:
+    """For every op: a last dimension off by one is a ValueError and an fp8 input a TypeError,
+    both naming the op (the exact wording of every op is snapshotted on the Rust side)."""
+    sample = testing.sample_inputs(op, dtypes=[torch.float32])[0]
+    last = max(i for i, a in enumerate(sample.args) if isinstance(a, torch.Tensor))
+    t = sample.args[last]
+    wider = torch.zeros((*t.shape[:-1], t.shape[-1] + 1)) if t.dim() else t
+    args = tuple(wider if i == last else a for i, a in enumerate(sample.args))
+    fn = getattr(neuron, op)
+    if t.dim():
+        try:
+            fn(*args)
+        except ValueError as err:
+            assert str(err).startswith(f"neuron::{op}: ")
+    first = next(i for i, a in enumerate(sample.args) if isinstance(a, torch.Tensor))
+    f8 = tuple(a.to(torch.float8_e4m3fn) if i == first else a for i, a in enumerate(sample.args))
+    with pytest.raises(TypeError, match=rf"^neuron::{op}: "):
+        fn(*f8)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from torch_nki import testing
+
 from refs import rand
 
 neuron = torch.ops.neuron
@@ -20,19 +22,16 @@ def _disjoint(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def test_outputs_are_fresh_and_inputs_unchanged() -> None:
-    calls = [
-        ("add", (rand(40, 50), rand(40, 50))),
-        ("rmsnorm", (rand(40, 50), rand(50), 1e-6)),
-        ("matmul", (rand(40, 50), rand(50, 30))),
-    ]
-    for op, args in calls:
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    for op in testing.ops_with_reference():
+        sample = testing.sample_inputs(op, dtypes=[torch.float32])[0]
+        tensors = sample.tensors
         before = [t.clone() for t in tensors]
-        out = getattr(neuron, op)(*args)
-        again = getattr(neuron, op)(*args)
-        assert out.is_contiguous() and out.device.type == "cpu"
-        assert all(_disjoint(out, t) for t in tensors), op
-        assert _disjoint(out, again) and torch.equal(out, again)
+        outs = testing.call(sample)
+        again = testing.call(sample)
+        for out, out2 in zip(outs, again, strict=True):
+            assert out.is_contiguous() and out.device.type == "cpu"
+            assert all(_disjoint(out, t) for t in tensors), op
+            assert _disjoint(out, out2) and torch.equal(out, out2)
         assert all(torch.equal(t, b) for t, b in zip(tensors, before, strict=True)), op
 
 

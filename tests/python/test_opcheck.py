@@ -1,16 +1,16 @@
-"""torch.library.opcheck with all five test utilities on every op."""
+"""torch.library.opcheck with all five test utilities on every registered op (forward kernels,
+their ``<name>_fwd`` ops when they have saved outputs, and backward kernels), on the smallest
+declared sample in each of fp32 and bf16. Iterates the registry."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
 
 import torch_nki
-
-from refs import rand
+from torch_nki import testing
 
 UTILS = (
     "test_schema",
@@ -20,28 +20,42 @@ UTILS = (
     "test_aot_dispatch_dynamic",
 )
 
-CASES: dict[str, Callable[[], tuple[Any, ...]]] = {
-    "add": lambda: (rand(3, 5, requires_grad=True), rand(3, 5, requires_grad=True)),
-    "rmsnorm": lambda: (rand(3, 5, requires_grad=True), rand(5, requires_grad=True), 1e-5),
-    "matmul": lambda: (rand(3, 5, requires_grad=True), rand(5, 4, requires_grad=True)),
-}
+
+def _smallest(samples: list[testing.SampleInput]) -> list[testing.SampleInput]:
+    """The smallest sample per dtype."""
+    best: dict[torch.dtype, testing.SampleInput] = {}
+    for s in samples:
+        size = sum(t.numel() for t in s.tensors)
+        if s.dtype not in best or size < sum(t.numel() for t in best[s.dtype].tensors):
+            best[s.dtype] = s
+    return list(best.values())
 
 
-def test_every_op_has_an_opcheck_case() -> None:
-    assert sorted(CASES) == torch_nki.ops()
+def _cases() -> list[tuple[str, testing.SampleInput]]:
+    dtypes = [torch.float32, torch.bfloat16]
+    cases: list[tuple[str, testing.SampleInput]] = []
+    for op in torch_nki.ops():
+        spec = testing.op_spec(op)
+        if spec.backward_of:
+            samples = _smallest(testing.backward_sample_inputs(op, dtypes=dtypes))
+        else:
+            samples = _smallest(testing.sample_inputs(op, dtypes=dtypes, requires_grad=True))
+        names = [op] + ([spec.forward_op[0]] if spec.forward_op else [])
+        cases.extend((name, s) for name in names for s in samples)
+    return cases
+
+
+CASES = _cases()
+
+
+def test_every_op_has_opcheck_cases() -> None:
+    assert {testing.op_spec(s.op).name for _, s in CASES} == set(torch_nki.ops())
 
 
 @pytest.mark.usefixtures("dynamo")
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_opcheck(name: str) -> None:
+@pytest.mark.parametrize(("name", "sample"), CASES, ids=lambda c: str(c))
+def test_opcheck(name: str, sample: testing.SampleInput) -> None:
     op = getattr(torch.ops.neuron, name).default
-    result = torch.library.opcheck(op, CASES[name](), test_utils=UTILS)
+    args: tuple[Any, ...] = sample.args
+    result = torch.library.opcheck(op, args, test_utils=UTILS)
     assert result == dict.fromkeys(UTILS, "SUCCESS")
-
-
-@pytest.mark.usefixtures("dynamo")
-def test_opcheck_rank3_add_and_bf16() -> None:
-    op = torch.ops.neuron.add.default
-    torch.library.opcheck(op, (rand(2, 3, 7), rand(2, 3, 7)), test_utils=UTILS)
-    x, w = rand(4, 6, dtype=torch.bfloat16), rand(6, dtype=torch.bfloat16)
-    torch.library.opcheck(torch.ops.neuron.rmsnorm.default, (x, w), test_utils=UTILS)

@@ -9,6 +9,7 @@ import sys
 import torch
 
 import torch_nki
+from torch_nki import testing
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -23,18 +24,40 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ops_and_manifest() -> None:
-    assert torch_nki.ops() == ["add", "matmul", "rmsnorm"]
+    assert torch_nki.ops() == sorted(torch_nki._native.names())
     manifest = torch_nki.manifest()
-    assert manifest["version"] == 1
+    assert manifest["version"] == 2
     by_name = {op["name"]: op for op in manifest["ops"]}
     assert set(by_name) == set(torch_nki.ops())
     rms = by_name["rmsnorm"]
     assert rms["schema"] == "rmsnorm(Tensor x, Tensor weight, float eps=1e-06) -> Tensor"
+    assert rms["forward_op"] == {
+        "name": "rmsnorm_fwd",
+        "schema": "rmsnorm_fwd(Tensor x, Tensor weight, float eps=1e-06) -> (Tensor, Tensor)",
+    }
+    assert rms["backward"] == {"kernel": "rmsnorm_backward", "saves": ["x", "weight", "rstd"]}
+    assert by_name["rmsnorm_backward"]["backward_of"] == "rmsnorm"
     assert rms["contract"]["requires"][0]["text"] == "D <= 16384"
     assert "*.LlamaRMSNorm" in rms["replaces"]
     assert rms["location"].startswith("kernels/src/norm.rs:")
+    count = len(manifest["ops"])
     manifest["ops"].clear()  # a copy: the registry is unaffected
-    assert len(torch_nki.manifest()["ops"]) == 3
+    assert len(torch_nki.manifest()["ops"]) == count
+
+
+def test_every_forward_has_a_reference_and_samples_that_pass_the_contract() -> None:
+    for op in torch_nki.ops():
+        spec = testing.op_spec(op)
+        if spec.backward_of:
+            assert spec.reference is None and not spec.samples, op
+            assert testing.op_spec(spec.backward_of).backward.kernel == op  # type: ignore[union-attr]
+            continue
+        assert spec.reference and spec.samples, f"{op} ({spec.location}) has no reference(...) or sample(...)"
+        for sample in testing.sample_inputs(op):
+            tensors = sample.tensors
+            scalars = [a for p, a in zip(spec.params, sample.args, strict=True) if not p.is_tensor]
+            names = [testing.TORCH_TO_NKI[t.dtype] for t in tensors]
+            torch_nki._native.check(op, [t.shape for t in tensors], names, scalars)
 
 
 def test_torch_schemas_come_from_the_manifest() -> None:
@@ -71,7 +94,7 @@ def test_import_torch_nki_first() -> None:
     )
     result = _python(code)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "['add', 'matmul', 'rmsnorm'] tensor([[2.]])"
+    assert result.stdout.strip() == f"{torch_nki.ops()} tensor([[2.]])"
 
 
 def test_autoload_can_be_disabled() -> None:

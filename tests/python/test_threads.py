@@ -6,28 +6,25 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from torch_nki import testing
+
 from refs import rand
 
 neuron = torch.ops.neuron
 
 
 def test_concurrent_calls_match_sequential_results() -> None:
-    cases = []
-    for i in range(12):
-        n = 17 + 29 * i
-        cases.append(("add", (rand(n, 70), rand(n, 70))))
-        cases.append(("rmsnorm", (rand(n, 130), rand(130), 1e-6)))
-        cases.append(("matmul", (rand(n, 65), rand(65, 33 + i))))
-    expected = [getattr(neuron, op)(*args) for op, args in cases]
+    cases = [s for op in testing.ops_with_reference() for s in testing.sample_inputs(op)]
+    expected = [testing.call(s) for s in cases]
 
-    def call(i: int) -> torch.Tensor:
-        op, args = cases[i % len(cases)]
-        return getattr(neuron, op)(*args)
+    def call(i: int) -> tuple[torch.Tensor, ...]:
+        return testing.call(cases[i % len(cases)])
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        results = list(pool.map(call, range(4 * len(cases))))
-    for i, out in enumerate(results):
-        assert torch.equal(out, expected[i % len(cases)]), cases[i % len(cases)][0]
+        results = list(pool.map(call, range(3 * len(cases))))
+    for i, outs in enumerate(results):
+        for a, b in zip(outs, expected[i % len(cases)], strict=True):
+            assert torch.equal(a, b), str(cases[i % len(cases)])
 
 
 def test_first_calls_race_on_the_compile_cache() -> None:

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """ATen reference fixtures for the accuracy tests of torch-nki (DESIGN §13 and §14).
 
-Defines the accuracy cases, builds their inputs with the portable PRNG that the Rust side
-(`tests/src/prng.rs`) implements bit for bit, computes the reference outputs with ATen on CPU and
-writes:
+The cases are every declared ``sample(...)`` of every kernel with a ``reference(...)``, in every
+dtype the sample runs in, read from the registry (``torch_nki.testing``): this script names no op.
+It builds their inputs with the portable PRNG that the Rust side (`tests/src/prng.rs`) implements
+bit for bit, evaluates each kernel's reference expression with ATen on CPU and writes:
 
 * ``fixtures/cases.json``: every case (name, op, dtype, inputs with shapes and seeds, scalar
-  arguments, output shape, the output rows stored, the ``.bin`` file name);
-* ``fixtures/<case>.bin``: the ATen output of the case, upcast to float32 (exact), little-endian,
-  row-major; only the listed output rows when the case stores a row sample.
+  arguments, and per output its name, shape, dtype, the rows stored and the ``.bin`` file name);
+* ``fixtures/<case>[.<output>].bin``: each output of the case, upcast to float32 (exact),
+  little-endian, row-major, viewed as rows of its last dimension; only the listed rows when the
+  output is large.
 
 Inputs are not stored: both sides regenerate them from the seeds.
 
@@ -32,18 +34,19 @@ import json
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import torch
+from torch_nki import testing
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 """Where the fixtures live (committed)."""
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Version of the ``cases.json`` layout; bump when the Rust loader must change."""
 
 MAX_FIXTURE_BYTES = 2_000_000
@@ -115,35 +118,23 @@ class Input:
 
 @dataclass(frozen=True)
 class Case:
-    """One accuracy case: an op, a dtype, its inputs and scalar arguments."""
+    """One accuracy case: a kernel's declared sample in one dtype."""
 
     name: str
     op: str
     dtype: str
-    inputs: tuple[Input, ...]
-    reference: Callable[..., torch.Tensor] = field(repr=False, compare=False)
-    """ATen reference: called with the input tensors (in order), then the scalar values."""
-    scalars: tuple[tuple[str, float], ...] = ()
-    """Scalar arguments ``(name, value)``, in parameter order."""
-    rows: tuple[int, ...] | None = None
-    """Output rows (indices into dim 0) stored in the fixture; ``None`` stores all of them."""
+    params: tuple[tuple[str, Input | float | int | bool | None], ...]
+    """Every argument in parameter order: an :class:`Input` for tensors, the value for scalars."""
+
+    @property
+    def inputs(self) -> tuple[Input, ...]:
+        """The tensor arguments, in parameter order."""
+        return tuple(v for _, v in self.params if isinstance(v, Input))
 
 
-def ref_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``aten::add.Tensor`` in the case dtype."""
-    return x + y
-
-
-def ref_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """The ``LlamaRMSNorm`` formula: fp32 statistics, cast to the input dtype, then ``* weight``."""
-    xf = x.float()
-    normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-    return normed.to(x.dtype) * weight
-
-
-def ref_matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``x @ w`` in the case dtype (ATen CPU GEMM)."""
-    return x @ w
+#: Output elements stored in full; larger outputs store a row sample (every k-th row of the
+#: output viewed as rows of its last dimension, plus the rows around each 128-row tile edge).
+FULL_OUTPUT_LIMIT = 24_576
 
 
 def sample_rows(n: int, step: int, tile: int = 128) -> tuple[int, ...]:
@@ -155,13 +146,27 @@ def sample_rows(n: int, step: int, tile: int = 128) -> tuple[int, ...]:
     return tuple(sorted(r for r in rows if 0 <= r < n))
 
 
+def stored_rows(shape: Sequence[int]) -> tuple[int, ...] | None:
+    """The rows of an output to store, or ``None`` to store all of it."""
+    numel = int(np.prod(shape, dtype=np.int64))
+    if numel <= FULL_OUTPUT_LIMIT or len(shape) == 0:
+        return None
+    row_len = max(int(shape[-1]), 1)
+    n = numel // row_len
+    step = max(1, -(-numel // FULL_OUTPUT_LIMIT))
+    return sample_rows(n, step)
+
+
 def dims(shape: Sequence[int]) -> str:
-    """``[3, 50, 70]`` → ``3x50x70``."""
-    return "x".join(str(d) for d in shape)
+    """``[3, 50, 70]`` → ``3x50x70``; ``[]`` → ``scalar``."""
+    return "x".join(str(d) for d in shape) or "scalar"
 
 
 def build_cases() -> list[Case]:
-    """Every case, in definition order (the order of ``cases.json``)."""
+    """Every declared sample of every kernel with a reference, in every dtype it runs in.
+
+    In registry order (the order of ``cases.json``); nothing here names an op.
+    """
     counter = 0
 
     def seed() -> int:
@@ -169,70 +174,63 @@ def build_cases() -> list[Case]:
         counter += 1
         return counter * SEED_STRIDE
 
-    eps = 1e-6
     cases: list[Case] = []
-    for dt in DTYPES:
-        for shape in ((3, 50, 70), (1000,)):
-            cases.append(
-                Case(
-                    name=f"add_{dims(shape)}_{dt}",
-                    op="add",
-                    dtype=dt,
-                    inputs=(Input("x", shape, seed()), Input("y", shape, seed())),
-                    reference=ref_add,
-                )
-            )
-        for n, d, rows in ((130, 96, None), (300, 1000, sample_rows(300, 6))):
-            cases.append(
-                Case(
-                    name=f"rmsnorm_{n}x{d}_{dt}",
-                    op="rmsnorm",
-                    dtype=dt,
-                    inputs=(Input("x", (n, d), seed()), Input("weight", (d,), seed())),
-                    scalars=(("eps", eps),),
-                    rows=rows,
-                    reference=ref_rmsnorm,
-                )
-            )
-        m, k, n = 130, 200, 530
-        cases.append(
-            Case(
-                name=f"matmul_{m}x{k}x{n}_{dt}",
-                op="matmul",
-                dtype=dt,
-                inputs=(Input("x", (m, k), seed()), Input("w", (k, n), seed())),
-                reference=ref_matmul,
-            )
-        )
+    for op in testing.ops_with_reference():
+        spec = testing.op_spec(op)
+        for sample in spec.samples:
+            shapes = [tuple(sample.args[p.name]) for p in spec.params if p.is_tensor]
+            for dt in sample.dtypes:
+                params: list[tuple[str, Input | float | int | bool | None]] = []
+                for p in spec.params:
+                    if p.is_tensor:
+                        params.append((p.name, Input(p.name, tuple(sample.args[p.name]), seed())))
+                    else:
+                        params.append((p.name, sample.args.get(p.name, p.default)))
+                name = f"{op}_{'_'.join(dims(s) for s in shapes)}_{dt}"
+                cases.append(Case(name=name, op=op, dtype=dt, params=tuple(params)))
     names = [c.name for c in cases]
-    assert len(set(names)) == len(names), "case names must be unique"
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    assert not dupes, f"case names must be unique (two samples with the same shapes?): {dupes}"
     return cases
 
 
-def run_case(case: Case) -> tuple[dict[str, object], bytes]:
-    """Computes one case: its ``cases.json`` entry and the bytes of its ``.bin`` file."""
+def run_case(case: Case) -> tuple[dict[str, object], dict[str, bytes]]:
+    """Computes one case: its ``cases.json`` entry and its ``.bin`` files (one per output)."""
     dtype = DTYPES[case.dtype]
-    tensors = [prng_tensor(i.seed, i.shape, dtype) for i in case.inputs]
+    args = [prng_tensor(v.seed, v.shape, dtype) if isinstance(v, Input) else v for _, v in case.params]
+    sample = testing.SampleInput(case.op, dtype, tuple(args), 0)
     with torch.no_grad():
-        out = case.reference(*tensors, *(v for _, v in case.scalars))
-    if out.dtype != dtype:
-        raise AssertionError(f"{case.name}: reference returned {out.dtype}, expected {dtype}")
-    stored = out if case.rows is None else out[list(case.rows)]
-    data = stored.to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
-    file = f"{case.name}.bin"
+        outs = testing.reference(sample)
+    spec = testing.op_spec(case.op)
+    public = spec.public_outputs
+    if len(outs) != len(public):
+        raise AssertionError(f"{case.name}: reference returned {len(outs)} outputs, the op returns {len(public)}")
+    files: dict[str, bytes] = {}
+    outputs: list[dict[str, object]] = []
+    for spec_out, out in zip(public, outs, strict=True):
+        rows = stored_rows(out.shape)
+        flat = out.reshape(-1, out.shape[-1]) if out.dim() > 0 else out.reshape(1, 1)
+        stored = flat if rows is None else flat[list(rows)]
+        file = f"{case.name}.bin" if len(public) == 1 else f"{case.name}.{spec_out.name}.bin"
+        files[file] = stored.to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
+        outputs.append(
+            {
+                "name": spec_out.name,
+                "shape": list(out.shape),
+                "dtype": next(k for k, v in DTYPES.items() if v == out.dtype),
+                "rows": None if rows is None else list(rows),
+                "file": file,
+            }
+        )
     entry: dict[str, object] = {
         "name": case.name,
         "op": case.op,
         "dtype": case.dtype,
         "inputs": [{"name": i.name, "shape": list(i.shape), "seed": i.seed} for i in case.inputs],
-        "scalars": [{"name": n, "value": v} for n, v in case.scalars],
-        "output": {
-            "shape": list(out.shape),
-            "rows": None if case.rows is None else list(case.rows),
-            "file": file,
-        },
+        "scalars": [{"name": n, "value": v} for n, v in case.params if not isinstance(v, Input) and v is not None],
+        "outputs": outputs,
     }
-    return entry, data
+    return entry, files
 
 
 def compact_lists(text: str) -> str:
@@ -250,7 +248,7 @@ def generate(out_dir: Path) -> dict[str, bytes]:
     for case in build_cases():
         entry, data = run_case(case)
         entries.append(entry)
-        files[f"{case.name}.bin"] = data
+        files.update(data)
     doc = {
         "format": FORMAT_VERSION,
         "generator": "tests/reference/generate.py",
@@ -282,7 +280,7 @@ def within_one_ulp(name: str, stored: bytes, fresh: bytes) -> bool:
     """
     if not name.endswith(".bin") or len(stored) != len(fresh):
         return False
-    suffix = name.removesuffix(".bin").rsplit("_", 1)[1]
+    suffix = name.removesuffix(".bin").split(".")[0].rsplit("_", 1)[1]
     dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[suffix]
     a = torch.frombuffer(bytearray(stored), dtype=torch.float32).to(torch.float64)
     b = torch.frombuffer(bytearray(fresh), dtype=torch.float32).to(torch.float64)

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// The `cases.json` layout version this loader reads (`FORMAT_VERSION` in the generator).
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The committed fixture directory, `tests/reference/fixtures`.
 pub fn fixture_dir() -> PathBuf {
@@ -32,7 +32,8 @@ pub struct Fixtures {
     pub cases: Vec<Case>,
 }
 
-/// One accuracy case: an op applied to PRNG inputs in one dtype, with its ATen output.
+/// One accuracy case: a kernel's declared sample on PRNG inputs in one dtype, with its ATen
+/// outputs.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
@@ -40,14 +41,14 @@ pub struct Case {
     pub name: String,
     /// The registered kernel name (`torch.ops.neuron.<op>`).
     pub op: String,
-    /// Element type of every input and of the output.
+    /// Element type of every input.
     pub dtype: DType,
     /// Tensor arguments, in parameter order.
     pub inputs: Vec<InputSpec>,
     /// Scalar arguments, in parameter order.
     pub scalars: Vec<ScalarArg>,
-    /// The reference output.
-    pub output: OutputSpec,
+    /// The reference outputs, in the op's return order.
+    pub outputs: Vec<OutputSpec>,
 }
 
 /// A tensor argument, regenerated from its seed with [`crate::prng`].
@@ -72,14 +73,19 @@ pub struct ScalarArg {
     pub value: f64,
 }
 
-/// Where the reference output is and which part of it is stored.
+/// Where a reference output is and which part of it is stored.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputSpec {
+    /// The output's name in the kernel's contract.
+    pub name: String,
     /// Full output shape.
     pub shape: Vec<usize>,
-    /// The dim-0 indices stored in the fixture (a row sample, to keep large cases small), in
-    /// file order; `None` when the whole output is stored.
+    /// The output's dtype.
+    pub dtype: DType,
+    /// The rows stored in the fixture (indices into the output viewed as rows of its last
+    /// dimension; a row sample keeps large cases small), in file order; `None` when the whole
+    /// output is stored.
     pub rows: Option<Vec<usize>>,
     /// The `.bin` file name inside [`fixture_dir`].
     pub file: String,
@@ -91,9 +97,14 @@ impl OutputSpec {
         self.shape.iter().product()
     }
 
-    /// Elements per dim-0 row.
+    /// Elements per row (the last dimension).
     pub fn row_len(&self) -> usize {
-        self.shape.iter().skip(1).product()
+        self.shape.last().copied().unwrap_or(1)
+    }
+
+    /// Rows of the output viewed as rows of its last dimension.
+    pub fn num_rows(&self) -> usize {
+        self.numel() / self.row_len().max(1)
     }
 
     /// Flat indices into the full output of the stored elements, in file order.
@@ -134,12 +145,14 @@ impl Fixtures {
             return Err(Error::Fixture(format!("duplicate case name {}", w[0])));
         }
         for case in &fixtures.cases {
-            let n = case.output.shape.first().copied().unwrap_or(1);
-            if let Some(bad) = case.output.rows.iter().flatten().find(|&&r| r >= n) {
-                return Err(Error::Fixture(format!(
-                    "{}: stored row {bad} out of range (dim 0 = {n})",
-                    case.name
-                )));
+            for out in &case.outputs {
+                let n = out.num_rows();
+                if let Some(bad) = out.rows.iter().flatten().find(|&&r| r >= n) {
+                    return Err(Error::Fixture(format!(
+                        "{}.{}: stored row {bad} out of range ({n} rows)",
+                        case.name, out.name
+                    )));
+                }
             }
         }
         Ok(fixtures)
@@ -147,17 +160,31 @@ impl Fixtures {
 }
 
 impl Case {
-    /// The stored ATen output of this case ([`OutputSpec::stored_indices`] order), read from
+    /// The stored ATen outputs of this case ([`OutputSpec::stored_indices`] order), read from
     /// [`fixture_dir`].
-    pub fn reference(&self) -> Result<Vec<f32>, Error> {
-        self.reference_from(&fixture_dir())
+    pub fn reference(&self) -> Result<Vec<Vec<f32>>, Error> {
+        let dir = fixture_dir();
+        self.outputs
+            .iter()
+            .map(|o| o.reference_from(&dir))
+            .collect()
     }
 
-    /// The stored ATen output of this case, read from `dir`.
+    /// The case's input values (rounded to the case dtype), in [`Case::inputs`] order.
+    pub fn input_values(&self) -> Vec<Vec<f32>> {
+        self.inputs
+            .iter()
+            .map(|i| crate::prng::values(i.seed, i.shape.iter().product(), self.dtype))
+            .collect()
+    }
+}
+
+impl OutputSpec {
+    /// The stored ATen output, read from `dir`.
     pub fn reference_from(&self, dir: &Path) -> Result<Vec<f32>, Error> {
-        let path = dir.join(&self.output.file);
+        let path = dir.join(&self.file);
         let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        let expected = self.output.stored_indices().len() * 4;
+        let expected = self.stored_indices().len() * 4;
         if bytes.len() != expected {
             return Err(Error::Fixture(format!(
                 "{}: {} bytes, expected {expected} (stale fixtures? rerun tests/reference/generate.py)",
@@ -170,14 +197,6 @@ impl Case {
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect())
     }
-
-    /// The case's input values (rounded to the case dtype), in [`Case::inputs`] order.
-    pub fn input_values(&self) -> Vec<Vec<f32>> {
-        self.inputs
-            .iter()
-            .map(|i| crate::prng::values(i.seed, i.shape.iter().product(), self.dtype))
-            .collect()
-    }
 }
 
 #[cfg(test)]
@@ -189,8 +208,9 @@ mod tests {
         let fixtures = Fixtures::load().unwrap();
         assert!(!fixtures.cases.is_empty());
         for case in &fixtures.cases {
-            let r = case.reference().unwrap();
-            assert!(r.iter().all(|v| v.is_finite()), "{}", case.name);
+            for r in case.reference().unwrap() {
+                assert!(r.iter().all(|v| v.is_finite()), "{}", case.name);
+            }
         }
     }
 
@@ -222,7 +242,9 @@ mod tests {
     #[test]
     fn row_samples_map_to_flat_indices() {
         let out = OutputSpec {
+            name: "out".into(),
             shape: vec![4, 3],
+            dtype: DType::F32,
             rows: Some(vec![1, 3]),
             file: String::new(),
         };

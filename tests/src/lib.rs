@@ -13,8 +13,8 @@ pub mod report;
 pub mod run;
 
 pub use fixtures::{Case, Fixtures};
-pub use report::{CaseResult, Tolerance};
-pub use run::run_case;
+pub use report::CaseResult;
+pub use run::{CaseRun, run_case};
 
 // The kernel library registers through `inventory`; keep it linked.
 use nki_kernels as _;
@@ -57,16 +57,53 @@ impl Error {
     }
 }
 
-/// Runs `case` and compares it with its ATen reference under its DESIGN §14 tolerance.
-pub fn evaluate(case: &Case) -> Result<CaseResult, Error> {
-    let tol = Tolerance::for_case(case)?;
-    let actual = run_case(case)?;
-    let reference = case.reference()?;
-    Ok(CaseResult::compare(
-        &case.name,
-        tol,
-        &actual,
-        &case.output.stored_indices(),
-        &reference,
-    ))
+/// Runs `case` and compares each output with its ATen reference under the tolerance the
+/// kernel's tolerance class gives (one result per output; named `case` or `case.output`).
+pub fn evaluate(case: &Case) -> Result<Vec<CaseResult>, Error> {
+    let run = run_case(case)?;
+    let multi = case.outputs.len() > 1;
+    case.outputs
+        .iter()
+        .map(|spec| {
+            let (_, actual) = run
+                .outputs
+                .iter()
+                .find(|(name, _)| *name == spec.name)
+                .ok_or_else(|| {
+                    Error::Fixture(format!(
+                        "{}: `{}` has no output `{}`",
+                        case.name, case.op, spec.name
+                    ))
+                })?;
+            if actual.len() != spec.numel() {
+                return Err(Error::Fixture(format!(
+                    "{}: output `{}` has {} elements, the fixture expects shape {:?}",
+                    case.name,
+                    spec.name,
+                    actual.len(),
+                    spec.shape
+                )));
+            }
+            let tol = run
+                .def
+                .tolerance
+                .tolerance(spec.dtype, &run.bindings)
+                .ok_or_else(|| {
+                    Error::Fixture(format!("{}: no tolerance for {}", case.name, spec.dtype))
+                })?;
+            let reference = spec.reference_from(&fixtures::fixture_dir())?;
+            let name = if multi {
+                format!("{}.{}", case.name, spec.name)
+            } else {
+                case.name.clone()
+            };
+            Ok(CaseResult::compare(
+                &name,
+                tol,
+                actual,
+                &spec.stored_indices(),
+                &reference,
+            ))
+        })
+        .collect()
 }

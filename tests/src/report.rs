@@ -1,81 +1,15 @@
 //! Tolerances (DESIGN §14), the element-wise comparison against ATen, and the text report.
 
-use crate::Error;
-use crate::fixtures::Case;
-use nki_core::DType;
 use std::fmt::Write as _;
 
-/// Reductions at least this long get the looser fp32 tolerance (DESIGN §14).
-pub const LONG_REDUCTION: usize = 4096;
+pub use nki_core::op_info::Tolerance;
 
 /// The smallest magnitude a relative error divides by: `f32::MIN_POSITIVE` (2^-126).
 pub const REL_FLOOR: f64 = f32::MIN_POSITIVE as f64;
 
-/// An element passes when `|actual - reference| <= atol + rtol * |reference|` (the
-/// `torch.allclose` rule; a NaN on either side fails).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Tolerance {
-    /// Relative tolerance.
-    pub rtol: f64,
-    /// Absolute tolerance.
-    pub atol: f64,
-}
-
-impl Tolerance {
-    /// The DESIGN §14 tolerance for a dtype, given whether the op is a matmul or reduces over
-    /// at least [`LONG_REDUCTION`] elements (which only loosens fp32). `None` for dtypes without
-    /// a rule (fp8).
-    pub fn for_dtype(dtype: DType, long_reduction: bool) -> Option<Tolerance> {
-        let (rtol, atol) = match dtype {
-            DType::F32 if long_reduction => (1e-4, 1e-4),
-            DType::F32 => (1e-5, 1e-5),
-            DType::BF16 => (1.6e-2, 1e-2),
-            DType::F16 => (1e-3, 1e-3),
-            DType::F8E4M3 | DType::F8E5M2 => return None,
-        };
-        Some(Tolerance { rtol, atol })
-    }
-
-    /// The tolerance of a fixture case: its dtype's, with matmuls and reductions over at least
-    /// [`LONG_REDUCTION`] elements treated as long. Every op needs a rule here, so a new kernel
-    /// cannot get a tolerance by accident.
-    pub fn for_case(case: &Case) -> Result<Tolerance, Error> {
-        let dim = |input: usize, axis: isize| -> Option<usize> {
-            let shape = &case.inputs.get(input)?.shape;
-            let axis = if axis < 0 {
-                shape.len().checked_sub(axis.unsigned_abs())?
-            } else {
-                axis as usize
-            };
-            shape.get(axis).copied()
-        };
-        let long = match case.op.as_str() {
-            "add" => false,
-            "rmsnorm" => {
-                dim(0, -1)
-                    .ok_or_else(|| Error::Fixture(format!("{}: rmsnorm needs x", case.name)))?
-                    >= LONG_REDUCTION
-            }
-            "matmul" => true,
-            other => {
-                return Err(Error::Fixture(format!(
-                    "{}: no tolerance rule for op `{other}`; add one to Tolerance::for_case in tests/src/report.rs",
-                    case.name
-                )));
-            }
-        };
-        Tolerance::for_dtype(case.dtype, long).ok_or_else(|| {
-            Error::Fixture(format!(
-                "{}: no DESIGN §14 tolerance for {}",
-                case.name, case.dtype
-            ))
-        })
-    }
-
-    /// The share of this tolerance an error of `abs_err` against `reference` uses (≤ 1 passes).
-    pub fn used(&self, abs_err: f64, reference: f64) -> f64 {
-        abs_err / (self.atol + self.rtol * reference.abs())
-    }
+/// The share of `tol` an error of `abs_err` against `reference` uses (≤ 1 passes).
+pub fn used(tol: &Tolerance, abs_err: f64, reference: f64) -> f64 {
+    abs_err / (tol.atol + tol.rtol * reference.abs())
 }
 
 /// How one case compared against its ATen reference. All errors are computed in `f64` from
@@ -140,7 +74,7 @@ impl CaseResult {
             let a = actual[i];
             let (a64, r64) = (f64::from(a), f64::from(r));
             let abs = (a64 - r64).abs();
-            let used = tol.used(abs, r64);
+            let used = used(&tol, abs, r64);
             res.max_abs = nan_max(res.max_abs, abs);
             res.max_rel = nan_max(res.max_rel, abs / r64.abs().max(REL_FLOOR));
             res.max_used = nan_max(res.max_used, used);
@@ -238,39 +172,6 @@ mod tests {
         assert_eq!(sig2(0.016), "1.6e-2");
         assert_eq!(sig2(2.96), "3.0e0");
         assert_eq!(sig2(f64::NAN), "NaN");
-    }
-
-    #[test]
-    fn design_tolerances() {
-        assert_eq!(
-            Tolerance::for_dtype(DType::F32, false),
-            Some(Tolerance {
-                rtol: 1e-5,
-                atol: 1e-5
-            })
-        );
-        assert_eq!(
-            Tolerance::for_dtype(DType::F32, true),
-            Some(Tolerance {
-                rtol: 1e-4,
-                atol: 1e-4
-            })
-        );
-        assert_eq!(
-            Tolerance::for_dtype(DType::BF16, true),
-            Some(Tolerance {
-                rtol: 1.6e-2,
-                atol: 1e-2
-            })
-        );
-        assert_eq!(
-            Tolerance::for_dtype(DType::F16, false),
-            Some(Tolerance {
-                rtol: 1e-3,
-                atol: 1e-3
-            })
-        );
-        assert_eq!(Tolerance::for_dtype(DType::F8E4M3, false), None);
     }
 
     #[test]

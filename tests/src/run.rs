@@ -4,6 +4,8 @@
 use crate::Error;
 use crate::fixtures::Case;
 use crate::prng;
+use nki_core::KernelDef;
+use nki_core::contract::{Bindings, TensorMeta};
 use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
 use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
 use nki_core::{Signature, Target};
@@ -12,12 +14,21 @@ use nki_registry::{CompileCache, Registry};
 /// The target every accuracy case is compiled for.
 pub const TARGET: Target = Target::Trn2;
 
-/// Runs `case`'s kernel on its PRNG inputs and returns the whole output as `f32` (exact; the
-/// kernel wrote it in the case dtype).
+/// The outputs of one case's kernel run, with what the contract bound.
+pub struct CaseRun {
+    /// Every kernel output by contract name, as `f32` (exact; the kernel wrote it in its dtype).
+    pub outputs: Vec<(&'static str, Vec<f32>)>,
+    /// The contract's bindings for the case's inputs.
+    pub bindings: Bindings,
+    /// The kernel.
+    pub def: &'static KernelDef,
+}
+
+/// Runs `case`'s kernel on its PRNG inputs and returns every output.
 ///
 /// Parameter names in the fixture must match the kernel's, in order; scalar values are
 /// converted to the kind the kernel declares (float, int or bool).
-pub fn run_case(case: &Case) -> Result<Vec<f32>, Error> {
+pub fn run_case(case: &Case) -> Result<CaseRun, Error> {
     let def = Registry::global()?.get(&case.op)?;
     let tensor_names: Vec<&str> = def.tensor_params().map(|p| p.name).collect();
     let input_names: Vec<&str> = case.inputs.iter().map(|i| i.name.as_str()).collect();
@@ -55,23 +66,19 @@ pub fn run_case(case: &Case) -> Result<Vec<f32>, Error> {
         scalars,
         target: TARGET,
     };
+    let metas: Vec<TensorMeta<'_>> = sig
+        .tensors
+        .iter()
+        .map(|t| TensorMeta {
+            shape: &t.shape,
+            dtype: t.dtype,
+        })
+        .collect();
+    let bindings = def
+        .contract
+        .bind(def.name, &metas)
+        .map_err(nki_core::NkiError::from)?;
     let compiled = CompileCache::global().get_or_compile(def, &sig)?;
-    let [out_meta] = compiled.outputs.as_slice() else {
-        return Err(Error::Fixture(format!(
-            "{}: `{}` has {} outputs, expected 1",
-            case.name,
-            def.name,
-            compiled.outputs.len()
-        )));
-    };
-    let out_shape: Vec<usize> = out_meta.shape.iter().map(|&d| d as usize).collect();
-    if out_shape != case.output.shape || out_meta.dtype != case.dtype {
-        return Err(Error::Fixture(format!(
-            "{}: kernel output is {} {out_shape:?}, the fixture expects {} {:?}",
-            case.name, out_meta.dtype, case.dtype, case.output.shape
-        )));
-    }
-
     let data: Vec<Vec<u8>> = case
         .input_values()
         .iter()
@@ -87,17 +94,45 @@ pub fn run_case(case: &Case) -> Result<Vec<f32>, Error> {
             data: bytes,
         })
         .collect();
-    let mut out = vec![0u8; case.output.numel() * out_meta.dtype.size_bytes()];
-    let mut outputs = [HostTensorMut {
-        dtype: out_meta.dtype,
-        shape: &out_shape,
-        data: &mut out,
-    }];
+    let shapes: Vec<Vec<usize>> = compiled
+        .outputs
+        .iter()
+        .map(|m| m.shape.iter().map(|&d| d as usize).collect())
+        .collect();
+    let mut bufs: Vec<Vec<u8>> = compiled
+        .outputs
+        .iter()
+        .zip(&shapes)
+        .map(|(m, s)| vec![0u8; s.iter().product::<usize>() * m.dtype.size_bytes()])
+        .collect();
+    let mut outputs: Vec<HostTensorMut<'_>> = compiled
+        .outputs
+        .iter()
+        .zip(&shapes)
+        .zip(bufs.iter_mut())
+        .map(|((m, s), b)| HostTensorMut {
+            dtype: m.dtype,
+            shape: s,
+            data: b,
+        })
+        .collect();
     simulate(
         &compiled.program,
         &inputs,
         &mut outputs,
         SimOptions::default(),
     )?;
-    Ok(prng::decode(&out, out_meta.dtype))
+    let outputs = def
+        .contract
+        .outputs
+        .iter()
+        .zip(&compiled.outputs)
+        .zip(&bufs)
+        .map(|((spec, meta), b)| (spec.name, prng::decode(b, meta.dtype)))
+        .collect();
+    Ok(CaseRun {
+        outputs,
+        bindings,
+        def,
+    })
 }

@@ -311,6 +311,8 @@ mod tests {
             },
         ],
         outputs: &[OutputSpec {
+            name: "out",
+            saved: false,
             shape: &[
                 OutDim::Expr {
                     expr: DimExpr::Sym { name: "N" },
@@ -409,6 +411,8 @@ mod tests {
             ],
             dtypes: &[],
             outputs: &[OutputSpec {
+                name: "out",
+                saved: false,
                 shape: &[OutDim::Rest { name: "S" }],
                 dtype: OutputDtype::Fixed { dtype: DType::F32 },
             }],

@@ -195,9 +195,15 @@ pub enum OutputDtype {
     },
 }
 
-/// One output: its shape and dtype.
+/// One output: its name, shape and dtype.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct OutputSpec {
+    /// The output's name (`y = [N, D]` in the contract; `out` or `out0`, `out1`, ... when
+    /// unnamed). Backward kernels name the gradient of output `y` as `grad_y`.
+    pub name: &'static str,
+    /// A `saved` output: computed for the backward kernel only, not returned by the torch op
+    /// (rmsnorm's `rstd`).
+    pub saved: bool,
     /// The shape, outermost dimension first.
     pub shape: &'static [OutDim],
     /// The dtype.

@@ -14,6 +14,10 @@
 
 use crate::dims::DimExpr;
 use crate::dtype::{DtypeClause, parse_dtype};
+use crate::op_info::{
+    BackwardClause, SampleClause, ToleranceClause, parse_backward, parse_reference, parse_sample,
+    parse_tolerance,
+};
 use proc_macro2::{Ident, Span};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
@@ -31,6 +35,16 @@ pub struct KernelAttr {
     pub requires: Vec<Requirement>,
     /// Every `replaces(...)` string, in order.
     pub replaces: Vec<LitStr>,
+    /// The `backward(...)` clause.
+    pub backward: Option<BackwardClause>,
+    /// The `reference("...")` expression.
+    pub reference: Option<LitStr>,
+    /// Every `sample(...)`, in order.
+    pub samples: Vec<SampleClause>,
+    /// The `tolerance(...)` class.
+    pub tolerance: Option<ToleranceClause>,
+    /// The span of the `backward` key, where backward compatibility errors point.
+    pub backward_span: Option<Span>,
 }
 
 /// `shape(x = [N, D], ...) -> [N, D]`.
@@ -69,9 +83,14 @@ pub enum DimPat {
     Rest(Ident),
 }
 
-/// One output shape, `[N, 2 * D, ..S]`.
+/// One output shape, `[N, 2 * D, ..S]`, optionally named (`y = [N, D]`) and marked `saved`
+/// (`saved rstd = [N]`: computed for the backward kernel, not returned by the torch op).
 #[derive(Debug)]
 pub struct OutShape {
+    /// The output's name, if given.
+    pub name: Option<Ident>,
+    /// The `saved` marker, if given.
+    pub saved: Option<Ident>,
     /// The dimensions, outermost first.
     pub dims: Vec<OutDim>,
 }
@@ -146,7 +165,18 @@ impl Requirement {
     }
 }
 
-const KEYS: &str = "`shape`, `dtype`, `require` or `replaces`";
+const KEYS: &str =
+    "`shape`, `dtype`, `require`, `replaces`, `backward`, `reference`, `sample` or `tolerance`";
+const KEY_NAMES: [&str; 8] = [
+    "shape",
+    "dtype",
+    "require",
+    "replaces",
+    "backward",
+    "reference",
+    "sample",
+    "tolerance",
+];
 
 impl Parse for KernelAttr {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
@@ -154,6 +184,11 @@ impl Parse for KernelAttr {
         let mut dtype = None;
         let mut requires = Vec::new();
         let mut replaces = Vec::new();
+        let mut backward = None;
+        let mut backward_span = None;
+        let mut reference = None;
+        let mut samples = Vec::new();
+        let mut tolerance = None;
         while !input.is_empty() {
             let key: Ident = input.parse().map_err(|e| {
                 syn::Error::new(
@@ -163,7 +198,7 @@ impl Parse for KernelAttr {
             })?;
             let content;
             let name = key.to_string();
-            if !["shape", "dtype", "require", "replaces"].contains(&name.as_str()) {
+            if !KEY_NAMES.contains(&name.as_str()) {
                 return Err(syn::Error::new(
                     key.span(),
                     format!("unknown key `{key}` in `#[kernel(...)]`; expected {KEYS}"),
@@ -194,6 +229,26 @@ impl Parse for KernelAttr {
                         requires.push(parse_requirement(&e)?);
                     }
                 }
+                "backward" => {
+                    if backward.is_some() {
+                        return Err(duplicate(&key));
+                    }
+                    backward = Some(parse_backward(&content)?);
+                    backward_span = Some(key.span());
+                }
+                "reference" => {
+                    if reference.is_some() {
+                        return Err(duplicate(&key));
+                    }
+                    reference = Some(parse_reference(&key, &content)?);
+                }
+                "sample" => samples.push(parse_sample(&key, &content)?),
+                "tolerance" => {
+                    if tolerance.is_some() {
+                        return Err(duplicate(&key));
+                    }
+                    tolerance = Some(parse_tolerance(&content)?);
+                }
                 _ => replaces.extend(Punctuated::<LitStr, Token![,]>::parse_terminated(&content)?),
             }
             if input.is_empty() {
@@ -220,6 +275,11 @@ impl Parse for KernelAttr {
             dtype,
             requires,
             replaces,
+            backward,
+            reference,
+            samples,
+            tolerance,
+            backward_span,
         })
     }
 }
@@ -265,7 +325,7 @@ fn parse_shape(
             ));
         }
         (shapes.into_iter().collect(), paren.span.join())
-    } else if input.peek(token::Bracket) {
+    } else if input.peek(token::Bracket) || input.peek(syn::Ident) {
         let span = input.span();
         let out: OutShape = input.parse()?;
         (vec![out], span)
@@ -344,6 +404,37 @@ impl Parse for InputPattern {
 
 impl Parse for OutShape {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut saved = None;
+        let mut name = None;
+        if input.peek(syn::Ident) && input.peek2(syn::Ident) {
+            let marker: Ident = input.parse()?;
+            if marker != "saved" {
+                return Err(syn::Error::new(
+                    marker.span(),
+                    format!("expected `saved` or an output name before `=`, found `{marker}`"),
+                ));
+            }
+            saved = Some(marker);
+        }
+        if input.peek(syn::Ident) {
+            let ident: Ident = input.parse()?;
+            if !input.peek(Token![=]) {
+                return Err(syn::Error::new(
+                    ident.span(),
+                    format!(
+                        "expected the output shape, e.g. `[N, D]`, a named output `{ident} = [...]`, \
+                         or a tuple of shapes `([N, D], [N])`"
+                    ),
+                ));
+            }
+            input.parse::<Token![=]>()?;
+            name = Some(ident);
+        } else if let Some(marker) = &saved {
+            return Err(syn::Error::new(
+                marker.span(),
+                "a `saved` output needs a name, e.g. `saved rstd = [N]`",
+            ));
+        }
         if !input.peek(token::Bracket) {
             return Err(input.error("expected an output shape in brackets, e.g. `[N, D]`"));
         }
@@ -363,7 +454,7 @@ impl Parse for OutShape {
             }
             content.parse::<Token![,]>()?;
         }
-        Ok(OutShape { dims })
+        Ok(OutShape { name, saved, dims })
     }
 }
 

@@ -20,6 +20,8 @@ pub struct Checked<'a> {
     pub dtypes: Vec<&'a InputDtype>,
     /// The resolved dtype of each output.
     pub output_dtypes: Vec<OutDtype<'a>>,
+    /// The name of each output (given, or `out` / `out0`, `out1`, ...).
+    pub output_names: Vec<String>,
 }
 
 /// A resolved output dtype.
@@ -39,7 +41,7 @@ enum SymKind {
 }
 
 /// The symbols bound by the input patterns, in order of first binding.
-struct Symbols<'a> {
+pub(crate) struct Symbols<'a> {
     bound: Vec<(String, SymKind, &'a Ident)>,
 }
 
@@ -71,8 +73,8 @@ impl<'a> Symbols<'a> {
         names.join(", ")
     }
 
-    /// Checks a single-dimension use (output expression or `require`).
-    fn use_dim(&self, sym: &Ident, in_require: bool, errors: &mut Errors) {
+    /// Checks a single-dimension use (output expression, `require` or `tolerance`).
+    pub(crate) fn use_dim(&self, sym: &Ident, clause: Option<&str>, errors: &mut Errors) {
         match self.get(sym) {
             Some((SymKind::Dim, _)) => {}
             Some((SymKind::Seq, _)) => errors.push(syn::Error::new(
@@ -84,9 +86,9 @@ impl<'a> Symbols<'a> {
             )),
             None => {
                 let list = self.list();
-                let msg = if in_require {
+                let msg = if let Some(clause) = clause {
                     format!(
-                        "`require(...)` uses `{sym}`, which is not bound by any input shape (inputs bind: {list})"
+                        "`{clause}(...)` uses `{sym}`, which is not bound by any input shape (inputs bind: {list})"
                     )
                 } else {
                     format!(
@@ -254,7 +256,7 @@ pub fn check<'a>(attr: &'a KernelAttr, f: &'a KernelFn) -> syn::Result<Checked<'
             match d {
                 OutDim::Expr(e) => {
                     for s in expr_symbols(e) {
-                        symbols.use_dim(s, false, &mut errors);
+                        symbols.use_dim(s, None, &mut errors);
                     }
                 }
                 OutDim::Rest(s) => match symbols.get(s) {
@@ -295,15 +297,17 @@ pub fn check<'a>(attr: &'a KernelAttr, f: &'a KernelFn) -> syn::Result<Checked<'
 
     for r in &attr.requires {
         for s in expr_symbols(&r.lhs).into_iter().chain(expr_symbols(&r.rhs)) {
-            symbols.use_dim(s, true, &mut errors);
+            symbols.use_dim(s, Some("require"), &mut errors);
         }
     }
 
+    let output_names = crate::op_check::check_op_clauses(attr, f, &symbols, &mut errors);
     errors.finish()?;
     Ok(Checked {
         inputs,
         dtypes,
         output_dtypes,
+        output_names,
     })
 }
 

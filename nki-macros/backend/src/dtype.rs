@@ -105,6 +105,11 @@ impl DTypeName {
     }
 }
 
+/// Parses a dtype name such as `bf16`, with an error listing the known names.
+pub(crate) fn parse_dtype_name(ident: &Ident) -> syn::Result<DTypeName> {
+    DTypeName::parse_ident(ident)
+}
+
 /// Parses the clause after its keyword: `content` is inside the parentheses, `input` continues
 /// with `-> outputs`.
 pub(crate) fn parse_dtype(

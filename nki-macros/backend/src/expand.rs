@@ -6,8 +6,9 @@ use crate::attr::{DimPat, KernelAttr, OutDim};
 use crate::check::{Checked, OutDtype};
 use crate::dims::DimExpr;
 use crate::dtype::{DTypeName, DtypeRule};
+use crate::op_info::{SampleValue, ToleranceClause};
 use crate::scalar::{ScalarClass, ScalarValue};
-use crate::schema::schema;
+use crate::schema::schema_as;
 use crate::signature::{KernelFn, ParamKind, unraw};
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
@@ -38,7 +39,26 @@ pub fn expand(f: &KernelFn, attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
          contract, and trace function."
     );
     let doc = &f.doc;
-    let schema = schema(f);
+    let public = attr
+        .shape
+        .outputs
+        .iter()
+        .filter(|o| o.saved.is_none())
+        .count();
+    let schema = schema_as(f, &name, public);
+    let forward_schema = if public == attr.shape.outputs.len() {
+        quote!(::core::option::Option::None)
+    } else {
+        let s = schema_as(f, &format!("{name}_fwd"), attr.shape.outputs.len());
+        quote!(::core::option::Option::Some(#s))
+    };
+    let op_info = op_info(attr);
+    let (backward, backward_check) = backward(attr, &static_ident);
+    let backward_check = if backward_check.is_empty() {
+        backward_check
+    } else {
+        quote!(#(#cfgs)* #backward_check)
+    };
     let params = f.params.iter().map(param_def);
     let contract = contract(attr, c);
     let replaces = attr.replaces.iter().map(|s| s.value());
@@ -55,12 +75,17 @@ pub fn expand(f: &KernelFn, attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
             name: #name,
             doc: #doc,
             schema: #schema,
+            forward_schema: #forward_schema,
             params: &[#(#params),*],
             contract: #contract,
             replaces: &[#(#replaces),*],
             location: #location,
+            backward: #backward,
+            #op_info
             trace: #trace,
         };
+
+        #backward_check
 
         #(#cfgs)*
         ::nki_core::__private::inventory::submit! {
@@ -153,7 +178,9 @@ fn contract(attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
         .outputs
         .iter()
         .zip(&c.output_dtypes)
-        .map(|(shape, dt)| {
+        .zip(&c.output_names)
+        .map(|((shape, dt), out_name)| {
+            let saved = shape.saved.is_some();
             let dims = shape.dims.iter().map(|d| match d {
                 OutDim::Expr(e) => {
                     let e = dim_expr(e);
@@ -174,7 +201,7 @@ fn contract(attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
                     quote!(#p::OutputDtype::Fixed { dtype: #d })
                 }
             };
-            quote!(#p::OutputSpec { shape: &[#(#dims),*], dtype: #dtype })
+            quote!(#p::OutputSpec { name: #out_name, saved: #saved, shape: &[#(#dims),*], dtype: #dtype })
         });
     let requires = attr.requires.iter().map(|r| {
         let (lhs, rhs, text) = (dim_expr(&r.lhs), dim_expr(&r.rhs), r.text());
@@ -189,6 +216,91 @@ fn contract(attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
             requires: &[#(#requires),*],
         }
     }
+}
+
+/// The `reference`, `samples` and `tolerance` fields.
+fn op_info(attr: &KernelAttr) -> TokenStream {
+    let o = quote!(::nki_core::op_info);
+    let reference = match &attr.reference {
+        Some(r) => quote!(::core::option::Option::Some(#r)),
+        None => quote!(::core::option::Option::None),
+    };
+    let samples = attr.samples.iter().map(|s| {
+        let args = s.args.iter().map(|(name, v)| {
+            let name = unraw(name);
+            let v = match v {
+                SampleValue::Shape(dims) => {
+                    let dims = dims.iter().map(|d| Literal::u64_unsuffixed(*d));
+                    quote!(#o::SampleArg::Tensor(&[#(#dims),*]))
+                }
+                SampleValue::Absent(_) => quote!(#o::SampleArg::Absent),
+                SampleValue::Scalar(ScalarValue::Float(x), _) => {
+                    let x = scalar_literal(ScalarValue::Float(*x));
+                    quote!(#o::SampleArg::Float(#x))
+                }
+                SampleValue::Scalar(ScalarValue::Int(i), _) => {
+                    let i = int_literal(*i);
+                    quote!(#o::SampleArg::Int(#i))
+                }
+                SampleValue::Scalar(ScalarValue::Bool(b), _) => quote!(#o::SampleArg::Bool(#b)),
+            };
+            quote!((#name, #v))
+        });
+        let dtypes = s.dtypes.iter().flatten().map(|d| dtype(*d));
+        quote!(#o::Sample { args: &[#(#args),*], dtypes: &[#(#dtypes),*] })
+    });
+    let tolerance = match &attr.tolerance {
+        None | Some(ToleranceClause::Elementwise) => quote!(#o::ToleranceClass::Elementwise),
+        Some(ToleranceClause::Matmul) => quote!(#o::ToleranceClass::Matmul),
+        Some(ToleranceClause::Reduction(e)) => {
+            let e = dim_expr(e);
+            quote!(#o::ToleranceClass::Reduction { dim: #e })
+        }
+    };
+    quote! {
+        reference: #reference,
+        samples: &[#(#samples),*],
+        tolerance: #tolerance,
+    }
+}
+
+/// The `backward` field and the `const` that checks the backward kernel's contract against
+/// this kernel's at compile time (the error points at the `backward(...)` kernel path).
+fn backward(attr: &KernelAttr, static_ident: &Ident) -> (TokenStream, TokenStream) {
+    let Some(b) = &attr.backward else {
+        return (quote!(::core::option::Option::None), TokenStream::new());
+    };
+    let mut path = b.kernel.clone();
+    let span = match path.segments.last_mut() {
+        Some(last) => {
+            let span = last.ident.span();
+            last.ident = format_ident!("{}_KERNEL", unraw(&last.ident).to_uppercase(), span = span);
+            span
+        }
+        None => Span::call_site(),
+    };
+    let saves = b.saves.iter().map(unraw);
+    let def = quote_spanned! {span=>
+        ::core::option::Option::Some(::nki_core::autodiff::BackwardDef {
+            kernel: &#path,
+            saves: &[#(#saves),*],
+        })
+    };
+    let check = quote_spanned! {span=>
+        const _: () = {
+            if let ::core::result::Result::Err(msg) = ::nki_core::autodiff::check_backward(
+                &#static_ident,
+                &#path,
+                match &#static_ident.backward {
+                    ::core::option::Option::Some(b) => b.saves,
+                    ::core::option::Option::None => &[],
+                },
+            ) {
+                ::core::panic!("{}", msg.as_str());
+            }
+        };
+    };
+    (def, check)
 }
 
 fn dtype(d: DTypeName) -> TokenStream {

@@ -23,6 +23,8 @@ pub mod check;
 pub mod dims;
 pub mod dtype;
 pub mod expand;
+pub mod op_check;
+pub mod op_info;
 pub mod scalar;
 pub mod schema;
 pub mod signature;

@@ -7,8 +7,13 @@
 use crate::scalar::ScalarValue;
 use crate::signature::{KernelFn, ParamKind, unraw};
 
-/// The schema of `f`.
+/// The schema of `f` as the torch op `name` returning `outputs` tensors.
 pub fn schema(f: &KernelFn) -> String {
+    schema_as(f, &f.name(), f.outputs)
+}
+
+/// The schema of `f` under another op name, returning `outputs` tensors.
+pub fn schema_as(f: &KernelFn, name: &str, outputs: usize) -> String {
     let args: Vec<String> = f
         .params
         .iter()
@@ -26,11 +31,11 @@ pub fn schema(f: &KernelFn) -> String {
             }
         })
         .collect();
-    let ret = match f.outputs {
+    let ret = match outputs {
         1 => "Tensor".to_string(),
         n => format!("({})", vec!["Tensor"; n].join(", ")),
     };
-    format!("{}({}) -> {ret}", f.name(), args.join(", "))
+    format!("{name}({}) -> {ret}", args.join(", "))
 }
 
 /// A default value as Python's `repr` prints it.

@@ -1,0 +1,220 @@
+"""What every test suite needs to know about an op, read from the registry: its declared
+samples, its ATen reference and its tolerance.
+
+A kernel declares these beside its contract (``reference(...)``, ``sample(...)``,
+``tolerance(...)`` in its ``#[kernel]`` attribute); the project's suites, the fixture generator
+and the demo iterate :func:`ops_with_reference` and :func:`sample_inputs`, so a new kernel is
+tested everywhere without editing any suite. Out-of-tree kernel authors can use the same helpers::
+
+    from torch_nki import testing
+
+    for sample in testing.sample_inputs("rmsnorm"):
+        actual = testing.call(sample)
+        expected = testing.reference(sample)
+        testing.assert_close(sample, actual, expected)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+import torch_nki
+from torch_nki._dtypes import NKI_TO_TORCH, TORCH_TO_NKI
+from torch_nki._manifest import OpSpec
+
+__all__ = [
+    "TORCH_TO_NKI",
+    "SampleInput",
+    "assert_close",
+    "backward_kernels",
+    "backward_sample",
+    "backward_sample_inputs",
+    "call",
+    "op_spec",
+    "ops_with_reference",
+    "public_outputs",
+    "reference",
+    "sample_inputs",
+    "tolerances",
+    "uniform",
+]
+
+#: Makes a sample tensor: ``make(shape, dtype) -> Tensor``.
+MakeTensor = Callable[[Sequence[int], torch.dtype], torch.Tensor]
+
+
+def op_spec(op: str) -> OpSpec:
+    """The manifest entry of kernel ``op``; ``KeyError`` naming the registered ops otherwise."""
+    ops = torch_nki._registration().ops
+    if op not in ops:
+        raise KeyError(f"no kernel named `{op}` (registered: {', '.join(sorted(ops))})")
+    return ops[op]
+
+
+def ops_with_reference() -> list[str]:
+    """Kernels that declare an ATen reference (every forward kernel), sorted."""
+    return sorted(name for name, spec in torch_nki._registration().ops.items() if spec.reference)
+
+
+def backward_kernels() -> list[str]:
+    """Kernels that are the backward of another, sorted."""
+    return sorted(name for name, spec in torch_nki._registration().ops.items() if spec.backward_of)
+
+
+@dataclass(frozen=True)
+class SampleInput:
+    """One declared sample of an op, in one dtype, with tensors made."""
+
+    op: str
+    dtype: torch.dtype
+    args: tuple[Any, ...]
+    """Every argument in parameter order (scalars without a sample value take their default)."""
+    index: int
+    """Which ``sample(...)`` of the kernel this is (declaration order)."""
+
+    @property
+    def tensors(self) -> list[torch.Tensor]:
+        """The tensor arguments, in parameter order."""
+        return [a for a in self.args if isinstance(a, torch.Tensor)]
+
+    def __str__(self) -> str:
+        spec = op_spec(self.op)
+        parts = []
+        for p, a in zip(spec.params, self.args, strict=True):
+            if isinstance(a, torch.Tensor):
+                parts.append(f"{p.name}={list(a.shape)}")
+            else:
+                parts.append(f"{p.name}={a!r}")
+        return f"{self.op}({', '.join(parts)}) {TORCH_TO_NKI.get(self.dtype, self.dtype)}"
+
+
+def uniform(seed: int = 0) -> MakeTensor:
+    """A tensor maker drawing uniformly from [-1, 1) with its own seeded generator."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def make(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        return (torch.rand(tuple(shape), generator=gen) * 2 - 1).to(dtype)
+
+    return make
+
+
+def sample_inputs(
+    op: str,
+    *,
+    make: MakeTensor | None = None,
+    dtypes: Sequence[torch.dtype] | None = None,
+    requires_grad: bool = False,
+) -> list[SampleInput]:
+    """Every declared sample of ``op`` in every dtype it runs in (optionally only ``dtypes``),
+    with tensors from ``make`` (default: :func:`uniform`)."""
+    spec = op_spec(op)
+    make = make or uniform()
+    out: list[SampleInput] = []
+    for index, sample in enumerate(spec.samples):
+        for name in sample.dtypes:
+            dtype = NKI_TO_TORCH[name]
+            if dtypes is not None and dtype not in dtypes:
+                continue
+            args: list[Any] = []
+            for p in spec.params:
+                if p.is_tensor:
+                    shape = sample.args[p.name]
+                    t = None if shape is None else make(shape, dtype)
+                    if t is not None and requires_grad and t.is_floating_point():
+                        t.requires_grad_(True)
+                    args.append(t)
+                else:
+                    args.append(sample.args.get(p.name, p.default))
+            out.append(SampleInput(op, dtype, tuple(args), index))
+    return out
+
+
+def backward_sample(sample: SampleInput, make: MakeTensor | None = None) -> SampleInput:
+    """The arguments the backward kernel of ``sample.op`` receives after a forward call on
+    ``sample``: gradients of the public outputs from ``make``, saved inputs and outputs (the
+    forward run once, with every output), scalars by name."""
+    spec = op_spec(sample.op)
+    if spec.backward is None:
+        raise ValueError(f"neuron::{sample.op} declares no backward kernel")
+    make = make or uniform(1)
+    bwd = op_spec(spec.backward.kernel)
+    full = getattr(torch.ops.neuron, spec.forward_op[0] if spec.forward_op else spec.name)
+    with torch.no_grad():
+        detached = [a.detach() if isinstance(a, torch.Tensor) else a for a in sample.args]
+        outs = public_outputs(full(*detached))
+    values: dict[str, Any] = {p.name: a for p, a in zip(spec.params, detached, strict=True)}
+    values.update({o.name: t for o, t in zip(spec.outputs, outs, strict=True)})
+    for o, t in zip(spec.outputs, outs, strict=True):
+        if not o.saved:
+            values[f"grad_{o.name}"] = make(t.shape, t.dtype)
+    args = tuple(values[p.name] for p in bwd.params)
+    return SampleInput(bwd.name, sample.dtype, args, sample.index)
+
+
+def backward_sample_inputs(op: str, *, dtypes: Sequence[torch.dtype] | None = None) -> list[SampleInput]:
+    """Samples of backward kernel ``op``, derived from its forward's samples."""
+    spec = op_spec(op)
+    if spec.backward_of is None:
+        raise ValueError(f"neuron::{op} is not the backward kernel of any op")
+    return [backward_sample(s) for s in sample_inputs(spec.backward_of, dtypes=dtypes)]
+
+
+def call(sample: SampleInput) -> tuple[torch.Tensor, ...]:
+    """Runs ``torch.ops.neuron.<op>`` on the sample; its outputs as a tuple."""
+    op = getattr(torch.ops.neuron, sample.op)
+    return public_outputs(op(*sample.args))
+
+
+def public_outputs(result: Any) -> tuple[torch.Tensor, ...]:
+    """An op's result as a tuple of tensors."""
+    return tuple(result) if isinstance(result, tuple | list) else (result,)
+
+
+def reference(sample: SampleInput, args: Sequence[Any] | None = None) -> tuple[torch.Tensor, ...]:
+    """Evaluates the op's declared ATen reference on ``args`` (default: the sample's), with the
+    parameter names bound and ``torch`` and ``F`` (``torch.nn.functional``) in scope."""
+    spec = op_spec(sample.op)
+    if spec.reference is None:
+        raise ValueError(f"neuron::{sample.op} declares no reference")
+    env = {p.name: a for p, a in zip(spec.params, args or sample.args, strict=True)}
+    code = compile(spec.reference, f"<reference of neuron::{sample.op}>", "eval")
+    return public_outputs(eval(code, {"torch": torch, "F": torch.nn.functional}, env))
+
+
+def tolerances(sample: SampleInput) -> list[tuple[float, float]]:
+    """``(rtol, atol)`` for each public output, from the kernel's tolerance class (evaluated in
+    Rust on the contract's bindings)."""
+    spec = op_spec(sample.op)
+    tensors = [a for p, a in zip(spec.params, sample.args, strict=True) if p.is_tensor]
+    scalars = [a for p, a in zip(spec.params, sample.args, strict=True) if not p.is_tensor]
+    per_output = torch_nki._native.tolerance(
+        spec.name,
+        [tuple(t.shape) for t in tensors],
+        [TORCH_TO_NKI[t.dtype] for t in tensors],
+        scalars,
+    )
+    result = []
+    for out, tol in zip(spec.outputs, per_output, strict=True):
+        if out.saved:
+            continue
+        if tol is None:
+            raise ValueError(f"neuron::{sample.op}: no tolerance rule for output {out.name}")
+        result.append(tol)
+    return result
+
+
+def assert_close(
+    sample: SampleInput,
+    actual: Sequence[torch.Tensor],
+    expected: Sequence[torch.Tensor],
+    tols: Sequence[tuple[float, float]] | None = None,
+) -> None:
+    """Asserts every output matches (shape, dtype, and ``|a - e| <= atol + rtol·|e|``)."""
+    tols = tols or tolerances(sample)
+    assert len(actual) == len(expected) == len(tols), (sample, len(actual), len(expected))
+    for a, e, (rtol, atol) in zip(actual, expected, tols, strict=True):
+        torch.testing.assert_close(a, e, rtol=rtol, atol=atol, msg=lambda m, s=sample: f"{s}: {m}")
