@@ -9,6 +9,14 @@ const CHUNK: usize = 2048;
 /// eight banks.
 const WEIGHT_BLOCK: usize = PSUM_BANK_FMAX * PSUM_BANKS;
 
+/// `(start, width)` of each [`CHUNK`]-column chunk of a `d`-wide row.
+fn column_chunks(d: usize) -> Vec<(usize, usize)> {
+    (0..d)
+        .step_by(CHUNK)
+        .map(|c0| (c0, CHUNK.min(d - c0)))
+        .collect()
+}
+
 /// `[..B, D]` as `[N, D]` rows, and the `[..B]` statistics as an `[N, 1]` column.
 fn rows_of(x: &Hbm) -> (usize, usize) {
     let d = *x.shape().last().unwrap_or(&1);
@@ -21,7 +29,8 @@ fn rows_of(x: &Hbm) -> (usize, usize) {
 /// Rows (all leading dims flattened) are tiled 128 to the partitions with a ragged last tile;
 /// the whole row stays on the free dim. The weight is loaded once, broadcast across
 /// partitions. Statistics are computed in fp32 on the scalar engine (square with a free-dim sum
-/// reduction); the result is rounded once to the input dtype. `rstd = rsqrt(mean(x²) + eps)`
+/// reduction, 2048 columns at a time so the fp32 scratch stays small: an f32 row of 16384 fits
+/// Trn1's SBUF); the result is rounded once to the input dtype. `rstd = rsqrt(mean(x²) + eps)`
 /// per row is saved in fp32 for the backward.
 #[kernel(
     shape(x = [..B, D], weight = [D]) -> (y = [..B, D], saved rstd = [..B]),
@@ -49,27 +58,55 @@ pub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> (Hbm, Hbm) {
     let p = n.min(PMAX);
     let w = sbuf([p, d], weight.dtype());
     dma_copy(&w, weight.view().broadcast_to(&[p, d]));
+    let chunks = column_chunks(d);
     for_each_tile(n, PMAX, |rows| {
         let xt = sbuf([rows.size, d], x.dtype());
         dma_copy(&xt, xv.clone().rows(rows.start.clone(), rows.size));
-        // sum(x²) per row, fp32, on the scalar engine; the squares themselves are scratch.
-        let scratch = sbuf([rows.size, d], DType::F32);
-        let sumsq = sbuf([rows.size, 1], DType::F32);
-        activation_reduce(&scratch, ActFn::Square, &xt, 1.0, None, BinOp::Add, &sumsq);
-        // rstd = rsqrt(sumsq / D + eps)
+        // sum(x²) per row, fp32, on the scalar engine, one 2048-column chunk at a time (the
+        // squares themselves are scratch, so a chunk of it is enough).
+        let scratch = sbuf([rows.size, CHUNK.min(d)], DType::F32);
         let rstd = sbuf([rows.size, 1], DType::F32);
+        for (i, &(c0, cols)) in chunks.iter().enumerate() {
+            let part = if i == 0 {
+                rstd.clone()
+            } else {
+                sbuf([rows.size, 1], DType::F32)
+            };
+            let sq = scratch.cols(0, cols);
+            activation_reduce(
+                &sq,
+                ActFn::Square,
+                xt.cols(c0, cols),
+                1.0,
+                None,
+                BinOp::Add,
+                &part,
+            );
+            if i > 0 {
+                tensor_tensor(&rstd, &rstd, &part, BinOp::Add);
+            }
+        }
+        // rstd = rsqrt(sumsq / D + eps), in place.
         tensor_scalar2(
             &rstd,
-            &sumsq,
+            &rstd,
             BinOp::Multiply,
             1.0 / d as f32,
             BinOp::Add,
             eps,
         );
         activation(&rstd, ActFn::Rsqrt, &rstd, 1.0, None);
-        // y = (x * rstd) * w, fp32 until the final write rounds to x's dtype.
-        tensor_scalar(&scratch, &xt, BinOp::Multiply, &rstd);
-        tensor_tensor(&xt, &scratch, w.rows(rows.size), BinOp::Multiply);
+        // y = (x * rstd) * w, fp32 until the final write rounds to x's dtype (in place in xt).
+        for &(c0, cols) in &chunks {
+            let t = scratch.cols(0, cols);
+            tensor_scalar(&t, xt.cols(c0, cols), BinOp::Multiply, &rstd);
+            tensor_tensor(
+                xt.cols(c0, cols),
+                &t,
+                w.rows(rows.size).cols(c0, cols),
+                BinOp::Multiply,
+            );
+        }
         dma_copy(ov.clone().rows(rows.start.clone(), rows.size), &xt);
         dma_copy(rv.clone().rows(rows.start, rows.size), &rstd);
     });
@@ -102,10 +139,7 @@ pub fn rmsnorm_backward(grad_y: &Hbm, x: &Hbm, weight: &Hbm, rstd: &Hbm) -> (Hbm
         grad_x.reshape(&[n, d]),
         rstd.reshape(&[n, 1]),
     );
-    let chunks: Vec<(usize, usize)> = (0..d)
-        .step_by(CHUNK)
-        .map(|c0| (c0, CHUNK.min(d - c0)))
-        .collect();
+    let chunks = column_chunks(d);
     let p = n.min(PMAX);
     // x̂ and ĝ of one chunk of one row tile, in fp32.
     let load_chunk = |rows: &TileSpan, r: &Tile, (c0, cols): (usize, usize)| -> (Tile, Tile) {

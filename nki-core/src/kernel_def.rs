@@ -361,6 +361,8 @@ impl KernelDef {
                 });
             }
         }
+        let names: Vec<&str> = self.contract.outputs.iter().map(|o| o.name).collect();
+        crate::coverage::check_output_coverage(&program, &names, self.location)?;
         Ok(program)
     }
 }

@@ -29,6 +29,7 @@
 pub mod affine;
 pub mod autodiff;
 pub mod contract;
+pub mod coverage;
 pub mod dtype;
 pub mod error;
 pub mod ir;

@@ -38,7 +38,21 @@ pub fn half_last(x: &Hbm) -> Hbm {
     let mut shape = x.shape().to_vec();
     let last = shape.len() - 1;
     shape[last] = shape[last] / 2 + 1;
-    shared_hbm(&shape, DType::BF16)
+    let out = shared_hbm(&shape, DType::BF16);
+    zero_fill(&out);
+    out
+}
+
+/// Writes zeros to every element of `out` (kernels must write all of their outputs).
+fn zero_fill(out: &Hbm) {
+    let cols = *out.shape().last().unwrap_or(&1);
+    let rows = out.numel() / cols.max(1);
+    let view = out.reshape(&[rows, cols]);
+    for_each_tile(rows, PMAX, |r| {
+        let t = sbuf([r.size, cols], out.dtype());
+        memset(&t, 0.0);
+        dma_copy(view.clone().rows(r.start, r.size), &t);
+    });
 }
 
 /// What the last `moments` trace received: `(k, flag, scale)`.
@@ -48,10 +62,13 @@ static SEEN: Mutex<Option<(usize, bool, f64)>> = Mutex::new(None);
 #[kernel(shape(x = [N, D]) -> ([N, D], [N]), dtype(x in {f32, bf16}) -> (x, f32))]
 fn moments(x: &Hbm, #[default(2)] k: usize, #[default(true)] flag: bool, scale: f64) -> (Hbm, Hbm) {
     *SEEN.lock().unwrap() = Some((k, flag, scale));
-    (
+    let (y, m) = (
         shared_hbm(x.shape(), x.dtype()),
         shared_hbm(&[x.dim(0)], DType::F32),
-    )
+    );
+    zero_fill(&y);
+    zero_fill(&m);
+    (y, m)
 }
 
 fn sig(tensors: &[(&[u64], DType)], scalars: &[ScalarValue]) -> Signature {

@@ -43,6 +43,8 @@ pub struct HbmDecl {
     pub shape: Vec<usize>,
     /// Element type.
     pub dtype: DType,
+    /// Where an output was allocated (`shared_hbm`); `None` for inputs.
+    pub loc: Option<SourceLoc>,
 }
 
 impl HbmDecl {

@@ -144,6 +144,7 @@ pub fn trace(
                     kind: HbmKind::Input,
                     shape: i.shape.clone(),
                     dtype: i.dtype,
+                    loc: None,
                 })
             });
             Hbm::new(id, i.shape.clone(), i.dtype)

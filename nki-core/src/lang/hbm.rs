@@ -83,6 +83,7 @@ impl Hbm {
 /// Allocates an output tensor in `nl.shared_hbm`. Return it from the kernel.
 #[track_caller]
 pub fn shared_hbm(shape: &[usize], dtype: DType) -> Hbm {
+    let loc = SourceLoc::caller();
     let id = with_builder(|b| {
         let n = b.hbm.iter().filter(|d| d.kind == HbmKind::Output).count();
         b.add_hbm(HbmDecl {
@@ -90,6 +91,7 @@ pub fn shared_hbm(shape: &[usize], dtype: DType) -> Hbm {
             kind: HbmKind::Output,
             shape: shape.to_vec(),
             dtype,
+            loc: Some(loc),
         })
     });
     Hbm::new(id, shape.to_vec(), dtype)
