@@ -4,7 +4,7 @@ Importing this package (or just ``import torch`` once it is installed: it regist
 ``torch.backends`` entry point) registers every kernel of the native registry in the ``neuron``
 namespace, with a CPU kernel (the NKI simulator, zero copy, GIL released), a fake kernel computed
 from the kernel's shape/dtype contract (so ``torch.compile(fullgraph=True)`` works, with dynamic
-shapes) and autograd where a backward formula exists::
+shapes) and autograd generated from the kernel's declared backward kernel::
 
     import torch, torch_nki
     y = torch.ops.neuron.rmsnorm(x, weight, 1e-6)
@@ -46,7 +46,8 @@ def _registration() -> "Registration":
 
 
 def ops() -> list[str]:
-    """Names of the registered ops (``torch.ops.neuron.<name>``), sorted."""
+    """Names of the registered kernels (``torch.ops.neuron.<name>``), backward kernels included,
+    sorted. A kernel with ``saved`` outputs also has ``torch.ops.neuron.<name>_fwd``."""
     return sorted(_registration().ops)
 
 

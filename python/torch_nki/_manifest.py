@@ -101,9 +101,9 @@ class OpSpec:
 
     @property
     def summary(self) -> str:
-        """The first line of the doc comment."""
-        lines = [line.strip() for line in self.doc.strip().splitlines()]
-        return lines[0] if lines else ""
+        """The first paragraph of the doc comment, on one line."""
+        first = self.doc.strip().split("\n\n", 1)[0]
+        return " ".join(line.strip() for line in first.splitlines())
 
 
 def _param(raw: dict[str, Any]) -> ParamSpec:
