@@ -43,6 +43,7 @@ fn block(v: &HbmView, r: &TileSpan, c: &TileSpan) -> HbmView {
     sample(x = [1], y = [1]),
     sample(x = [130, 4100], y = [130, 4100], dtypes = {f32}),
     tolerance(elementwise),
+    autocast(promote),
 )]
 pub fn add(x: &Hbm, y: &Hbm) -> Hbm {
     let out = shared_hbm(x.shape(), x.dtype());

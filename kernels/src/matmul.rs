@@ -98,6 +98,7 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
     sample(x = [1, 5], w = [5, 3]),
     sample(x = [20, 150], w = [150, 4700], dtypes = {f32}),
     tolerance(matmul),
+    autocast(lower),
 )]
 pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
     let out = shared_hbm(&[x.dim(0), w.dim(1)], x.dtype());

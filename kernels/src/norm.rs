@@ -45,6 +45,7 @@ fn rows_of(x: &Hbm) -> (usize, usize) {
     sample(x = [1, 1], weight = [1]),
     sample(x = [7], weight = [7]),
     tolerance(reduction(D)),
+    autocast(promote),
 )]
 pub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> (Hbm, Hbm) {
     let (n, d) = rows_of(x);

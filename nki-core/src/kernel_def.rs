@@ -8,7 +8,7 @@ use crate::error::NkiError;
 use crate::ir::Program;
 use crate::lang::{Hbm, InputSpec, trace};
 use crate::loc::SourceLoc;
-use crate::op_info::{Sample, ToleranceClass};
+use crate::op_info::{AutocastPolicy, Sample, ToleranceClass};
 use crate::target::Target;
 use serde::Serialize;
 
@@ -81,6 +81,8 @@ pub struct KernelDef {
     pub samples: &'static [Sample],
     /// How closely outputs must match the reference.
     pub tolerance: ToleranceClass,
+    /// What the op does under `torch.autocast`.
+    pub autocast: AutocastPolicy,
     /// Traces the kernel body.
     #[serde(skip)]
     pub trace: TraceFn,

@@ -27,10 +27,10 @@
 #![warn(missing_docs)]
 
 pub mod affine;
+pub use nki_contract as contract;
+pub use nki_contract::dtype;
 pub mod autodiff;
-pub mod contract;
 pub mod coverage;
-pub mod dtype;
 pub mod error;
 pub mod ir;
 pub mod kernel_def;

@@ -174,6 +174,22 @@ pub enum ToleranceClass {
     Matmul,
 }
 
+/// What an op does under `torch.autocast`, following torch's policy for ops of its kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AutocastPolicy {
+    /// Run on the dtypes given (autocast passes through).
+    #[default]
+    Keep,
+    /// Matmul-like: floating-point inputs are cast to the autocast dtype (bf16 on CPU).
+    Lower,
+    /// Precision-sensitive: floating-point inputs are cast to f32.
+    Fp32,
+    /// Mixed inputs are cast to the widest floating-point dtype among them (a bf16 activation
+    /// with an f32 weight runs in f32).
+    Promote,
+}
+
 /// Reductions at least this long get the looser fp32 tolerance.
 pub const LONG_REDUCTION: i64 = 4096;
 

@@ -1,6 +1,7 @@
 //! Python arguments → a kernel [`Signature`]: dtype names and scalar values, checked against the
 //! kernel's parameter kinds.
 
+use nki_core::contract::CallerDtype;
 use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
 use nki_core::{DType, KernelDef, Signature, Target};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -67,6 +68,66 @@ pub fn scalars(def: &KernelDef, values: &[Bound<'_, PyAny>]) -> PyResult<Vec<Sca
             })
         })
         .collect()
+}
+
+/// A call as the caller made it, resolved to the kernel's signature.
+pub struct CallerSignature {
+    /// The signature the kernel is checked and compiled for (computed dtypes).
+    pub sig: Signature,
+    /// Whether a host dtype was computed in a narrower kernel dtype (`f64` → `f32`), so `f32`
+    /// outputs are returned as `f64`.
+    pub widened: bool,
+}
+
+impl CallerSignature {
+    /// The dtype name an output of kernel dtype `d` is returned in.
+    pub fn returned_name(&self, d: DType) -> &'static str {
+        returned_name(d, self.widened)
+    }
+}
+
+/// Whether any caller dtype is computed in a narrower kernel dtype.
+pub fn widened(names: &[&str]) -> bool {
+    names
+        .iter()
+        .any(|n| matches!(CallerDtype::resolve(n), CallerDtype::Downcast { .. }))
+}
+
+/// `f64` for `f32` outputs of a widened call, the kernel dtype's name otherwise.
+pub fn returned_name(d: DType, widened: bool) -> &'static str {
+    if widened && d == DType::F32 {
+        "f64"
+    } else {
+        d.name()
+    }
+}
+
+/// Builds the signature of a call from the dtypes as the caller passed them: the contract's
+/// dtype rules are checked on those names first (so messages name what the caller passed).
+pub fn caller_signature(
+    def: &KernelDef,
+    shapes: &[Vec<u64>],
+    dtypes: &[String],
+    scalar_values: &[Bound<'_, PyAny>],
+) -> PyResult<CallerSignature> {
+    let names: Vec<&str> = dtypes.iter().map(String::as_str).collect();
+    if shapes.len() == def.contract.inputs.len() {
+        let compute = def
+            .contract
+            .check_dtypes(def.name, &names)
+            .map_err(|v| crate::errors::violation_err(&v))?;
+        let names: Vec<&str> = compute.iter().map(|d| d.name()).collect();
+        let sig = signature(def, shapes, &names, scalar_values)?;
+        return Ok(CallerSignature {
+            sig,
+            widened: widened(&dtypes.iter().map(String::as_str).collect::<Vec<_>>()),
+        });
+    }
+    // A wrong tensor count: let the contract check report it.
+    Ok(CallerSignature {
+        sig: signature(def, shapes, &vec!["f32"; shapes.len()], scalar_values)?,
+        widened: false,
+    })
 }
 
 /// Builds the signature of one call on the default target.

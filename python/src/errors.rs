@@ -1,36 +1,91 @@
-//! Mapping Rust errors to Python exceptions.
+//! Mapping Rust errors to the Python exceptions of `torch_nki.errors`.
 //!
 //! | Rust | Python |
 //! |---|---|
-//! | `NkiError::Contract` with `ViolationKind::Shape` | `ValueError` |
-//! | `NkiError::Contract` with `ViolationKind::Dtype` | `TypeError` |
-//! | any other `NkiError` (trace, validation, simulation, buffers, internal) | `torch_nki.NkiError` |
+//! | `NkiError::Contract`, shape violation | `ContractShapeError` (a `ValueError`), `.op`, `.param` |
+//! | `NkiError::Contract`, dtype violation | `ContractDtypeError` (a `TypeError`), `.op`, `.param` |
+//! | `NkiError::Validation` | `ValidationError`: `.rule`, `.limit`, `.actual`, `.instruction`, `.location` |
+//! | `NkiError::Trace` | `TraceError`: `.location` |
+//! | `NkiError::Simulation` | `SimulationError`: `.location` |
+//! | `NkiError::Buffers`, `NkiError::Internal` | `NkiError` |
 //! | `RegistryError::Unknown` | `KeyError` |
-//! | `RegistryError::Duplicate` | `torch_nki.NkiError` |
+//! | `RegistryError::Duplicate` | `NkiError` |
 //!
-//! The message is always the error's `Display`, which names the op.
+//! The message is always the error's `Display`, which names the op. All of them derive from
+//! `torch_nki.errors.NkiError` (a `RuntimeError`).
 
 use nki_core::NkiError as CoreError;
-use nki_core::contract::ViolationKind;
+use nki_core::contract::{ContractViolation, ViolationKind};
 use nki_registry::{Registry, RegistryError};
 use pyo3::PyErr;
-use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyRuntimeError};
+use pyo3::prelude::*;
 
-pyo3::create_exception!(
-    torch_nki,
-    NkiError,
-    PyRuntimeError,
-    "A torch-nki kernel failed to trace, validate or simulate (the message names the op and the kernel source line)."
-);
+/// Builds `torch_nki.errors.<class>(message)` with attributes set; a `RuntimeError` if the
+/// Python module cannot be imported (a broken install).
+fn raise(class: &str, message: String, attrs: &[(&str, Option<String>)]) -> PyErr {
+    Python::attach(|py| {
+        let build = || -> PyResult<PyErr> {
+            let cls = py.import("torch_nki.errors")?.getattr(class)?;
+            let exc = cls.call1((message.clone(),))?;
+            for (name, value) in attrs {
+                exc.setattr(*name, value.clone())?;
+            }
+            Ok(PyErr::from_value(exc))
+        };
+        build().unwrap_or_else(|e| {
+            PyRuntimeError::new_err(format!("{message} (and torch_nki.errors failed: {e})"))
+        })
+    })
+}
 
-/// Converts a core error into the Python exception the table above names.
-pub fn to_py_err(err: CoreError) -> PyErr {
+/// A contract violation as `ContractShapeError` / `ContractDtypeError`.
+pub fn violation_err(v: &ContractViolation) -> PyErr {
+    let class = match v.kind() {
+        ViolationKind::Shape => "ContractShapeError",
+        ViolationKind::Dtype => "ContractDtypeError",
+    };
+    raise(
+        class,
+        v.to_string(),
+        &[
+            ("op", Some(v.op.clone())),
+            ("param", v.violation.param().map(str::to_string)),
+        ],
+    )
+}
+
+/// Converts a core error into the Python exception the table above names. `op` is the op
+/// the call was for.
+pub fn to_py_err(err: CoreError, op: &str) -> PyErr {
+    let op_attr = ("op", Some(op.to_string()));
     match &err {
-        CoreError::Contract(v) => match v.kind {
-            ViolationKind::Shape => PyValueError::new_err(err.to_string()),
-            ViolationKind::Dtype => PyTypeError::new_err(err.to_string()),
-        },
-        _ => NkiError::new_err(err.to_string()),
+        CoreError::Contract(v) => violation_err(v),
+        CoreError::Validation(v) => raise(
+            "ValidationError",
+            err.to_string(),
+            &[
+                op_attr,
+                ("rule", Some(v.rule.to_string())),
+                ("limit", Some(v.limit.clone())),
+                ("actual", Some(v.actual.clone())),
+                ("instruction", Some(v.instruction.clone())),
+                ("location", Some(v.loc.to_string())),
+            ],
+        ),
+        CoreError::Trace { loc, .. } => raise(
+            "TraceError",
+            err.to_string(),
+            &[op_attr, ("location", Some(loc.to_string()))],
+        ),
+        CoreError::Simulation { loc, .. } => raise(
+            "SimulationError",
+            err.to_string(),
+            &[op_attr, ("location", Some(loc.to_string()))],
+        ),
+        CoreError::Buffers(_) | CoreError::Internal(_) => {
+            raise("NkiError", err.to_string(), &[op_attr])
+        }
     }
 }
 
@@ -38,7 +93,7 @@ pub fn to_py_err(err: CoreError) -> PyErr {
 pub fn registry_err(err: RegistryError) -> PyErr {
     match err {
         RegistryError::Unknown { .. } => PyKeyError::new_err(err.to_string()),
-        RegistryError::Duplicate { .. } => NkiError::new_err(err.to_string()),
+        RegistryError::Duplicate { .. } => raise("NkiError", err.to_string(), &[]),
     }
 }
 

@@ -10,8 +10,13 @@
 //!   kernel on caller-owned memory, with the GIL released.
 //! - `cache_size() -> int`: the number of compiled programs in the process-wide cache.
 //!
-//! Contract violations become `ValueError` (shape) or `TypeError` (dtype); every other failure is
-//! a `torch_nki.NkiError` (a `RuntimeError`). A Rust panic never crosses into Python.
+//! - `symbolic(name, shapes, dtypes)`: the contract on symbolic shapes, as expressions for the
+//!   fake kernel to evaluate on `SymInt`s.
+//! - `tolerance(name, shapes, dtypes, scalars)`: each output's tolerance against its reference.
+//!
+//! Errors are the exceptions of `torch_nki.errors` (see [`errors`]): contract violations are
+//! `ContractShapeError` (a `ValueError`) or `ContractDtypeError` (a `TypeError`), every other
+//! failure a `torch_nki.NkiError` subclass. A Rust panic never crosses into Python.
 
 #![warn(missing_docs)]
 
@@ -24,9 +29,10 @@ mod errors;
 mod run;
 
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyInt, PyTuple};
 
-pub use errors::NkiError;
+use nki_core::contract::TensorMeta;
+use nki_core::contract::symbolic::SymInput;
 
 /// The registry manifest as pretty-printed JSON.
 #[pyfunction]
@@ -40,8 +46,12 @@ fn names() -> PyResult<Vec<&'static str>> {
     Ok(errors::registry()?.names())
 }
 
-/// Checks tensor shapes, dtype names and scalar values against op `name`'s contract and returns
-/// its outputs as `[(shape, dtype_name), ...]`. Nothing is traced or run.
+/// Checks a call against op `name`'s contract and returns its outputs as
+/// `[(shape, dtype_name), ...]`. Nothing is traced or run.
+///
+/// `dtypes` are the dtypes as the caller passed them: kernel dtypes (`f32`, `bf16`, ...), `f64`
+/// (computed in `f32`; such outputs are reported as `f64`), or any other name (`int32`), which
+/// the contract rejects in words naming it.
 #[pyfunction]
 fn check<'py>(
     py: Python<'py>,
@@ -53,12 +63,70 @@ fn check<'py>(
     let def = errors::registry()?
         .get(name)
         .map_err(errors::registry_err)?;
-    let sig = args::signature(def, &shapes, &dtypes, &scalars)?;
-    let outputs = def.check(&sig).map_err(errors::to_py_err)?;
+    let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
+    let outputs = def
+        .check(&call.sig)
+        .map_err(|e| errors::to_py_err(e, def.name))?;
     outputs
         .into_iter()
-        .map(|o| Ok((PyTuple::new(py, o.shape)?, o.dtype.name())))
+        .map(|o| Ok((PyTuple::new(py, o.shape)?, call.returned_name(o.dtype))))
         .collect()
+}
+
+/// The contract on symbolic shapes (the fake kernel under `torch.compile(dynamic=True)`):
+/// `shapes` hold ints and, for unknown sizes, their names (`"s0"`). Returns JSON with each
+/// output's shape as expressions over input dimensions (`{"kind": "dim", "tensor": t, "axis":
+/// a}`, constants, binary operations), the output dtypes, and the equalities between unknown
+/// sizes to assert, each with its violation message. Violations the known sizes already decide
+/// raise here.
+#[pyfunction]
+fn symbolic(
+    name: &str,
+    shapes: Vec<Vec<Bound<'_, PyAny>>>,
+    dtypes: Vec<String>,
+) -> PyResult<String> {
+    let def = errors::registry()?
+        .get(name)
+        .map_err(errors::registry_err)?;
+    let dims = shapes
+        .iter()
+        .map(|shape| {
+            shape
+                .iter()
+                .map(|d| {
+                    // Only a plain `int` is a known size: converting a `SymInt` to an integer
+                    // would specialise the graph on its current value.
+                    if d.is_exact_instance_of::<PyInt>() {
+                        Ok(SymInput::Known(d.extract::<u64>()?))
+                    } else {
+                        Ok(SymInput::Named(d.str()?.to_string()))
+                    }
+                })
+                .collect::<PyResult<Vec<_>>>()
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let names: Vec<&str> = dtypes.iter().map(String::as_str).collect();
+    let compute = def
+        .contract
+        .check_dtypes(def.name, &names)
+        .map_err(|v| errors::violation_err(&v))?;
+    let out = def
+        .contract
+        .bind_symbolic(def.name, &dims)
+        .map_err(|v| errors::violation_err(&v))?;
+    let widened = args::widened(&names);
+    let out_dtypes: Vec<&str> = def
+        .contract
+        .output_dtypes(&compute)
+        .into_iter()
+        .map(|d| args::returned_name(d, widened))
+        .collect();
+    let doc = serde_json::json!({
+        "shapes": out.shapes,
+        "dtypes": out_dtypes,
+        "checks": out.checks,
+    });
+    Ok(doc.to_string())
 }
 
 /// The `(rtol, atol)` each output of op `name` is held to against its reference for these
@@ -74,11 +142,12 @@ fn tolerance(
     let def = errors::registry()?
         .get(name)
         .map_err(errors::registry_err)?;
-    let sig = args::signature(def, &shapes, &dtypes, &scalars)?;
-    let metas: Vec<nki_core::contract::TensorMeta<'_>> = sig
+    let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
+    let metas: Vec<TensorMeta<'_>> = call
+        .sig
         .tensors
         .iter()
-        .map(|t| nki_core::contract::TensorMeta {
+        .map(|t| TensorMeta {
             shape: &t.shape,
             dtype: t.dtype,
         })
@@ -86,11 +155,11 @@ fn tolerance(
     let bindings = def
         .contract
         .bind(def.name, &metas)
-        .map_err(|e| errors::to_py_err(e.into()))?;
+        .map_err(|v| errors::violation_err(&v))?;
     let outputs = def
         .contract
         .outputs(def.name, &bindings, &metas)
-        .map_err(|e| errors::to_py_err(e.into()))?;
+        .map_err(|v| errors::violation_err(&v))?;
     Ok(outputs
         .iter()
         .map(|o| {
@@ -110,12 +179,12 @@ fn cache_size() -> usize {
 /// The module initialiser.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("NkiError", m.py().get_type::<NkiError>())?;
     m.add_function(wrap_pyfunction!(manifest, m)?)?;
     m.add_function(wrap_pyfunction!(names, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
     m.add_function(wrap_pyfunction!(cache_size, m)?)?;
     m.add_function(wrap_pyfunction!(tolerance, m)?)?;
+    m.add_function(wrap_pyfunction!(symbolic, m)?)?;
     Ok(())
 }

@@ -239,7 +239,7 @@ pub fn run(
             )))
         })
     });
-    result.map_err(to_py_err)
+    result.map_err(|e| to_py_err(e, def.name))
 }
 
 #[cfg(test)]

@@ -9,8 +9,9 @@ shapes) and autograd generated from the kernel's declared backward kernel::
     import torch, torch_nki
     y = torch.ops.neuron.rmsnorm(x, weight, 1e-6)
 
-Contract violations raise ``ValueError`` (shapes) or ``TypeError`` (dtypes) naming the op, the
-argument and what the contract expected; other kernel failures raise :class:`NkiError`.
+Contract violations raise :class:`ContractShapeError` (a ``ValueError``) or
+:class:`ContractDtypeError` (a ``TypeError``) naming the op, the argument and what the contract
+expected; every error is a :class:`NkiError` (see :mod:`torch_nki.errors`).
 """
 
 # First, before anything imports torch: torch's autoload may find this package half-imported and
@@ -21,14 +22,36 @@ from torch_nki._entry import _autoload, report_autoload_failure, torch_is_initia
 import json
 from typing import Any
 
+from torch_nki.errors import (
+    ContractDtypeError,
+    ContractError,
+    ContractShapeError,
+    NkiError,
+    NoBackwardError,
+    UnsupportedTransformError,
+    ValidationError,
+)
+
 __version__ = "0.1.0"
-__all__ = ["NkiError", "__version__", "cache_size", "manifest", "ops"]
+__all__ = [
+    "ContractDtypeError",
+    "ContractError",
+    "ContractShapeError",
+    "NkiError",
+    "NoBackwardError",
+    "UnsupportedTransformError",
+    "ValidationError",
+    "__version__",
+    "cache_size",
+    "manifest",
+    "ops",
+]
 
 _LOAD_ERROR: BaseException | None = None
 
+
 try:
     from torch_nki import _native
-    from torch_nki._native import NkiError
     from torch_nki._register import Registration, register
 
     _REGISTRATION: Registration = register(_native)

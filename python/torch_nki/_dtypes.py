@@ -33,6 +33,15 @@ def torch_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def caller_name(dtype: torch.dtype) -> str:
+    """The name the native contract check takes for a torch dtype: a kernel dtype (``bf16``),
+    ``f64`` (computed in f32), or torch's own name for dtypes no kernel takes (``int32``)."""
+    name = TORCH_TO_NKI.get(dtype)
+    if name is not None:
+        return name
+    return "f64" if dtype == torch.float64 else torch_name(dtype)
+
+
 def warn_downcast(op: str, dtype: torch.dtype) -> None:
     """Warns once per op and dtype that inputs of ``dtype`` are computed in a narrower dtype."""
     key = f"{op}:{dtype}"

@@ -67,6 +67,10 @@ class OpSpec:
     replaces: tuple[str, ...]
     params: tuple[ParamSpec, ...]
     contract: dict[str, Any]
+    contract_text: str
+    """The shape contract rendered by Rust, as the attribute writes it."""
+    dtype_text: str
+    """The dtype contract rendered by Rust."""
     outputs: tuple[OutputSpec, ...]
     forward_op: tuple[str, str] | None
     """``(name, schema)`` of the op returning every output, for kernels with saved outputs."""
@@ -75,6 +79,8 @@ class OpSpec:
     reference: str | None
     samples: tuple[SampleSpec, ...]
     tolerance: dict[str, Any]
+    autocast: str
+    """The ``torch.autocast`` policy: ``keep``, ``lower``, ``fp32`` or ``promote``."""
 
     @property
     def qualname(self) -> str:
@@ -122,6 +128,8 @@ def _op(op: dict[str, Any]) -> OpSpec:
         replaces=tuple(op["replaces"]),
         params=tuple(_param(p) for p in op["params"]),
         contract=op["contract"],
+        contract_text=op["contract_text"],
+        dtype_text=op["dtype_text"],
         outputs=tuple(OutputSpec(o["name"], bool(o["saved"])) for o in op["contract"]["outputs"]),
         forward_op=None if fwd is None else (fwd["name"], fwd["schema"]),
         backward=None if bwd is None else BackwardSpec(bwd["kernel"], tuple(bwd["saves"])),
@@ -129,6 +137,7 @@ def _op(op: dict[str, Any]) -> OpSpec:
         reference=op.get("reference"),
         samples=tuple(SampleSpec(dict(s["args"]), tuple(s["dtypes"])) for s in op["samples"]),
         tolerance=op["tolerance"],
+        autocast=op["autocast"],
     )
 
 

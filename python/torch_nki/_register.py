@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from torch_nki import autograd
-from torch_nki._contract import ContractEval
+from torch_nki._autocast import register_autocast
 from torch_nki._kernels import make_cpu_kernel, make_fake_kernel
 from torch_nki._manifest import OpSpec, parse
 
@@ -62,15 +62,17 @@ def _public_outputs(spec: OpSpec, fwd_name: str) -> Callable[..., Any]:
 def _register_op(
     lib: torch.library.Library, spec: OpSpec, ops: dict[str, OpSpec], native: ModuleType
 ) -> None:
-    contract = ContractEval(spec)
     tags = (torch.Tag.pt2_compliant_tag,)
     kernel_name, kernel_schema = spec.forward_op or (spec.name, spec.schema)
     lib.define(kernel_schema, tags=tags)
-    lib.impl(kernel_name, make_cpu_kernel(spec, native, contract), "CPU")
+    lib.impl(kernel_name, make_cpu_kernel(spec, native), "CPU")
     qualname = f"{NAMESPACE}::{kernel_name}"
-    torch.library.register_fake(qualname, make_fake_kernel(spec, native, contract), lib=lib)
+    torch.library.register_fake(qualname, make_fake_kernel(spec, native), lib=lib)
     rule = autograd.rule_for(spec, ops, _op)
-    torch.library.register_autograd(qualname, rule.backward, setup_context=rule.setup_context, lib=lib)
+    lib.impl(
+        kernel_name, autograd.make_autograd_kernel(spec, kernel_name, rule), "Autograd", with_keyset=True
+    )
+    register_autocast(lib, spec, kernel_name)
     if spec.forward_op is not None:
         lib.define(spec.schema, tags=tags)
         lib.impl(spec.name, _public_outputs(spec, kernel_name), "CompositeImplicitAutograd")

@@ -3,11 +3,17 @@
 A forward kernel names its backward kernel (itself a registered op) and what it saves; the
 backward kernel's parameters say what it takes, by name: ``grad_<output>`` (the gradient of a
 forward output), a saved forward input or output, or a forward scalar. Its outputs are
-``grad_<input>``. :func:`rule_for` turns that into the ``setup_context``/``backward`` pair that
-``torch.library.register_autograd`` wants. Nothing here is specific to one op.
+``grad_<input>``. :func:`rule_for` turns that into a ``setup_context``/``backward`` pair and
+:func:`make_autograd_kernel` into the op's ``Autograd`` dispatch kernel. Nothing here is specific
+to one op.
 
-An op without a backward kernel (every backward kernel included, so double backward) still gets
-a rule: its ``backward`` raises, naming the op, when a gradient is actually requested.
+The kernel is an ``autograd.Function`` whose ``jvp`` raises an error naming the op: no kernel
+declares a forward-mode rule, and silently returning zero tangents (what an op registered with
+``register_autograd`` does under forward-mode AD) is worse than an error. ``torch.func``'s
+autograd transforms (``grad``, ``vjp``, ``jvp``) cannot run an ``autograd.Function`` from inside
+the dispatcher, so under them the op raises, naming itself, instead of torch's internal error;
+``torch.func.vmap`` works (per-sample fallback). An op without a backward kernel (every backward kernel
+included, so double backward) raises, naming the op, when a gradient is actually requested.
 """
 
 from __future__ import annotations
@@ -17,8 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
+from torch._C import _functorch
 
+from torch_nki._kernels import Binder
 from torch_nki._manifest import OpSpec
+from torch_nki.errors import NoBackwardError, UnsupportedTransformError
 
 GRAD_PREFIX = "grad_"
 
@@ -29,10 +39,6 @@ class AutogradRule:
 
     setup_context: Callable[..., None]
     backward: Callable[..., Any]
-
-
-class NoBackwardError(RuntimeError):
-    """A gradient was requested through an op that declares no backward kernel."""
 
 
 def _no_backward(spec: OpSpec) -> AutogradRule:
@@ -46,9 +52,11 @@ def _no_backward(spec: OpSpec) -> AutogradRule:
             if spec.backward_of
             else "its kernel declares no `backward(...)`"
         )
-        raise NoBackwardError(
+        err = NoBackwardError(
             f"neuron::{spec.name}: cannot compute gradients: {what} (defined at {spec.location})"
         )
+        err.op = spec.name
+        raise err
 
     return AutogradRule(setup_context, backward)
 
@@ -111,3 +119,75 @@ def rule_for(spec: OpSpec, ops: dict[str, OpSpec], op_of: Callable[[str], Any]) 
         return tuple(out)
 
     return AutogradRule(setup_context, backward)
+
+
+def make_autograd_kernel(spec: OpSpec, op_name: str, rule: AutogradRule) -> Callable[..., Any]:
+    """The ``Autograd`` kernel (registered ``with_keyset=True``) of op ``op_name``, which computes
+    kernel ``spec``: below autograd when no gradient can flow, through a generated
+    ``autograd.Function`` otherwise (and under forward-mode AD, whose ``jvp`` raises naming the
+    op)."""
+    binder = Binder(spec)
+    op: Any = None
+
+    def below_autograd(keyset: Any, args: tuple[Any, ...]) -> Any:
+        nonlocal op
+        if op is None:
+            op = getattr(torch.ops.neuron, op_name).default
+        with torch._C._AutoDispatchBelowAutograd():
+            return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+
+    def unsupported(what: str, why: str) -> UnsupportedTransformError:
+        err = UnsupportedTransformError(
+            f"neuron::{spec.name}: {what} cannot run through this op: {why} (defined at {spec.location})"
+        )
+        err.op = spec.name
+        return err
+
+    class Generated(torch.autograd.Function):
+        @staticmethod
+        def forward(*args: Any) -> Any:
+            return below_autograd(args[-1], args[:-1])
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            rule.setup_context(ctx, binder(inputs[:-1], {}), output)
+
+        @staticmethod
+        def backward(ctx: Any, *grads: Any) -> Any:
+            needs = ctx.needs_input_grad
+            passed = len(needs) - 1
+            try:
+                ctx.needs_input_grad = needs[:-1] + (False,) * (len(spec.params) - passed)
+                result = rule.backward(ctx, *grads)
+            finally:
+                ctx.needs_input_grad = needs
+            return (*result[:passed], None)
+
+        @staticmethod
+        def jvp(ctx: Any, *tangents: Any) -> Any:
+            raise unsupported(
+                "forward-mode AD (torch.autograd.forward_ad)", "the kernel declares no forward-mode rule"
+            )
+
+    Generated.__name__ = f"NeuronAutograd_{op_name}"
+
+    # The single-level `apply`: this kernel already runs inside the dispatcher, at the level a
+    # torch.func transform unwrapped to, so the multi-level entry (a higher-order op dispatched
+    # from the top) must not be used here.
+    apply = super(torch.autograd.Function, Generated).apply
+
+    def autograd_kernel(keyset: Any, *args: Any) -> Any:
+        if _functorch.maybe_current_level() is not None:
+            raise unsupported(
+                "torch.func.grad / vjp / jvp / jacrev / jacfwd",
+                "autograd.Function-based ops cannot run under torch.func's autograd transforms from "
+                "inside the dispatcher; use torch.autograd.grad or .backward() (torch.func.vmap works)",
+            )
+        if _forward_ad._current_level >= 0 or (
+            torch.is_grad_enabled() and torch._C._any_requires_grad(*args)
+        ):
+            return apply(*args, keyset)
+        return below_autograd(keyset, args)
+
+    autograd_kernel.__name__ = f"neuron_{op_name}_autograd"
+    return autograd_kernel

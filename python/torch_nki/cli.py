@@ -6,43 +6,6 @@ import argparse
 from collections.abc import Sequence
 
 import torch_nki
-from torch_nki._manifest import OpSpec
-
-
-def contract_text(spec: OpSpec) -> str:
-    """The shape contract as the kernel attribute writes it: ``x[N, D], weight[D] -> [N, D]``."""
-
-    def dims(pattern: list[dict[str, object]]) -> str:
-        parts = []
-        for d in pattern:
-            kind = d["kind"]
-            if kind == "rest":
-                parts.append(f"..{d['name']}")
-            elif kind == "sym":
-                parts.append(str(d["name"]))
-            elif kind == "const":
-                parts.append(str(d["value"]))
-            else:  # an output expression
-                parts.append(_expr_text(d["expr"]))  # type: ignore[arg-type]
-        return "[" + ", ".join(parts) + "]"
-
-    c = spec.contract
-    ins = ", ".join(f"{i['param']}{dims(i['dims'])}" for i in c["inputs"])
-    outs = ", ".join(f"{'saved ' if o['saved'] else ''}{o['name']}{dims(o['shape'])}" for o in c["outputs"])
-    if len(c["outputs"]) > 1:
-        outs = f"({outs})"
-    reqs = "".join(f", require({r['text']})" for r in c["requires"])
-    return f"{ins} -> {outs}{reqs}"
-
-
-def _expr_text(e: dict[str, object]) -> str:
-    kind = e["kind"]
-    if kind == "sym":
-        return str(e["name"])
-    if kind == "const":
-        return str(e["value"])
-    symbol = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%"}[str(e["op"])]
-    return f"({_expr_text(e['lhs'])} {symbol} {_expr_text(e['rhs'])})"  # type: ignore[arg-type]
 
 
 def print_registry() -> None:
@@ -53,7 +16,8 @@ def print_registry() -> None:
         spec = ops[name]
         print(f"\ntorch.ops.neuron.{name}")
         print(f"  schema:   {spec.schema}")
-        print(f"  contract: {contract_text(spec)}")
+        print(f"  contract: {spec.contract_text}")
+        print(f"  dtypes:   {spec.dtype_text}")
         print(f"  defined:  {spec.location}")
         print(f"  doc:      {spec.summary}")
         if spec.forward_op:

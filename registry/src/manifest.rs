@@ -5,7 +5,7 @@ use nki_core::KernelDef;
 use nki_core::autodiff::BackwardDef;
 use nki_core::contract::Contract;
 use nki_core::kernel_def::ParamDef;
-use nki_core::op_info::{ResolvedSample, ToleranceClass};
+use nki_core::op_info::{AutocastPolicy, ResolvedSample, ToleranceClass};
 use serde::Serialize;
 
 /// The op that returns every output of a kernel with `saved` outputs.
@@ -32,6 +32,10 @@ pub struct ManifestEntry {
     pub params: &'static [ParamDef],
     /// Contract as data (output dims are expressions over input symbols).
     pub contract: Contract,
+    /// The shape contract as the attribute writes it (`x[..B, D], weight[D] -> y[..B, D], ...`).
+    pub contract_text: String,
+    /// The dtype contract as the attribute writes it (`x in {f32, bf16}, weight = x -> x`).
+    pub dtype_text: String,
     /// Module patterns this kernel replaces.
     pub replaces: &'static [&'static str],
     /// `file:line` of the kernel.
@@ -46,6 +50,8 @@ pub struct ManifestEntry {
     pub samples: Vec<ResolvedSample>,
     /// Tolerance class.
     pub tolerance: ToleranceClass,
+    /// What the op does under `torch.autocast`.
+    pub autocast: AutocastPolicy,
 }
 
 /// Every registered op, sorted by name.
@@ -78,6 +84,8 @@ impl Manifest {
                 doc: d.doc,
                 params: d.params,
                 contract: d.contract,
+                contract_text: d.contract.to_string(),
+                dtype_text: d.contract.dtype_text(),
                 replaces: d.replaces,
                 location: d.location.to_string(),
                 backward: d.backward.as_ref(),
@@ -85,6 +93,7 @@ impl Manifest {
                 reference: d.reference,
                 samples: d.samples.iter().map(|s| s.resolve(&d.contract)).collect(),
                 tolerance: d.tolerance,
+                autocast: d.autocast,
             })
             .collect();
         Manifest { version: 2, ops }

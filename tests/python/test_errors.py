@@ -124,7 +124,9 @@ def test_native_errors_map_to_python_exceptions() -> None:
     registered = ", ".join(torch_nki.ops())
     with pytest.raises(KeyError, match=re.escape(f"no kernel named `no_such_op` (registered: {registered})")):
         _native.check("no_such_op", [], [], [])
-    with pytest.raises(TypeError, match="unknown dtype `f64`"):
+    # float64 is a caller dtype computed in f32; outputs come back as f64.
+    assert _native.check("add", [[2], [2]], ["f64", "f64"], []) == [((2,), "f64")]
+    with pytest.raises(torch_nki.ContractShapeError, match="expected 2 tensor arguments, got 1"):
         _native.check("add", [[2]], ["f64"], [])
     with pytest.raises(TypeError, match="neuron::rmsnorm: argument eps expects float, got bool"):
         _native.check("rmsnorm", [[2, 2], [2]], ["f32", "f32"], [True])
@@ -171,3 +173,77 @@ def test_every_op_reports_contract_violations_as_value_and_type_errors(op: str) 
     f8 = tuple(a.to(torch.float8_e4m3fn) if i == first else a for i, a in enumerate(sample.args))
     with pytest.raises(TypeError, match=rf"^neuron::{op}: "):
         fn(*f8)
+
+
+def test_errors_are_typed_and_carry_the_op_and_argument() -> None:
+    with pytest.raises(torch_nki.ContractShapeError) as shape_err:
+        neuron.rmsnorm(rand(8, 1024), rand(512))
+    assert isinstance(shape_err.value, ValueError) and isinstance(shape_err.value, torch_nki.NkiError)
+    assert (shape_err.value.op, shape_err.value.param) == ("rmsnorm", "weight")
+    with pytest.raises(torch_nki.ContractDtypeError) as dtype_err:
+        neuron.matmul(rand(2, 2), rand(2, 2, dtype=torch.bfloat16))
+    assert isinstance(dtype_err.value, TypeError) and isinstance(dtype_err.value, torch_nki.NkiError)
+    assert (dtype_err.value.op, dtype_err.value.param) == ("matmul", "w")
+    for cls in (torch_nki.ValidationError, torch_nki.NoBackwardError, torch_nki.UnsupportedTransformError):
+        assert issubclass(cls, torch_nki.NkiError)
+    assert {"rule", "limit", "actual", "location"} <= set(vars(torch_nki.ValidationError))
+
+
+def test_messages_name_the_dtypes_the_caller_passed() -> None:
+    """float64 is computed in float32, but a message about it says float64."""
+    with pytest.raises(torch_nki.ContractDtypeError) as err:
+        neuron.add(rand(3, dtype=torch.float64), rand(3, dtype=torch.bfloat16))
+    assert str(err.value) == "neuron::add: y has dtype bf16, but the contract needs y = x (x has dtype f64)"
+
+
+@pytest.mark.parametrize("op", testing.ops_with_reference())
+def test_forward_mode_ad_and_func_transforms_raise_naming_the_op(op: str) -> None:
+    import torch.autograd.forward_ad as fwad
+
+    sample = testing.sample_inputs(op, dtypes=[torch.float32])[0]
+    first = next(i for i, a in enumerate(sample.args) if isinstance(a, torch.Tensor))
+    fn = getattr(neuron, op)
+
+    def call(t: torch.Tensor) -> torch.Tensor:
+        args = tuple(t if i == first else a for i, a in enumerate(sample.args))
+        return testing.public_outputs(fn(*args))[0]
+
+    x = sample.args[first]
+    with (
+        fwad.dual_level(),
+        pytest.raises(torch_nki.UnsupportedTransformError, match=rf"^neuron::{op}: forward-mode"),
+    ):
+        call(fwad.make_dual(x, torch.ones_like(x)))
+    with pytest.raises(torch_nki.UnsupportedTransformError, match=rf"^neuron::{op}: torch.func.grad"):
+        torch.func.jvp(call, (x,), (torch.ones_like(x),))
+    with pytest.raises(torch_nki.UnsupportedTransformError, match=rf"^neuron::{op}: torch.func.grad"):
+        torch.func.grad(lambda t: call(t).sum())(x)
+    with pytest.raises(torch_nki.UnsupportedTransformError, match=rf"^neuron::{op}: torch.func.grad"):
+        torch.func.vjp(call, x)
+
+
+def test_vmap_runs_per_sample() -> None:
+    x = rand(3, 4, 5)
+    torch.testing.assert_close(torch.func.vmap(lambda a: neuron.add(a, a))(x), x + x)
+
+
+@pytest.mark.parametrize("op", testing.ops_with_reference())
+def test_autocast_follows_the_declared_policy(op: str) -> None:
+    """`lower`: float inputs run in the autocast dtype; `promote`: mixed inputs run in the widest;
+    `fp32`: in float32; `keep`: as given."""
+    spec = testing.op_spec(op)
+    sample = next(s for s in testing.sample_inputs(op, dtypes=[torch.float32]))
+    tensors = [i for i, a in enumerate(sample.args) if isinstance(a, torch.Tensor)]
+    # The first tensor as autocast would hand it over from a matmul (bf16), the others f32.
+    args = tuple(a.to(torch.bfloat16) if i == tensors[0] else a for i, a in enumerate(sample.args))
+    expected = {
+        "lower": torch.bfloat16,
+        "fp32": torch.float32,
+        "promote": torch.float32 if len(tensors) > 1 else torch.bfloat16,
+        "keep": None,
+    }[spec.autocast]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        if expected is None:
+            return  # runs on the dtypes given; mixed dtypes are the contract's business
+        outs = testing.public_outputs(getattr(neuron, op)(*args))
+    assert outs[0].dtype == expected, spec.autocast

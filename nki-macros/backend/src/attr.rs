@@ -15,8 +15,8 @@
 use crate::dims::DimExpr;
 use crate::dtype::{DtypeClause, parse_dtype};
 use crate::op_info::{
-    BackwardClause, SampleClause, ToleranceClause, parse_backward, parse_reference, parse_sample,
-    parse_tolerance,
+    AutocastClause, BackwardClause, SampleClause, ToleranceClause, parse_autocast, parse_backward,
+    parse_reference, parse_sample, parse_tolerance,
 };
 use proc_macro2::{Ident, Span};
 use syn::parse::{Parse, ParseStream};
@@ -45,6 +45,8 @@ pub struct KernelAttr {
     pub tolerance: Option<ToleranceClause>,
     /// The span of the `backward` key, where backward compatibility errors point.
     pub backward_span: Option<Span>,
+    /// The `autocast(...)` policy.
+    pub autocast: Option<AutocastClause>,
 }
 
 /// `shape(x = [N, D], ...) -> [N, D]`.
@@ -104,48 +106,8 @@ pub enum OutDim {
     Rest(Ident),
 }
 
-/// A comparison operator of `require(...)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CmpOp {
-    /// `==`
-    Eq,
-    /// `!=`
-    Ne,
-    /// `<`
-    Lt,
-    /// `<=`
-    Le,
-    /// `>`
-    Gt,
-    /// `>=`
-    Ge,
-}
-
-impl CmpOp {
-    /// The operator as written.
-    pub fn symbol(self) -> &'static str {
-        match self {
-            CmpOp::Eq => "==",
-            CmpOp::Ne => "!=",
-            CmpOp::Lt => "<",
-            CmpOp::Le => "<=",
-            CmpOp::Gt => ">",
-            CmpOp::Ge => ">=",
-        }
-    }
-
-    /// The `nki_core::contract::CmpOp` variant name.
-    pub fn variant(self) -> &'static str {
-        match self {
-            CmpOp::Eq => "Eq",
-            CmpOp::Ne => "Ne",
-            CmpOp::Lt => "Lt",
-            CmpOp::Le => "Le",
-            CmpOp::Gt => "Gt",
-            CmpOp::Ge => "Ge",
-        }
-    }
-}
+/// A comparison operator of `require(...)` (the shared vocabulary's).
+pub use nki_contract::CmpOp;
 
 /// One `require(...)` condition, `lhs op rhs`.
 #[derive(Debug)]
@@ -159,15 +121,19 @@ pub struct Requirement {
 }
 
 impl Requirement {
-    /// The condition as text for run-time messages, e.g. `D <= 16384`.
+    /// The condition as the contract renders it, e.g. `D <= 16384`.
     pub fn text(&self) -> String {
-        format!("{} {} {}", self.lhs, self.op.symbol(), self.rhs)
+        nki_contract::Requirement {
+            lhs: self.lhs.to_contract(),
+            op: self.op,
+            rhs: self.rhs.to_contract(),
+        }
+        .to_string()
     }
 }
 
-const KEYS: &str =
-    "`shape`, `dtype`, `require`, `replaces`, `backward`, `reference`, `sample` or `tolerance`";
-const KEY_NAMES: [&str; 8] = [
+const KEYS: &str = "`shape`, `dtype`, `require`, `replaces`, `backward`, `reference`, `sample`, `tolerance` or `autocast`";
+const KEY_NAMES: [&str; 9] = [
     "shape",
     "dtype",
     "require",
@@ -176,6 +142,7 @@ const KEY_NAMES: [&str; 8] = [
     "reference",
     "sample",
     "tolerance",
+    "autocast",
 ];
 
 impl Parse for KernelAttr {
@@ -189,6 +156,7 @@ impl Parse for KernelAttr {
         let mut reference = None;
         let mut samples = Vec::new();
         let mut tolerance = None;
+        let mut autocast = None;
         while !input.is_empty() {
             let key: Ident = input.parse().map_err(|e| {
                 syn::Error::new(
@@ -243,6 +211,12 @@ impl Parse for KernelAttr {
                     reference = Some(parse_reference(&key, &content)?);
                 }
                 "sample" => samples.push(parse_sample(&key, &content)?),
+                "autocast" => {
+                    if autocast.is_some() {
+                        return Err(duplicate(&key));
+                    }
+                    autocast = Some(parse_autocast(&content)?);
+                }
                 "tolerance" => {
                     if tolerance.is_some() {
                         return Err(duplicate(&key));
@@ -280,6 +254,7 @@ impl Parse for KernelAttr {
             samples,
             tolerance,
             backward_span,
+            autocast,
         })
     }
 }

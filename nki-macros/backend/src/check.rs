@@ -288,7 +288,7 @@ pub fn check<'a>(attr: &'a KernelAttr, f: &'a KernelFn) -> syn::Result<Checked<'
                     format!(
                         "output dtype `{o}` is neither a tensor parameter ({}) nor a dtype ({})",
                         tensor_list(f),
-                        DTypeName::all_names()
+                        crate::dtype::all_names()
                     ),
                 )),
             },

@@ -10,61 +10,18 @@ use std::fmt;
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr, Lit, UnOp};
 
-/// An arithmetic operator allowed in a dimension expression.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DimOp {
-    /// `+`
-    Add,
-    /// `-`
-    Sub,
-    /// `*`
-    Mul,
-    /// `/` (floor division at run time)
-    Div,
-    /// `%`
-    Rem,
-}
+/// An arithmetic operator allowed in a dimension expression (the shared vocabulary's).
+pub use nki_contract::DimOp;
 
-impl DimOp {
-    /// The operator as written in source.
-    pub fn symbol(self) -> &'static str {
-        match self {
-            DimOp::Add => "+",
-            DimOp::Sub => "-",
-            DimOp::Mul => "*",
-            DimOp::Div => "/",
-            DimOp::Rem => "%",
-        }
-    }
-
-    /// The name of the matching `nki_core::contract::DimOp` variant.
-    pub fn variant(self) -> &'static str {
-        match self {
-            DimOp::Add => "Add",
-            DimOp::Sub => "Sub",
-            DimOp::Mul => "Mul",
-            DimOp::Div => "Div",
-            DimOp::Rem => "Rem",
-        }
-    }
-
-    fn precedence(self) -> u8 {
-        match self {
-            DimOp::Add | DimOp::Sub => 1,
-            DimOp::Mul | DimOp::Div | DimOp::Rem => 2,
-        }
-    }
-
-    fn from_bin_op(op: &BinOp) -> Option<DimOp> {
-        Some(match op {
-            BinOp::Add(_) => DimOp::Add,
-            BinOp::Sub(_) => DimOp::Sub,
-            BinOp::Mul(_) => DimOp::Mul,
-            BinOp::Div(_) => DimOp::Div,
-            BinOp::Rem(_) => DimOp::Rem,
-            _ => return None,
-        })
-    }
+fn dim_op(op: &BinOp) -> Option<DimOp> {
+    Some(match op {
+        BinOp::Add(_) => DimOp::Add,
+        BinOp::Sub(_) => DimOp::Sub,
+        BinOp::Mul(_) => DimOp::Mul,
+        BinOp::Div(_) => DimOp::Div,
+        BinOp::Rem(_) => DimOp::Rem,
+        _ => return None,
+    })
 }
 
 /// An integer expression over dimension symbols, e.g. `N`, `2 * D`, `(K + 127) / 128`.
@@ -132,7 +89,7 @@ impl DimExpr {
                     "negation applies only to integer literals in dimension expressions; write `0 - N`",
                 )),
             },
-            Expr::Binary(b) => match DimOp::from_bin_op(&b.op) {
+            Expr::Binary(b) => match dim_op(&b.op) {
                 Some(op) => Ok(DimExpr::Binary {
                     op,
                     lhs: Box::new(DimExpr::from_expr(&b.left)?),
@@ -165,34 +122,27 @@ impl DimExpr {
         }
     }
 
-    fn precedence(&self) -> u8 {
+    /// The expression in the shared vocabulary (operands leaked: the macro's process is short
+    /// lived), for rendering and checks.
+    pub fn to_contract(&self) -> nki_contract::DimExpr {
         match self {
-            DimExpr::Binary { op, .. } => op.precedence(),
-            _ => u8::MAX,
+            DimExpr::Sym(s) => nki_contract::DimExpr::Sym {
+                name: Box::leak(s.to_string().into_boxed_str()),
+            },
+            DimExpr::Const { value, .. } => nki_contract::DimExpr::Const { value: *value },
+            DimExpr::Binary { op, lhs, rhs } => nki_contract::DimExpr::Binary {
+                op: *op,
+                lhs: Box::leak(Box::new(lhs.to_contract())),
+                rhs: Box::leak(Box::new(rhs.to_contract())),
+            },
         }
     }
 }
 
 impl fmt::Display for DimExpr {
-    /// Prints the expression with only the parentheses its meaning needs.
+    /// Prints the expression as the contract renders it (minimal parentheses).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DimExpr::Sym(s) => write!(f, "{s}"),
-            DimExpr::Const { value, .. } => write!(f, "{value}"),
-            DimExpr::Binary { op, lhs, rhs } => {
-                if lhs.precedence() < op.precedence() {
-                    write!(f, "({lhs})")?;
-                } else {
-                    write!(f, "{lhs}")?;
-                }
-                write!(f, " {} ", op.symbol())?;
-                if rhs.precedence() <= op.precedence() {
-                    write!(f, "({rhs})")
-                } else {
-                    write!(f, "{rhs}")
-                }
-            }
-        }
+        write!(f, "{}", self.to_contract())
     }
 }
 

@@ -35,79 +35,27 @@ pub enum DtypeRule {
     SameAs(Ident),
 }
 
-/// An element type as written in a contract.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DTypeName {
-    /// `f32`
-    F32,
-    /// `bf16`
-    BF16,
-    /// `f16`
-    F16,
-    /// `f8e4m3`
-    F8E4M3,
-    /// `f8e5m2`
-    F8E5M2,
+/// An element type as written in a contract: the shared vocabulary's [`DType`].
+pub use nki_contract::DType as DTypeName;
+
+/// `f32, bf16, f16, f8e4m3, f8e5m2`, for messages.
+pub fn all_names() -> String {
+    let names: Vec<&str> = DTypeName::ALL.iter().map(|d| d.name()).collect();
+    names.join(", ")
 }
 
-impl DTypeName {
-    /// Every dtype, in `nki_core::dtype::DType` order.
-    pub const ALL: [DTypeName; 5] = [
-        DTypeName::F32,
-        DTypeName::BF16,
-        DTypeName::F16,
-        DTypeName::F8E4M3,
-        DTypeName::F8E5M2,
-    ];
-
-    /// The short name used in contracts (`f32`, `bf16`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            DTypeName::F32 => "f32",
-            DTypeName::BF16 => "bf16",
-            DTypeName::F16 => "f16",
-            DTypeName::F8E4M3 => "f8e4m3",
-            DTypeName::F8E5M2 => "f8e5m2",
-        }
-    }
-
-    /// The `nki_core::dtype::DType` variant name.
-    pub fn variant(self) -> &'static str {
-        match self {
-            DTypeName::F32 => "F32",
-            DTypeName::BF16 => "BF16",
-            DTypeName::F16 => "F16",
-            DTypeName::F8E4M3 => "F8E4M3",
-            DTypeName::F8E5M2 => "F8E5M2",
-        }
-    }
-
-    /// Looks up a short name.
-    pub fn from_name(name: &str) -> Option<DTypeName> {
-        DTypeName::ALL.into_iter().find(|d| d.name() == name)
-    }
-
-    /// `f32, bf16, f16, f8e4m3, f8e5m2`, for messages.
-    pub fn all_names() -> String {
-        DTypeName::ALL.map(DTypeName::name).join(", ")
-    }
-
-    fn parse_ident(ident: &Ident) -> syn::Result<DTypeName> {
-        DTypeName::from_name(&ident.to_string()).ok_or_else(|| {
-            syn::Error::new(
-                ident.span(),
-                format!(
-                    "unknown dtype `{ident}`; expected one of {}",
-                    DTypeName::all_names()
-                ),
-            )
-        })
-    }
+fn parse_ident(ident: &Ident) -> syn::Result<DTypeName> {
+    DTypeName::from_name(&ident.to_string()).ok_or_else(|| {
+        syn::Error::new(
+            ident.span(),
+            format!("unknown dtype `{ident}`; expected one of {}", all_names()),
+        )
+    })
 }
 
 /// Parses a dtype name such as `bf16`, with an error listing the known names.
 pub(crate) fn parse_dtype_name(ident: &Ident) -> syn::Result<DTypeName> {
-    DTypeName::parse_ident(ident)
+    parse_ident(ident)
 }
 
 /// Parses the clause after its keyword: `content` is inside the parentheses, `input` continues
@@ -166,16 +114,11 @@ impl Parse for InputDtype {
                     brace.span.join(),
                     format!(
                         "`{param} in {{}}` allows no dtype; list at least one of {}",
-                        DTypeName::all_names()
+                        all_names()
                     ),
                 ));
             }
-            DtypeRule::OneOf(
-                names
-                    .iter()
-                    .map(DTypeName::parse_ident)
-                    .collect::<syn::Result<_>>()?,
-            )
+            DtypeRule::OneOf(names.iter().map(parse_ident).collect::<syn::Result<_>>()?)
         } else if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
             DtypeRule::SameAs(input.parse()?)

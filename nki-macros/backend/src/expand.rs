@@ -204,9 +204,9 @@ fn contract(attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
             quote!(#p::OutputSpec { name: #out_name, saved: #saved, shape: &[#(#dims),*], dtype: #dtype })
         });
     let requires = attr.requires.iter().map(|r| {
-        let (lhs, rhs, text) = (dim_expr(&r.lhs), dim_expr(&r.rhs), r.text());
-        let op = Ident::new(r.op.variant(), Span::call_site());
-        quote!(#p::Requirement { lhs: #lhs, op: #p::CmpOp::#op, rhs: #rhs, text: #text })
+        let (lhs, rhs) = (dim_expr(&r.lhs), dim_expr(&r.rhs));
+        let op = variant(r.op);
+        quote!(#p::Requirement { lhs: #lhs, op: #p::CmpOp::#op, rhs: #rhs })
     });
     quote! {
         #p::Contract {
@@ -257,10 +257,12 @@ fn op_info(attr: &KernelAttr) -> TokenStream {
             quote!(#o::ToleranceClass::Reduction { dim: #e })
         }
     };
+    let autocast = variant(attr.autocast.map_or("Keep", |a| a.variant()));
     quote! {
         reference: #reference,
         samples: &[#(#samples),*],
         tolerance: #tolerance,
+        autocast: #o::AutocastPolicy::#autocast,
     }
 }
 
@@ -303,8 +305,14 @@ fn backward(attr: &KernelAttr, static_ident: &Ident) -> (TokenStream, TokenStrea
     (def, check)
 }
 
+/// The variant identifier of a shared-vocabulary enum value (its `Debug` name: `Le`, `BF16`).
+fn variant(v: impl std::fmt::Debug) -> Ident {
+    let name = format!("{v:?}");
+    Ident::new(name.trim_matches('"'), Span::call_site())
+}
+
 fn dtype(d: DTypeName) -> TokenStream {
-    let v = Ident::new(d.variant(), Span::call_site());
+    let v = variant(d);
     quote!(::nki_core::dtype::DType::#v)
 }
 
@@ -321,7 +329,7 @@ fn dim_expr(e: &DimExpr) -> TokenStream {
             quote!(#p::DimExpr::Const { value: #v })
         }
         DimExpr::Binary { op, lhs, rhs } => {
-            let op = Ident::new(op.variant(), Span::call_site());
+            let op = variant(op);
             let (l, r) = (dim_expr(lhs), dim_expr(rhs));
             quote!(#p::DimExpr::Binary { op: #p::DimOp::#op, lhs: &#l, rhs: &#r })
         }
@@ -405,7 +413,7 @@ mod tests {
             "DtypeRule::OneOf{allowed:&[::nki_core::dtype::DType::F32,::nki_core::dtype::DType::BF16,::nki_core::dtype::DType::F16]}",
             "InputDtype{param:\"weight\",rule:::nki_core::contract::DtypeRule::SameAs{param:\"x\"}}",
             "OutputDtype::SameAs{param:\"x\"}",
-            "Requirement{lhs:::nki_core::contract::DimExpr::Sym{name:\"D\"},op:::nki_core::contract::CmpOp::Le,rhs:::nki_core::contract::DimExpr::Const{value:16384},text:\"D<=16384\"}",
+            "Requirement{lhs:::nki_core::contract::DimExpr::Sym{name:\"D\"},op:::nki_core::contract::CmpOp::Le,rhs:::nki_core::contract::DimExpr::Const{value:16384}}",
             "replaces:&[\"torch.nn.RMSNorm\",\"*.LlamaRMSNorm\"]",
             "line:::core::line!()",
             "into_outputs(rmsnorm(args.tensor(0),args.tensor(1),args.float(2)asf32))",
@@ -431,7 +439,6 @@ mod tests {
             "OutDim::Rest{name:\"S\"}",
             "DimExpr::Binary{op:::nki_core::contract::DimOp::Div,lhs:&::nki_core::contract::DimExpr::Binary{op:::nki_core::contract::DimOp::Add",
             "OutputDtype::Fixed{dtype:::nki_core::dtype::DType::BF16}",
-            "text:\"K%2==0\"",
             "Float{default:::core::option::Option::Some(-0.5)}",
             "Int{default:::core::option::Option::Some(-7)}",
             "Bool{default:::core::option::Option::Some(true)}",

@@ -50,6 +50,51 @@ pub enum SampleValue {
     Scalar(ScalarValue, Span),
 }
 
+/// `autocast(...)`: the op's policy under `torch.autocast`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AutocastClause {
+    /// `keep`.
+    Keep,
+    /// `lower`.
+    Lower,
+    /// `fp32`.
+    Fp32,
+    /// `promote`.
+    Promote,
+}
+
+impl AutocastClause {
+    /// The `nki_core::op_info::AutocastPolicy` variant name.
+    pub fn variant(self) -> &'static str {
+        match self {
+            AutocastClause::Keep => "Keep",
+            AutocastClause::Lower => "Lower",
+            AutocastClause::Fp32 => "Fp32",
+            AutocastClause::Promote => "Promote",
+        }
+    }
+}
+
+/// Parses the inside of `autocast(...)`.
+pub(crate) fn parse_autocast(content: ParseStream<'_>) -> syn::Result<AutocastClause> {
+    let expected = "expected an autocast policy: `lower` (matmul-like: inputs to the autocast dtype), \
+                    `fp32`, `promote` (mixed inputs to the widest dtype) or `keep`";
+    let policy: Ident = content
+        .parse()
+        .map_err(|e| syn::Error::new(e.span(), expected))?;
+    let clause = match policy.to_string().as_str() {
+        "keep" => AutocastClause::Keep,
+        "lower" => AutocastClause::Lower,
+        "fp32" => AutocastClause::Fp32,
+        "promote" => AutocastClause::Promote,
+        _ => return Err(syn::Error::new(policy.span(), expected)),
+    };
+    if !content.is_empty() {
+        return Err(content.error("`autocast(...)` takes one policy"));
+    }
+    Ok(clause)
+}
+
 /// `tolerance(...)`.
 #[derive(Debug)]
 pub enum ToleranceClause {
@@ -273,6 +318,7 @@ mod tests {
             ("sample(x = [2], dtypes = {f33})", "unknown dtype `f33`"),
             ("tolerance(loose)", "expected a tolerance class"),
             ("tolerance(reduction)", "names the reduced length"),
+            ("autocast(fast)", "expected an autocast policy"),
         ] {
             let e = parse(&format!("{BASE}, {extra}")).unwrap_err().to_string();
             assert!(e.contains(msg), "{extra}\n  got: {e}");

@@ -1,17 +1,28 @@
-//! Shape and dtype contracts: the data the `#[kernel]` macro emits, and the runtime check that
-//! binds dimension symbols from actual inputs and computes output shapes and dtypes.
+//! # nki-contract
+//!
+//! The kernel contract vocabulary, in one place: element types ([`DType`]), dimension patterns
+//! and expressions, dtype rules, requirements, and the whole [`Contract`]; the runtime check
+//! that binds dimension symbols from actual inputs and computes output shapes and dtypes
+//! ([`bind`]); and their rendering to text (`Display`). The `#[kernel]` macro parses into these
+//! types, `nki-core` checks calls with them, and the registry manifest exports them.
 //!
 //! Everything here is `'static` data built in constant context, so a contract lives in the
-//! kernel's `static` definition and is exported as JSON unchanged (the Python fake kernel
-//! evaluates the same output expressions on SymInts).
+//! kernel's `static` definition and is exported as JSON unchanged.
 
-use crate::dtype::DType;
+#![warn(missing_docs)]
+
+pub mod dtype;
+
+pub use dtype::DType;
 use serde::Serialize;
-use std::fmt;
 
-mod bind;
+pub mod bind;
+pub mod symbolic;
+mod text;
+pub mod violation;
 
-pub use bind::{Bindings, ContractViolation, OutputMeta, TensorMeta, ViolationKind};
+pub use bind::{Bindings, CallerDtype, OutputMeta, TensorMeta};
+pub use violation::{BoundBy, ContractViolation, Violation, ViolationKind};
 
 /// An integer expression over dimension symbols, e.g. `N`, `2 * D`, `(K + 127) / 128`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -55,6 +66,14 @@ pub enum DimOp {
 }
 
 impl DimOp {
+    /// Binding strength when printed: `*`, `/`, `%` bind tighter than `+`, `-`.
+    pub const fn precedence(self) -> u8 {
+        match self {
+            DimOp::Add | DimOp::Sub => 1,
+            DimOp::Mul | DimOp::Div | DimOp::Rem => 2,
+        }
+    }
+
     /// The operator as written in source.
     pub const fn symbol(self) -> &'static str {
         match self {
@@ -88,16 +107,6 @@ impl DimExpr {
     }
 }
 
-impl fmt::Display for DimExpr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DimExpr::Sym { name } => f.write_str(name),
-            DimExpr::Const { value } => write!(f, "{value}"),
-            DimExpr::Binary { op, lhs, rhs } => write!(f, "({lhs} {} {rhs})", op.symbol()),
-        }
-    }
-}
-
 /// One dimension of an input shape pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -117,16 +126,6 @@ pub enum DimPattern {
         /// The sequence symbol's name.
         name: &'static str,
     },
-}
-
-impl fmt::Display for DimPattern {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DimPattern::Sym { name } => f.write_str(name),
-            DimPattern::Const { value } => write!(f, "{value}"),
-            DimPattern::Rest { name } => write!(f, "..{name}"),
-        }
-    }
 }
 
 /// One dimension of an output shape.
@@ -229,7 +228,20 @@ pub enum CmpOp {
 }
 
 impl CmpOp {
-    fn holds(self, a: i64, b: i64) -> bool {
+    /// The operator as written in source.
+    pub const fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+        }
+    }
+
+    /// Whether `a op b` holds.
+    pub fn holds(self, a: i64, b: i64) -> bool {
         match self {
             CmpOp::Eq => a == b,
             CmpOp::Ne => a != b,
@@ -250,8 +262,6 @@ pub struct Requirement {
     pub op: CmpOp,
     /// Right side.
     pub rhs: DimExpr,
-    /// The clause as written, for messages.
-    pub text: &'static str,
 }
 
 /// A kernel's whole contract.

@@ -1,0 +1,84 @@
+"""The exceptions torch-nki raises. :class:`NkiError` is the base of all of them.
+
+Contract violations are also the built-in exception a caller expects: a shape problem is a
+:class:`ContractShapeError` (a ``ValueError``), a dtype problem a :class:`ContractDtypeError` (a
+``TypeError``). Validation errors carry the rule, the limit, the actual value and the kernel
+source line as attributes. Every message is worded by the Rust side and names the op.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ContractDtypeError",
+    "ContractError",
+    "ContractShapeError",
+    "NkiError",
+    "NoBackwardError",
+    "SimulationError",
+    "TraceError",
+    "UnsupportedTransformError",
+    "ValidationError",
+]
+
+
+class NkiError(RuntimeError):
+    """A torch-nki op failed: its arguments break the contract, or its kernel failed to trace,
+    validate or simulate. The message names the op (and the kernel source line where one
+    applies)."""
+
+    op: str | None = None
+    """The op's name (``rmsnorm``), when the error is about one op."""
+
+
+class ContractError(NkiError):
+    """The arguments break the op's shape or dtype contract."""
+
+    param: str | None = None
+    """The parameter the violation is about, when it is about one."""
+
+
+class ContractShapeError(ContractError, ValueError):
+    """A shape, rank or ``require(...)`` violation."""
+
+
+class ContractDtypeError(ContractError, TypeError):
+    """A dtype the contract does not allow."""
+
+
+class TraceError(NkiError):
+    """The kernel body did something the tile language rejects while tracing (including an
+    output it never fully writes, or outputs that break its contract)."""
+
+    location: str | None = None
+    """The kernel source line, ``file:line``."""
+
+
+class ValidationError(NkiError):
+    """The traced program breaks a hardware constraint of the target."""
+
+    rule: str = ""
+    """The rule's name, e.g. ``sbuf-capacity``."""
+    limit: str = ""
+    """The limit the rule enforces."""
+    actual: str = ""
+    """The offending value."""
+    instruction: str = ""
+    """The instruction (or ``alloc``) that broke it."""
+    location: str = ""
+    """The kernel source line, ``file:line``."""
+
+
+class SimulationError(NkiError):
+    """Executing the program failed."""
+
+    location: str | None = None
+    """The kernel source line, ``file:line``."""
+
+
+class NoBackwardError(NkiError):
+    """A gradient was requested through an op that declares no backward kernel."""
+
+
+class UnsupportedTransformError(NkiError):
+    """Forward-mode AD or a ``torch.func`` autograd transform was used through an op that
+    cannot support it (the message says why and what to use instead)."""
