@@ -4,6 +4,7 @@
 use nki_core::kernel_def::TensorSig;
 use nki_core::prelude::*;
 use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
+use nki_core::testing::ScalarValue;
 use nki_core::{KernelDef, Signature};
 use std::time::Instant;
 

@@ -82,6 +82,7 @@ pub fn add_backward(grad_out: &Hbm) -> (Hbm, Hbm) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nki_core::testing::*;
 
     #[test]
     fn any_rank_and_ragged_columns() {

@@ -124,6 +124,7 @@ pub fn matmul_backward(grad_out: &Hbm, x: &Hbm, w: &Hbm) -> (Hbm, Hbm) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nki_core::testing::*;
 
     /// `op(a) · op(b)` in f64, with row-major `a` (`[m, k]` or `[k, m]`) and `b`.
     fn naive(a: &[f32], at: bool, b: &[f32], bt: bool, m: usize, k: usize, n: usize) -> Vec<f64> {

@@ -78,25 +78,18 @@ pub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> (Hbm, Hbm) {
                 &sq,
                 ActFn::Square,
                 xt.cols(c0, cols),
-                1.0,
-                None,
                 BinOp::Add,
                 &part,
+                None,
+                1.0,
             );
             if i > 0 {
                 tensor_tensor(&rstd, &rstd, &part, BinOp::Add);
             }
         }
         // rstd = rsqrt(sumsq / D + eps), in place.
-        tensor_scalar2(
-            &rstd,
-            &rstd,
-            BinOp::Multiply,
-            1.0 / d as f32,
-            BinOp::Add,
-            eps,
-        );
-        activation(&rstd, ActFn::Rsqrt, &rstd, 1.0, None);
+        tensor_scalar(&rstd, &rstd, BinOp::Multiply, 1.0 / d as f32).then(BinOp::Add, eps);
+        activation(&rstd, ActFn::Rsqrt, &rstd, None, 1.0);
         // y = (x * rstd) * w, fp32 until the final write rounds to x's dtype (in place in xt).
         for &(c0, cols) in &chunks {
             let t = scratch.cols(0, cols);
@@ -188,7 +181,7 @@ pub fn rmsnorm_backward(grad_y: &Hbm, x: &Hbm, weight: &Hbm, rstd: &Hbm) -> (Hbm
             let prod = sbuf([rows.size, chunk.1], DType::F32);
             let part = sbuf([rows.size, 1], DType::F32);
             tensor_tensor(&prod, &ghat, &xhat, BinOp::Multiply);
-            tensor_reduce(&part, BinOp::Add, &prod, false);
+            tensor_reduce(&part, BinOp::Add, &prod, 1, false);
             tensor_tensor(&dot, &dot, &part, BinOp::Add);
             if chunks.len() == 1 {
                 kept = Some((xhat, ghat));
@@ -270,6 +263,7 @@ pub fn rmsnorm_backward(grad_y: &Hbm, x: &Hbm, weight: &Hbm, rstd: &Hbm) -> (Hbm
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nki_core::testing::*;
 
     fn reference(x: &[f32], w: &[f32], d: usize, eps: f32) -> Vec<f32> {
         x.chunks(d)

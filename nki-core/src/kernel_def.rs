@@ -89,6 +89,7 @@ pub struct KernelDef {
 }
 
 /// The registration `inventory` collects: one per `#[kernel]`.
+#[doc(hidden)]
 #[derive(Debug)]
 pub struct KernelRegistration(pub &'static KernelDef);
 
@@ -164,6 +165,7 @@ impl Signature {
 }
 
 /// One argument as the generated trace function receives it.
+#[doc(hidden)]
 #[derive(Clone, Debug)]
 pub enum ArgValue {
     /// A tensor handle.
@@ -173,6 +175,7 @@ pub enum ArgValue {
 }
 
 /// The arguments of one trace, indexed by parameter position.
+#[doc(hidden)]
 #[derive(Clone, Debug)]
 pub struct KernelArgs {
     values: Vec<ArgValue>,
@@ -222,6 +225,7 @@ impl KernelArgs {
 }
 
 /// Converts a kernel's return value (one handle or a tuple) into the output list.
+#[doc(hidden)]
 pub trait IntoOutputs {
     /// The outputs, in return order.
     fn into_outputs(self) -> Vec<Hbm>;

@@ -1,10 +1,12 @@
 //! # nki-core
 //!
 //! NKI (Neuron Kernel Interface) kernels in Rust. This crate owns the tile language kernel
-//! authors write ([`lang`]), the Program IR it traces to ([`ir`]), the hardware targets and
-//! their constraints ([`target`], [`validate`]), the CPU simulator ([`sim`]) and kernel
-//! contracts ([`contract`], [`kernel_def`]). The `#[kernel]` attribute is re-exported from
-//! `nki-macros`.
+//! authors write ([`language`] and [`isa`], mirroring `nki.language` and `nki.isa`, built on
+//! [`lang`]), the Program IR it traces to ([`ir`]), the hardware targets and their constraints
+//! ([`target`], [`validate`]), output coverage ([`coverage`]), the CPU simulator ([`sim`]),
+//! kernel definitions ([`kernel_def`], [`op_info`], [`autodiff`]) and re-exports the contract
+//! vocabulary ([`contract`]). The `#[kernel]` attribute is re-exported from `nki-macros`; test
+//! helpers are in [`testing`].
 //!
 //! ```
 //! use nki_core::prelude::*;
@@ -33,13 +35,16 @@ pub mod autodiff;
 pub mod coverage;
 pub mod error;
 pub mod ir;
+pub mod isa;
 pub mod kernel_def;
 pub mod lang;
+pub mod language;
 pub mod loc;
 pub mod op_info;
 pub mod run;
 pub mod sim;
 pub mod target;
+pub mod testing;
 pub mod validate;
 
 pub use dtype::DType;
@@ -49,19 +54,17 @@ pub use nki_macros::kernel;
 pub use run::{HostArray, run_kernel};
 pub use target::Target;
 
-/// Everything a kernel author needs: `use nki_core::prelude::*;`.
+/// Everything a kernel body uses: `use nki_core::prelude::*;` — the `#[kernel]` attribute,
+/// [`language`] (buffers, views, loops, tile sizes, dtypes) and [`isa`] (instructions), the
+/// instruction enums and element types. Test helpers are in [`testing`].
 pub mod prelude {
     pub use crate::affine::AffineExpr;
     pub use crate::dtype::DType;
     pub use crate::ir::{ActFn, BinOp, TileRegion};
+    pub use crate::isa::*;
     pub use crate::kernel;
-    pub use crate::kernel_def::{KernelDef, ScalarValue};
-    pub use crate::lang::*;
-    pub use crate::run::{HostArray, run_kernel};
+    pub use crate::language::*;
     pub use crate::target::Target;
-    pub use crate::target::{
-        GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_FMAX, PSUM_BANKS,
-    };
 }
 
 /// The README's code blocks, compiled and run as doctests so the quick start stays true.
@@ -72,5 +75,6 @@ pub struct ReadmeDoctests;
 /// Paths the `#[kernel]` expansion uses; not part of the public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::kernel_def::{IntoOutputs, KernelArgs, KernelRegistration};
     pub use inventory;
 }

@@ -1,7 +1,7 @@
 //! Simulator behaviour on small traced programs: numerics, poisoning, parallel determinism.
 
 use nki_core::ir::Program;
-use nki_core::lang::InputSpec;
+use nki_core::lang::{InputSpec, trace};
 use nki_core::prelude::*;
 use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
 use nki_core::{NkiError, Target};
@@ -197,11 +197,11 @@ fn activation_reduce_and_column_operands() {
             dma_copy(&a, &h[0]);
             let sq = sbuf([3, 4], DType::F32);
             let s = sbuf([3, 1], DType::F32);
-            activation_reduce(&sq, ActFn::Square, &a, 2.0, None, BinOp::Add, &s);
+            activation_reduce(&sq, ActFn::Square, &a, BinOp::Add, &s, None, 2.0);
             let mx = sbuf([3, 1], DType::F32);
-            tensor_reduce(&mx, BinOp::Maximum, &a, false);
+            tensor_reduce(&mx, BinOp::Maximum, &a, 1, false);
             // out = (x - max) * sum((2x)²)
-            tensor_scalar2(&sq, &a, BinOp::Subtract, &mx, BinOp::Multiply, &s);
+            tensor_scalar(&sq, &a, BinOp::Subtract, &mx).then(BinOp::Multiply, &s);
             dma_copy(&out, &sq);
             vec![out]
         },

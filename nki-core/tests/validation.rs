@@ -2,7 +2,7 @@
 //! instruction and source line.
 
 use nki_core::ir::Program;
-use nki_core::lang::InputSpec;
+use nki_core::lang::{InputSpec, trace};
 use nki_core::prelude::*;
 use nki_core::validate::validate;
 use nki_core::{NkiError, Target};

@@ -15,6 +15,13 @@ use crate::loc::SourceLoc;
 use crate::target::Target;
 use std::cell::RefCell;
 
+/// Where a statement was recorded: its block's depth and its index in the block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StmtRef {
+    depth: usize,
+    index: usize,
+}
+
 pub(crate) struct Builder {
     pub(crate) target: Target,
     pub(crate) hbm: Vec<HbmDecl>,
@@ -55,8 +62,19 @@ impl Builder {
             .push(s);
     }
 
-    pub(crate) fn push_op(&mut self, op: Op, loc: SourceLoc) {
+    /// Records an instruction; returns where it sits, for amending it right after.
+    pub(crate) fn push_op(&mut self, op: Op, loc: SourceLoc) -> StmtRef {
         self.push_stmt(Stmt::Inst(Instruction { op, loc }));
+        let depth = self.blocks.len() - 1;
+        StmtRef {
+            depth,
+            index: self.blocks[depth].len() - 1,
+        }
+    }
+
+    /// The statement recorded at `at`, if its block is still open.
+    pub(crate) fn stmt_mut(&mut self, at: StmtRef) -> Option<&mut Stmt> {
+        self.blocks.get_mut(at.depth)?.get_mut(at.index)
     }
 
     pub(crate) fn trips(&self) -> Vec<usize> {

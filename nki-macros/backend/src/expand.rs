@@ -89,7 +89,7 @@ pub fn expand(f: &KernelFn, attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
 
         #(#cfgs)*
         ::nki_core::__private::inventory::submit! {
-            ::nki_core::kernel_def::KernelRegistration(&#static_ident)
+            ::nki_core::__private::KernelRegistration(&#static_ident)
         }
     }
 }
@@ -362,9 +362,9 @@ fn trace_fn(f: &KernelFn) -> TokenStream {
     quote! {
         {
             fn __nki_trace(
-                args: &::nki_core::kernel_def::KernelArgs,
-            ) -> ::std::vec::Vec<::nki_core::lang::Hbm> {
-                ::nki_core::kernel_def::IntoOutputs::into_outputs(#fn_ident(#(#args),*))
+                args: &::nki_core::__private::KernelArgs,
+            ) -> ::std::vec::Vec<::nki_core::language::Hbm> {
+                ::nki_core::__private::IntoOutputs::into_outputs(#fn_ident(#(#args),*))
             }
             __nki_trace
         }
@@ -417,7 +417,7 @@ mod tests {
             "replaces:&[\"torch.nn.RMSNorm\",\"*.LlamaRMSNorm\"]",
             "line:::core::line!()",
             "into_outputs(rmsnorm(args.tensor(0),args.tensor(1),args.float(2)asf32))",
-            "::nki_core::__private::inventory::submit!{::nki_core::kernel_def::KernelRegistration(&RMSNORM_KERNEL)}",
+            "::nki_core::__private::inventory::submit!{::nki_core::__private::KernelRegistration(&RMSNORM_KERNEL)}",
         ] {
             assert!(s.contains(&squash(want)), "missing {want}\nin {out}");
         }

@@ -1,9 +1,12 @@
-//! Engine instructions, destination first as in `nki.isa`. Each call records one instruction
-//! with the caller's source line; operand shapes are checked here, hardware limits later by
-//! [`crate::validate`].
+//! `nki_core::isa`: engine instructions, named and ordered as `nki.isa` (destination first,
+//! then the arguments in NKI's order; NKI's keyword arguments are trailing parameters or, for
+//! `tensor_scalar`'s second operation, `.then(op1, operand1)`). Each call records one
+//! instruction with the caller's source line; operand shapes are checked here, hardware limits
+//! later by [`crate::validate`].
 
 use crate::ir::{ActFn, BinOp, DmaOperand, HbmKind, Op, ScalarOperand, TileRegion};
-use crate::lang::context::{Builder, with_builder};
+use crate::ir::{Instruction, Stmt};
+use crate::lang::context::{Builder, StmtRef, with_builder};
 use crate::lang::hbm::{Hbm, HbmView};
 use crate::lang::tile::Tile;
 use crate::loc::SourceLoc;
@@ -212,43 +215,68 @@ pub fn tensor_tensor(
 }
 
 /// `nisa.tensor_scalar(dst, data, op0, operand0)`: `data <op0> operand0`, where the operand is
-/// an immediate or a `(P, 1)` column broadcast along the free dim.
+/// an immediate or a `(P, 1)` column broadcast along the free dim. Chain
+/// [`.then(op1, operand1)`](TensorScalar::then) for NKI's `op1=`/`operand1=`:
+/// `(data <op0> operand0) <op1> operand1` in one instruction.
 #[track_caller]
 pub fn tensor_scalar(
     dst: impl Into<TileRegion>,
     data: impl Into<TileRegion>,
     op0: BinOp,
     operand0: impl Into<ScalarOperand>,
-) {
-    record_tensor_scalar(
-        SourceLoc::caller(),
-        dst.into(),
-        data.into(),
-        op0,
-        operand0.into(),
-        None,
-    );
+) -> TensorScalar {
+    let loc = SourceLoc::caller();
+    let at = record_tensor_scalar(loc, dst.into(), data.into(), op0, operand0.into());
+    TensorScalar { at, loc }
 }
 
-/// `nisa.tensor_scalar(dst, data, op0, operand0, op1=op1, operand1=operand1)`:
-/// `(data <op0> operand0) <op1> operand1`.
-#[track_caller]
-pub fn tensor_scalar2(
-    dst: impl Into<TileRegion>,
-    data: impl Into<TileRegion>,
-    op0: BinOp,
-    operand0: impl Into<ScalarOperand>,
-    op1: BinOp,
-    operand1: impl Into<ScalarOperand>,
-) {
-    record_tensor_scalar(
-        SourceLoc::caller(),
-        dst.into(),
-        data.into(),
-        op0,
-        operand0.into(),
-        Some((op1, operand1.into())),
-    );
+/// A recorded `tensor_scalar`, to add its second operation with [`TensorScalar::then`].
+#[derive(Debug)]
+pub struct TensorScalar {
+    at: Option<StmtRef>,
+    loc: SourceLoc,
+}
+
+impl TensorScalar {
+    /// Adds `<op1> operand1` after `op0` (NKI's `op1=`, `operand1=`). Chain it directly on the
+    /// `tensor_scalar(...)` call.
+    #[track_caller]
+    pub fn then(self, op1: BinOp, operand1: impl Into<ScalarOperand>) {
+        let loc = SourceLoc::caller();
+        let operand1 = operand1.into();
+        with_builder(|b| {
+            let Some(at) = self.at else {
+                return; // the tensor_scalar itself failed and was reported
+            };
+            let np = match b.stmt_mut(at) {
+                Some(Stmt::Inst(Instruction {
+                    op:
+                        Op::TensorScalar {
+                            data, op1: None, ..
+                        },
+                    loc: recorded,
+                })) if *recorded == self.loc => data.np,
+                _ => {
+                    b.fail(
+                        loc,
+                        "tensor_scalar(...).then(...): chain `.then` directly on the `tensor_scalar` call"
+                            .into(),
+                    );
+                    return;
+                }
+            };
+            if !scalar_ok(b, loc, "tensor_scalar", "operand1", &operand1, np) {
+                return;
+            }
+            if let Some(Stmt::Inst(Instruction {
+                op: Op::TensorScalar { op1: slot, .. },
+                ..
+            })) = b.stmt_mut(at)
+            {
+                *slot = Some((op1, operand1));
+            }
+        });
+    }
 }
 
 fn record_tensor_scalar(
@@ -257,44 +285,41 @@ fn record_tensor_scalar(
     data: TileRegion,
     op0: BinOp,
     operand0: ScalarOperand,
-    op1: Option<(BinOp, ScalarOperand)>,
-) {
+) -> Option<StmtRef> {
     with_builder(|b| {
         let np = data.np;
         let ok = same_shape(b, loc, "tensor_scalar", &[("dst", &dst), ("data", &data)])
-            && scalar_ok(b, loc, "tensor_scalar", "operand0", &operand0, np)
-            && op1
-                .as_ref()
-                .is_none_or(|(_, o)| scalar_ok(b, loc, "tensor_scalar", "operand1", o, np));
-        if ok {
+            && scalar_ok(b, loc, "tensor_scalar", "operand0", &operand0, np);
+        ok.then(|| {
             b.push_op(
                 Op::TensorScalar {
                     dst,
                     data,
                     op0,
                     operand0,
-                    op1,
+                    op1: None,
                 },
                 loc,
-            );
-        }
-    });
+            )
+        })
+    })
 }
 
-/// `nisa.activation(dst, op, data, bias, scale)`: `func(data * scale + bias)` on the scalar
-/// engine. `scale` is an immediate or a `(P, 1)` column; `bias` a `(P, 1)` column.
+/// `nisa.activation(dst, op, data, bias=None, scale=1.0)`: `op(data * scale + bias)` on the
+/// scalar engine. `bias` is a `(P, 1)` column or `None`; `scale` an immediate or a `(P, 1)`
+/// column.
 #[track_caller]
 pub fn activation(
     dst: impl Into<TileRegion>,
-    func: ActFn,
+    op: ActFn,
     data: impl Into<TileRegion>,
-    scale: impl Into<ScalarOperand>,
     bias: Option<TileRegion>,
+    scale: impl Into<ScalarOperand>,
 ) {
     record_activation(
         SourceLoc::caller(),
         dst.into(),
-        func,
+        op,
         data.into(),
         scale.into(),
         bias,
@@ -302,23 +327,24 @@ pub fn activation(
     );
 }
 
-/// `nisa.activation_reduce(...)`: [`activation`] that also reduces each row of the result with
-/// `reduce_op` into the `(P, 1)` column `reduce_res`.
+/// `nisa.activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0)`:
+/// [`activation`] that also reduces each row of the result with `reduce_op` into the `(P, 1)`
+/// column `reduce_res`.
 #[track_caller]
 pub fn activation_reduce(
     dst: impl Into<TileRegion>,
-    func: ActFn,
+    op: ActFn,
     data: impl Into<TileRegion>,
-    scale: impl Into<ScalarOperand>,
-    bias: Option<TileRegion>,
     reduce_op: BinOp,
     reduce_res: impl Into<TileRegion>,
+    bias: Option<TileRegion>,
+    scale: impl Into<ScalarOperand>,
 ) {
     let reduce = Some((reduce_op, reduce_res.into()));
     record_activation(
         SourceLoc::caller(),
         dst.into(),
-        func,
+        op,
         data.into(),
         scale.into(),
         bias,
@@ -368,19 +394,29 @@ fn record_activation(
     });
 }
 
-/// `nisa.tensor_reduce(dst, op, data, axis=1)`: reduces each partition's free elements into a
-/// `(P, 1)` destination. Reductions never cross partitions.
+/// `nisa.tensor_reduce(dst, op, data, axis, negate=False)`: reduces each partition's free
+/// elements into a `(P, 1)` destination. Tiles here are `[partition, free]`, so `axis` must be
+/// 1: reductions never cross partitions (across them, use `nc_matmul` with a ones column).
 #[track_caller]
 pub fn tensor_reduce(
     dst: impl Into<TileRegion>,
     op: BinOp,
     data: impl Into<TileRegion>,
+    axis: usize,
     negate: bool,
 ) {
     let loc = SourceLoc::caller();
     let (dst, data) = (dst.into(), data.into());
     with_builder(|b| {
-        if op.reduce_identity().is_none() {
+        if axis != 1 {
+            b.fail(
+                loc,
+                format!(
+                    "tensor_reduce: axis {axis} is not a free axis; reductions run over axis 1 of a \
+                     [partition, free] tile (across partitions, use nc_matmul with a ones column)"
+                ),
+            );
+        } else if op.reduce_identity().is_none() {
             b.fail(
                 loc,
                 format!("tensor_reduce: {op:?} is not a reduction operator"),

@@ -1,0 +1,43 @@
+//! `nki_core::language`: what `nki.language` gives an NKI kernel, in Rust: buffers (HBM
+//! outputs, SBUF and PSUM tiles), views, loops, tile sizes and dtypes. Instructions are in
+//! [`crate::isa`]. Both come with `use nki_core::prelude::*`.
+//!
+//! | NKI (`nl`) | here |
+//! |---|---|
+//! | `nl.ndarray(shape, dtype, buffer=nl.shared_hbm)` | [`shared_hbm`] |
+//! | `nl.ndarray((P, F), dtype, buffer=nl.sbuf)` / `nl.psum` | [`sbuf`] / [`psum`] |
+//! | `nl.affine_range(n)` / `nl.sequential_range(n)` | [`affine_range`] / [`sequential_range`] |
+//! | `nl.static_range(n)` | a Rust `for` loop (unrolled at trace time) |
+//! | `nl.tile_size.pmax`, ... | [`tile_size::PMAX`], ... |
+//! | `nl.float32`, `nl.bfloat16`, ... | [`float32`], [`bfloat16`], ... |
+
+pub use crate::lang::context::current_target;
+pub use crate::lang::hbm::{Hbm, HbmView, ViewDim, shared_hbm};
+pub use crate::lang::loops::{TileSpan, affine_range, for_each_tile, sequential_range};
+pub use crate::lang::tile::{Tile, psum, sbuf};
+pub use tile_size::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_FMAX, PSUM_BANKS};
+
+use crate::dtype::DType;
+
+/// `nl.tile_size`: the hardware's tile limits.
+pub mod tile_size {
+    pub use crate::target::{
+        GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_FMAX, PSUM_BANKS,
+    };
+}
+
+/// `nl.float32`.
+#[allow(non_upper_case_globals)]
+pub const float32: DType = DType::F32;
+/// `nl.bfloat16`.
+#[allow(non_upper_case_globals)]
+pub const bfloat16: DType = DType::BF16;
+/// `nl.float16`.
+#[allow(non_upper_case_globals)]
+pub const float16: DType = DType::F16;
+/// `nl.float8_e4m3`.
+#[allow(non_upper_case_globals)]
+pub const float8_e4m3: DType = DType::F8E4M3;
+/// `nl.float8_e5m2`.
+#[allow(non_upper_case_globals)]
+pub const float8_e5m2: DType = DType::F8E5M2;
