@@ -9,7 +9,7 @@
 //! | `nl.affine_range(n)` / `nl.sequential_range(n)` | [`affine_range`] / [`sequential_range`] |
 //! | `nl.static_range(n)` | a Rust `for` loop (unrolled at trace time) |
 //! | `nl.tile_size.pmax`, ... | [`tile_size::PMAX`], ... |
-//! | `nl.float32`, `nl.bfloat16`, ... | [`float32`], [`bfloat16`], ... |
+//! | `nl.float32`, `nl.bfloat16`, `nl.int32`, ... | [`float32`], [`bfloat16`], [`int32`], ... |
 
 pub use crate::lang::context::current_target;
 pub use crate::lang::hbm::{Hbm, HbmView, ViewDim, shared_hbm};
@@ -41,3 +41,6 @@ pub const float8_e4m3: DType = DType::F8E4M3;
 /// `nl.float8_e5m2`.
 #[allow(non_upper_case_globals)]
 pub const float8_e5m2: DType = DType::F8E5M2;
+/// `nl.int32`.
+#[allow(non_upper_case_globals)]
+pub const int32: DType = DType::I32;

@@ -218,6 +218,7 @@ impl ToleranceClass {
             DType::F32 => (1e-5, 1e-5),
             DType::BF16 => (1.6e-2, 1e-2),
             DType::F16 => (1e-3, 1e-3),
+            DType::I32 => (0.0, 0.0),
             _ => return None,
         };
         Some(Tolerance { rtol, atol })

@@ -435,3 +435,30 @@ fn transposed_loads_match_element_by_element_gathers() {
         }
     }
 }
+
+/// Adds one to integer indices (integer tensors: exact fp32 inside, rounded back on write).
+#[nki_core::kernel(shape(idx = [N]) -> [N], dtype(idx in {i32}) -> idx)]
+pub fn next_index(idx: &Hbm) -> Hbm {
+    let n = idx.dim(0);
+    let out = shared_hbm(&[n], idx.dtype());
+    let t = sbuf([1, n], idx.dtype());
+    dma_copy(&t, idx.reshape(&[1, n]));
+    tensor_scalar(&t, &t, BinOp::Add, 1.0);
+    dma_copy(out.reshape(&[1, n]), &t);
+    out
+}
+
+#[test]
+fn integer_tensors_are_exact_below_two_to_the_24() {
+    use nki_core::testing::{HostArray, run_kernel};
+    let idx = HostArray::new(&[4], DType::I32, [0.0, 5.0, -3.0, 16_777_215.0]);
+    let out = run_kernel(&NEXT_INDEX_KERNEL, &[idx], &[], Target::Trn2).unwrap();
+    assert_eq!(out[0].dtype, DType::I32);
+    assert_eq!(out[0].values, [1.0, 6.0, -2.0, 16_777_216.0]);
+    let floats = HostArray::new(&[4], DType::F32, [0.0; 4]);
+    let err = run_kernel(&NEXT_INDEX_KERNEL, &[floats], &[], Target::Trn2).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "neuron::next_index: idx has dtype f32, but the contract allows idx in {i32}"
+    );
+}

@@ -52,11 +52,22 @@
 //! - `dtype(rule, ...) -> out` (**required**): one rule per tensor parameter, either
 //!   `p in {f32, bf16}` (one of these dtypes) or `p = q` (the same dtype as tensor `q`). Each
 //!   output dtype is a tensor parameter name (its dtype) or a dtype; several outputs are a tuple
-//!   `(x, f32)`. Dtypes are `f32`, `bf16`, `f16`, `f8e4m3` and `f8e5m2`.
+//!   `(x, f32)`. Dtypes are `f32`, `bf16`, `f16`, `f8e4m3`, `f8e5m2` and `i32`.
 //! - `require(cond, ...)` (optional, may repeat): comparisons `== != < <= > >=` between
 //!   dimension expressions over bound symbols, e.g. `require(D <= 16384, N % 128 == 0)`.
 //! - `replaces("torch.nn.RMSNorm", "*.LlamaRMSNorm")` (optional): the module classes or
 //!   functions this kernel can stand in for.
+//! - Outputs may be named, `-> (y = [N, D], saved rstd = [N])`; a `saved` output is kept for the
+//!   backward kernel and not returned by the torch op.
+//! - `backward(rmsnorm_backward, saves(x, weight, rstd))` (optional): the backward kernel (a
+//!   `#[kernel]` whose parameters are `grad_<output>`, saved names and forward scalars, and
+//!   whose outputs are `grad_<input>`) and what the forward keeps for it. The two contracts are
+//!   checked against each other at compile time (`nki_core::autodiff::check_backward`).
+//! - `reference("x @ w")`, `sample(x = [130, 96], w = [96, 4], eps = 1e-5, dtypes = {f32})`
+//!   (repeatable) and `tolerance(elementwise | reduction(D) | matmul)`: the ATen expression, the
+//!   sample arguments and the tolerance class every test suite uses. A forward kernel declares
+//!   a reference and samples; a backward kernel is tested through its forward.
+//! - `autocast(lower | fp32 | promote | keep)` (optional): the op's `torch.autocast` policy.
 //!
 //! ## What it generates
 //!

@@ -16,6 +16,7 @@ TORCH_TO_NKI: dict[torch.dtype, str] = {
     torch.float16: "f16",
     torch.float8_e4m3fn: "f8e4m3",
     torch.float8_e5m2: "f8e5m2",
+    torch.int32: "i32",
 }
 
 #: The inverse of :data:`TORCH_TO_NKI`.

@@ -17,22 +17,31 @@ pub enum DType {
     F8E4M3,
     /// fp8 with 5 exponent and 2 mantissa bits (OCP e5m2).
     F8E5M2,
+    /// 32-bit signed integer (indices, class targets). Engines compute in fp32, so values are
+    /// exact up to 2^24 in magnitude; writes round to the nearest integer and saturate.
+    I32,
 }
 
 impl DType {
     /// Every element type, in declaration order.
-    pub const ALL: [DType; 5] = [
+    pub const ALL: [DType; 6] = [
         DType::F32,
         DType::BF16,
         DType::F16,
         DType::F8E4M3,
         DType::F8E5M2,
+        DType::I32,
     ];
+
+    /// Whether this is a floating-point type.
+    pub const fn is_float(self) -> bool {
+        !matches!(self, DType::I32)
+    }
 
     /// Bytes per element.
     pub const fn size_bytes(self) -> usize {
         match self {
-            DType::F32 => 4,
+            DType::F32 | DType::I32 => 4,
             DType::BF16 | DType::F16 => 2,
             DType::F8E4M3 | DType::F8E5M2 => 1,
         }
@@ -46,6 +55,7 @@ impl DType {
             DType::F16 => "f16",
             DType::F8E4M3 => "f8e4m3",
             DType::F8E5M2 => "f8e5m2",
+            DType::I32 => "i32",
         }
     }
 
@@ -62,6 +72,7 @@ impl DType {
             DType::F16 => "nl.float16",
             DType::F8E4M3 => "nl.float8_e4m3",
             DType::F8E5M2 => "nl.float8_e5m2",
+            DType::I32 => "nl.int32",
         }
     }
 
@@ -77,6 +88,7 @@ impl DType {
             DType::F16 => half::f16::from_f32(v).to_f32(),
             DType::F8E4M3 => float8::F8E4M3::from_f32(v).to_f32(),
             DType::F8E5M2 => float8::F8E5M2::from_f32(v).to_f32(),
+            DType::I32 => round_i32(v),
         }
     }
 
@@ -98,6 +110,10 @@ impl DType {
             }
             DType::F8E4M3 => float8::F8E4M3::from_bits(bytes[index]).to_f32(),
             DType::F8E5M2 => float8::F8E5M2::from_bits(bytes[index]).to_f32(),
+            DType::I32 => {
+                let o = index * 4;
+                i32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]) as f32
+            }
         }
     }
 
@@ -112,8 +128,20 @@ impl DType {
                 .copy_from_slice(&half::f16::from_f32(v).to_bits().to_le_bytes()),
             DType::F8E4M3 => bytes[index] = float8::F8E4M3::from_f32(v).to_bits(),
             DType::F8E5M2 => bytes[index] = float8::F8E5M2::from_f32(v).to_bits(),
+            DType::I32 => bytes[index * 4..index * 4 + 4]
+                .copy_from_slice(&(round_i32(v) as i32).to_le_bytes()),
         }
     }
+}
+
+/// Rounds an fp32 value to the nearest integer (ties to even), saturating to the i32 range; NaN
+/// becomes 0 (as a float → int conversion does).
+#[inline]
+pub fn round_i32(v: f32) -> f32 {
+    if v.is_nan() {
+        return 0.0;
+    }
+    v.round_ties_even().clamp(i32::MIN as f32, i32::MAX as f32)
 }
 
 /// Rounds an fp32 value to the nearest bf16 (ties to even), returned as fp32. Branch-free on
@@ -168,6 +196,17 @@ mod tests {
                 "{v:e}: {got:e} vs {want:e}"
             );
         }
+    }
+
+    #[test]
+    fn i32_rounds_to_integers_and_saturates() {
+        assert_eq!(DType::I32.round(2.5), 2.0);
+        assert_eq!(DType::I32.round(-3.7), -4.0);
+        assert_eq!(DType::I32.round(1e12), i32::MAX as f32);
+        let mut buf = vec![0u8; 8];
+        DType::I32.write(&mut buf, 1, 16_777_216.0);
+        assert_eq!(DType::I32.read(&buf, 1), 16_777_216.0);
+        assert!(!DType::I32.is_float() && DType::BF16.is_float());
     }
 
     #[test]

@@ -537,7 +537,7 @@ mod tests {
             ),
             (
                 "shape(x = [N]) -> [N], dtype(x in {f33}) -> x",
-                "unknown dtype `f33`; expected one of f32, bf16, f16, f8e4m3, f8e5m2",
+                "unknown dtype `f33`; expected one of f32, bf16, f16, f8e4m3, f8e5m2, i32",
             ),
             ("shape(x = [N]) -> [N]", "needs a `dtype(...)` clause"),
             ("dtype(x in {f32}) -> x", "needs a `shape(...)` clause"),

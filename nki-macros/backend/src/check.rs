@@ -448,7 +448,7 @@ mod tests {
             (
                 "shape(x = [N, D], weight = [D]) -> [N, D], dtype(x in {f32}, weight = x) -> y",
                 RMS,
-                "output dtype `y` is neither a tensor parameter (x, weight) nor a dtype (f32, bf16, f16, f8e4m3, f8e5m2)",
+                "output dtype `y` is neither a tensor parameter (x, weight) nor a dtype (f32, bf16, f16, f8e4m3, f8e5m2, i32)",
             ),
             (
                 "shape(x = [N, D], weight = [D]) -> [N, D], dtype(x in {f32}, weight = x) -> eps",
