@@ -18,9 +18,11 @@ fn bench(
     let sig = Signature {
         tensors: shapes
             .iter()
-            .map(|s| TensorSig {
-                shape: s.iter().map(|&d| d as u64).collect(),
-                dtype,
+            .map(|s| {
+                Some(TensorSig {
+                    shape: s.iter().map(|&d| d as u64).collect(),
+                    dtype,
+                })
             })
             .collect(),
         scalars: scalars.to_vec(),

@@ -2,7 +2,7 @@
 //! kernel is specialised (traced) for.
 
 use crate::autodiff::BackwardDef;
-use crate::contract::{Contract, OutputMeta, TensorMeta};
+use crate::contract::{Contract, ContractViolation, OutputMeta, TensorMeta, Violation};
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::Program;
@@ -18,6 +18,8 @@ use serde::Serialize;
 pub enum ParamKind {
     /// An HBM tensor (`&Hbm`); schema type `Tensor`.
     Tensor,
+    /// An optional HBM tensor (`Option<&Hbm>`); schema type `Tensor?`.
+    OptionalTensor,
     /// A float scalar (`f32`/`f64`); schema type `float`.
     Float {
         /// Default value, if any.
@@ -33,6 +35,13 @@ pub enum ParamKind {
         /// Default value, if any.
         default: Option<bool>,
     },
+}
+
+impl ParamKind {
+    /// Whether the parameter is a tensor (optional or not).
+    pub fn is_tensor(self) -> bool {
+        matches!(self, ParamKind::Tensor | ParamKind::OptionalTensor)
+    }
 }
 
 /// One kernel parameter.
@@ -139,8 +148,8 @@ pub struct TensorSig {
 /// One [`Program`] is traced per distinct signature.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Signature {
-    /// Tensor arguments, in parameter order.
-    pub tensors: Vec<TensorSig>,
+    /// Tensor arguments, in parameter order; `None` is an optional tensor left out.
+    pub tensors: Vec<Option<TensorSig>>,
     /// Scalar arguments, in parameter order.
     pub scalars: Vec<ScalarValue>,
     /// The target.
@@ -153,9 +162,11 @@ impl Signature {
         Signature {
             tensors: tensors
                 .iter()
-                .map(|(shape, dtype)| TensorSig {
-                    shape: shape.to_vec(),
-                    dtype: *dtype,
+                .map(|(shape, dtype)| {
+                    Some(TensorSig {
+                        shape: shape.to_vec(),
+                        dtype: *dtype,
+                    })
                 })
                 .collect(),
             scalars: scalars.to_vec(),
@@ -164,12 +175,21 @@ impl Signature {
     }
 }
 
+/// Where each parameter's value comes from while tracing.
+enum Slot {
+    Tensor,
+    Absent,
+    Scalar(ScalarValue),
+}
+
 /// One argument as the generated trace function receives it.
 #[doc(hidden)]
 #[derive(Clone, Debug)]
 pub enum ArgValue {
     /// A tensor handle.
     Tensor(Hbm),
+    /// An optional tensor left out.
+    Absent,
     /// A scalar.
     Scalar(ScalarValue),
 }
@@ -189,6 +209,17 @@ impl KernelArgs {
             other => {
                 panic!("kernel parameter {i} is {other:?}, not a tensor (macro/registry mismatch)")
             }
+        }
+    }
+
+    /// The optional tensor at parameter `i`.
+    pub fn opt_tensor(&self, i: usize) -> Option<&Hbm> {
+        match &self.values[i] {
+            ArgValue::Tensor(h) => Some(h),
+            ArgValue::Absent => None,
+            other => panic!(
+                "kernel parameter {i} is {other:?}, not an optional tensor (macro/registry mismatch)"
+            ),
         }
     }
 
@@ -258,16 +289,12 @@ impl KernelDef {
 
     /// Tensor parameters, in order.
     pub fn tensor_params(&self) -> impl Iterator<Item = &'static ParamDef> {
-        self.params
-            .iter()
-            .filter(|p| matches!(p.kind, ParamKind::Tensor))
+        self.params.iter().filter(|p| p.kind.is_tensor())
     }
 
     /// Scalar parameters, in order.
     pub fn scalar_params(&self) -> impl Iterator<Item = &'static ParamDef> {
-        self.params
-            .iter()
-            .filter(|p| !matches!(p.kind, ParamKind::Tensor))
+        self.params.iter().filter(|p| !p.kind.is_tensor())
     }
 
     /// Checks a signature against the contract and the parameter kinds; returns the outputs.
@@ -297,15 +324,25 @@ impl KernelDef {
                 )));
             }
         }
-        let metas: Vec<TensorMeta<'_>> = sig
+        for (p, t) in self.tensor_params().zip(&sig.tensors) {
+            if t.is_none() && p.kind == ParamKind::Tensor {
+                return Err(NkiError::Contract(ContractViolation {
+                    op: self.name.to_string(),
+                    violation: Box::new(Violation::MissingTensor { param: p.name }),
+                }));
+            }
+        }
+        let metas: Vec<Option<TensorMeta<'_>>> = sig
             .tensors
             .iter()
-            .map(|t| TensorMeta {
-                shape: &t.shape,
-                dtype: t.dtype,
+            .map(|t| {
+                t.as_ref().map(|t| TensorMeta {
+                    shape: &t.shape,
+                    dtype: t.dtype,
+                })
             })
             .collect();
-        Ok(self.contract.check(self.name, &metas)?)
+        Ok(self.contract.check_optional(self.name, &metas)?)
     }
 
     /// Checks `sig` against the contract and traces the kernel body into a program. The traced
@@ -317,17 +354,22 @@ impl KernelDef {
         let mut inputs = Vec::new();
         let mut slots = Vec::new();
         for p in self.params {
-            match p.kind {
-                ParamKind::Tensor => {
-                    let t = tensors.next().expect("check() matched tensor count");
-                    slots.push(None);
-                    inputs.push(InputSpec {
-                        name: p.name.to_string(),
-                        shape: t.shape.iter().map(|&d| d as usize).collect(),
-                        dtype: t.dtype,
-                    });
+            if p.kind.is_tensor() {
+                match tensors.next().expect("check() matched tensor count") {
+                    Some(t) => {
+                        slots.push(Slot::Tensor);
+                        inputs.push(InputSpec {
+                            name: p.name.to_string(),
+                            shape: t.shape.iter().map(|&d| d as usize).collect(),
+                            dtype: t.dtype,
+                        });
+                    }
+                    None => slots.push(Slot::Absent),
                 }
-                _ => slots.push(Some(*scalars.next().expect("check() matched scalar count"))),
+            } else {
+                slots.push(Slot::Scalar(
+                    *scalars.next().expect("check() matched scalar count"),
+                ));
             }
         }
         let trace_fn = self.trace;
@@ -336,9 +378,10 @@ impl KernelDef {
             let values = slots
                 .iter()
                 .map(|s| match s {
-                    Some(v) => ArgValue::Scalar(*v),
-                    None => {
-                        ArgValue::Tensor(h.next().expect("one handle per tensor parameter").clone())
+                    Slot::Scalar(v) => ArgValue::Scalar(*v),
+                    Slot::Absent => ArgValue::Absent,
+                    Slot::Tensor => {
+                        ArgValue::Tensor(h.next().expect("one handle per present tensor").clone())
                     }
                 })
                 .collect();

@@ -80,10 +80,13 @@ impl Sample {
         for p in def.params {
             let given = self.get(p.name);
             match (p.kind, given) {
-                (ParamKind::Tensor, Some(SampleArg::Tensor(shape))) => tensors.push(TensorSig {
-                    shape: shape.to_vec(),
-                    dtype,
-                }),
+                (ParamKind::Tensor | ParamKind::OptionalTensor, Some(SampleArg::Tensor(shape))) => {
+                    tensors.push(Some(TensorSig {
+                        shape: shape.to_vec(),
+                        dtype,
+                    }))
+                }
+                (ParamKind::OptionalTensor, Some(SampleArg::Absent)) => tensors.push(None),
                 (ParamKind::Float { .. }, Some(SampleArg::Float(v))) => {
                     scalars.push(ScalarValue::Float(v))
                 }

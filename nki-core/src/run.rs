@@ -48,7 +48,18 @@ pub fn run_kernel(
     scalars: &[ScalarValue],
     target: Target,
 ) -> Result<Vec<HostArray>, NkiError> {
-    for a in inputs {
+    let inputs: Vec<Option<&HostArray>> = inputs.iter().map(Some).collect();
+    run_kernel_with(kernel, &inputs, scalars, target)
+}
+
+/// [`run_kernel`] with optional tensors: `None` leaves an optional (`Tensor?`) parameter out.
+pub fn run_kernel_with(
+    kernel: &KernelDef,
+    inputs: &[Option<&HostArray>],
+    scalars: &[ScalarValue],
+    target: Target,
+) -> Result<Vec<HostArray>, NkiError> {
+    for a in inputs.iter().flatten() {
         if a.values.len() != a.shape.iter().product::<usize>() {
             return Err(NkiError::Buffers(format!(
                 "neuron::{}: {} values for shape {:?}",
@@ -61,9 +72,11 @@ pub fn run_kernel(
     let sig = Signature {
         tensors: inputs
             .iter()
-            .map(|a| TensorSig {
-                shape: a.shape.iter().map(|&d| d as u64).collect(),
-                dtype: a.dtype,
+            .map(|a| {
+                a.map(|a| TensorSig {
+                    shape: a.shape.iter().map(|&d| d as u64).collect(),
+                    dtype: a.dtype,
+                })
             })
             .collect(),
         scalars: scalars.to_vec(),
@@ -71,8 +84,9 @@ pub fn run_kernel(
     };
     let program = kernel.trace(&sig)?;
     validate(&program)?;
-    let in_bytes: Vec<Vec<u8>> = inputs.iter().map(HostArray::bytes).collect();
-    let host_in: Vec<HostTensor<'_>> = inputs
+    let present: Vec<&HostArray> = inputs.iter().flatten().copied().collect();
+    let in_bytes: Vec<Vec<u8>> = present.iter().map(|a| a.bytes()).collect();
+    let host_in: Vec<HostTensor<'_>> = present
         .iter()
         .zip(&in_bytes)
         .map(|(a, b)| HostTensor {

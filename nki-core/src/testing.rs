@@ -23,4 +23,4 @@
 //! ```
 
 pub use crate::kernel_def::{ScalarValue, Signature};
-pub use crate::run::{HostArray, run_kernel};
+pub use crate::run::{HostArray, run_kernel, run_kernel_with};

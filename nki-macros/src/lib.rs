@@ -30,8 +30,9 @@
 //! ## The function
 //!
 //! - A **doc comment is required**; it becomes the op's documentation.
-//! - Parameters are tensors, `&Hbm` (schema `Tensor`), or scalars: `f32`/`f64` (schema
-//!   `float`), `i32`/`i64`/`u32`/`u64`/`usize`/`isize` (`int`) and `bool` (`bool`).
+//! - Parameters are tensors, `&Hbm` (schema `Tensor`), optional tensors, `Option<&Hbm>`
+//!   (schema `Tensor?`), or scalars: `f32`/`f64` (schema `float`),
+//!   `i32`/`i64`/`u32`/`u64`/`usize`/`isize` (`int`) and `bool` (`bool`).
 //! - A scalar parameter may have a default, `#[default(1e-6)] eps: f32`; the literal must fit
 //!   the type (a number for floats, an integer for ints, `true`/`false` for bools). Tensors
 //!   cannot have defaults.

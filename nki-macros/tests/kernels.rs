@@ -227,3 +227,57 @@ fn traces_two_outputs_and_passes_scalars_by_position() {
     assert_eq!(shapes, [&[4, 16][..], &[4][..]]);
     assert_eq!(*SEEN.lock().unwrap(), Some((7, false, 0.25)));
 }
+
+/// Adds an optional per-column bias: `x + bias` when given, `x` otherwise.
+#[kernel(shape(x = [N, D], bias = [D]) -> [N, D], dtype(x in {f32}, bias = x) -> x)]
+pub fn maybe_bias(x: &Hbm, bias: Option<&Hbm>) -> Hbm {
+    let (n, d) = (x.dim(0), x.dim(1));
+    let out = shared_hbm(x.shape(), x.dtype());
+    for_each_tile(n, PMAX, |rows| {
+        let t = sbuf([rows.size, d], x.dtype());
+        dma_copy(&t, x.rows(rows.start.clone(), rows.size));
+        if let Some(bias) = bias {
+            let b = sbuf([rows.size, d], x.dtype());
+            dma_copy(&b, bias.view().broadcast_to(&[rows.size, d]));
+            tensor_tensor(&t, &t, &b, BinOp::Add);
+        }
+        dma_copy(out.rows(rows.start, rows.size), &t);
+    });
+    out
+}
+
+#[test]
+fn optional_tensors_are_tensor_question_mark_and_may_be_left_out() {
+    use nki_core::testing::{HostArray, run_kernel_with};
+    assert_eq!(
+        MAYBE_BIAS_KERNEL.schema,
+        "maybe_bias(Tensor x, Tensor? bias=None) -> Tensor"
+    );
+    assert_eq!(MAYBE_BIAS_KERNEL.params[1].kind, ParamKind::OptionalTensor);
+    let x = HostArray::new(&[3, 2], DType::F32, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let b = HostArray::new(&[2], DType::F32, [10.0, 20.0]);
+    let with =
+        run_kernel_with(&MAYBE_BIAS_KERNEL, &[Some(&x), Some(&b)], &[], Target::Trn2).unwrap();
+    assert_eq!(with[0].values, [11.0, 22.0, 13.0, 24.0, 15.0, 26.0]);
+    let without =
+        run_kernel_with(&MAYBE_BIAS_KERNEL, &[Some(&x), None], &[], Target::Trn2).unwrap();
+    assert_eq!(without[0].values, x.values);
+    let bad = HostArray::new(&[3], DType::F32, [0.0; 3]);
+    let err = run_kernel_with(
+        &MAYBE_BIAS_KERNEL,
+        &[Some(&x), Some(&bad)],
+        &[],
+        Target::Trn2,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "neuron::maybe_bias: bias has shape [3], but the contract bias[D] needs D = 2 (bound by x[N, D] = [3, 2])"
+    );
+    let err =
+        run_kernel_with(&MAYBE_BIAS_KERNEL, &[None, Some(&b)], &[], Target::Trn2).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "neuron::maybe_bias: x is None, but it is a required tensor (only `Tensor?` parameters may be None)"
+    );
+}

@@ -55,6 +55,7 @@ pub fn scalars(def: &KernelDef, values: &[Bound<'_, PyAny>]) -> PyResult<Vec<Sca
                     ParamKind::Int { .. } => "int",
                     ParamKind::Bool { .. } => "bool",
                     ParamKind::Tensor => "Tensor",
+                    ParamKind::OptionalTensor => "Tensor?",
                 };
                 let got = v
                     .get_type()
@@ -104,37 +105,46 @@ pub fn returned_name(d: DType, widened: bool) -> &'static str {
 
 /// Builds the signature of a call from the dtypes as the caller passed them: the contract's
 /// dtype rules are checked on those names first (so messages name what the caller passed).
+/// `None` is an optional tensor left out.
 pub fn caller_signature(
     def: &KernelDef,
-    shapes: &[Vec<u64>],
-    dtypes: &[String],
+    shapes: &[Option<Vec<u64>>],
+    dtypes: &[Option<String>],
     scalar_values: &[Bound<'_, PyAny>],
 ) -> PyResult<CallerSignature> {
-    let names: Vec<&str> = dtypes.iter().map(String::as_str).collect();
-    if shapes.len() == def.contract.inputs.len() {
+    let names: Vec<Option<&str>> = dtypes.iter().map(|d| d.as_deref()).collect();
+    if shapes.len() == def.contract.inputs.len() && dtypes.len() == shapes.len() {
         let compute = def
             .contract
-            .check_dtypes(def.name, &names)
+            .check_optional_dtypes(def.name, &names)
             .map_err(|v| crate::errors::violation_err(&v))?;
-        let names: Vec<&str> = compute.iter().map(|d| d.name()).collect();
+        let names: Vec<Option<&str>> = compute.iter().map(|d| d.map(|d| d.name())).collect();
         let sig = signature(def, shapes, &names, scalar_values)?;
         return Ok(CallerSignature {
             sig,
-            widened: widened(&dtypes.iter().map(String::as_str).collect::<Vec<_>>()),
+            widened: widened(
+                &dtypes
+                    .iter()
+                    .flatten()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+            ),
         });
     }
     // A wrong tensor count: let the contract check report it.
+    let f32s = vec![Some("f32"); shapes.len()];
     Ok(CallerSignature {
-        sig: signature(def, shapes, &vec!["f32"; shapes.len()], scalar_values)?,
+        sig: signature(def, shapes, &f32s, scalar_values)?,
         widened: false,
     })
 }
 
-/// Builds the signature of one call on the default target.
+/// Builds the signature of one call on the default target from kernel dtype names (`None`: an
+/// optional tensor left out).
 pub fn signature(
     def: &KernelDef,
-    shapes: &[Vec<u64>],
-    dtypes: &[impl AsRef<str>],
+    shapes: &[Option<Vec<u64>>],
+    dtypes: &[Option<&str>],
     scalar_values: &[Bound<'_, PyAny>],
 ) -> PyResult<Signature> {
     if shapes.len() != dtypes.len() {
@@ -148,11 +158,16 @@ pub fn signature(
     let tensors = shapes
         .iter()
         .zip(dtypes)
-        .map(|(shape, dt)| {
-            Ok(TensorSig {
+        .map(|(shape, dt)| match (shape, dt) {
+            (Some(shape), Some(dt)) => Ok(Some(TensorSig {
                 shape: shape.clone(),
-                dtype: dtype(def.name, dt.as_ref())?,
-            })
+                dtype: dtype(def.name, dt)?,
+            })),
+            (None, None) => Ok(None),
+            _ => Err(PyValueError::new_err(format!(
+                "neuron::{}: a tensor has a shape but no dtype, or a dtype but no shape",
+                def.name
+            ))),
         })
         .collect::<PyResult<Vec<_>>>()?;
     Ok(Signature {

@@ -31,6 +31,7 @@ mod run;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
 
+use nki_core::DType;
 use nki_core::contract::TensorMeta;
 use nki_core::contract::symbolic::SymInput;
 
@@ -56,8 +57,8 @@ fn names() -> PyResult<Vec<&'static str>> {
 fn check<'py>(
     py: Python<'py>,
     name: &str,
-    shapes: Vec<Vec<u64>>,
-    dtypes: Vec<String>,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
     scalars: Vec<Bound<'py, PyAny>>,
 ) -> PyResult<Vec<(Bound<'py, PyTuple>, &'static str)>> {
     let def = errors::registry()?
@@ -82,8 +83,8 @@ fn check<'py>(
 #[pyfunction]
 fn symbolic(
     name: &str,
-    shapes: Vec<Vec<Bound<'_, PyAny>>>,
-    dtypes: Vec<String>,
+    shapes: Vec<Option<Vec<Bound<'_, PyAny>>>>,
+    dtypes: Vec<Option<String>>,
 ) -> PyResult<String> {
     let def = errors::registry()?
         .get(name)
@@ -91,6 +92,9 @@ fn symbolic(
     let dims = shapes
         .iter()
         .map(|shape| {
+            let Some(shape) = shape else {
+                return Ok(None);
+            };
             shape
                 .iter()
                 .map(|d| {
@@ -103,18 +107,22 @@ fn symbolic(
                     }
                 })
                 .collect::<PyResult<Vec<_>>>()
+                .map(Some)
         })
         .collect::<PyResult<Vec<_>>>()?;
-    let names: Vec<&str> = dtypes.iter().map(String::as_str).collect();
-    let compute = def
+    let names: Vec<Option<&str>> = dtypes.iter().map(|d| d.as_deref()).collect();
+    let compute: Vec<DType> = def
         .contract
-        .check_dtypes(def.name, &names)
-        .map_err(|v| errors::violation_err(&v))?;
+        .check_optional_dtypes(def.name, &names)
+        .map_err(|v| errors::violation_err(&v))?
+        .into_iter()
+        .map(|d| d.unwrap_or(DType::F32))
+        .collect();
     let out = def
         .contract
         .bind_symbolic(def.name, &dims)
         .map_err(|v| errors::violation_err(&v))?;
-    let widened = args::widened(&names);
+    let widened = args::widened(&names.iter().flatten().copied().collect::<Vec<_>>());
     let out_dtypes: Vec<&str> = def
         .contract
         .output_dtypes(&compute)
@@ -135,30 +143,32 @@ fn symbolic(
 #[pyfunction]
 fn tolerance(
     name: &str,
-    shapes: Vec<Vec<u64>>,
-    dtypes: Vec<String>,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
     scalars: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<Vec<Option<(f64, f64)>>> {
     let def = errors::registry()?
         .get(name)
         .map_err(errors::registry_err)?;
     let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
-    let metas: Vec<TensorMeta<'_>> = call
+    let metas: Vec<Option<TensorMeta<'_>>> = call
         .sig
         .tensors
         .iter()
-        .map(|t| TensorMeta {
-            shape: &t.shape,
-            dtype: t.dtype,
+        .map(|t| {
+            t.as_ref().map(|t| TensorMeta {
+                shape: &t.shape,
+                dtype: t.dtype,
+            })
         })
         .collect();
     let bindings = def
         .contract
-        .bind(def.name, &metas)
+        .bind_optional(def.name, &metas)
         .map_err(|v| errors::violation_err(&v))?;
     let outputs = def
         .contract
-        .outputs(def.name, &bindings, &metas)
+        .optional_outputs(def.name, &bindings, &metas)
         .map_err(|v| errors::violation_err(&v))?;
     Ok(outputs
         .iter()

@@ -193,7 +193,8 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Runs op `name` on raw tensor memory.
 ///
-/// `inputs` and `outputs` are `(data_ptr, shape, dtype_name)` of contiguous CPU tensors, tensors
+/// `inputs` and `outputs` are `(data_ptr, shape, dtype_name)` of contiguous CPU tensors (an
+/// input is `None` for an optional tensor left out), tensors
 /// in parameter order, outputs in return order; `scalars` are the scalar arguments in parameter
 /// order. The kernel is compiled once per signature and simulated with the GIL released, reading
 /// and writing the tensors' memory in place.
@@ -204,20 +205,26 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 pub fn run(
     py: Python<'_>,
     name: &str,
-    inputs: Vec<BufferArg>,
+    inputs: Vec<Option<BufferArg>>,
     scalars: Vec<Bound<'_, PyAny>>,
     outputs: Vec<BufferArg>,
 ) -> PyResult<()> {
     let def = errors::registry()?
         .get(name)
         .map_err(errors::registry_err)?;
-    let shapes: Vec<Vec<u64>> = inputs.iter().map(|b| b.1.clone()).collect();
-    let dtypes: Vec<&str> = inputs.iter().map(|b| b.2.as_str()).collect();
+    let shapes: Vec<Option<Vec<u64>>> = inputs
+        .iter()
+        .map(|b| b.as_ref().map(|b| b.1.clone()))
+        .collect();
+    let dtypes: Vec<Option<&str>> = inputs
+        .iter()
+        .map(|b| b.as_ref().map(|b| b.2.as_str()))
+        .collect();
     let sig = args::signature(def, &shapes, &dtypes, &scalars)?;
     let raw_inputs = inputs
         .iter()
         .enumerate()
-        .map(|(i, b)| RawBuffer::new(name, "input", i, b))
+        .filter_map(|(i, b)| b.as_ref().map(|b| RawBuffer::new(name, "input", i, b)))
         .collect::<PyResult<Vec<_>>>()?;
     let raw_outputs = outputs
         .iter()

@@ -61,7 +61,7 @@ class Binder:
             if p.name in kwargs:
                 values.append(kwargs[p.name])
             elif p.has_default:
-                values.append(p.default)
+                values.append(p.default)  # None for an optional tensor
             else:
                 raise TypeError(f"neuron::{self.op}: missing argument {p.name}")
         return tuple(values)
@@ -90,16 +90,16 @@ def make_cpu_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
 
     def cpu_kernel(*args: Any, **kwargs: Any) -> Any:
         args = bind(args, kwargs)
-        tensors: list[torch.Tensor] = [args[i] for i in t_idx]
+        tensors: list[torch.Tensor | None] = [args[i] for i in t_idx]
         scalars = [args[i] for i in s_idx]
         for i, t in enumerate(tensors):
-            if not t.is_cpu:
+            if t is not None and not t.is_cpu:
                 raise ValueError(
                     f"neuron::{op}: {names_of[i]} is on device {t.device}, but this kernel "
                     f"(the CPU simulator) needs every tensor on cpu"
                 )
-        shapes = tuple(t.shape for t in tensors)
-        dtypes = tuple(caller_name(t.dtype) for t in tensors)
+        shapes = tuple(None if t is None else t.shape for t in tensors)
+        dtypes = tuple(None if t is None else caller_name(t.dtype) for t in tensors)
         key = (shapes, dtypes)
         metas = cache.get(key)
         if metas is None:
@@ -110,8 +110,11 @@ def make_cpu_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
                 metas.append((tuple(s), name if returned is computed else "f32", computed, returned))
             if len(cache) < _META_CACHE_LIMIT:
                 cache[key] = metas
-        kernel_names: list[str] = []
+        kernel_names: list[str | None] = []
         for i, t in enumerate(tensors):
+            if t is None:
+                kernel_names.append(None)
+                continue
             narrow = DOWNCAST.get(t.dtype)
             if narrow is not None:
                 warn_downcast(op, t.dtype)
@@ -124,7 +127,10 @@ def make_cpu_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
         if any(o.numel() for o in outs):
             run(
                 op,
-                [(t.data_ptr(), t.shape, n) for t, n in zip(tensors, kernel_names, strict=True)],
+                [
+                    None if t is None else (t.data_ptr(), t.shape, n)
+                    for t, n in zip(tensors, kernel_names, strict=True)
+                ],
                 scalars,
                 [(o.data_ptr(), o.shape, n) for o, (_, n, _, _) in zip(outs, metas, strict=True)],
             )
@@ -172,19 +178,20 @@ def make_fake_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
 
     def fake_kernel(*args: Any, **kwargs: Any) -> Any:
         args = layout.bind(args, kwargs)
-        tensors: list[torch.Tensor] = [args[i] for i in layout.tensors]
+        tensors: list[torch.Tensor | None] = [args[i] for i in layout.tensors]
         scalars = [args[i] for i in layout.scalars]
-        like = tensors[0]
-        for name, t in zip(layout.tensor_names, tensors, strict=True):
+        present = [(n, t) for n, t in zip(layout.tensor_names, tensors, strict=True) if t is not None]
+        first_name, like = present[0]
+        for name, t in present:
             if t.device != like.device:
                 raise ValueError(
-                    f"neuron::{op}: {name} is on device {t.device}, but {layout.tensor_names[0]} is on "
+                    f"neuron::{op}: {name} is on device {t.device}, but {first_name} is on "
                     f"{like.device}; every tensor must be on the same device"
                 )
-        dtypes = [caller_name(t.dtype) for t in tensors]
-        shapes = [tuple(t.shape) for t in tensors]
+        dtypes = [None if t is None else caller_name(t.dtype) for t in tensors]
+        shapes = [None if t is None else tuple(t.shape) for t in tensors]
         out_shapes: list[Sequence[Any]]
-        if all(type(d) is int for s in shapes for d in s) and _is_plain(scalars):
+        if all(type(d) is int for s in shapes if s is not None for d in s) and _is_plain(scalars):
             metas = native.check(op, shapes, dtypes, scalars)
             out_shapes = [s for s, _ in metas]
             out_dtypes = [_RETURNED[d] for _, d in metas]

@@ -22,11 +22,17 @@ class ParamSpec:
 
     @property
     def is_tensor(self) -> bool:
-        return self.kind == "tensor"
+        """A tensor parameter, optional (``Tensor?``) or not."""
+        return self.kind in ("tensor", "optional_tensor")
+
+    @property
+    def is_optional(self) -> bool:
+        """An optional tensor (``Tensor?``), which may be ``None``."""
+        return self.kind == "optional_tensor"
 
     @property
     def has_default(self) -> bool:
-        return self.default is not None
+        return self.default is not None or self.is_optional
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,10 @@ class OpSpec:
     def qualname(self) -> str:
         """``neuron::<name>``."""
         return f"neuron::{self.name}"
+
+    def param(self, name: str) -> ParamSpec:
+        """The parameter called ``name``."""
+        return next(p for p in self.params if p.name == name)
 
     @property
     def tensor_params(self) -> tuple[ParamSpec, ...]:

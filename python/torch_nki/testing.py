@@ -87,6 +87,8 @@ class SampleInput:
         for p, a in zip(spec.params, self.args, strict=True):
             if isinstance(a, torch.Tensor):
                 parts.append(f"{p.name}={list(a.shape)}")
+            elif a is None and p.is_tensor:
+                parts.append(f"{p.name}=None")
             else:
                 parts.append(f"{p.name}={a!r}")
         return f"{self.op}({', '.join(parts)}) {TORCH_TO_NKI.get(self.dtype, self.dtype)}"
@@ -193,8 +195,8 @@ def tolerances(sample: SampleInput) -> list[tuple[float, float]]:
     scalars = [a for p, a in zip(spec.params, sample.args, strict=True) if not p.is_tensor]
     per_output = torch_nki._native.tolerance(
         spec.name,
-        [tuple(t.shape) for t in tensors],
-        [TORCH_TO_NKI[t.dtype] for t in tensors],
+        [None if t is None else tuple(t.shape) for t in tensors],
+        [None if t is None else TORCH_TO_NKI[t.dtype] for t in tensors],
         scalars,
     )
     result = []

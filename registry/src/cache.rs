@@ -119,7 +119,7 @@ mod tests {
         let cache = CompileCache::default();
         let rms = Registry::global().unwrap().get("rmsnorm").unwrap();
         let mut bad = sig(4);
-        bad.tensors[1].shape = vec![65];
+        bad.tensors[1].as_mut().expect("weight").shape = vec![65];
         assert!(cache.get_or_compile(rms, &bad).is_err());
         assert!(cache.is_empty());
     }

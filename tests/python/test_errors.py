@@ -49,17 +49,17 @@ def test_requirement_violation() -> None:
 
 
 def test_disallowed_dtype_is_a_type_error() -> None:
-    x, w = torch.ones(4, 8, dtype=torch.int32), torch.ones(8, dtype=torch.int32)
+    x, w = torch.ones(4, 8, dtype=torch.int16), torch.ones(8, dtype=torch.int16)
     with pytest.raises(TypeError) as err:
         neuron.rmsnorm(x, w)
     assert (
-        str(err.value) == "neuron::rmsnorm: x has dtype int32, but the contract allows x in {f32, bf16, f16}"
+        str(err.value) == "neuron::rmsnorm: x has dtype int16, but the contract allows x in {f32, bf16, f16}"
     )
     with pytest.raises(TypeError) as err:
         neuron.rmsnorm(rand(4, 8), w)
     assert (
         str(err.value)
-        == "neuron::rmsnorm: weight has dtype int32, but the contract needs weight = x (x has dtype f32)"
+        == "neuron::rmsnorm: weight has dtype int16, but the contract needs weight = x (x has dtype f32)"
     )
     with pytest.raises(TypeError) as err:
         neuron.matmul(rand(2, 2), rand(2, 2, dtype=torch.bfloat16))

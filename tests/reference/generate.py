@@ -178,15 +178,18 @@ def build_cases() -> list[Case]:
     for op in testing.ops_with_reference():
         spec = testing.op_spec(op)
         for sample in spec.samples:
-            shapes = [tuple(sample.args[p.name]) for p in spec.params if p.is_tensor]
+            shapes = [sample.args[p.name] for p in spec.params if p.is_tensor]
             for dt in sample.dtypes:
                 params: list[tuple[str, Input | float | int | bool | None]] = []
                 for p in spec.params:
                     if p.is_tensor:
-                        params.append((p.name, Input(p.name, tuple(sample.args[p.name]), seed())))
+                        shape = sample.args[p.name]
+                        value = None if shape is None else Input(p.name, tuple(shape), seed())
+                        params.append((p.name, value))
                     else:
                         params.append((p.name, sample.args.get(p.name, p.default)))
-                name = f"{op}_{'_'.join(dims(s) for s in shapes)}_{dt}"
+                texts = ("none" if s is None else dims(s) for s in shapes)
+                name = f"{op}_{'_'.join(texts)}_{dt}"
                 cases.append(Case(name=name, op=op, dtype=dt, params=tuple(params)))
     names = [c.name for c in cases]
     dupes = sorted({n for n in names if names.count(n) > 1})

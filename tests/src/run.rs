@@ -26,15 +26,24 @@ pub struct CaseRun {
 
 /// Runs `case`'s kernel on its PRNG inputs and returns every output.
 ///
-/// Parameter names in the fixture must match the kernel's, in order; scalar values are
-/// converted to the kind the kernel declares (float, int or bool).
+/// Parameter names in the fixture must match the kernel's, in order (an optional tensor left
+/// out is simply not listed); scalar values are converted to the kind the kernel declares
+/// (float, int or bool).
 pub fn run_case(case: &Case) -> Result<CaseRun, Error> {
     let def = Registry::global()?.get(&case.op)?;
-    let tensor_names: Vec<&str> = def.tensor_params().map(|p| p.name).collect();
+    let present: Vec<&str> = def
+        .tensor_params()
+        .filter(|p| case.inputs.iter().any(|i| i.name == p.name))
+        .map(|p| p.name)
+        .collect();
     let input_names: Vec<&str> = case.inputs.iter().map(|i| i.name.as_str()).collect();
     let scalar_params: Vec<_> = def.scalar_params().collect();
     let scalar_names: Vec<&str> = case.scalars.iter().map(|s| s.name.as_str()).collect();
-    if tensor_names != input_names
+    let missing_required = def
+        .tensor_params()
+        .any(|p| p.kind == ParamKind::Tensor && !present.contains(&p.name));
+    if present != input_names
+        || missing_required
         || scalar_params
             .iter()
             .map(|p| p.name)
@@ -55,28 +64,34 @@ pub fn run_case(case: &Case) -> Result<CaseRun, Error> {
         })
         .collect();
     let sig = Signature {
-        tensors: case
-            .inputs
-            .iter()
-            .map(|i| TensorSig {
-                shape: i.shape.iter().map(|&d| d as u64).collect(),
-                dtype: case.dtype,
+        tensors: def
+            .tensor_params()
+            .map(|p| {
+                case.inputs
+                    .iter()
+                    .find(|i| i.name == p.name)
+                    .map(|i| TensorSig {
+                        shape: i.shape.iter().map(|&d| d as u64).collect(),
+                        dtype: case.dtype,
+                    })
             })
             .collect(),
         scalars,
         target: TARGET,
     };
-    let metas: Vec<TensorMeta<'_>> = sig
+    let metas: Vec<Option<TensorMeta<'_>>> = sig
         .tensors
         .iter()
-        .map(|t| TensorMeta {
-            shape: &t.shape,
-            dtype: t.dtype,
+        .map(|t| {
+            t.as_ref().map(|t| TensorMeta {
+                shape: &t.shape,
+                dtype: t.dtype,
+            })
         })
         .collect();
     let bindings = def
         .contract
-        .bind(def.name, &metas)
+        .bind_optional(def.name, &metas)
         .map_err(nki_core::NkiError::from)?;
     let compiled = CompileCache::global().get_or_compile(def, &sig)?;
     let data: Vec<Vec<u8>> = case

@@ -90,17 +90,20 @@ fn at_bounds(def: &KernelDef, sig: &Signature) -> Option<Signature> {
     if bounds.is_empty() {
         return None;
     }
-    let metas: Vec<TensorMeta<'_>> = sig
+    let metas: Vec<Option<TensorMeta<'_>>> = sig
         .tensors
         .iter()
-        .map(|t| TensorMeta {
-            shape: &t.shape,
-            dtype: t.dtype,
+        .map(|t| {
+            t.as_ref().map(|t| TensorMeta {
+                shape: &t.shape,
+                dtype: t.dtype,
+            })
         })
         .collect();
-    let b = def.contract.bind(def.name, &metas).ok()?;
+    let b = def.contract.bind_optional(def.name, &metas).ok()?;
     let mut out = sig.clone();
     for (spec, t) in def.contract.inputs.iter().zip(out.tensors.iter_mut()) {
+        let Some(t) = t else { continue };
         let mut shape = Vec::new();
         for d in spec.dims {
             match d {
@@ -125,10 +128,10 @@ fn backward_signature(def: &KernelDef, sig: &Signature) -> Option<(&'static Kern
         tensors.insert(p.name.to_string(), t.clone());
     }
     for (o, m) in def.contract.outputs.iter().zip(outs) {
-        let t = TensorSig {
+        let t = Some(TensorSig {
             shape: m.shape,
             dtype: m.dtype,
-        };
+        });
         tensors.insert(format!("grad_{}", o.name), t.clone());
         tensors.insert(o.name.to_string(), t);
     }

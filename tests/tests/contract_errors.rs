@@ -4,7 +4,7 @@
 //! dtypes) and each message is snapshotted. A perturbation the contract accepts is listed as
 //! such. A new kernel appears here without editing this file.
 
-use nki_core::kernel_def::Signature;
+use nki_core::kernel_def::{Signature, TensorSig};
 use nki_core::{DType, Target};
 use nki_kernels as _;
 use nki_registry::Registry;
@@ -16,25 +16,36 @@ fn perturbations(sig: &Signature) -> Vec<(&'static str, Signature)> {
     if n == 0 {
         return out;
     }
+    fn first(s: &mut Signature) -> &mut TensorSig {
+        s.tensors[0]
+            .as_mut()
+            .expect("samples give the first tensor")
+    }
+    fn last(s: &mut Signature) -> Option<&mut TensorSig> {
+        s.tensors.last_mut()?.as_mut()
+    }
     let mut s = sig.clone();
-    s.tensors[0].shape.pop();
+    first(&mut s).shape.pop();
     out.push(("first tensor loses its last dimension", s));
     let mut s = sig.clone();
-    if let Some(d) = s.tensors[n - 1].shape.last_mut() {
+    if let Some(d) = last(&mut s).and_then(|t| t.shape.last_mut()) {
         *d += 1;
         out.push(("last tensor's last dimension + 1", s));
     }
     let mut s = sig.clone();
-    s.tensors[0].dtype = DType::F8E4M3;
+    first(&mut s).dtype = DType::F8E4M3;
     out.push(("first tensor in f8e4m3", s));
     if n > 1 {
         let mut s = sig.clone();
-        s.tensors[n - 1].dtype = if s.tensors[0].dtype == DType::BF16 {
+        let other = if first(&mut s).dtype == DType::BF16 {
             DType::F16
         } else {
             DType::BF16
         };
-        out.push(("last tensor in another dtype", s));
+        if let Some(t) = last(&mut s) {
+            t.dtype = other;
+            out.push(("last tensor in another dtype", s));
+        }
     }
     out
 }

@@ -87,11 +87,12 @@ impl<D: Dim> Binder<D> {
         }
     }
 
-    /// Binds every tensor's shape against its pattern, in parameter order.
+    /// Binds every present tensor's shape against its pattern, in parameter order (`None`: an
+    /// optional tensor left out, which binds nothing).
     pub(crate) fn bind_shapes(
         &mut self,
         contract: &Contract,
-        shapes: &[Vec<D>],
+        shapes: &[Option<Vec<D>>],
     ) -> Result<(), Box<Violation>> {
         if shapes.len() != contract.inputs.len() {
             return Err(Box::new(Violation::TensorCount {
@@ -100,7 +101,9 @@ impl<D: Dim> Binder<D> {
             }));
         }
         for (spec, shape) in contract.inputs.iter().zip(shapes) {
-            self.bind_shape(spec, shape)?;
+            if let Some(shape) = shape {
+                self.bind_shape(spec, shape)?;
+            }
         }
         Ok(())
     }
@@ -259,6 +262,21 @@ impl Contract {
     /// see [`CallerDtype::resolve`]), wording violations with those names. Returns the dtypes
     /// the kernel computes in.
     pub fn check_dtypes(&self, op: &str, names: &[&str]) -> Result<Vec<DType>, ContractViolation> {
+        let names: Vec<Option<&str>> = names.iter().copied().map(Some).collect();
+        Ok(self
+            .check_optional_dtypes(op, &names)?
+            .into_iter()
+            .map(|d| d.unwrap_or(DType::F32))
+            .collect())
+    }
+
+    /// [`Contract::check_dtypes`] with optional tensors: `None` is a tensor left out, which no
+    /// rule constrains (a rule `w = b` with `b` absent holds).
+    pub fn check_optional_dtypes(
+        &self,
+        op: &str,
+        names: &[Option<&str>],
+    ) -> Result<Vec<Option<DType>>, ContractViolation> {
         let fail = |violation| ContractViolation {
             op: op.to_string(),
             violation: Box::new(violation),
@@ -271,38 +289,41 @@ impl Contract {
         }
         let resolved: Vec<Option<DType>> = names
             .iter()
-            .map(|n| CallerDtype::resolve(n).compute())
+            .map(|n| n.and_then(|n| CallerDtype::resolve(n).compute()))
             .collect();
         for rule in self.dtypes {
             let idx = self.index_of(rule.param);
+            let Some(name) = names[idx] else {
+                continue; // an optional tensor left out
+            };
             let actual = resolved[idx];
             match rule.rule {
                 DtypeRule::OneOf { allowed } => {
                     if !actual.is_some_and(|d| allowed.contains(&d)) {
                         return Err(fail(Violation::DtypeNotAllowed {
                             param: rule.param,
-                            dtype: names[idx].to_string(),
+                            dtype: name.to_string(),
                             allowed,
                         }));
                     }
                 }
                 DtypeRule::SameAs { param } => {
                     let j = self.index_of(param);
+                    let Some(other_name) = names[j] else {
+                        continue;
+                    };
                     if actual.is_none() || resolved[j] != actual {
                         return Err(fail(Violation::DtypeMismatch {
                             param: rule.param,
-                            dtype: names[idx].to_string(),
+                            dtype: name.to_string(),
                             other: param,
-                            other_dtype: names[j].to_string(),
+                            other_dtype: other_name.to_string(),
                         }));
                     }
                 }
             }
         }
-        Ok(resolved
-            .into_iter()
-            .map(|d| d.unwrap_or(DType::F32))
-            .collect())
+        Ok(resolved)
     }
 
     /// Checks actual tensor arguments (in the order of [`Contract::inputs`]) and returns the
@@ -312,15 +333,29 @@ impl Contract {
         op: &str,
         tensors: &[TensorMeta<'_>],
     ) -> Result<Bindings, ContractViolation> {
+        let all: Vec<Option<TensorMeta<'_>>> = tensors.iter().copied().map(Some).collect();
+        self.bind_optional(op, &all)
+    }
+
+    /// [`Contract::bind`] with optional tensors: `None` is a tensor left out, which binds no
+    /// symbol and meets no rule.
+    pub fn bind_optional(
+        &self,
+        op: &str,
+        tensors: &[Option<TensorMeta<'_>>],
+    ) -> Result<Bindings, ContractViolation> {
         let fail = |violation: Box<Violation>| ContractViolation {
             op: op.to_string(),
             violation,
         };
-        let shapes: Vec<Vec<u64>> = tensors.iter().map(|t| t.shape.to_vec()).collect();
+        let shapes: Vec<Option<Vec<u64>>> = tensors
+            .iter()
+            .map(|t| t.map(|t| t.shape.to_vec()))
+            .collect();
         let mut b = Binder::<u64>::new();
         b.bind_shapes(self, &shapes).map_err(fail)?;
-        let names: Vec<&str> = tensors.iter().map(|t| t.dtype.name()).collect();
-        self.check_dtypes(op, &names)?;
+        let names: Vec<Option<&str>> = tensors.iter().map(|t| t.map(|t| t.dtype.name())).collect();
+        self.check_optional_dtypes(op, &names)?;
         let bindings = Bindings {
             dims: b.dims,
             rests: b.rests,
@@ -345,6 +380,18 @@ impl Contract {
         b: &Bindings,
         tensors: &[TensorMeta<'_>],
     ) -> Result<Vec<OutputMeta>, ContractViolation> {
+        let all: Vec<Option<TensorMeta<'_>>> = tensors.iter().copied().map(Some).collect();
+        self.optional_outputs(op, b, &all)
+    }
+
+    /// [`Contract::outputs`] with optional tensors (an output's dtype never follows a tensor
+    /// that can be left out: the macro rejects that).
+    pub fn optional_outputs(
+        &self,
+        op: &str,
+        b: &Bindings,
+        tensors: &[Option<TensorMeta<'_>>],
+    ) -> Result<Vec<OutputMeta>, ContractViolation> {
         self.outputs
             .iter()
             .map(|o| {
@@ -368,7 +415,8 @@ impl Contract {
                         }
                     }
                 }
-                let dtype = self.output_dtype(o.dtype, &|i| tensors[i].dtype);
+                let dtype =
+                    self.output_dtype(o.dtype, &|i| tensors[i].map_or(DType::F32, |t| t.dtype));
                 Ok(OutputMeta { shape, dtype })
             })
             .collect()
@@ -394,6 +442,16 @@ impl Contract {
     ) -> Result<Vec<OutputMeta>, ContractViolation> {
         let b = self.bind(op, tensors)?;
         self.outputs(op, &b, tensors)
+    }
+
+    /// `bind_optional` followed by `optional_outputs`.
+    pub fn check_optional(
+        &self,
+        op: &str,
+        tensors: &[Option<TensorMeta<'_>>],
+    ) -> Result<Vec<OutputMeta>, ContractViolation> {
+        let b = self.bind_optional(op, tensors)?;
+        self.optional_outputs(op, &b, tensors)
     }
 
     pub(crate) fn index_of(&self, param: &str) -> usize {

@@ -116,28 +116,31 @@ impl Contract {
     pub fn bind_symbolic(
         &self,
         op: &str,
-        shapes: &[Vec<SymInput>],
+        shapes: &[Option<Vec<SymInput>>],
     ) -> Result<SymbolicOutputs, ContractViolation> {
-        let dims: Vec<Vec<SymDim>> = shapes
+        let dims: Vec<Option<Vec<SymDim>>> = shapes
             .iter()
             .enumerate()
             .map(|(t, shape)| {
-                shape
-                    .iter()
-                    .enumerate()
-                    .map(|(axis, d)| match d {
-                        SymInput::Known(v) => SymDim {
-                            known: Some(*v),
-                            text: v.to_string(),
-                            expr: SymExpr::Const { value: *v as i64 },
-                        },
-                        SymInput::Named(name) => SymDim {
-                            known: None,
-                            text: name.clone(),
-                            expr: SymExpr::Dim { tensor: t, axis },
-                        },
-                    })
-                    .collect()
+                let shape = shape.as_ref()?;
+                Some(
+                    shape
+                        .iter()
+                        .enumerate()
+                        .map(|(axis, d)| match d {
+                            SymInput::Known(v) => SymDim {
+                                known: Some(*v),
+                                text: v.to_string(),
+                                expr: SymExpr::Const { value: *v as i64 },
+                            },
+                            SymInput::Named(name) => SymDim {
+                                known: None,
+                                text: name.clone(),
+                                expr: SymExpr::Dim { tensor: t, axis },
+                            },
+                        })
+                        .collect(),
+                )
             })
             .collect();
         let mut b = Binder::<SymDim>::new();
@@ -241,8 +244,8 @@ mod tests {
             .bind_symbolic(
                 "add",
                 &[
-                    vec![named("s0"), SymInput::Known(3), named("s1")],
-                    vec![named("s2"), SymInput::Known(3), named("s3")],
+                    Some(vec![named("s0"), SymInput::Known(3), named("s1")]),
+                    Some(vec![named("s2"), SymInput::Known(3), named("s3")]),
                 ],
             )
             .unwrap();
@@ -287,8 +290,8 @@ mod tests {
             .bind_symbolic(
                 "add",
                 &[
-                    vec![named("s0"), SymInput::Known(3)],
-                    vec![named("s0"), SymInput::Known(5)],
+                    Some(vec![named("s0"), SymInput::Known(3)]),
+                    Some(vec![named("s0"), SymInput::Known(5)]),
                 ],
             )
             .unwrap_err();
@@ -296,7 +299,9 @@ mod tests {
             err.to_string(),
             "neuron::add: y has shape [s0, 5], but the contract y[..S, 4] needs dimension 1 = 4"
         );
-        let err = ADD.bind_symbolic("add", &[vec![], vec![]]).unwrap_err();
+        let err = ADD
+            .bind_symbolic("add", &[Some(vec![]), Some(vec![])])
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             "neuron::add: x has rank 0 (shape []), but the contract x[..S, D] needs rank >= 1"

@@ -35,6 +35,11 @@ pub enum Violation {
         /// Tensors passed.
         got: usize,
     },
+    /// A required tensor was left out (`None`).
+    MissingTensor {
+        /// The parameter.
+        param: &'static str,
+    },
     /// A tensor's rank does not fit its pattern.
     Rank {
         /// The parameter.
@@ -142,6 +147,7 @@ impl Violation {
     pub fn param(&self) -> Option<&'static str> {
         match self {
             Violation::Rank { param, .. }
+            | Violation::MissingTensor { param }
             | Violation::Dim { param, .. }
             | Violation::Rest { param, .. }
             | Violation::Literal { param, .. }
@@ -174,6 +180,12 @@ impl fmt::Display for Violation {
         match self {
             Violation::TensorCount { expected, got } => {
                 write!(f, "expected {expected} tensor arguments, got {got}")
+            }
+            Violation::MissingTensor { param } => {
+                write!(
+                    f,
+                    "{param} is None, but it is a required tensor (only `Tensor?` parameters may be None)"
+                )
             }
             Violation::Rank {
                 param,

@@ -251,16 +251,42 @@ pub fn check<'a>(attr: &'a KernelAttr, f: &'a KernelFn) -> syn::Result<Checked<'
             ),
         ));
     }
+    // Symbols some required tensor binds: an output cannot depend on a tensor that may be
+    // left out.
+    let required: Vec<String> = inputs
+        .iter()
+        .filter(|p| {
+            f.param(&p.param)
+                .is_some_and(|q| q.kind == ParamKind::Tensor)
+        })
+        .flat_map(|p| p.dims.iter())
+        .filter_map(|d| match d {
+            DimPat::Sym(i) | DimPat::Rest(i) => Some(i.to_string()),
+            DimPat::Const { .. } => None,
+        })
+        .collect();
+    let only_optional = |s: &Ident, errors: &mut Errors| {
+        if symbols.get(s).is_some() && !required.contains(&s.to_string()) {
+            errors.push(syn::Error::new(
+                s.span(),
+                format!(
+                    "output dimension `{s}` is bound only by optional tensors, which may be left out; \
+                     bind it with a required tensor"
+                ),
+            ));
+        }
+    };
     for shape in shapes {
         for d in &shape.dims {
             match d {
                 OutDim::Expr(e) => {
                     for s in expr_symbols(e) {
                         symbols.use_dim(s, None, &mut errors);
+                        only_optional(s, &mut errors);
                     }
                 }
                 OutDim::Rest(s) => match symbols.get(s) {
-                    Some((SymKind::Seq, _)) => {}
+                    Some((SymKind::Seq, _)) => only_optional(s, &mut errors),
                     Some((SymKind::Dim, _)) => errors.push(syn::Error::new(
                         s.span(),
                         format!("`..{s}` needs a sequence symbol, but `{s}` is a single dimension; write `{s}`"),
@@ -277,6 +303,10 @@ pub fn check<'a>(attr: &'a KernelAttr, f: &'a KernelFn) -> syn::Result<Checked<'
     for o in &attr.dtype.outputs {
         match f.param(o).map(|p| p.kind) {
             Some(ParamKind::Tensor) => output_dtypes.push(OutDtype::SameAs(o)),
+            Some(ParamKind::OptionalTensor) => errors.push(syn::Error::new(
+                o.span(),
+                format!("output dtype `{o}` names an optional tensor, which may be left out; name a required tensor or a dtype"),
+            )),
             Some(ParamKind::Scalar { .. }) => errors.push(syn::Error::new(
                 o.span(),
                 format!("output dtype `{o}` names a scalar parameter; name a tensor parameter or a dtype"),
@@ -320,7 +350,7 @@ fn known_tensor(
     errors: &mut Errors,
 ) -> bool {
     match f.param(ident).map(|p| p.kind) {
-        Some(ParamKind::Tensor) => true,
+        Some(ParamKind::Tensor | ParamKind::OptionalTensor) => true,
         Some(ParamKind::Scalar { ty, .. }) => {
             errors.push(syn::Error::new(
                 ident.span(),

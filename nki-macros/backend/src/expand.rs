@@ -98,6 +98,7 @@ fn param_def(p: &crate::signature::Param) -> TokenStream {
     let name = unraw(&p.name);
     let kind = match p.kind {
         ParamKind::Tensor => quote!(::nki_core::kernel_def::ParamKind::Tensor),
+        ParamKind::OptionalTensor => quote!(::nki_core::kernel_def::ParamKind::OptionalTensor),
         ParamKind::Scalar { ty, default } => {
             let variant = match ty.class() {
                 ScalarClass::Float => quote!(Float),
@@ -344,6 +345,7 @@ fn trace_fn(f: &KernelFn) -> TokenStream {
         let i = Literal::usize_unsuffixed(i);
         match p.kind {
             ParamKind::Tensor => quote!(args.tensor(#i)),
+            ParamKind::OptionalTensor => quote!(args.opt_tensor(#i)),
             ParamKind::Scalar { ty, .. } => {
                 let get = match ty.class() {
                     ScalarClass::Float => quote!(args.float(#i)),

@@ -108,7 +108,7 @@ fn check_backward(attr: &KernelAttr, f: &KernelFn, outputs: &[String], errors: &
         } else if f
             .params
             .iter()
-            .any(|p| unraw(&p.name) == name && p.kind != ParamKind::Tensor)
+            .any(|p| unraw(&p.name) == name && !p.kind.is_tensor())
         {
             errors.push(syn::Error::new(
                 s.span(),
@@ -182,7 +182,8 @@ fn check_samples(attr: &KernelAttr, f: &KernelFn, errors: &mut Errors) {
                 continue;
             };
             let ok = match (p.kind, value) {
-                (ParamKind::Tensor, SampleValue::Shape(_)) => true,
+                (ParamKind::Tensor | ParamKind::OptionalTensor, SampleValue::Shape(_)) => true,
+                (ParamKind::OptionalTensor, SampleValue::Absent(_)) => true,
                 (ParamKind::Scalar { ty, .. }, SampleValue::Scalar(v, _)) => matches!(
                     (ty.class(), v),
                     (
@@ -196,6 +197,7 @@ fn check_samples(attr: &KernelAttr, f: &KernelFn, errors: &mut Errors) {
             if !ok {
                 let want = match p.kind {
                     ParamKind::Tensor => "a shape such as `[2, 64]`".to_string(),
+                    ParamKind::OptionalTensor => "a shape such as `[2, 64]` or `None`".to_string(),
                     ParamKind::Scalar { ty, .. } => {
                         format!("a `{}` literal", ty.class().schema_type())
                     }
@@ -213,7 +215,7 @@ fn check_samples(attr: &KernelAttr, f: &KernelFn, errors: &mut Errors) {
         for p in &f.params {
             let n = unraw(&p.name);
             let needed = match p.kind {
-                ParamKind::Tensor => true,
+                ParamKind::Tensor | ParamKind::OptionalTensor => true,
                 ParamKind::Scalar { default, .. } => default.is_none(),
             };
             if needed && !given.contains(&n) {

@@ -17,10 +17,20 @@ pub fn schema_as(f: &KernelFn, name: &str, outputs: usize) -> String {
     let args: Vec<String> = f
         .params
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(i, p)| {
             let name = unraw(&p.name);
+            // `=None` only where every later parameter has a default too (schemas, like Python,
+            // put defaulted parameters last).
+            let rest_default = f.params[i + 1..].iter().all(|q| match q.kind {
+                ParamKind::Tensor => false,
+                ParamKind::OptionalTensor => true,
+                ParamKind::Scalar { default, .. } => default.is_some(),
+            });
             match p.kind {
                 ParamKind::Tensor => format!("Tensor {name}"),
+                ParamKind::OptionalTensor if rest_default => format!("Tensor? {name}=None"),
+                ParamKind::OptionalTensor => format!("Tensor? {name}"),
                 ParamKind::Scalar { ty, default } => {
                     let ty = ty.class().schema_type();
                     match default {

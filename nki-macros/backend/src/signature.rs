@@ -36,9 +36,9 @@ impl KernelFn {
         self.params.iter().find(|p| p.name == *name)
     }
 
-    /// The tensor parameters, in order.
+    /// The tensor parameters (optional ones included), in order.
     pub fn tensors(&self) -> impl Iterator<Item = &Param> {
-        self.params.iter().filter(|p| p.kind == ParamKind::Tensor)
+        self.params.iter().filter(|p| p.kind.is_tensor())
     }
 
     /// `x, weight, eps`, for messages.
@@ -49,6 +49,13 @@ impl KernelFn {
         } else {
             names.join(", ")
         }
+    }
+}
+
+impl ParamKind {
+    /// Whether the parameter is a tensor (optional or not).
+    pub fn is_tensor(self) -> bool {
+        matches!(self, ParamKind::Tensor | ParamKind::OptionalTensor)
     }
 }
 
@@ -66,6 +73,8 @@ pub struct Param {
 pub enum ParamKind {
     /// `&Hbm`.
     Tensor,
+    /// `Option<&Hbm>`: schema `Tensor?`.
+    OptionalTensor,
     /// A scalar of a supported primitive type.
     Scalar {
         /// Its declared type.
@@ -75,8 +84,7 @@ pub enum ParamKind {
     },
 }
 
-const SUPPORTED: &str =
-    "`&Hbm` (a tensor) or a scalar: f32, f64, i32, i64, u32, u64, usize, isize, bool";
+const SUPPORTED: &str = "`&Hbm` (a tensor), `Option<&Hbm>` (an optional tensor) or a scalar: f32, f64, i32, i64, u32, u64, usize, isize, bool";
 
 /// The identifier without a leading `r#`.
 pub fn unraw(ident: &Ident) -> String {
@@ -229,6 +237,26 @@ fn analyze_param(arg: &FnArg, defaults: &[Attribute]) -> syn::Result<Param> {
             format!("parameter `{name}` has more than one `#[default(...)]`"),
         ));
     }
+    if let Some(inner) = optional_inner(&pt.ty) {
+        classify(inner, &name)?
+            .map(|_| ())
+            .map_or(Ok(()), |_| {
+                Err(syn::Error::new_spanned(
+                    &pt.ty,
+                    format!("`{name}`: only tensors can be optional (`Option<&Hbm>`); give a scalar a `#[default(...)]`"),
+                ))
+            })?;
+        if let Some(d) = defaults.first() {
+            return Err(syn::Error::new_spanned(
+                d,
+                format!("optional tensor `{name}` cannot have a default; `None` leaves it out"),
+            ));
+        }
+        return Ok(Param {
+            name,
+            kind: ParamKind::OptionalTensor,
+        });
+    }
     match classify(&pt.ty, &name)? {
         None => {
             if let Some(d) = defaults.first() {
@@ -254,6 +282,24 @@ fn analyze_param(arg: &FnArg, defaults: &[Attribute]) -> syn::Result<Param> {
                 kind: ParamKind::Scalar { ty, default },
             })
         }
+    }
+}
+
+/// `T` of an `Option<T>` type.
+fn optional_inner(ty: &Type) -> Option<&Type> {
+    let Type::Path(p) = strip(ty) else {
+        return None;
+    };
+    let last = p.path.segments.last()?;
+    if last.ident != "Option" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.first()? {
+        syn::GenericArgument::Type(t) if args.args.len() == 1 => Some(t),
+        _ => None,
     }
 }
 
