@@ -157,6 +157,19 @@ pub struct Signature {
 }
 
 impl Signature {
+    /// The tensor arguments as the contract sees them (`None`: an optional tensor left out).
+    pub fn metas(&self) -> Vec<Option<TensorMeta<'_>>> {
+        self.tensors
+            .iter()
+            .map(|t| {
+                t.as_ref().map(|t| TensorMeta {
+                    shape: &t.shape,
+                    dtype: t.dtype,
+                })
+            })
+            .collect()
+    }
+
     /// A signature from `(shape, dtype)` pairs (tensor parameters in order) and scalar values.
     pub fn new(tensors: &[(&[u64], DType)], scalars: &[ScalarValue], target: Target) -> Signature {
         Signature {
@@ -332,17 +345,7 @@ impl KernelDef {
                 }));
             }
         }
-        let metas: Vec<Option<TensorMeta<'_>>> = sig
-            .tensors
-            .iter()
-            .map(|t| {
-                t.as_ref().map(|t| TensorMeta {
-                    shape: &t.shape,
-                    dtype: t.dtype,
-                })
-            })
-            .collect();
-        Ok(self.contract.check_optional(self.name, &metas)?)
+        Ok(self.contract.check_optional(self.name, &sig.metas())?)
     }
 
     /// Checks `sig` against the contract and traces the kernel body into a program. The traced

@@ -32,7 +32,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
 
 use nki_core::DType;
-use nki_core::contract::TensorMeta;
 use nki_core::contract::symbolic::SymInput;
 
 /// The registry manifest as pretty-printed JSON.
@@ -151,17 +150,7 @@ fn tolerance(
         .get(name)
         .map_err(errors::registry_err)?;
     let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
-    let metas: Vec<Option<TensorMeta<'_>>> = call
-        .sig
-        .tensors
-        .iter()
-        .map(|t| {
-            t.as_ref().map(|t| TensorMeta {
-                shape: &t.shape,
-                dtype: t.dtype,
-            })
-        })
-        .collect();
+    let metas = call.sig.metas();
     let bindings = def
         .contract
         .bind_optional(def.name, &metas)

@@ -5,7 +5,7 @@ use crate::Error;
 use crate::fixtures::Case;
 use crate::prng;
 use nki_core::KernelDef;
-use nki_core::contract::{Bindings, TensorMeta};
+use nki_core::contract::Bindings;
 use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
 use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
 use nki_core::{Signature, Target};
@@ -79,16 +79,7 @@ pub fn run_case(case: &Case) -> Result<CaseRun, Error> {
         scalars,
         target: TARGET,
     };
-    let metas: Vec<Option<TensorMeta<'_>>> = sig
-        .tensors
-        .iter()
-        .map(|t| {
-            t.as_ref().map(|t| TensorMeta {
-                shape: &t.shape,
-                dtype: t.dtype,
-            })
-        })
-        .collect();
+    let metas = sig.metas();
     let bindings = def
         .contract
         .bind_optional(def.name, &metas)

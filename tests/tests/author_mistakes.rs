@@ -2,7 +2,7 @@
 //! author's terms and the kernel source line; and every library kernel traced and validated at
 //! the extreme shapes its contract admits, on every target.
 
-use nki_core::contract::{DimExpr, DimPattern, TensorMeta};
+use nki_core::contract::{DimExpr, DimPattern};
 use nki_core::kernel_def::{KernelDef, ScalarValue, Signature, TensorSig};
 use nki_core::prelude::*;
 use nki_core::{NkiError, Target};
@@ -90,16 +90,7 @@ fn at_bounds(def: &KernelDef, sig: &Signature) -> Option<Signature> {
     if bounds.is_empty() {
         return None;
     }
-    let metas: Vec<Option<TensorMeta<'_>>> = sig
-        .tensors
-        .iter()
-        .map(|t| {
-            t.as_ref().map(|t| TensorMeta {
-                shape: &t.shape,
-                dtype: t.dtype,
-            })
-        })
-        .collect();
+    let metas = sig.metas();
     let b = def.contract.bind_optional(def.name, &metas).ok()?;
     let mut out = sig.clone();
     for (spec, t) in def.contract.inputs.iter().zip(out.tensors.iter_mut()) {
