@@ -50,10 +50,14 @@ def _op(name: str) -> Any:
 def _public_outputs(spec: OpSpec, fwd_name: str) -> Callable[..., Any]:
     """The ``CompositeImplicitAutograd`` kernel of an op with saved outputs."""
     keep = [i for i, o in enumerate(spec.outputs) if not o.saved]
+    single = keep[0] if len(keep) == 1 else None
+    fwd: list[Any] = []  # the op, looked up on first call (it is defined after this kernel)
 
     def public(*args: Any, **kwargs: Any) -> Any:
-        outs = _op(fwd_name)(*args, **kwargs)
-        return outs[keep[0]] if len(keep) == 1 else tuple(outs[i] for i in keep)
+        if not fwd:
+            fwd.append(_op(fwd_name))
+        outs = fwd[0](*args, **kwargs)
+        return outs[single] if single is not None else tuple(outs[i] for i in keep)
 
     public.__name__ = f"neuron_{spec.name}"
     return public
