@@ -185,5 +185,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache_size, m)?)?;
     m.add_function(wrap_pyfunction!(tolerance, m)?)?;
     m.add_function(wrap_pyfunction!(symbolic, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::_error_example, m)?)?;
     Ok(())
 }

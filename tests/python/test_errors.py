@@ -247,3 +247,32 @@ def test_autocast_follows_the_declared_policy(op: str) -> None:
             return  # runs on the dtypes given; mixed dtypes are the contract's business
         outs = testing.public_outputs(getattr(neuron, op)(*args))
     assert outs[0].dtype == expected, spec.autocast
+
+
+@pytest.mark.parametrize(
+    ("kind", "cls", "attrs"),
+    [
+        (
+            "validation",
+            torch_nki.ValidationError,
+            {
+                "rule": "partition-dim",
+                "limit": "128",
+                "actual": "256",
+                "instruction": "alloc t0 [256, 64] f32 in sbuf",
+                "location": "kernels/src/example.rs:12",
+                "op": "example",
+            },
+        ),
+        ("trace", torch_nki.errors.TraceError, {"location": "kernels/src/example.rs:12", "op": "example"}),
+        ("simulation", torch_nki.errors.SimulationError, {"location": "kernels/src/example.rs:12"}),
+        ("internal", torch_nki.NkiError, {"op": "example"}),
+    ],
+)
+def test_kernel_failures_are_typed_with_their_fields(kind: str, cls: type, attrs: dict[str, str]) -> None:
+    with pytest.raises(cls) as err:
+        _native._error_example(kind)
+    assert isinstance(err.value, torch_nki.NkiError) and isinstance(err.value, RuntimeError)
+    for name, value in attrs.items():
+        assert getattr(err.value, name) == value, name
+    assert "kernels/src/example.rs:12" in str(err.value) or kind == "internal"
