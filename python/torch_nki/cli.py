@@ -9,7 +9,8 @@ import torch_nki
 
 
 def print_registry() -> None:
-    """Prints every registered op: name, schema, contract, source location, first doc line."""
+    """Prints every registered op: name, schema, contract and dtypes (rendered by Rust), source
+    location, the doc's first paragraph, backward and saved outputs, and what it replaces."""
     ops = torch_nki._registration().ops
     print(f"torch-nki {torch_nki.__version__}: {len(ops)} ops in torch.ops.neuron")
     for name in sorted(ops):
