@@ -48,7 +48,15 @@ impl Target {
         matches!(self, Target::Trn3)
     }
 
-    /// The name used in messages and manifests.
+    /// Every generation, oldest first.
+    pub const ALL: [Target; 3] = [Target::Trn1, Target::Trn2, Target::Trn3];
+
+    /// Parses `trn1`, `trn2` or `trn3`.
+    pub fn from_name(name: &str) -> Option<Target> {
+        Target::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The name used in messages and manifests: `trn1`, `trn2`, `trn3`.
     pub const fn name(self) -> &'static str {
         match self {
             Target::Trn1 => "trn1",

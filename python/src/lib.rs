@@ -169,6 +169,56 @@ fn tolerance(
         .collect())
 }
 
+/// Estimates op `name` on `target` (`trn1`, `trn2`, `trn3`) for these arguments with the cost
+/// model. Returns `(text, summary_json, chrome_trace_json)`: the readable report, its figures
+/// as JSON (no per-instruction slices), and the timeline. The program is compiled (traced and
+/// validated for that target) like a call would be.
+#[pyfunction]
+fn cost(
+    py: Python<'_>,
+    name: &str,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
+    scalars: Vec<Bound<'_, PyAny>>,
+    target: &str,
+) -> PyResult<(String, String, String)> {
+    let def = errors::registry()?
+        .get(name)
+        .map_err(errors::registry_err)?;
+    let target = nki_core::Target::from_name(target).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "neuron::{name}: unknown target `{target}` (known: trn1, trn2, trn3)"
+        ))
+    })?;
+    let mut call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
+    call.sig.target = target;
+    let sig = call.sig;
+    let result = py.detach(move || {
+        let compiled = nki_registry::CompileCache::global().get_or_compile(def, &sig)?;
+        Ok::<_, nki_core::NkiError>(nki_core::cost::estimate(&compiled.program))
+    });
+    let report = result.map_err(|e| errors::to_py_err(e, def.name))?;
+    let summary = serde_json::json!({
+        "kernel": report.kernel,
+        "target": report.target.name(),
+        "total_ns": report.total_ns,
+        "engines": report.engines,
+        "hbm_read_bytes": report.hbm_read_bytes,
+        "hbm_write_bytes": report.hbm_write_bytes,
+        "flops": report.flops,
+        "min_ns": report.min_ns,
+        "bound": report.bound,
+        "roofline_fraction": report.roofline_fraction,
+        "critical_path": report.critical_path.len(),
+        "instructions": report.slices.len(),
+    });
+    Ok((
+        report.to_string(),
+        summary.to_string(),
+        report.chrome_trace(),
+    ))
+}
+
 /// Number of compiled programs in the process-wide compile cache.
 #[pyfunction]
 fn cache_size() -> usize {
@@ -185,6 +235,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache_size, m)?)?;
     m.add_function(wrap_pyfunction!(tolerance, m)?)?;
     m.add_function(wrap_pyfunction!(symbolic, m)?)?;
+    m.add_function(wrap_pyfunction!(cost, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_error_example, m)?)?;
     Ok(())
 }

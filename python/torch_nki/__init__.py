@@ -22,6 +22,7 @@ from torch_nki._entry import _autoload, report_autoload_failure, torch_is_initia
 import json
 from typing import Any
 
+from torch_nki._cost import CostReport, cost
 from torch_nki.errors import (
     ContractDtypeError,
     ContractError,
@@ -37,12 +38,14 @@ __all__ = [
     "ContractDtypeError",
     "ContractError",
     "ContractShapeError",
+    "CostReport",
     "NkiError",
     "NoBackwardError",
     "UnsupportedTransformError",
     "ValidationError",
     "__version__",
     "cache_size",
+    "cost",
     "manifest",
     "ops",
 ]

@@ -1,4 +1,4 @@
-"""The ``torch-nki`` command line: ``list`` the registry, run the ``demo``."""
+"""The ``torch-nki`` command line: ``list`` the registry, run the ``demo``, ``cost`` an op."""
 
 from __future__ import annotations
 
@@ -31,6 +31,60 @@ def print_registry() -> None:
             print(f"  replaces: {', '.join(spec.replaces)}")
 
 
+def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise SystemExit(f"torch-nki cost: --{what} takes NAME=VALUE, got {item!r}")
+        pairs[name] = value
+    return pairs
+
+
+def run_cost(
+    op: str, shapes: Sequence[str], scalars: Sequence[str], dtype: str, target: str, trace: str | None
+) -> int:
+    """``torch-nki cost``: builds meta tensors of the given shapes and prints the estimate."""
+    import torch
+
+    from torch_nki._dtypes import NKI_TO_TORCH
+
+    reg = torch_nki._registration()
+    if op not in reg.ops:
+        print(f"torch-nki cost: no kernel named `{op}` (registered: {', '.join(sorted(reg.ops))})")
+        return 2
+    spec = reg.ops[op]
+    if dtype not in NKI_TO_TORCH:
+        print(f"torch-nki cost: unknown dtype `{dtype}` (known: {', '.join(NKI_TO_TORCH)})")
+        return 2
+    given = _parse_pairs(shapes, "shape")
+    values = _parse_pairs(scalars, "scalar")
+    kwargs: dict[str, object] = {}
+    for p in spec.params:
+        if p.is_tensor:
+            if p.name in given:
+                dims = [int(d) for d in given.pop(p.name).split("x")]
+                kwargs[p.name] = torch.empty(dims, dtype=NKI_TO_TORCH[dtype], device="meta")
+            elif not p.is_optional:
+                hint = f"--shape {p.name}=AxB (schema: {spec.schema})"
+                print(f"torch-nki cost: give the shape of `{p.name}`: {hint}")
+                return 2
+        elif p.name in values:
+            raw = values.pop(p.name)
+            kwargs[p.name] = (
+                (raw == "true") if p.kind == "bool" else (int(raw) if p.kind == "int" else float(raw))
+            )
+    unknown = sorted(given) + sorted(values)
+    if unknown:
+        print(f"torch-nki cost: `{op}` has no parameter {', '.join(unknown)} (schema: {spec.schema})")
+        return 2
+    report = torch_nki.cost(op, target=target, **kwargs)
+    print(report, end="")
+    if trace:
+        print(f"  trace: {report.write_trace(trace)} (open in https://ui.perfetto.dev)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``torch-nki`` and ``python -m torch_nki``; returns the exit code."""
     parser = argparse.ArgumentParser(
@@ -46,7 +100,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=15,
         help="timed calls per measurement (median of three alternating blocks)",
     )
+    cost = sub.add_parser("cost", help="estimate an op's device time with the cost model")
+    cost.add_argument("op", help="the op, e.g. rmsnorm")
+    cost.add_argument("--shape", action="append", default=[], metavar="NAME=AxB", help="a tensor's shape")
+    cost.add_argument("--scalar", action="append", default=[], metavar="NAME=VALUE", help="a scalar argument")
+    cost.add_argument("--dtype", default="bf16", help="dtype of every tensor (default: bf16)")
+    cost.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
+    cost.add_argument("--trace", metavar="PATH", help="write the Chrome/Perfetto trace JSON here")
     args = parser.parse_args(argv)
+    if args.command == "cost":
+        return run_cost(args.op, args.shape, args.scalar, args.dtype, args.target, args.trace)
     if args.command == "list":
         print_registry()
         return 0

@@ -1,0 +1,294 @@
+//! The cost model: what a traced program would take on a NeuronCore, estimated from the
+//! documented engine heuristics (see [`table`]), with engines overlapping as on the device.
+//!
+//! [`estimate`] schedules every instruction (see the `schedule` module) and reports the
+//! estimated time, per-engine busy time, HBM bytes and FLOPs, the bound resource and the
+//! roofline fraction (the bound resource's time at peak over the estimated time), the critical
+//! path, and a Chrome/Perfetto trace ([`CostReport::chrome_trace`]). Every figure is an
+//! **estimate**: nothing here has been timed on hardware, and the model does not see DMA
+//! descriptor generation, semaphore waits or instruction issue queues beyond a fixed cost per
+//! instruction.
+
+mod schedule;
+pub mod table;
+mod trace;
+
+pub use table::CostTable;
+
+use crate::ir::Program;
+use crate::loc::SourceLoc;
+use crate::target::Target;
+use serde::Serialize;
+use std::fmt;
+
+/// An engine or DMA queue of a NeuronCore: one track of the timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    /// The tensor engine (`nc_matmul`).
+    Tensor,
+    /// The vector engine (`tensor_tensor`, `tensor_scalar`, `tensor_reduce`, `tensor_copy`).
+    Vector,
+    /// The scalar engine (`activation`).
+    Scalar,
+    /// GpSimd (`memset` on SBUF).
+    GpSimd,
+    /// DMA queue `n`.
+    Dma(u8),
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Engine::Tensor => f.write_str("tensor"),
+            Engine::Vector => f.write_str("vector"),
+            Engine::Scalar => f.write_str("scalar"),
+            Engine::GpSimd => f.write_str("gpsimd"),
+            Engine::Dma(q) => write!(f, "dma{q}"),
+        }
+    }
+}
+
+/// One instruction on the timeline.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Slice {
+    /// The `nki.isa` instruction name.
+    pub name: &'static str,
+    /// Where it ran.
+    pub engine: Engine,
+    /// Start, ns from the kernel's start.
+    pub start_ns: f64,
+    /// End, ns.
+    pub end_ns: f64,
+    /// The kernel source line that issued it.
+    pub loc: SourceLoc,
+    /// The slice that determined its start (engine order or a dependency), for the critical path.
+    #[serde(skip)]
+    pub pred: Option<usize>,
+}
+
+/// A resource the roofline compares against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resource {
+    /// HBM traffic over the DMA queues.
+    Dma,
+    /// Tensor-engine FLOPs.
+    Tensor,
+    /// Vector-engine element throughput.
+    Vector,
+    /// Scalar-engine element throughput.
+    Scalar,
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Resource::Dma => "DMA (HBM bandwidth)",
+            Resource::Tensor => "tensor engine",
+            Resource::Vector => "vector engine",
+            Resource::Scalar => "scalar engine",
+        })
+    }
+}
+
+/// Busy time of one engine or queue.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EngineUse {
+    /// The engine.
+    pub engine: Engine,
+    /// Sum of its instructions' durations, ns.
+    pub busy_ns: f64,
+    /// How many instructions it ran.
+    pub instructions: usize,
+}
+
+/// The estimate for one program on one target.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CostReport {
+    /// The kernel.
+    pub kernel: String,
+    /// The target.
+    pub target: Target,
+    /// Estimated device time, ns.
+    pub total_ns: f64,
+    /// Per engine and DMA queue (queues with no work are left out), in track order.
+    pub engines: Vec<EngineUse>,
+    /// Bytes read from HBM.
+    pub hbm_read_bytes: f64,
+    /// Bytes written to HBM.
+    pub hbm_write_bytes: f64,
+    /// Tensor-engine FLOPs.
+    pub flops: f64,
+    /// Each resource's time if it ran at peak with nothing else in the way, ns.
+    pub min_ns: Vec<(Resource, f64)>,
+    /// The resource with the largest such time.
+    pub bound: Resource,
+    /// The bound resource's time at peak over the estimated time (1.0 = at the roofline).
+    pub roofline_fraction: f64,
+    /// The chain of instructions that ends last, first to last, each waiting on the previous.
+    pub critical_path: Vec<Slice>,
+    /// Every instruction, in program (issue) order.
+    pub slices: Vec<Slice>,
+}
+
+/// Estimates `program` on its target.
+pub fn estimate(program: &Program) -> CostReport {
+    estimate_with(program, CostTable::for_target(program.target))
+}
+
+/// Estimates `program` with an explicit table (calibration experiments).
+pub fn estimate_with(program: &Program, table: CostTable) -> CostReport {
+    let mut s = schedule::Scheduler::new(program, table);
+    s.run();
+    let (slices, work) = (s.slices, s.work);
+    let total_ns = slices.iter().map(|x| x.end_ns).fold(0.0, f64::max);
+    let mut engines: Vec<EngineUse> = Vec::new();
+    for x in &slices {
+        match engines.iter_mut().find(|e| e.engine == x.engine) {
+            Some(e) => {
+                e.busy_ns += x.end_ns - x.start_ns;
+                e.instructions += 1;
+            }
+            None => engines.push(EngineUse {
+                engine: x.engine,
+                busy_ns: x.end_ns - x.start_ns,
+                instructions: 1,
+            }),
+        }
+    }
+    engines.sort_by_key(|e| e.engine);
+    let bytes = work.hbm_read + work.hbm_write;
+    let min_ns = vec![
+        (Resource::Dma, bytes / table.dma_peak_bytes_per_s() * 1e9),
+        (Resource::Tensor, work.tensor_min_ns),
+        (Resource::Vector, work.vector_min_ns),
+        (Resource::Scalar, work.scalar_min_ns),
+    ];
+    let (bound, bound_ns) = min_ns
+        .iter()
+        .copied()
+        .fold((Resource::Dma, -1.0), |a, b| if b.1 > a.1 { b } else { a });
+    let roofline_fraction = if total_ns > 0.0 {
+        bound_ns / total_ns
+    } else {
+        0.0
+    };
+    let mut critical_path = Vec::new();
+    let mut cur = slices
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.end_ns.total_cmp(&b.1.end_ns))
+        .map(|(i, _)| i);
+    while let Some(i) = cur {
+        critical_path.push(slices[i].clone());
+        cur = slices[i].pred;
+    }
+    critical_path.reverse();
+    CostReport {
+        kernel: program.name.clone(),
+        target: program.target,
+        total_ns,
+        engines,
+        hbm_read_bytes: work.hbm_read,
+        hbm_write_bytes: work.hbm_write,
+        flops: work.flops,
+        min_ns,
+        bound,
+        roofline_fraction,
+        critical_path,
+        slices,
+    }
+}
+
+impl CostReport {
+    /// Busy time of `engine` over the estimated time.
+    pub fn utilisation(&self, engine: Engine) -> f64 {
+        let busy = self
+            .engines
+            .iter()
+            .find(|e| e.engine == engine)
+            .map_or(0.0, |e| e.busy_ns);
+        if self.total_ns > 0.0 {
+            busy / self.total_ns
+        } else {
+            0.0
+        }
+    }
+
+    /// The timeline as Chrome trace event JSON (opens in Perfetto and `chrome://tracing`):
+    /// one track per engine and DMA queue, one complete event per instruction, named by the
+    /// instruction and carrying its kernel source line.
+    pub fn chrome_trace(&self) -> String {
+        trace::chrome_trace(self)
+    }
+}
+
+fn time_text(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.2} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+impl fmt::Display for CostReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} on {} (estimate, not a measurement): {}",
+            self.kernel,
+            self.target.name(),
+            time_text(self.total_ns)
+        )?;
+        writeln!(
+            f,
+            "  bound: {}, roofline fraction {:.0}%",
+            self.bound,
+            self.roofline_fraction * 100.0
+        )?;
+        writeln!(
+            f,
+            "  HBM read {:.0} KiB, write {:.0} KiB; {:.3} GFLOP",
+            self.hbm_read_bytes / 1024.0,
+            self.hbm_write_bytes / 1024.0,
+            self.flops / 1e9
+        )?;
+        let dma_busy: f64 = self
+            .engines
+            .iter()
+            .filter(|e| matches!(e.engine, Engine::Dma(_)))
+            .map(|e| e.busy_ns)
+            .sum();
+        let queues = self
+            .engines
+            .iter()
+            .filter(|e| matches!(e.engine, Engine::Dma(_)))
+            .count();
+        for e in self
+            .engines
+            .iter()
+            .filter(|e| !matches!(e.engine, Engine::Dma(_)))
+        {
+            writeln!(
+                f,
+                "  {:<7} busy {:>10}  {:>5.1}%  {} instructions",
+                e.engine.to_string(),
+                time_text(e.busy_ns),
+                100.0 * self.utilisation(e.engine),
+                e.instructions
+            )?;
+        }
+        if queues > 0 {
+            writeln!(
+                f,
+                "  dma     busy {:>10}  {:>5.1}%  over {queues} queues (mean per queue)",
+                time_text(dma_busy / queues as f64),
+                100.0 * dma_busy / queues as f64 / self.total_ns.max(1e-9)
+            )?;
+        }
+        Ok(())
+    }
+}

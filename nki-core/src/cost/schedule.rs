@@ -1,0 +1,321 @@
+//! Scheduling a program on the engines of one NeuronCore: the program is walked with its loops
+//! unrolled (as NKI specialises them), each instruction goes to its engine (a DMA transfer to the
+//! queue that frees up first) in program order per engine, and starts when its engine is free and
+//! the instructions it depends on through tiles (read-after-write, write-after-read,
+//! write-after-write) and HBM tensors have finished. A tile allocated inside a loop is a fresh
+//! buffer each iteration (the compiler multi-buffers them), so independent iterations overlap.
+
+use super::table::CostTable;
+use super::{Engine, Slice};
+use crate::dtype::DType;
+use crate::ir::{Buffer, DmaOperand, HbmAccess, HbmKind, Op, Program, Stmt, TileId, TileRegion};
+use std::collections::HashMap;
+
+/// A tile buffer instance: the tile and which allocation of it (one per loop iteration).
+type TileKey = (TileId, u32);
+
+/// What the scheduler has seen of one buffer: when its last write ends, when its last read ends,
+/// and which slices those were.
+#[derive(Clone, Copy, Default)]
+struct BufferTimes {
+    write_end: f64,
+    write_by: Option<usize>,
+    read_end: f64,
+    read_by: Option<usize>,
+}
+
+/// One HBM access of an output tensor: flat element range `lo..=hi`, when it ends, which slice.
+#[derive(Clone, Copy)]
+struct Access {
+    lo: i64,
+    hi: i64,
+    end: f64,
+    by: usize,
+}
+
+/// Work done, per resource, for the roofline.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Work {
+    /// Tensor-engine FLOPs.
+    pub flops: f64,
+    /// Time the tensor engine needs at peak for those FLOPs, ns.
+    pub tensor_min_ns: f64,
+    /// Bytes read from HBM.
+    pub hbm_read: f64,
+    /// Bytes written to HBM.
+    pub hbm_write: f64,
+    /// Vector-engine time at peak rate without fixed costs, ns.
+    pub vector_min_ns: f64,
+    /// Scalar-engine time at peak rate without fixed costs, ns.
+    pub scalar_min_ns: f64,
+}
+
+pub(crate) struct Scheduler<'p> {
+    program: &'p Program,
+    table: CostTable,
+    trips: Vec<usize>,
+    values: Vec<i64>,
+    instances: Vec<u32>,
+    /// The instance of each tile live in the current iteration.
+    current: HashMap<TileId, u32>,
+    tiles: HashMap<TileKey, BufferTimes>,
+    /// Per output tensor: the flat element ranges written and read so far, with their end
+    /// times and slices.
+    hbm_writes: HashMap<u32, Vec<Access>>,
+    hbm_reads: HashMap<u32, Vec<Access>>,
+    engine_free: HashMap<Engine, (f64, Option<usize>)>,
+    pub(crate) slices: Vec<Slice>,
+    pub(crate) work: Work,
+}
+
+impl<'p> Scheduler<'p> {
+    pub(crate) fn new(program: &'p Program, table: CostTable) -> Scheduler<'p> {
+        Scheduler {
+            program,
+            table,
+            trips: program.trips(),
+            values: vec![0; program.loops.len()],
+            instances: vec![0; program.tiles.len()],
+            current: HashMap::new(),
+            tiles: HashMap::new(),
+            hbm_writes: HashMap::new(),
+            hbm_reads: HashMap::new(),
+            engine_free: HashMap::new(),
+            slices: Vec::new(),
+            work: Work::default(),
+        }
+    }
+
+    pub(crate) fn run(&mut self) {
+        let program = self.program;
+        self.walk(&program.body);
+    }
+
+    fn walk(&mut self, body: &[Stmt]) {
+        for s in body {
+            match s {
+                Stmt::Alloc { tile } => {
+                    let n = &mut self.instances[tile.0 as usize];
+                    *n += 1;
+                    self.current.insert(*tile, *n);
+                }
+                Stmt::Inst(inst) => self.schedule(&inst.op, inst.loc),
+                Stmt::Loop { var, body } => {
+                    let trip = self.trips[var.0 as usize];
+                    for i in 0..trip {
+                        self.values[var.0 as usize] = i as i64;
+                        self.walk(body);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The DMA queue that becomes free first (the lowest-numbered among equals), as a compiler
+    /// spreading transfers over the queues would pick.
+    fn pick_queue(&self) -> usize {
+        (0..self.table.dma_queues)
+            .min_by(|&a, &b| {
+                let free = |q: usize| {
+                    self.engine_free
+                        .get(&Engine::Dma(q as u8))
+                        .map_or(0.0, |f| f.0)
+                };
+                free(a).total_cmp(&free(b)).then(a.cmp(&b))
+            })
+            .unwrap_or(0)
+    }
+
+    fn key(&self, r: &TileRegion) -> TileKey {
+        (r.tile, self.current.get(&r.tile).copied().unwrap_or(0))
+    }
+
+    fn dtype(&self, r: &TileRegion) -> DType {
+        self.program.tiles[r.tile.0 as usize].dtype
+    }
+
+    fn buffer(&self, r: &TileRegion) -> Buffer {
+        self.program.tiles[r.tile.0 as usize].buffer
+    }
+
+    /// The engine, duration (ns) and work of one instruction.
+    fn cost(&mut self, op: &Op) -> (Engine, f64) {
+        let t = self.table;
+        let vector = |inputs: f64, r: &TileRegion, dt: DType, work: &mut Work| {
+            let lanes = t.vector_lane_rate(dt);
+            let per_input = (r.nf as f64 / lanes).ceil();
+            work.vector_min_ns +=
+                inputs * r.nf as f64 / lanes * (r.np as f64 / 128.0) / t.vector_ghz;
+            (t.engine_fixed_cycles + inputs * per_input) / t.vector_ghz
+        };
+        match op {
+            Op::DmaCopy { dst, src } => {
+                let queue = self.pick_queue();
+                let (access, write) = match (dst, src) {
+                    (DmaOperand::Hbm { access }, _) => (access, true),
+                    (_, DmaOperand::Hbm { access }) => (access, false),
+                    // DMA always has an HBM side (validated); keep the model total anyway.
+                    (DmaOperand::Tile { region }, _) => {
+                        let bytes =
+                            (region.np * region.nf * self.dtype(region).size_bytes()) as f64;
+                        return (
+                            Engine::Dma(queue as u8),
+                            t.dma_fixed_ns + bytes / t.dma_queue_bytes_per_ns,
+                        );
+                    }
+                };
+                let size = self.program.hbm[access.tensor.0 as usize]
+                    .dtype
+                    .size_bytes();
+                let bytes = (access.np * access.nf * size) as f64;
+                if write {
+                    self.work.hbm_write += bytes;
+                } else {
+                    self.work.hbm_read += bytes;
+                }
+                (
+                    Engine::Dma(queue as u8),
+                    t.dma_fixed_ns + charged_bytes(access, size, &t) / t.dma_queue_bytes_per_ns,
+                )
+            }
+            Op::TensorTensor { a, .. } => {
+                let dt = self.dtype(a);
+                (Engine::Vector, vector(2.0, a, dt, &mut self.work))
+            }
+            Op::TensorScalar { data, .. } | Op::TensorReduce { data, .. } => {
+                let dt = self.dtype(data);
+                (Engine::Vector, vector(1.0, data, dt, &mut self.work))
+            }
+            Op::TensorCopy { src, .. } => {
+                let dt = self.dtype(src);
+                (Engine::Vector, vector(1.0, src, dt, &mut self.work))
+            }
+            Op::Memset { dst, .. } => {
+                if self.buffer(dst) == Buffer::Psum {
+                    // GpSimd cannot reach PSUM.
+                    let dt = self.dtype(dst);
+                    (Engine::Vector, vector(1.0, dst, dt, &mut self.work))
+                } else {
+                    let cycles = t.engine_fixed_cycles + dst.nf as f64;
+                    (Engine::GpSimd, cycles / t.gpsimd_ghz)
+                }
+            }
+            Op::Activation { data, .. } => {
+                self.work.scalar_min_ns += data.nf as f64 * (data.np as f64 / 128.0) / t.scalar_ghz;
+                let cycles = t.engine_fixed_cycles + data.nf as f64;
+                (Engine::Scalar, cycles / t.scalar_ghz)
+            }
+            Op::NcMatmul {
+                stationary, moving, ..
+            } => {
+                let dt = self.dtype(moving);
+                let (k, m, n) = (stationary.np, stationary.nf, moving.nf);
+                let flops = 2.0 * (k * m * n) as f64;
+                self.work.flops += flops;
+                self.work.tensor_min_ns += flops / t.tensor_peak_flops(dt) * 1e9;
+                let fp32 = if dt == DType::F32 { 4.0 } else { 1.0 };
+                let cycles = (n as f64).max(64.0) * fp32;
+                (Engine::Tensor, cycles / t.tensor_ghz)
+            }
+        }
+    }
+
+    fn schedule(&mut self, op: &Op, loc: crate::loc::SourceLoc) {
+        let (engine, duration) = self.cost(op);
+        let (free, mut pred) = self
+            .engine_free
+            .get(&engine)
+            .copied()
+            .unwrap_or((0.0, None));
+        let mut start = free;
+        let mut wait = |t: f64, by: Option<usize>| {
+            if t > start {
+                start = t;
+                pred = by;
+            }
+        };
+        let reads: Vec<TileKey> = op.tile_reads().iter().map(|r| self.key(r)).collect();
+        let writes: Vec<TileKey> = op.tile_writes().iter().map(|r| self.key(r)).collect();
+        for k in &reads {
+            let b = self.tiles.get(k).copied().unwrap_or_default();
+            wait(b.write_end, b.write_by);
+        }
+        for k in &writes {
+            let b = self.tiles.get(k).copied().unwrap_or_default();
+            wait(b.write_end, b.write_by);
+            wait(b.read_end, b.read_by);
+        }
+        // Outputs in HBM: a read waits for overlapping earlier writes, a write for overlapping
+        // earlier reads. Stores to disjoint parts of an output never wait for each other (and
+        // overlapping stores are a kernel bug the coverage check does not hide).
+        let hbm: Vec<(u32, bool, i64, i64)> = op
+            .hbm_accesses()
+            .iter()
+            .filter(|(a, _)| self.program.hbm[a.tensor.0 as usize].kind == HbmKind::Output)
+            .map(|(a, w)| {
+                let base = a.offset.eval(&self.values);
+                let (below, above) = a.extent();
+                (a.tensor.0, *w, base + below, base + above)
+            })
+            .collect();
+        for &(id, write, lo, hi) in &hbm {
+            let earlier = if write {
+                &self.hbm_reads
+            } else {
+                &self.hbm_writes
+            };
+            for a in earlier.get(&id).into_iter().flatten() {
+                if a.lo <= hi && lo <= a.hi {
+                    wait(a.end, Some(a.by));
+                }
+            }
+        }
+        let end = start + duration;
+        let index = self.slices.len();
+        self.slices.push(Slice {
+            name: op.name(),
+            engine,
+            start_ns: start,
+            end_ns: end,
+            loc,
+            pred,
+        });
+        self.engine_free.insert(engine, (end, Some(index)));
+        for k in reads {
+            let b = self.tiles.entry(k).or_default();
+            if end > b.read_end {
+                b.read_end = end;
+                b.read_by = Some(index);
+            }
+        }
+        for k in writes {
+            let b = self.tiles.entry(k).or_default();
+            b.write_end = end;
+            b.write_by = Some(index);
+        }
+        for (id, write, lo, hi) in hbm {
+            let list = if write {
+                &mut self.hbm_writes
+            } else {
+                &mut self.hbm_reads
+            };
+            list.entry(id).or_default().push(Access {
+                lo,
+                hi,
+                end,
+                by: index,
+            });
+        }
+    }
+}
+
+/// Bytes a DMA is charged for: contiguous rows at least `dma_min_row_bytes` each (small rows
+/// are overhead-bound); a strided (transposed) pattern moves every element as its own 16-byte
+/// unit, an assumption of this model.
+fn charged_bytes(access: &HbmAccess, size: usize, t: &CostTable) -> f64 {
+    if access.f_stride == 1 || access.nf == 1 {
+        (access.np * (access.nf * size).max(t.dma_min_row_bytes)) as f64
+    } else {
+        (access.np * access.nf * size.max(16)) as f64
+    }
+}

@@ -1,0 +1,240 @@
+//! The cost model against hand-computed expectations: single instructions, a dependency chain,
+//! DMA/compute overlap, a pipelining loop; monotonicity; and the Chrome trace format.
+//!
+//! Numbers (Trn2 table): DMA = 1200 ns + charged bytes / 23 B/ns per queue; vector op =
+//! (64 + inputs × ⌈N / lanes⌉) cycles at 0.96 GHz with 2 lanes-elements per cycle for fp32;
+//! matmul = max(N, 64) cycles (× 4 for fp32) at 2.4 GHz.
+
+use nki_core::cost::{Engine, Resource, estimate};
+use nki_core::ir::Program;
+use nki_core::lang::{InputSpec, trace};
+use nki_core::prelude::*;
+
+fn program(
+    target: Target,
+    inputs: &[(&str, &[usize], DType)],
+    body: impl FnOnce(&[Hbm]) -> Vec<Hbm>,
+) -> Program {
+    let inputs: Vec<InputSpec> = inputs
+        .iter()
+        .map(|(n, s, d)| InputSpec {
+            name: n.to_string(),
+            shape: s.to_vec(),
+            dtype: *d,
+        })
+        .collect();
+    trace("k", target, &inputs, body).unwrap()
+}
+
+fn close(a: f64, b: f64) {
+    assert!((a - b).abs() < 1e-6 * b.abs().max(1.0), "{a} vs {b}");
+}
+
+const DMA_FIXED: f64 = 1200.0;
+const QUEUE: f64 = 23.0;
+
+/// Load a `[128, 512]` f32 tile and store it back: two dependent DMAs on two queues.
+fn copy(target: Target) -> Program {
+    program(target, &[("x", &[128, 512], DType::F32)], |h| {
+        let out = shared_hbm(&[128, 512], DType::F32);
+        let t = sbuf([128, 512], DType::F32);
+        dma_copy(&t, &h[0]);
+        dma_copy(&out, &t);
+        vec![out]
+    })
+}
+
+#[test]
+fn one_dma_is_latency_plus_bytes_over_the_queue() {
+    let r = estimate(&copy(Target::Trn2));
+    let one = DMA_FIXED + (128.0 * 2048.0) / QUEUE;
+    assert_eq!(r.slices.len(), 2);
+    close(r.slices[0].end_ns, one);
+    close(r.slices[1].start_ns, one); // the store waits for the load
+    close(r.total_ns, 2.0 * one);
+    assert_eq!(
+        (r.slices[0].engine, r.slices[1].engine),
+        (Engine::Dma(0), Engine::Dma(1))
+    );
+    close(r.hbm_read_bytes, 128.0 * 2048.0);
+    close(r.hbm_write_bytes, 128.0 * 2048.0);
+    assert_eq!(r.bound, Resource::Dma);
+    // 512 KiB at 16 × 23 B/ns over the estimated time.
+    close(
+        r.roofline_fraction,
+        (2.0 * 128.0 * 2048.0 / (16.0 * QUEUE)) / (2.0 * one),
+    );
+    assert_eq!(r.critical_path.len(), 2);
+}
+
+#[test]
+fn small_rows_are_charged_the_minimum_row_size() {
+    let p = program(Target::Trn2, &[("x", &[128, 8], DType::F32)], |h| {
+        let out = shared_hbm(&[128, 8], DType::F32);
+        let t = sbuf([128, 8], DType::F32);
+        dma_copy(&t, &h[0]);
+        dma_copy(&out, &t);
+        vec![out]
+    });
+    let r = estimate(&p);
+    close(r.slices[0].end_ns, DMA_FIXED + 128.0 * 256.0 / QUEUE);
+}
+
+#[test]
+fn one_matmul_is_max_of_n_and_64_cycles_and_fp32_is_four_times_slower() {
+    for (dtype, factor) in [(DType::BF16, 1.0), (DType::F32, 4.0)] {
+        let p = program(
+            Target::Trn2,
+            &[("a", &[128, 128], dtype), ("b", &[128, 512], dtype)],
+            |h| {
+                let out = shared_hbm(&[128, 512], DType::F32);
+                let (s, m) = (sbuf([128, 128], dtype), sbuf([128, 512], dtype));
+                dma_copy(&s, &h[0]);
+                dma_copy(&m, &h[1]);
+                let acc = psum([128, 512], DType::F32);
+                nc_matmul(&acc, &s, &m, false);
+                let res = sbuf([128, 512], DType::F32);
+                tensor_copy(&res, &acc);
+                dma_copy(&out, &res);
+                vec![out]
+            },
+        );
+        let r = estimate(&p);
+        let mm = r.slices.iter().find(|s| s.name == "nc_matmul").unwrap();
+        close(mm.end_ns - mm.start_ns, 512.0 * factor / 2.4);
+        close(r.flops, 2.0 * 128.0 * 128.0 * 512.0);
+        // The matmul waits for both loads, which ran in parallel on two queues.
+        let loads_end = r.slices[0].end_ns.max(r.slices[1].end_ns);
+        close(mm.start_ns, loads_end);
+    }
+}
+
+#[test]
+fn a_dependency_chain_runs_back_to_back_and_the_vector_op_costs_its_cycles() {
+    let p = program(Target::Trn2, &[("x", &[128, 512], DType::F32)], |h| {
+        let out = shared_hbm(&[128, 512], DType::F32);
+        let t = sbuf([128, 512], DType::F32);
+        dma_copy(&t, &h[0]);
+        tensor_scalar(&t, &t, BinOp::Add, 1.0);
+        tensor_tensor(&t, &t, &t, BinOp::Multiply);
+        dma_copy(&out, &t);
+        vec![out]
+    });
+    let r = estimate(&p);
+    let v: Vec<_> = r
+        .slices
+        .iter()
+        .filter(|s| s.engine == Engine::Vector)
+        .collect();
+    close(v[0].end_ns - v[0].start_ns, (64.0 + 256.0) / 0.96);
+    close(v[1].end_ns - v[1].start_ns, (64.0 + 2.0 * 256.0) / 0.96);
+    for w in r.slices.windows(2) {
+        close(w[1].start_ns, w[0].end_ns);
+    }
+    assert_eq!(r.critical_path.len(), 4);
+}
+
+#[test]
+fn independent_tiles_overlap_dma_with_compute_and_a_loop_pipelines() {
+    // Four 128-row tiles: load, scale, store. Fresh tiles per iteration, DMAs on their own queues.
+    let p = program(Target::Trn2, &[("x", &[512, 512], DType::F32)], |h| {
+        let out = shared_hbm(&[512, 512], DType::F32);
+        affine_range(4, |i| {
+            let t = sbuf([128, 512], DType::F32);
+            dma_copy(&t, h[0].rows(i.clone() * 128usize, 128));
+            tensor_scalar(&t, &t, BinOp::Multiply, 2.0);
+            dma_copy(out.rows(i * 128usize, 128), &t);
+        });
+        vec![out]
+    });
+    let r = estimate(&p);
+    let dma = DMA_FIXED + 128.0 * 2048.0 / QUEUE;
+    let vector = (64.0 + 256.0) / 0.96;
+    let serial = 4.0 * (2.0 * dma + vector);
+    // Loads of all four iterations start at once on four queues; each store follows its own
+    // scale; the vector engine runs the four scales back to back.
+    close(r.total_ns, dma + 4.0 * vector + dma);
+    assert!(
+        r.total_ns < serial / 3.0,
+        "{} vs serial {serial}",
+        r.total_ns
+    );
+    assert!(r.utilisation(Engine::Vector) > 0.0);
+}
+
+#[test]
+fn more_bytes_are_never_cheaper_and_trn3_is_never_slower_than_trn2() {
+    let rows = |n: usize, target: Target| {
+        let p = program(target, &[("x", &[n, 512], DType::BF16)], |h| {
+            let out = shared_hbm(&[n, 512], DType::BF16);
+            for_each_tile(n, PMAX, |r| {
+                let t = sbuf([r.size, 512], DType::BF16);
+                dma_copy(&t, h[0].rows(r.start.clone(), r.size));
+                activation(&t, ActFn::Exp, &t, None, 1.0);
+                dma_copy(out.rows(r.start, r.size), &t);
+            });
+            vec![out]
+        });
+        estimate(&p).total_ns
+    };
+    let mut last = 0.0;
+    for n in [1, 64, 128, 200, 256, 1000, 4096] {
+        let t = rows(n, Target::Trn2);
+        assert!(t >= last, "{n} rows: {t} < {last}");
+        last = t;
+        assert!(rows(n, Target::Trn3) <= t, "{n} rows slower on trn3");
+    }
+}
+
+#[test]
+fn the_chrome_trace_has_the_required_fields_and_no_overlap_within_a_track() {
+    let p = program(Target::Trn2, &[("x", &[512, 512], DType::F32)], |h| {
+        let out = shared_hbm(&[512, 512], DType::F32);
+        affine_range(4, |i| {
+            let t = sbuf([128, 512], DType::F32);
+            dma_copy(&t, h[0].rows(i.clone() * 128usize, 128));
+            activation(&t, ActFn::Exp, &t, None, 1.0);
+            dma_copy(out.rows(i * 128usize, 128), &t);
+        });
+        vec![out]
+    });
+    let r = estimate(&p);
+    let doc: serde_json::Value = serde_json::from_str(&r.chrome_trace()).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    let mut by_track: std::collections::BTreeMap<u64, Vec<(f64, f64)>> = Default::default();
+    let mut names = 0;
+    for e in events {
+        let ph = e["ph"].as_str().unwrap();
+        assert!(
+            e["pid"].is_u64() && e["tid"].is_u64() && e["name"].is_string(),
+            "{e}"
+        );
+        match ph {
+            "M" => names += 1,
+            "X" => {
+                let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+                assert!(ts >= 0.0 && dur > 0.0, "{e}");
+                assert!(
+                    e["args"]["loc"]
+                        .as_str()
+                        .unwrap()
+                        .contains("tests/cost.rs:"),
+                    "{e}"
+                );
+                by_track
+                    .entry(e["tid"].as_u64().unwrap())
+                    .or_default()
+                    .push((ts, ts + dur));
+            }
+            other => panic!("unexpected phase {other}"),
+        }
+    }
+    assert!(names > by_track.len(), "every track is named");
+    for spans in by_track.values_mut() {
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for w in spans.windows(2) {
+            assert!(w[1].0 >= w[0].1 - 1e-9, "overlap {w:?}");
+        }
+    }
+    assert_eq!(by_track.values().map(Vec::len).sum::<usize>(), 12);
+}

@@ -1,0 +1,106 @@
+"""``torch_nki.cost(op, *args, target=...)``: what an op would take on a NeuronCore, from the cost model.
+
+The kernel is compiled for the arguments' shapes and dtypes on the chosen target (``trn1``,
+``trn2``, ``trn3``) and its program is scheduled on the engines with the documented heuristics
+(see docs/cost-model.md). Tensors are only looked at for their shape and dtype, so ``meta``
+tensors work. Every figure is an **estimate**: nothing here ran on Trainium.
+
+    >>> report = torch_nki.cost("rmsnorm", torch.empty(8192, 4096, dtype=torch.bfloat16, device="meta"),
+    ...                         torch.empty(4096, dtype=torch.bfloat16, device="meta"))
+    >>> print(report)            # time, bound resource, roofline fraction, engine utilisation
+    >>> report.write_trace("rmsnorm.json")  # open in https://ui.perfetto.dev
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import torch_nki
+from torch_nki._dtypes import caller_name
+from torch_nki._kernels import Binder
+
+__all__ = ["CostReport", "cost"]
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """The cost model's estimate for one call."""
+
+    op: str
+    target: str
+    total_ns: float
+    """Estimated device time, ns."""
+    bound: str
+    """The resource whose peak-rate time is largest (``dma``, ``tensor``, ``vector``, ``scalar``)."""
+    roofline_fraction: float
+    """That resource's time at peak over the estimated time (1.0 = at the roofline)."""
+    busy_ns: dict[str, float]
+    """Busy time per engine and DMA queue (``tensor``, ``vector``, ``scalar``, ``gpsimd``, ``dma0``...)."""
+    hbm_read_bytes: float
+    hbm_write_bytes: float
+    flops: float
+    instructions: int
+    text: str = field(repr=False)
+    trace_json: str = field(repr=False)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def utilisation(self, engine: str) -> float:
+        """Busy time of ``engine`` over the estimated time."""
+        return self.busy_ns.get(engine, 0.0) / self.total_ns if self.total_ns else 0.0
+
+    def write_trace(self, path: str | Path) -> Path:
+        """Writes the Chrome/Perfetto trace JSON (one track per engine and DMA queue)."""
+        out = Path(path)
+        out.write_text(self.trace_json)
+        return out
+
+
+def _engine_name(engine: Any) -> str:
+    if isinstance(engine, dict):  # {"dma": n}
+        ((kind, n),) = engine.items()
+        return f"{kind}{n}"
+    return str(engine)
+
+
+def cost(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> CostReport:
+    """Estimates ``torch.ops.neuron.<op>(*args, **kwargs)`` on ``target`` with the cost model."""
+    reg = torch_nki._registration()
+    if op not in reg.ops:
+        raise KeyError(f"no kernel named `{op}` (registered: {', '.join(sorted(reg.ops))})")
+    spec = reg.ops[op]
+    values = Binder(spec)(args, kwargs)
+    shapes: list[list[int] | None] = []
+    dtypes: list[str | None] = []
+    scalars: list[Any] = []
+    for p, v in zip(spec.params, values, strict=True):
+        if p.is_tensor:
+            if v is not None and not isinstance(v, torch.Tensor):
+                raise TypeError(f"neuron::{op}: {p.name} must be a tensor, got {type(v).__name__}")
+            shapes.append(None if v is None else list(v.shape))
+            dtypes.append(None if v is None else caller_name(v.dtype))
+        else:
+            scalars.append(v)
+    text, summary, trace = torch_nki._native.cost(op, shapes, dtypes, scalars, target)
+    s = json.loads(summary)
+    bound = s["bound"]
+    return CostReport(
+        op=op,
+        target=s["target"],
+        total_ns=s["total_ns"],
+        bound=bound,
+        roofline_fraction=s["roofline_fraction"],
+        busy_ns={_engine_name(e["engine"]): e["busy_ns"] for e in s["engines"]},
+        hbm_read_bytes=s["hbm_read_bytes"],
+        hbm_write_bytes=s["hbm_write_bytes"],
+        flops=s["flops"],
+        instructions=s["instructions"],
+        text=text,
+        trace_json=trace,
+    )

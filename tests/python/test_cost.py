@@ -1,0 +1,69 @@
+"""``torch_nki.cost`` and ``torch-nki cost``: the cost model's estimate for every op with a
+reference, at its largest declared sample, on every target (iterates the registry)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import torch_nki
+from torch_nki import cli, testing
+
+
+def _largest(op: str) -> testing.SampleInput:
+    samples = testing.sample_inputs(op, dtypes=[torch.float32])
+    return max(samples, key=lambda s: sum(t.numel() for t in s.tensors))
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
+@pytest.mark.parametrize("op", testing.ops_with_reference())
+def test_every_op_gets_an_estimate(op: str, target: str) -> None:
+    sample = _largest(op)
+    meta = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in sample.args]
+    report = torch_nki.cost(op, *meta, target=target)
+    assert report.op == op and report.target == target
+    assert report.total_ns > 0 and report.instructions > 0
+    assert report.bound in {"dma", "tensor", "vector", "scalar"}
+    assert 0 < report.roofline_fraction <= 1.0 + 1e-9
+    assert report.hbm_read_bytes >= sum(t.numel() * t.element_size() for t in sample.tensors)
+    assert all(0 <= report.utilisation(e) <= 1.0 + 1e-9 for e in report.busy_ns)
+    assert "estimate, not a measurement" in str(report)
+    events = json.loads(report.trace_json)["traceEvents"]
+    assert sum(e["ph"] == "X" for e in events) == report.instructions
+
+
+def test_real_and_meta_tensors_cost_the_same() -> None:
+    x, w = torch.ones(300, 1000), torch.ones(1000)
+    a = torch_nki.cost("rmsnorm", x, w)
+    b = torch_nki.cost("rmsnorm", x.to("meta"), w.to("meta"), eps=1e-6)
+    assert a.total_ns == b.total_ns
+
+
+def test_contract_errors_and_unknown_targets() -> None:
+    with pytest.raises(torch_nki.ContractShapeError, match="weight has shape"):
+        torch_nki.cost("rmsnorm", torch.empty(4, 8, device="meta"), torch.empty(9, device="meta"))
+    with pytest.raises(ValueError, match="unknown target `trn9`"):
+        torch_nki.cost("add", torch.ones(2), torch.ones(2), target="trn9")
+    with pytest.raises(KeyError, match="no kernel named `no_such_op`"):
+        torch_nki.cost("no_such_op")
+
+
+def test_cli_cost_prints_the_estimate_and_writes_a_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.json"
+    argv = ["cost", "rmsnorm", "--shape", "x=256x1024", "--shape", "weight=1024", "--trace", str(trace)]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("rmsnorm on trn2 (estimate, not a measurement): ")
+    assert "roofline fraction" in out and str(trace) in out
+    assert json.loads(trace.read_text())["traceEvents"]
+    assert cli.main(["cost", "rmsnorm", "--shape", "x=8x4"]) == 2
+    assert "give the shape of `weight`" in capsys.readouterr().out
+    assert (
+        cli.main(["cost", "rmsnorm", "--shape", "x=8x4", "--shape", "weight=4", "--scalar", "bogus=1"]) == 2
+    )
+    assert "has no parameter bogus" in capsys.readouterr().out
