@@ -44,6 +44,7 @@ fn block(v: &HbmView, r: &TileSpan, c: &TileSpan) -> HbmView {
     sample(x = [130, 4100], y = [130, 4100], dtypes = {f32}),
     tolerance(elementwise),
     autocast(promote),
+    bench(x = [8192, 4096], y = [8192, 4096]),
 )]
 pub fn add(x: &Hbm, y: &Hbm) -> Hbm {
     let out = shared_hbm(x.shape(), x.dtype());

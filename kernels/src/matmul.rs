@@ -99,6 +99,7 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
     sample(x = [20, 150], w = [150, 4700], dtypes = {f32}),
     tolerance(matmul),
     autocast(lower),
+    bench(x = [4096, 4096], w = [4096, 4096]),
 )]
 pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
     let out = shared_hbm(&[x.dim(0), w.dim(1)], x.dtype());

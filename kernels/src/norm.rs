@@ -46,6 +46,7 @@ fn rows_of(x: &Hbm) -> (usize, usize) {
     sample(x = [7], weight = [7]),
     tolerance(reduction(D)),
     autocast(promote),
+    bench(x = [8192, 4096], weight = [4096]),
 )]
 pub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> (Hbm, Hbm) {
     let (n, d) = rows_of(x);

@@ -92,6 +92,9 @@ pub struct KernelDef {
     pub tolerance: ToleranceClass,
     /// What the op does under `torch.autocast`.
     pub autocast: AutocastPolicy,
+    /// The representative large arguments the op is graded at (`torch-nki bench`).
+    #[serde(skip)]
+    pub bench: Option<Sample>,
     /// Traces the kernel body.
     #[serde(skip)]
     pub trace: TraceFn,

@@ -130,6 +130,16 @@ pub struct ResolvedSample {
 }
 
 impl Sample {
+    /// The one dtype a benchmark runs in: the first declared, else bf16 where the contract
+    /// admits it, else the first admitted.
+    pub fn bench_dtype(&self, contract: &Contract) -> Option<DType> {
+        let all = self.dtypes_for(contract);
+        if self.dtypes.is_empty() && all.contains(&DType::BF16) {
+            return Some(DType::BF16);
+        }
+        all.first().copied()
+    }
+
     /// This sample with its dtypes resolved against `contract`.
     pub fn resolve(&self, contract: &Contract) -> ResolvedSample {
         ResolvedSample {

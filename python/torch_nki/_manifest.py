@@ -87,6 +87,8 @@ class OpSpec:
     tolerance: dict[str, Any]
     autocast: str
     """The ``torch.autocast`` policy: ``keep``, ``lower``, ``fp32`` or ``promote``."""
+    bench: SampleSpec | None
+    """The representative large arguments ``torch-nki bench`` grades the op at (one dtype)."""
 
     @property
     def qualname(self) -> str:
@@ -148,6 +150,9 @@ def _op(op: dict[str, Any]) -> OpSpec:
         samples=tuple(SampleSpec(dict(s["args"]), tuple(s["dtypes"])) for s in op["samples"]),
         tolerance=op["tolerance"],
         autocast=op["autocast"],
+        bench=None
+        if op.get("bench") is None
+        else SampleSpec(dict(op["bench"]["args"]), tuple(op["bench"]["dtypes"])),
     )
 
 

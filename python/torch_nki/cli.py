@@ -1,4 +1,5 @@
-"""The ``torch-nki`` command line: ``list`` the registry, run the ``demo``, ``cost`` an op."""
+"""The ``torch-nki`` command line: ``list`` the registry, run the ``demo``, ``cost`` an op,
+``bench`` every op."""
 
 from __future__ import annotations
 
@@ -107,7 +108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     cost.add_argument("--dtype", default="bf16", help="dtype of every tensor (default: bf16)")
     cost.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
     cost.add_argument("--trace", metavar="PATH", help="write the Chrome/Perfetto trace JSON here")
+    bench = sub.add_parser("bench", help="grade every op at its bench shape: estimated device time vs CPU")
+    bench.add_argument("--op", action="append", default=[], help="only this op (repeatable)")
+    bench.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
+    bench.add_argument("--repeat", type=int, default=3, help="timed calls per CPU measurement")
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        from torch_nki import bench as bench_mod
+
+        return bench_mod.run(args.op, args.target, max(1, args.repeat))
     if args.command == "cost":
         return run_cost(args.op, args.shape, args.scalar, args.dtype, args.target, args.trace)
     if args.command == "list":

@@ -24,7 +24,7 @@ import torch
 
 import torch_nki
 from torch_nki._dtypes import NKI_TO_TORCH, TORCH_TO_NKI
-from torch_nki._manifest import OpSpec
+from torch_nki._manifest import OpSpec, SampleSpec
 
 __all__ = [
     "TORCH_TO_NKI",
@@ -33,6 +33,7 @@ __all__ = [
     "backward_kernels",
     "backward_sample",
     "backward_sample_inputs",
+    "bench_input",
     "call",
     "op_spec",
     "ops_with_reference",
@@ -104,6 +105,32 @@ def uniform(seed: int = 0) -> MakeTensor:
     return make
 
 
+def _make_args(
+    spec: OpSpec, sample: SampleSpec, dtype: torch.dtype, make: MakeTensor, requires_grad: bool
+) -> tuple[Any, ...]:
+    args: list[Any] = []
+    for p in spec.params:
+        if p.is_tensor:
+            shape = sample.args[p.name]
+            t = None if shape is None else make(shape, dtype)
+            if t is not None and requires_grad and t.is_floating_point():
+                t.requires_grad_(True)
+            args.append(t)
+        else:
+            args.append(sample.args.get(p.name, p.default))
+    return tuple(args)
+
+
+def bench_input(op: str, *, make: MakeTensor | None = None) -> SampleInput | None:
+    """The op's declared ``bench(...)`` arguments (its representative large shape, in its one
+    bench dtype), or ``None`` for an op without one (backward kernels)."""
+    spec = op_spec(op)
+    if spec.bench is None:
+        return None
+    dtype = NKI_TO_TORCH[spec.bench.dtypes[0]]
+    return SampleInput(op, dtype, _make_args(spec, spec.bench, dtype, make or uniform(), False), -1)
+
+
 def sample_inputs(
     op: str,
     *,
@@ -121,17 +148,7 @@ def sample_inputs(
             dtype = NKI_TO_TORCH[name]
             if dtypes is not None and dtype not in dtypes:
                 continue
-            args: list[Any] = []
-            for p in spec.params:
-                if p.is_tensor:
-                    shape = sample.args[p.name]
-                    t = None if shape is None else make(shape, dtype)
-                    if t is not None and requires_grad and t.is_floating_point():
-                        t.requires_grad_(True)
-                    args.append(t)
-                else:
-                    args.append(sample.args.get(p.name, p.default))
-            out.append(SampleInput(op, dtype, tuple(args), index))
+            out.append(SampleInput(op, dtype, _make_args(spec, sample, dtype, make, requires_grad), index))
     return out
 
 

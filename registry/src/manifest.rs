@@ -52,6 +52,8 @@ pub struct ManifestEntry {
     pub tolerance: ToleranceClass,
     /// What the op does under `torch.autocast`.
     pub autocast: AutocastPolicy,
+    /// The representative large arguments it is graded at, in one dtype.
+    pub bench: Option<ResolvedSample>,
 }
 
 /// Every registered op, sorted by name.
@@ -94,6 +96,11 @@ impl Manifest {
                 samples: d.samples.iter().map(|s| s.resolve(&d.contract)).collect(),
                 tolerance: d.tolerance,
                 autocast: d.autocast,
+                bench: d.bench.map(|b| {
+                    let mut r = b.resolve(&d.contract);
+                    r.dtypes = b.bench_dtype(&d.contract).into_iter().collect();
+                    r
+                }),
             })
             .collect();
         Manifest { version: 2, ops }

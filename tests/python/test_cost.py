@@ -67,3 +67,21 @@ def test_cli_cost_prints_the_estimate_and_writes_a_trace(
         cli.main(["cost", "rmsnorm", "--shape", "x=8x4", "--shape", "weight=4", "--scalar", "bogus=1"]) == 2
     )
     assert "has no parameter bogus" in capsys.readouterr().out
+
+
+def test_every_op_with_a_reference_declares_a_bench_shape() -> None:
+    for op in testing.ops_with_reference():
+        sample = testing.bench_input(
+            op, make=lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta")
+        )
+        assert sample is not None, f"{op} declares no bench(...)"
+        torch_nki.cost(op, *sample.args)  # the contract admits it and it validates on trn2
+
+
+def test_cli_bench_grades_an_op(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "--op", "add", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("add "))
+    assert "8192x4096" in row and "dma" in row and row.rstrip().endswith("x")
+    assert "cost-model estimates" in out
+    assert cli.main(["bench", "--op", "no_such_op"]) == 2

@@ -46,7 +46,7 @@ fn registry_holds_exactly_the_kernels_declared_in_the_library() {
 }
 
 #[test]
-fn every_kernel_has_a_reference_and_samples_or_is_a_backward() {
+fn every_kernel_has_a_reference_samples_and_a_bench_shape_or_is_a_backward() {
     let reg = Registry::global().unwrap();
     let manifest = reg.manifest();
     for op in &manifest.ops {
@@ -61,6 +61,12 @@ fn every_kernel_has_a_reference_and_samples_or_is_a_backward() {
             assert!(
                 op.reference.is_some() && !op.samples.is_empty(),
                 "`{}` ({}) declares no reference(...) and sample(...), and is no kernel's backward",
+                op.name,
+                op.location
+            );
+            assert!(
+                op.bench.as_ref().is_some_and(|b| b.dtypes.len() == 1),
+                "`{}` ({}) declares no bench(...): the large shape `torch-nki bench` grades it at",
                 op.name,
                 op.location
             );

@@ -47,6 +47,8 @@ pub struct KernelAttr {
     pub backward_span: Option<Span>,
     /// The `autocast(...)` policy.
     pub autocast: Option<AutocastClause>,
+    /// The `bench(...)` arguments: the representative large shape the op is graded at.
+    pub bench: Option<SampleClause>,
 }
 
 /// `shape(x = [N, D], ...) -> [N, D]`.
@@ -132,8 +134,8 @@ impl Requirement {
     }
 }
 
-const KEYS: &str = "`shape`, `dtype`, `require`, `replaces`, `backward`, `reference`, `sample`, `tolerance` or `autocast`";
-const KEY_NAMES: [&str; 9] = [
+const KEYS: &str = "`shape`, `dtype`, `require`, `replaces`, `backward`, `reference`, `sample`, `tolerance`, `autocast` or `bench`";
+const KEY_NAMES: [&str; 10] = [
     "shape",
     "dtype",
     "require",
@@ -143,6 +145,7 @@ const KEY_NAMES: [&str; 9] = [
     "sample",
     "tolerance",
     "autocast",
+    "bench",
 ];
 
 impl Parse for KernelAttr {
@@ -157,6 +160,7 @@ impl Parse for KernelAttr {
         let mut samples = Vec::new();
         let mut tolerance = None;
         let mut autocast = None;
+        let mut bench = None;
         while !input.is_empty() {
             let key: Ident = input.parse().map_err(|e| {
                 syn::Error::new(
@@ -211,6 +215,12 @@ impl Parse for KernelAttr {
                     reference = Some(parse_reference(&key, &content)?);
                 }
                 "sample" => samples.push(parse_sample(&key, &content)?),
+                "bench" => {
+                    if bench.is_some() {
+                        return Err(duplicate(&key));
+                    }
+                    bench = Some(parse_sample(&key, &content)?);
+                }
                 "autocast" => {
                     if autocast.is_some() {
                         return Err(duplicate(&key));
@@ -255,6 +265,7 @@ impl Parse for KernelAttr {
             tolerance,
             backward_span,
             autocast,
+            bench,
         })
     }
 }

@@ -226,7 +226,7 @@ fn op_info(attr: &KernelAttr) -> TokenStream {
         Some(r) => quote!(::core::option::Option::Some(#r)),
         None => quote!(::core::option::Option::None),
     };
-    let samples = attr.samples.iter().map(|s| {
+    let sample = |s: &crate::op_info::SampleClause| {
         let args = s.args.iter().map(|(name, v)| {
             let name = unraw(name);
             let v = match v {
@@ -249,7 +249,15 @@ fn op_info(attr: &KernelAttr) -> TokenStream {
         });
         let dtypes = s.dtypes.iter().flatten().map(|d| dtype(*d));
         quote!(#o::Sample { args: &[#(#args),*], dtypes: &[#(#dtypes),*] })
-    });
+    };
+    let samples = attr.samples.iter().map(sample);
+    let bench = match &attr.bench {
+        Some(b) => {
+            let b = sample(b);
+            quote!(::core::option::Option::Some(#b))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let tolerance = match &attr.tolerance {
         None | Some(ToleranceClause::Elementwise) => quote!(#o::ToleranceClass::Elementwise),
         Some(ToleranceClause::Matmul) => quote!(#o::ToleranceClass::Matmul),
@@ -264,6 +272,7 @@ fn op_info(attr: &KernelAttr) -> TokenStream {
         samples: &[#(#samples),*],
         tolerance: #tolerance,
         autocast: #o::AutocastPolicy::#autocast,
+        bench: #bench,
     }
 }
 

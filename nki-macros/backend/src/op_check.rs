@@ -158,7 +158,15 @@ fn check_samples(attr: &KernelAttr, f: &KernelFn, errors: &mut Errors) {
             "`sample(...)` needs a `reference(\"...\")`: the ATen expression the samples are compared with",
         ));
     }
-    for sample in &attr.samples {
+    if let Some(b) = &attr.bench
+        && attr.reference.is_none()
+    {
+        errors.push(syn::Error::new(
+            b.span,
+            "`bench(...)` needs a `reference(\"...\")`: the ATen expression it is timed against",
+        ));
+    }
+    for sample in attr.samples.iter().chain(&attr.bench) {
         let mut given: Vec<String> = Vec::new();
         for (name, value) in &sample.args {
             let n = unraw(name);
@@ -221,7 +229,10 @@ fn check_samples(attr: &KernelAttr, f: &KernelFn, errors: &mut Errors) {
             if needed && !given.contains(&n) {
                 errors.push(syn::Error::new(
                     sample.span,
-                    format!("this sample does not give `{n}`, which has no default"),
+                    format!(
+                        "this `{}(...)` does not give `{n}`, which has no default",
+                        sample.key
+                    ),
                 ));
             }
         }

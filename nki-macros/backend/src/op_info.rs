@@ -6,6 +6,7 @@
 //! sample(x = [130, 96], weight = [96]),                 // sample arguments (repeatable)
 //! sample(x = [1, 1], weight = [1], eps = 1e-5, dtypes = {f32}),
 //! tolerance(reduction(D)),                              // elementwise | reduction(expr) | matmul
+//! bench(x = [8192, 4096], weight = [4096]),            // the representative large shape to grade
 //! ```
 //!
 //! Names are checked against the function in [`crate::check`].
@@ -35,7 +36,9 @@ pub struct SampleClause {
     pub args: Vec<(Ident, SampleValue)>,
     /// `dtypes = {f32, bf16}`, if given.
     pub dtypes: Option<Vec<DTypeName>>,
-    /// The whole clause, for errors about what is missing.
+    /// The clause's key (`sample` or `bench`), for errors about what is missing.
+    pub key: String,
+    /// Where the key was written.
     pub span: Span,
 }
 
@@ -218,6 +221,7 @@ pub(crate) fn parse_sample(key: &Ident, content: ParseStream<'_>) -> syn::Result
     Ok(SampleClause {
         args,
         dtypes,
+        key: key.to_string(),
         span: key.span(),
     })
 }
