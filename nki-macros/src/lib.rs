@@ -69,6 +69,7 @@
 //!   sample arguments and the tolerance class every test suite uses. A forward kernel declares
 //!   a reference and samples; a backward kernel is tested through its forward.
 //! - `autocast(lower | fp32 | promote | keep)` (optional): the op's `torch.autocast` policy.
+//! - `bench(x = [8192, 4096], ...)`: the large shape `torch-nki bench` grades the op at.
 //!
 //! ## What it generates
 //!
