@@ -2,9 +2,12 @@
 
 use nki_core::prelude::*;
 
-/// Output columns handled together: one fp32 PSUM bank (512 columns) per moving tile, using all
-/// eight banks, so each stationary tile is loaded once per 4096 output columns.
-const BLOCK_N: usize = GEMM_MOVING_FMAX * PSUM_BANKS;
+/// Rows of the output block: four stationary tiles of 128.
+const BLOCK_M: usize = GEMM_STATIONARY_FMAX * 4;
+
+/// Columns of the output block: two fp32 PSUM banks of 512, so a block's 4 × 2 accumulators use
+/// all eight banks.
+const BLOCK_N: usize = GEMM_MOVING_FMAX * 2;
 
 /// How a GEMM operand is stored in HBM, relative to the product `out = op(a) · op(b)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,14 +18,24 @@ enum Layout {
     Transposed,
 }
 
+/// `(offset, size)` of each `tile`-sized piece of a `total`-long block (the last may be ragged).
+fn pieces(total: usize, tile: usize) -> Vec<(usize, usize)> {
+    (0..total)
+        .step_by(tile)
+        .map(|o| (o, tile.min(total - o)))
+        .collect()
+}
+
 /// `out[M, N] = op(a)[M, K] · op(b)[K, N]`, accumulated over K in fp32 PSUM.
 ///
-/// Tiles M by 128 (the stationary free size), K by 128 (the contraction runs over partitions)
-/// and N by 512 (one fp32 PSUM bank), with ragged edges on all three. Output columns are taken
-/// in blocks of up to eight 512-column tiles, each accumulating its K tiles in its own PSUM
-/// bank, so the stationary tile of each K step (`op(a)ᵀ`, `[K, M]`) is loaded once per block and
-/// reused by every column tile. A transposed layout is read through a transposed DMA access
-/// pattern; results are copied PSUM → SBUF with a cast to `out`'s dtype and stored.
+/// The output is taken in blocks of up to 512 × 1024: four 128-row stationary tiles by two
+/// 512-column moving tiles, eight accumulators filling the eight PSUM banks. Each K step (128,
+/// the contraction runs over partitions) loads the block's four stationary tiles (`op(a)ᵀ`,
+/// `[K, M]`) and two moving tiles once and issues the eight matmuls between them, so `op(a)` is
+/// read once per 1024 output columns and `op(b)` once per 512 output rows (a 128 × 4096 block
+/// would read `op(b)` four times as often). Ragged edges on all three dimensions. A transposed
+/// layout is read through a transposed DMA access pattern; results are copied PSUM → SBUF with a
+/// cast to `out`'s dtype and stored.
 fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
     let (m, n) = (out.dim(0), out.dim(1));
     let k = match a_layout {
@@ -30,55 +43,73 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
         Layout::Transposed => a.dim(0),
     };
     let dt = a.dtype();
-    for_each_tile(m, GEMM_STATIONARY_FMAX, |mt| {
+    for_each_tile(m, BLOCK_M, |mb| {
+        let row_tiles = pieces(mb.size, GEMM_STATIONARY_FMAX);
         for_each_tile(n, BLOCK_N, |nb| {
-            // The block's column tiles: static offsets and widths (the last may be ragged).
-            let col_tiles: Vec<(usize, usize)> = (0..nb.size)
-                .step_by(GEMM_MOVING_FMAX)
-                .map(|c0| (c0, GEMM_MOVING_FMAX.min(nb.size - c0)))
-                .collect();
-            let accs: Vec<Tile> = col_tiles
+            let col_tiles = pieces(nb.size, GEMM_MOVING_FMAX);
+            let accs: Vec<Vec<Tile>> = row_tiles
                 .iter()
-                .map(|&(_, cols)| psum([mt.size, cols], DType::F32))
+                .map(|&(_, rows)| {
+                    col_tiles
+                        .iter()
+                        .map(|&(_, cols)| psum([rows, cols], DType::F32))
+                        .collect()
+                })
                 .collect();
-            for acc in &accs {
+            for acc in accs.iter().flatten() {
                 memset(acc, 0.0);
             }
             for_each_tile(k, PMAX, |kt| {
-                let stationary = sbuf([kt.size, mt.size], dt);
-                let a_tile = match a_layout {
-                    Layout::AsIs => a
-                        .rows(mt.start.clone(), mt.size)
-                        .cols(kt.start.clone(), kt.size)
-                        .t(),
-                    Layout::Transposed => a
-                        .rows(kt.start.clone(), kt.size)
-                        .cols(mt.start.clone(), mt.size),
-                };
-                dma_copy(&stationary, a_tile);
-                for (acc, &(c0, cols)) in accs.iter().zip(&col_tiles) {
-                    let moving = sbuf([kt.size, cols], dt);
-                    let b_tile = match b_layout {
-                        Layout::AsIs => b
-                            .rows(kt.start.clone(), kt.size)
-                            .cols(nb.start.clone() + c0, cols),
-                        Layout::Transposed => b
-                            .rows(nb.start.clone() + c0, cols)
-                            .cols(kt.start.clone(), kt.size)
-                            .t(),
-                    };
-                    dma_copy(&moving, b_tile);
-                    nc_matmul(acc, &stationary, &moving, true);
+                let stationary: Vec<Tile> = row_tiles
+                    .iter()
+                    .map(|&(r0, rows)| {
+                        let t = sbuf([kt.size, rows], dt);
+                        let src = match a_layout {
+                            Layout::AsIs => a
+                                .rows(mb.start.clone() + r0, rows)
+                                .cols(kt.start.clone(), kt.size)
+                                .t(),
+                            Layout::Transposed => a
+                                .rows(kt.start.clone(), kt.size)
+                                .cols(mb.start.clone() + r0, rows),
+                        };
+                        dma_copy(&t, src);
+                        t
+                    })
+                    .collect();
+                let moving: Vec<Tile> = col_tiles
+                    .iter()
+                    .map(|&(c0, cols)| {
+                        let t = sbuf([kt.size, cols], dt);
+                        let src = match b_layout {
+                            Layout::AsIs => b
+                                .rows(kt.start.clone(), kt.size)
+                                .cols(nb.start.clone() + c0, cols),
+                            Layout::Transposed => b
+                                .rows(nb.start.clone() + c0, cols)
+                                .cols(kt.start.clone(), kt.size)
+                                .t(),
+                        };
+                        dma_copy(&t, src);
+                        t
+                    })
+                    .collect();
+                for (row_accs, s) in accs.iter().zip(&stationary) {
+                    for (acc, mv) in row_accs.iter().zip(&moving) {
+                        nc_matmul(acc, s, mv, true);
+                    }
                 }
             });
-            for (acc, &(c0, cols)) in accs.iter().zip(&col_tiles) {
-                let res = sbuf([mt.size, cols], out.dtype());
-                tensor_copy(&res, acc);
-                dma_copy(
-                    out.rows(mt.start.clone(), mt.size)
-                        .cols(nb.start.clone() + c0, cols),
-                    &res,
-                );
+            for (row_accs, &(r0, rows)) in accs.iter().zip(&row_tiles) {
+                for (acc, &(c0, cols)) in row_accs.iter().zip(&col_tiles) {
+                    let res = sbuf([rows, cols], out.dtype());
+                    tensor_copy(&res, acc);
+                    dma_copy(
+                        out.rows(mb.start.clone() + r0, rows)
+                            .cols(nb.start.clone() + c0, cols),
+                        &res,
+                    );
+                }
             }
         });
     });
@@ -86,8 +117,9 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
 
 /// Matrix product `x @ w` of `x[M, K]` and `w[K, N]`.
 ///
-/// Tiles M by 128, K by 128 and N by 512 with ragged edges, accumulating K in fp32 PSUM; each
-/// transposed `x` tile is loaded once per 4096 output columns (all eight PSUM banks).
+/// Output blocks of 512 × 1024 (eight fp32 PSUM banks), K tiled by 128 with ragged edges on all
+/// three dimensions; each K step loads four transposed `x` tiles and two `w` tiles once for
+/// eight matmuls.
 #[kernel(
     shape(x = [M, K], w = [K, N]) -> [M, N],
     dtype(x in {f32, bf16, f16}, w = x) -> x,
@@ -181,7 +213,7 @@ mod tests {
 
     #[test]
     fn wide_outputs_span_several_psum_blocks() {
-        // 4700 columns = one full block of eight banks + a ragged block (512 + 92 columns).
+        // 4700 columns = four full 1024-column blocks + a ragged block (512 + 92 columns).
         check(20, 150, 4700, DType::F32, 1e-5);
     }
 
