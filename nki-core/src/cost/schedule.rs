@@ -1,6 +1,7 @@
 //! Scheduling a program on the engines of one NeuronCore: the program is walked with its loops
-//! unrolled (as NKI specialises them), each instruction goes to its engine (a DMA transfer to the
-//! queue that frees up first) in program order per engine, and starts when its engine is free and
+//! unrolled (as NKI specialises them), each compute instruction goes to its engine in program
+//! order, each DMA transfer to the queue where it can start first (queues run transfers in the
+//! order their producers trigger them), and starts when its engine is free and
 //! the instructions it depends on through tiles (read-after-write, write-after-read,
 //! write-after-write) and HBM tensors have finished. A tile allocated inside a loop is a fresh
 //! buffer each iteration (the compiler multi-buffers them), so independent iterations overlap.
@@ -64,6 +65,8 @@ pub(crate) struct Scheduler<'p> {
     hbm_writes: HashMap<u32, Vec<Access>>,
     hbm_reads: HashMap<u32, Vec<Access>>,
     engine_free: HashMap<Engine, (f64, Option<usize>)>,
+    /// Per DMA queue, the transfers placed on it: `(start, end, slice)`, sorted by start.
+    queues: Vec<Vec<(f64, f64, usize)>>,
     pub(crate) slices: Vec<Slice>,
     pub(crate) work: Work,
 }
@@ -81,6 +84,7 @@ impl<'p> Scheduler<'p> {
             hbm_writes: HashMap::new(),
             hbm_reads: HashMap::new(),
             engine_free: HashMap::new(),
+            queues: vec![Vec::new(); table.dma_queues],
             slices: Vec::new(),
             work: Work::default(),
         }
@@ -111,19 +115,33 @@ impl<'p> Scheduler<'p> {
         }
     }
 
-    /// The DMA queue that becomes free first (the lowest-numbered among equals), as a compiler
-    /// spreading transfers over the queues would pick.
-    fn pick_queue(&self) -> usize {
-        (0..self.table.dma_queues)
-            .min_by(|&a, &b| {
-                let free = |q: usize| {
-                    self.engine_free
-                        .get(&Engine::Dma(q as u8))
-                        .map_or(0.0, |f| f.0)
-                };
-                free(a).total_cmp(&free(b)).then(a.cmp(&b))
-            })
-            .unwrap_or(0)
+    /// Places a transfer that may start at `ready` and takes `duration`: on the queue where it
+    /// can start first, in the earliest gap at or after `ready` (queues run transfers in the
+    /// order their producers trigger them, not in program order, so a store waiting for its
+    /// data does not hold up a later load). Returns the queue, the start, and the slice the
+    /// queue was busy with just before (if the transfer waited for it).
+    fn place_dma(&self, ready: f64, duration: f64) -> (usize, f64, Option<usize>) {
+        let mut best = (0, f64::INFINITY, None);
+        for q in 0..self.table.dma_queues {
+            let busy = self.queues.get(q).map(Vec::as_slice).unwrap_or(&[]);
+            // Intervals are sorted by start; skip those that end before `ready`.
+            let first = busy.partition_point(|&(_, end, _)| end <= ready);
+            let mut start = ready;
+            let mut waited_for = None;
+            for &(s, e, by) in &busy[first..] {
+                if start + duration <= s {
+                    break;
+                }
+                if e > start {
+                    start = e;
+                    waited_for = Some(by);
+                }
+            }
+            if start < best.1 {
+                best = (q, start, waited_for);
+            }
+        }
+        best
     }
 
     fn key(&self, r: &TileRegion) -> TileKey {
@@ -150,7 +168,8 @@ impl<'p> Scheduler<'p> {
         };
         match op {
             Op::DmaCopy { dst, src } => {
-                let queue = self.pick_queue();
+                // The queue is chosen when the transfer is placed (see `place_dma`).
+                let queue = 0;
                 let (access, write) = match (dst, src) {
                     (DmaOperand::Hbm { access }, _) => (access, true),
                     (_, DmaOperand::Hbm { access }) => (access, false),
@@ -221,13 +240,9 @@ impl<'p> Scheduler<'p> {
     }
 
     fn schedule(&mut self, op: &Op, loc: crate::loc::SourceLoc) {
-        let (engine, duration) = self.cost(op);
-        let (free, mut pred) = self
-            .engine_free
-            .get(&engine)
-            .copied()
-            .unwrap_or((0.0, None));
-        let mut start = free;
+        let (mut engine, duration) = self.cost(op);
+        let mut start = 0.0;
+        let mut pred = None;
         let mut wait = |t: f64, by: Option<usize>| {
             if t > start {
                 start = t;
@@ -270,8 +285,30 @@ impl<'p> Scheduler<'p> {
                 }
             }
         }
-        let end = start + duration;
+        // `start` is when the inputs are ready; now the engine (in program order) or a queue.
         let index = self.slices.len();
+        if let Engine::Dma(_) = engine {
+            let (q, s, waited_for) = self.place_dma(start, duration);
+            if s > start {
+                pred = waited_for;
+            }
+            start = s;
+            engine = Engine::Dma(q as u8);
+            let list = &mut self.queues[q];
+            let at = list.partition_point(|&(s0, _, _)| s0 <= start);
+            list.insert(at, (start, start + duration, index));
+        } else {
+            let (free, by) = self
+                .engine_free
+                .get(&engine)
+                .copied()
+                .unwrap_or((0.0, None));
+            if free > start {
+                start = free;
+                pred = by;
+            }
+        }
+        let end = start + duration;
         self.slices.push(Slice {
             name: op.name(),
             engine,
@@ -280,7 +317,9 @@ impl<'p> Scheduler<'p> {
             loc,
             pred,
         });
-        self.engine_free.insert(engine, (end, Some(index)));
+        if !matches!(engine, Engine::Dma(_)) {
+            self.engine_free.insert(engine, (end, Some(index)));
+        }
         for k in reads {
             let b = self.tiles.entry(k).or_default();
             if end > b.read_end {
