@@ -1,15 +1,17 @@
 """``torch-nki bench``: every op graded at its declared ``bench(...)`` shape.
 
-For each op with a reference: the cost model's estimated device time on the target, its bound
+For every registered op: the cost model's estimated device time on the target, its bound
 resource and roofline fraction (all **estimates**: nothing ran on Trainium), next to the CPU
-simulator's time and ATen's time for the op's reference expression, measured side by side in
-this run (alternating blocks, medians; see :func:`torch_nki.demo.median_times`).
+simulator's time and ATen's time for the same work, measured side by side in this run
+(alternating blocks, medians; see :func:`torch_nki.demo.median_times`). A forward op runs at its
+``bench(...)`` shape against its reference expression; a backward kernel runs at its forward's
+bench shape against torch autograd of the forward's reference.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -33,16 +35,51 @@ class Grade:
     aten_s: float
 
 
-def grade(op: str, target: str = "trn2", repeat: int = 3) -> Grade | None:
-    """Grades one op at its bench shape; ``None`` if it declares none."""
+def _aten_backward(forward: testing.SampleInput, backward: testing.SampleInput) -> Callable[[], object]:
+    """Torch autograd of the forward's reference at the same point, with the same output
+    gradients the backward kernel receives: what the backward kernel replaces."""
+    leaves = tuple(
+        a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+        for a in forward.args
+    )
+    outs = testing.reference(forward, leaves)
+    bwd = testing.op_spec(backward.op)
+    fwd = testing.op_spec(forward.op)
+    grads_by_name = dict(zip((p.name for p in bwd.params), backward.args, strict=True))
+    grads = [grads_by_name.get(f"grad_{o.name}") for o in fwd.public_outputs]
+    inputs = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
+
+    def run() -> object:
+        return torch.autograd.grad(outs, inputs, grads, retain_graph=True)
+
+    return run
+
+
+def _bench_call(op: str) -> tuple[testing.SampleInput, Callable[[], object]] | None:
+    """The op's bench arguments and the ATen work it is timed against: its reference at its
+    ``bench(...)`` shape, or, for a backward kernel, autograd of its forward's reference at the
+    forward's bench shape."""
     sample = testing.bench_input(op)
-    if sample is None:
+    if sample is not None:
+        return sample, functools.partial(testing.reference, sample)
+    forward_op = testing.op_spec(op).backward_of
+    forward = testing.bench_input(forward_op) if forward_op else None
+    if forward is None:
         return None
+    backward = testing.backward_sample(forward)
+    return backward, _aten_backward(forward, backward)
+
+
+def grade(op: str, target: str = "trn2", repeat: int = 3) -> Grade | None:
+    """Grades one op at its bench shape (a backward kernel at its forward's); ``None`` if there
+    is none."""
+    call = _bench_call(op)
+    if call is None:
+        return None
+    sample, aten_fn = call
     report = torch_nki.cost(op, *sample.args, target=target)
     fn = getattr(torch.ops.neuron, op)
-    sim, aten = median_times(
-        functools.partial(fn, *sample.args), functools.partial(testing.reference, sample), repeat
-    )
+    sim, aten = median_times(functools.partial(fn, *sample.args), aten_fn, repeat)
     shapes = ", ".join("x".join(map(str, t.shape)) for t in sample.tensors)
     return Grade(
         op=op,
@@ -62,14 +99,14 @@ def _time(seconds: float) -> str:
 
 def run(ops: Sequence[str] | None = None, target: str = "trn2", repeat: int = 3) -> int:
     """Prints the bench table for ``ops`` (default: every op with a bench shape); returns 0."""
-    names = list(ops) if ops else [op for op in testing.ops_with_reference() if testing.bench_input(op)]
+    names = list(ops) if ops else torch_nki.ops()
     unknown = [op for op in names if op not in torch_nki.ops()]
     if unknown:
         registered = ", ".join(torch_nki.ops())
         print(f"torch-nki bench: no kernel named {', '.join(unknown)} (registered: {registered})")
         return 2
     header = (
-        f"{'op':10} {'shapes':24} {'dtype':9} {target + ' est.':>12} {'bound':7} {'roofline':>8} "
+        f"{'op':17} {'shapes':38} {'dtype':9} {target + ' est.':>12} {'bound':7} {'roofline':>8} "
         f"{'cpu sim':>12} {'cpu aten':>12} {'sim/aten':>9}"
     )
     print(header)
@@ -77,10 +114,10 @@ def run(ops: Sequence[str] | None = None, target: str = "trn2", repeat: int = 3)
     for op in names:
         g = grade(op, target, repeat)
         if g is None:
-            print(f"{op:10} (no bench(...) shape declared)")
+            print(f"{op:17} (no bench(...) shape declared)")
             continue
         print(
-            f"{g.op:10} {g.shapes:24} {g.dtype:9} {_time(g.device_ns / 1e9):>12} {g.bound:7} "
+            f"{g.op:17} {g.shapes:38} {g.dtype:9} {_time(g.device_ns / 1e9):>12} {g.bound:7} "
             f"{g.roofline_fraction:8.0%} {_time(g.simulator_s):>12} {_time(g.aten_s):>12} "
             f"{g.simulator_s / g.aten_s:8.1f}x",
             flush=True,

@@ -85,3 +85,17 @@ def test_cli_bench_grades_an_op(capsys: pytest.CaptureFixture[str]) -> None:
     assert "8192x4096" in row and "dma" in row and row.rstrip().endswith("x")
     assert "cost-model estimates" in out
     assert cli.main(["bench", "--op", "no_such_op"]) == 2
+
+
+def test_backward_kernels_are_graded_at_their_forwards_bench_shape() -> None:
+    """Derived from the forward's bench shape (costed here; timing is `torch-nki bench`'s job)."""
+    from torch_nki import bench
+
+    for op in testing.backward_kernels():
+        call = bench._bench_call(op)
+        assert call is not None, op
+        sample, _ = call
+        forward = testing.bench_input(testing.op_spec(op).backward_of or "")
+        assert forward is not None
+        assert sample.op == op and sample.tensors[0].shape == forward.tensors[0].shape
+        assert torch_nki.cost(op, *sample.args).total_ns > 0
