@@ -495,3 +495,27 @@ pub fn nc_matmul(
         }
     });
 }
+
+/// `nisa.nc_transpose(dst, data)` on the tensor engine: `dst = dataᵀ`, an SBUF `[P, F]` region
+/// (`P, F ≤ 128`) into a PSUM `[F, P]` region (fp32, or bf16 on Trn3), exact for every dtype.
+/// The usual way to turn a row-major tile into a stationary operand without a transposed DMA.
+#[track_caller]
+pub fn nc_transpose(dst: impl Into<TileRegion>, data: impl Into<TileRegion>) {
+    let loc = SourceLoc::caller();
+    let (dst, data) = (dst.into(), data.into());
+    with_builder(|b| {
+        let [p, f] = data.shape();
+        if dst.shape() != [f, p] {
+            b.fail(
+                loc,
+                format!(
+                    "nc_transpose: dst has shape {:?} but the transpose of data {:?} is [{f}, {p}]",
+                    dst.shape(),
+                    data.shape()
+                ),
+            );
+        } else {
+            b.push_op(Op::NcTranspose { dst, data }, loc);
+        }
+    });
+}

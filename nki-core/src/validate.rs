@@ -107,6 +107,9 @@ fn check_tiles(program: &Program) -> Result<(), NkiError> {
 fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiError> {
     let tile = |r: &TileRegion| &program.tiles[r.tile.0 as usize];
     let name = inst.op.name();
+    if let Op::NcTranspose { dst, data } = &inst.op {
+        check_transpose(program, inst, dst, data)?;
+    }
     if let Op::NcMatmul {
         dst,
         stationary,
@@ -220,6 +223,88 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
                 DmaOperand::Tile { .. } => {}
             }
         }
+    }
+    Ok(())
+}
+
+/// `nc_transpose` runs on the tensor engine: the same operand and destination rules as
+/// `nc_matmul`, with the source as the stationary operand.
+fn check_transpose(
+    program: &Program,
+    inst: &Instruction,
+    dst: &TileRegion,
+    data: &TileRegion,
+) -> Result<(), NkiError> {
+    let tile = |r: &TileRegion| &program.tiles[r.tile.0 as usize];
+    let name = inst.op.name();
+    let [p, f] = data.shape();
+    for (rule, limit, actual, what) in [
+        ("matmul-contraction", PMAX, p, "source partitions"),
+        (
+            "matmul-stationary-free",
+            GEMM_STATIONARY_FMAX,
+            f,
+            "source free size",
+        ),
+    ] {
+        if actual > limit {
+            return Err(violation(
+                rule,
+                limit,
+                actual,
+                name.into(),
+                format!("nc_transpose {what} is {actual}"),
+                inst.loc,
+            ));
+        }
+    }
+    let (s, d) = (tile(data), tile(dst));
+    if s.buffer != Buffer::Sbuf {
+        return Err(violation(
+            "matmul-operand-buffer",
+            "sbuf",
+            s.buffer.name(),
+            name.into(),
+            format!(
+                "nc_transpose reads from SBUF; {} is in {}",
+                s.name,
+                s.buffer.name()
+            ),
+            inst.loc,
+        ));
+    }
+    if d.buffer != Buffer::Psum {
+        return Err(violation(
+            "matmul-dst-psum",
+            "psum",
+            d.buffer.name(),
+            name.into(),
+            format!(
+                "nc_transpose writes to PSUM; {} is in {}",
+                d.name,
+                d.buffer.name()
+            ),
+            inst.loc,
+        ));
+    }
+    let dtype_ok =
+        d.dtype == DType::F32 || (d.dtype == DType::BF16 && program.target.matmul_bf16_output());
+    if !dtype_ok {
+        return Err(violation(
+            "matmul-dst-dtype",
+            if program.target.matmul_bf16_output() {
+                "f32 or bf16"
+            } else {
+                "f32"
+            },
+            d.dtype,
+            name.into(),
+            format!(
+                "nc_transpose writes fp32 PSUM on {}; {} is {}",
+                program.target, d.name, d.dtype
+            ),
+            inst.loc,
+        ));
     }
     Ok(())
 }

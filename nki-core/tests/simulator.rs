@@ -462,3 +462,44 @@ fn integer_tensors_are_exact_below_two_to_the_24() {
         "neuron::next_index: idx has dtype f32, but the contract allows idx in {i32}"
     );
 }
+
+/// Transposes a ragged `[100, 70]` tile through PSUM and back.
+#[nki_core::kernel(shape(x = [P, F]) -> [F, P], dtype(x in {f32, bf16}) -> x, require(P <= 128, F <= 128))]
+pub fn transpose_tile(x: &Hbm) -> Hbm {
+    let (p, f) = (x.dim(0), x.dim(1));
+    let out = shared_hbm(&[f, p], x.dtype());
+    let t = sbuf([p, f], x.dtype());
+    dma_copy(&t, x);
+    let tp = psum([f, p], DType::F32);
+    nc_transpose(&tp, &t);
+    let back = sbuf([f, p], x.dtype());
+    tensor_copy(&back, &tp);
+    dma_copy(&out, &back);
+    out
+}
+
+#[test]
+fn nc_transpose_is_exact_in_every_dtype() {
+    use nki_core::testing::{HostArray, run_kernel};
+    for dtype in [DType::F32, DType::BF16] {
+        let (p, f) = (100, 70);
+        let x = HostArray::new(&[p, f], dtype, (0..p * f).map(|i| (i as f32 * 0.37).sin()));
+        let y = run_kernel(
+            &TRANSPOSE_TILE_KERNEL,
+            std::slice::from_ref(&x),
+            &[],
+            Target::Trn2,
+        )
+        .unwrap();
+        assert_eq!(y[0].shape, vec![f, p]);
+        for i in 0..p {
+            for j in 0..f {
+                assert_eq!(
+                    y[0].values[j * p + i],
+                    x.values[i * f + j],
+                    "{dtype} [{i}, {j}]"
+                );
+            }
+        }
+    }
+}

@@ -167,3 +167,26 @@ fn dma_cannot_touch_psum_and_tiles_stay_in_scope() {
     });
     assert_eq!(rule_of(&p).0, "tile-scope");
 }
+
+#[test]
+fn nc_transpose_follows_the_tensor_engine_rules() {
+    let mut line = 0;
+    let p = program(Target::Trn2, |x| {
+        let out = shared_hbm(&[256, 1024], DType::F32);
+        let t = sbuf([128, 128], DType::F32);
+        dma_copy(&t, x.rows(0usize, 128).cols(0usize, 128));
+        let wrong = sbuf([128, 128], DType::F32);
+        line = line!() + 1;
+        nc_transpose(&wrong, &t);
+        let full = sbuf([128, 1024], DType::F32);
+        memset(&full, 0.0);
+        for r in [0usize, 128] {
+            dma_copy(out.rows(r, 128), &full);
+        }
+        out
+    });
+    assert_eq!(
+        rule_of(&p),
+        ("matmul-dst-psum", "psum".into(), "sbuf".into(), line)
+    );
+}

@@ -224,6 +224,16 @@ impl<'p> Scheduler<'p> {
                 let cycles = t.engine_fixed_cycles + data.nf as f64;
                 (Engine::Scalar, cycles / t.scalar_ghz)
             }
+            Op::NcTranspose { data, .. } => {
+                // An identity matmul: the `[P, P]` identity is the moving operand.
+                let fp32 = if self.dtype(data) == DType::F32 {
+                    4.0
+                } else {
+                    1.0
+                };
+                let cycles = (data.np as f64).max(64.0) * fp32;
+                (Engine::Tensor, cycles / t.tensor_ghz)
+            }
             Op::NcMatmul {
                 stationary, moving, ..
             } => {

@@ -219,6 +219,13 @@ pub enum Op {
         /// The value.
         value: f32,
     },
+    /// Tensor engine: `dst = dataᵀ`, an SBUF `[P, F]` region into a PSUM `[F, P]` region.
+    NcTranspose {
+        /// PSUM destination `[F, P]`.
+        dst: TileRegion,
+        /// SBUF source `[P, F]`.
+        data: TileRegion,
+    },
     /// Tensor engine: `dst (+)= stationaryᵀ · moving`, contraction over partitions.
     NcMatmul {
         /// PSUM destination `[M, N]`.
@@ -244,6 +251,7 @@ impl Op {
             Op::TensorCopy { .. } => "tensor_copy",
             Op::Memset { .. } => "memset",
             Op::NcMatmul { .. } => "nc_matmul",
+            Op::NcTranspose { .. } => "nc_transpose",
         }
     }
 
@@ -260,7 +268,8 @@ impl Op {
             | Op::TensorReduce { dst, .. }
             | Op::TensorCopy { dst, .. }
             | Op::Memset { dst, .. }
-            | Op::NcMatmul { dst, .. } => vec![dst],
+            | Op::NcMatmul { dst, .. }
+            | Op::NcTranspose { dst, .. } => vec![dst],
             Op::Activation { dst, reduce, .. } => {
                 let mut v = vec![dst];
                 if let Some((_, r)) = reduce {
@@ -307,7 +316,7 @@ impl Op {
                 v.extend(bias.as_ref());
                 v
             }
-            Op::TensorReduce { data, .. } => vec![data],
+            Op::TensorReduce { data, .. } | Op::NcTranspose { data, .. } => vec![data],
             Op::TensorCopy { src, .. } => vec![src],
             Op::NcMatmul {
                 dst,

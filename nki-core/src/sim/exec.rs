@@ -288,6 +288,23 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
             moving,
             accumulate,
         } => matmul(ctx, store, dst, stationary, moving, *accumulate)?,
+        Op::NcTranspose { dst, data } => {
+            if dst.tile == data.tile {
+                return Err(ctx
+                    .err("nc_transpose destination aliases its source".into())
+                    .into());
+            }
+            let dt = store.dtype(dst.tile);
+            // Gather the source once (the destination tile is borrowed mutably below).
+            let mut src = Vec::with_capacity(data.np * data.nf);
+            for r in 0..data.np {
+                src.extend_from_slice(store.row(data, r)?);
+            }
+            for f in 0..data.nf {
+                let out = store.row_mut(dst, f)?;
+                round_into(out, dt, |p| src[p * data.nf + f]);
+            }
+        }
     }
     Ok(())
 }
