@@ -26,16 +26,31 @@ fn pieces(total: usize, tile: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// SBUF bytes per partition the on-chip transposed copy of one row block of `op(a)` may take
+/// (`K / 128` tiles of `[128, BLOCK_M]`); larger K reads `op(a)ᵀ` through transposed DMA instead.
+const TRANSPOSED_BLOCK_BUDGET: usize = 64 * 1024;
+
+/// The stationary tiles of one row block: `op(a)ᵀ`, `[K, rows]`, per K tile and row tile.
+enum Stationary {
+    /// Transposed on chip once per row block (`nc_transpose` through PSUM) and reused by every
+    /// column block: `tiles[k][r]`.
+    OnChip(Vec<Vec<Tile>>),
+    /// Loaded per K step through a transposed DMA access pattern (large K, or `a` already
+    /// transposed in HBM, where the load is a plain slice).
+    Loaded,
+}
+
 /// `out[M, N] = op(a)[M, K] · op(b)[K, N]`, accumulated over K in fp32 PSUM.
 ///
 /// The output is taken in blocks of up to 512 × 1024: four 128-row stationary tiles by two
-/// 512-column moving tiles, eight accumulators filling the eight PSUM banks. Each K step (128,
-/// the contraction runs over partitions) loads the block's four stationary tiles (`op(a)ᵀ`,
-/// `[K, M]`) and two moving tiles once and issues the eight matmuls between them, so `op(a)` is
-/// read once per 1024 output columns and `op(b)` once per 512 output rows (a 128 × 4096 block
-/// would read `op(b)` four times as often). Ragged edges on all three dimensions. A transposed
-/// layout is read through a transposed DMA access pattern; results are copied PSUM → SBUF with a
-/// cast to `out`'s dtype and stored.
+/// 512-column moving tiles, eight accumulators filling the eight PSUM banks. When `a` is stored
+/// `[M, K]` and a row block's `aᵀ` fits [`TRANSPOSED_BLOCK_BUDGET`], the block is loaded with
+/// plain row DMAs and transposed on the tensor engine once, then reused by every column block;
+/// otherwise each K step loads the stationary tiles (through a transposed DMA access pattern
+/// when `a` is `[M, K]`). Each K step loads the block's two moving tiles once for its eight
+/// matmuls, so `op(b)` is read once per 512 output rows. Ragged edges on all three dimensions;
+/// results are copied PSUM → SBUF with a cast to `out`'s dtype and stored. Transposes are exact,
+/// so the result does not depend on the path.
 fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
     let (m, n) = (out.dim(0), out.dim(1));
     let k = match a_layout {
@@ -43,8 +58,37 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
         Layout::Transposed => a.dim(0),
     };
     let dt = a.dtype();
+    let k_tiles = pieces(k, PMAX);
+    let on_chip = a_layout == Layout::AsIs
+        && k_tiles.len() * BLOCK_M * dt.size_bytes() <= TRANSPOSED_BLOCK_BUDGET;
     for_each_tile(m, BLOCK_M, |mb| {
         let row_tiles = pieces(mb.size, GEMM_STATIONARY_FMAX);
+        let stationary = if on_chip {
+            Stationary::OnChip(
+                k_tiles
+                    .iter()
+                    .map(|&(k0, kn)| {
+                        row_tiles
+                            .iter()
+                            .map(|&(r0, rows)| {
+                                let natural = sbuf([rows, kn], dt);
+                                dma_copy(
+                                    &natural,
+                                    a.rows(mb.start.clone() + r0, rows).cols(k0, kn),
+                                );
+                                let t = psum([kn, rows], DType::F32);
+                                nc_transpose(&t, &natural);
+                                let st = sbuf([kn, rows], dt);
+                                tensor_copy(&st, &t);
+                                st
+                            })
+                            .collect()
+                    })
+                    .collect(),
+            )
+        } else {
+            Stationary::Loaded
+        };
         for_each_tile(n, BLOCK_N, |nb| {
             let col_tiles = pieces(nb.size, GEMM_MOVING_FMAX);
             let accs: Vec<Vec<Tile>> = row_tiles
@@ -59,24 +103,31 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
             for acc in accs.iter().flatten() {
                 memset(acc, 0.0);
             }
-            for_each_tile(k, PMAX, |kt| {
-                let stationary: Vec<Tile> = row_tiles
-                    .iter()
-                    .map(|&(r0, rows)| {
-                        let t = sbuf([kt.size, rows], dt);
-                        let src = match a_layout {
-                            Layout::AsIs => a
-                                .rows(mb.start.clone() + r0, rows)
-                                .cols(kt.start.clone(), kt.size)
-                                .t(),
-                            Layout::Transposed => a
-                                .rows(kt.start.clone(), kt.size)
-                                .cols(mb.start.clone() + r0, rows),
-                        };
-                        dma_copy(&t, src);
-                        t
-                    })
-                    .collect();
+            let step = |kt: &TileSpan, held: Option<&Vec<Tile>>| {
+                let loaded: Vec<Tile>;
+                let st: &[Tile] = match held {
+                    Some(tiles) => tiles,
+                    None => {
+                        loaded = row_tiles
+                            .iter()
+                            .map(|&(r0, rows)| {
+                                let t = sbuf([kt.size, rows], dt);
+                                let src = match a_layout {
+                                    Layout::AsIs => a
+                                        .rows(mb.start.clone() + r0, rows)
+                                        .cols(kt.start.clone(), kt.size)
+                                        .t(),
+                                    Layout::Transposed => a
+                                        .rows(kt.start.clone(), kt.size)
+                                        .cols(mb.start.clone() + r0, rows),
+                                };
+                                dma_copy(&t, src);
+                                t
+                            })
+                            .collect();
+                        &loaded
+                    }
+                };
                 let moving: Vec<Tile> = col_tiles
                     .iter()
                     .map(|&(c0, cols)| {
@@ -94,12 +145,25 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
                         t
                     })
                     .collect();
-                for (row_accs, s) in accs.iter().zip(&stationary) {
+                for (row_accs, s) in accs.iter().zip(st) {
                     for (acc, mv) in row_accs.iter().zip(&moving) {
                         nc_matmul(acc, s, mv, true);
                     }
                 }
-            });
+            };
+            match &stationary {
+                // The held tiles are indexed by K tile, so the K steps are unrolled.
+                Stationary::OnChip(tiles) => {
+                    for (tk, &(k0, kn)) in tiles.iter().zip(&k_tiles) {
+                        let span = TileSpan {
+                            start: k0.into(),
+                            size: kn,
+                        };
+                        step(&span, Some(tk));
+                    }
+                }
+                Stationary::Loaded => for_each_tile(k, PMAX, |kt| step(&kt, None)),
+            }
             for (row_accs, &(r0, rows)) in accs.iter().zip(&row_tiles) {
                 for (acc, &(c0, cols)) in row_accs.iter().zip(&col_tiles) {
                     let res = sbuf([rows, cols], out.dtype());
