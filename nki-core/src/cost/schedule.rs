@@ -177,10 +177,7 @@ impl<'p> Scheduler<'p> {
                     (DmaOperand::Tile { region }, _) => {
                         let bytes =
                             (region.np * region.nf * self.dtype(region).size_bytes()) as f64;
-                        return (
-                            Engine::Dma(queue as u8),
-                            t.dma_fixed_ns + bytes / t.dma_queue_bytes_per_ns,
-                        );
+                        return (Engine::Dma(queue as u8), bytes / t.dma_queue_bytes_per_ns);
                     }
                 };
                 let size = self.program.hbm[access.tensor.0 as usize]
@@ -194,7 +191,7 @@ impl<'p> Scheduler<'p> {
                 }
                 (
                     Engine::Dma(queue as u8),
-                    t.dma_fixed_ns + charged_bytes(access, size, &t) / t.dma_queue_bytes_per_ns,
+                    charged_bytes(access, size, &t) / t.dma_queue_bytes_per_ns,
                 )
             }
             Op::TensorTensor { a, .. } => {
@@ -319,11 +316,18 @@ impl<'p> Scheduler<'p> {
             }
         }
         let end = start + duration;
+        // What this instruction writes is visible at `done`; what it reads is free again at
+        // `end` (a transfer has read its source once the queue has streamed it).
+        let done = match engine {
+            Engine::Dma(_) => end + self.table.dma_latency_ns,
+            _ => end,
+        };
         self.slices.push(Slice {
             name: op.name(),
             engine,
             start_ns: start,
             end_ns: end,
+            done_ns: done,
             loc,
             pred,
         });
@@ -339,7 +343,7 @@ impl<'p> Scheduler<'p> {
         }
         for k in writes {
             let b = self.tiles.entry(k).or_default();
-            b.write_end = end;
+            b.write_end = done;
             b.write_by = Some(index);
         }
         for (id, write, lo, hi) in hbm {
@@ -351,7 +355,7 @@ impl<'p> Scheduler<'p> {
             list.entry(id).or_default().push(Access {
                 lo,
                 hi,
-                end,
+                end: if write { done } else { end },
                 by: index,
             });
         }

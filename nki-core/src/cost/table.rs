@@ -26,11 +26,17 @@ pub struct CostTable {
     pub engine_fixed_cycles: f64,
     /// DMA queues per core (nki-facts: 16).
     pub dma_queues: usize,
-    /// Bytes per nanosecond per queue (nki-facts: 17 / 23 / 33).
+    /// Bytes per nanosecond per queue (nki-facts: 17 / 23 / 33). Trn1 uses 25.6, its
+    /// NeuronCore's share of the chip's HBM bandwidth (820 GB/s over two cores, over 16
+    /// queues): the nki-samples tiled matmul measured on trn1 moves 168 MB in 463 µs, 362 GB/s,
+    /// more than 16 × 17 B/ns allows (see `nki-core/tests/calibration.rs`). For Trn2 the two
+    /// sources agree (2.9 TB/s over eight cores is 362 GB/s; 16 × 23 is 368).
     pub dma_queue_bytes_per_ns: f64,
-    /// Fixed latency of one DMA transfer, ns (descriptor processing and HBM round trip; the NKI
-    /// docs give no figure, 1.2 µs is an assumption this model makes and calibration tunes).
-    pub dma_fixed_ns: f64,
+    /// Completion latency of one DMA transfer, ns: from the queue finishing its bytes to the
+    /// data being visible (HBM round trip, completion signalling). Queues keep several
+    /// transfers in flight, so this delays dependents but does not occupy the queue. The NKI
+    /// docs give no figure; 1.2 µs is an assumption of this model.
+    pub dma_latency_ns: f64,
     /// Below this many bytes per partition row a DMA is overhead-bound (nki-facts: 256 B); a
     /// row is charged at least this much.
     pub dma_min_row_bytes: usize,
@@ -49,8 +55,8 @@ impl CostTable {
                 vector_lane_rate_32: 1.0,
                 engine_fixed_cycles: 64.0,
                 dma_queues: 16,
-                dma_queue_bytes_per_ns: 17.0,
-                dma_fixed_ns: 1200.0,
+                dma_queue_bytes_per_ns: 25.6,
+                dma_latency_ns: 1200.0,
                 dma_min_row_bytes: 256,
             },
             Target::Trn2 => CostTable {
@@ -63,7 +69,7 @@ impl CostTable {
                 engine_fixed_cycles: 64.0,
                 dma_queues: 16,
                 dma_queue_bytes_per_ns: 23.0,
-                dma_fixed_ns: 1200.0,
+                dma_latency_ns: 1200.0,
                 dma_min_row_bytes: 256,
             },
             Target::Trn3 => CostTable {
@@ -76,7 +82,7 @@ impl CostTable {
                 engine_fixed_cycles: 64.0,
                 dma_queues: 16,
                 dma_queue_bytes_per_ns: 33.0,
-                dma_fixed_ns: 1200.0,
+                dma_latency_ns: 1200.0,
                 dma_min_row_bytes: 256,
             },
         }
