@@ -9,6 +9,7 @@ tensors work. Every figure is an **estimate**: nothing here ran on Trainium.
     ...                         torch.empty(4096, dtype=torch.bfloat16, device="meta"))
     >>> print(report)            # time, bound resource, roofline fraction, engine utilisation
     >>> report.write_trace("rmsnorm.json")  # open in https://ui.perfetto.dev
+    >>> report.write_plot("rmsnorm.png")    # timeline per engine and the roofline (matplotlib)
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class CostReport:
     """The resource whose peak-rate time is largest (``dma``, ``tensor``, ``vector``, ``scalar``)."""
     roofline_fraction: float
     """That resource's time at peak over the estimated time (1.0 = at the roofline)."""
+    min_ns: dict[str, float]
+    """Each resource's time at its peak rate for the program's work, ns (the roofline)."""
     busy_ns: dict[str, float]
     """Busy time per engine and DMA queue (``tensor``, ``vector``, ``scalar``, ``gpsimd``, ``dma0``...)."""
     hbm_read_bytes: float
@@ -60,6 +63,12 @@ class CostReport:
         out = Path(path)
         out.write_text(self.trace_json)
         return out
+
+    def write_plot(self, path: str | Path) -> Path:
+        """Writes a PNG: the per-engine timeline and the roofline (needs ``matplotlib``)."""
+        from torch_nki._plot import write_cost_plot
+
+        return write_cost_plot(self, Path(path))
 
 
 def _engine_name(engine: Any) -> str:
@@ -96,6 +105,7 @@ def cost(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> CostReport
         total_ns=s["total_ns"],
         bound=bound,
         roofline_fraction=s["roofline_fraction"],
+        min_ns={str(name): float(ns) for name, ns in s["min_ns"]},
         busy_ns={_engine_name(e["engine"]): e["busy_ns"] for e in s["engines"]},
         hbm_read_bytes=s["hbm_read_bytes"],
         hbm_write_bytes=s["hbm_write_bytes"],

@@ -43,7 +43,13 @@ def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
 
 
 def run_cost(
-    op: str, shapes: Sequence[str], scalars: Sequence[str], dtype: str, target: str, trace: str | None
+    op: str,
+    shapes: Sequence[str],
+    scalars: Sequence[str],
+    dtype: str,
+    target: str,
+    trace: str | None,
+    plot: str | None = None,
 ) -> int:
     """``torch-nki cost``: builds meta tensors of the given shapes and prints the estimate."""
     import torch
@@ -83,6 +89,12 @@ def run_cost(
     print(report, end="")
     if trace:
         print(f"  trace: {report.write_trace(trace)} (open in https://ui.perfetto.dev)")
+    if plot:
+        try:
+            print(f"  plot: {report.write_plot(plot)}")
+        except ImportError as e:
+            print(f"torch-nki cost: {e}")
+            return 2
     return 0
 
 
@@ -108,6 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     cost.add_argument("--dtype", default="bf16", help="dtype of every tensor (default: bf16)")
     cost.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
     cost.add_argument("--trace", metavar="PATH", help="write the Chrome/Perfetto trace JSON here")
+    cost.add_argument(
+        "--plot", metavar="PATH", help="write a PNG of the per-engine timeline and the roofline (matplotlib)"
+    )
     bench = sub.add_parser("bench", help="grade every op at its bench shape: estimated device time vs CPU")
     bench.add_argument("--op", action="append", default=[], help="only this op (repeatable)")
     bench.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
@@ -118,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return bench_mod.run(args.op, args.target, max(1, args.repeat))
     if args.command == "cost":
-        return run_cost(args.op, args.shape, args.scalar, args.dtype, args.target, args.trace)
+        return run_cost(args.op, args.shape, args.scalar, args.dtype, args.target, args.trace, args.plot)
     if args.command == "list":
         print_registry()
         return 0

@@ -4,6 +4,7 @@ reference, at its largest declared sample, on every target (iterates the registr
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,41 @@ def test_cli_cost_prints_the_estimate_and_writes_a_trace(
         cli.main(["cost", "rmsnorm", "--shape", "x=8x4", "--shape", "weight=4", "--scalar", "bogus=1"]) == 2
     )
     assert "has no parameter bogus" in capsys.readouterr().out
+
+
+def test_plot_draws_every_track_and_the_roofline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from matplotlib import image
+
+    from torch_nki._plot import _tracks
+
+    report = torch_nki.cost(
+        "rmsnorm", torch.empty(512, 1024, device="meta"), torch.empty(1024, device="meta")
+    )
+    tracks = _tracks(report.trace_json)
+    # One row per engine and queue the trace has, every slice on one of them.
+    assert sum(len(spans) for _, spans in tracks) == report.instructions
+    assert {name for name, _ in tracks} == set(report.busy_ns)
+    assert set(report.min_ns) == {"dma", "tensor", "vector", "scalar"}
+    png = tmp_path / "r.png"
+    argv = ["cost", "rmsnorm", "--shape", "x=512x1024", "--shape", "weight=1024", "--plot", str(png)]
+    assert cli.main(argv) == 0
+    assert f"plot: {png}" in capsys.readouterr().out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    height, width, _ = image.imread(png).shape
+    assert width == 1100 and height > 300
+
+
+def test_plot_without_matplotlib_names_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    report = torch_nki.cost("add", torch.empty(4, 4, device="meta"), torch.empty(4, 4, device="meta"))
+    with pytest.raises(ImportError, match=r"pip install 'torch-nki\[plot\]'"):
+        report.write_plot(tmp_path / "a.png")
+    argv = ["cost", "add", "--shape", "x=4x4", "--shape", "y=4x4", "--plot", str(tmp_path / "a.png")]
+    assert cli.main(argv) == 2
+    assert "needs matplotlib" in capsys.readouterr().out
+    assert not (tmp_path / "a.png").exists()
 
 
 def test_every_op_with_a_reference_declares_a_bench_shape() -> None:
