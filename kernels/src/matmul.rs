@@ -76,7 +76,7 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
                                     &natural,
                                     a.rows(mb.start.clone() + r0, rows).cols(k0, kn),
                                 );
-                                let t = psum([kn, rows], DType::F32);
+                                let t = psum([kn, rows], dt);
                                 nc_transpose(&t, &natural);
                                 let st = sbuf([kn, rows], dt);
                                 tensor_copy(&st, &t);

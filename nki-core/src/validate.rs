@@ -287,21 +287,18 @@ fn check_transpose(
             inst.loc,
         ));
     }
-    let dtype_ok =
-        d.dtype == DType::F32 || (d.dtype == DType::BF16 && program.target.matmul_bf16_output());
-    if !dtype_ok {
+    // Unlike nc_matmul, a transpose passes its data through: the destination has the source's
+    // dtype (nki.isa.nc_transpose: "The output dst tile must have the same data type as that
+    // of data").
+    if d.dtype != s.dtype {
         return Err(violation(
-            "matmul-dst-dtype",
-            if program.target.matmul_bf16_output() {
-                "f32 or bf16"
-            } else {
-                "f32"
-            },
+            "transpose-dst-dtype",
+            s.dtype,
             d.dtype,
             name.into(),
             format!(
-                "nc_transpose writes fp32 PSUM on {}; {} is {}",
-                program.target, d.name, d.dtype
+                "nc_transpose writes its source's dtype; {} is {} but {} is {}",
+                d.name, d.dtype, s.name, s.dtype
             ),
             inst.loc,
         ));

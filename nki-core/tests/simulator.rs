@@ -470,7 +470,7 @@ pub fn transpose_tile(x: &Hbm) -> Hbm {
     let out = shared_hbm(&[f, p], x.dtype());
     let t = sbuf([p, f], x.dtype());
     dma_copy(&t, x);
-    let tp = psum([f, p], DType::F32);
+    let tp = psum([f, p], x.dtype());
     nc_transpose(&tp, &t);
     let back = sbuf([f, p], x.dtype());
     tensor_copy(&back, &tp);

@@ -190,3 +190,28 @@ fn nc_transpose_follows_the_tensor_engine_rules() {
         ("matmul-dst-psum", "psum".into(), "sbuf".into(), line)
     );
 }
+
+#[test]
+fn nc_transpose_keeps_its_source_dtype() {
+    let mut line = 0;
+    let p = program(Target::Trn2, |x| {
+        let out = shared_hbm(&[256, 1024], DType::F32);
+        let t = sbuf([128, 128], DType::BF16);
+        let staged = sbuf([128, 128], DType::F32);
+        dma_copy(&staged, x.rows(0usize, 128).cols(0usize, 128));
+        tensor_copy(&t, &staged);
+        let widened = psum([128, 128], DType::F32);
+        line = line!() + 1;
+        nc_transpose(&widened, &t);
+        let full = sbuf([128, 1024], DType::F32);
+        memset(&full, 0.0);
+        for r in [0usize, 128] {
+            dma_copy(out.rows(r, 128), &full);
+        }
+        out
+    });
+    assert_eq!(
+        rule_of(&p),
+        ("transpose-dst-dtype", "bf16".into(), "f32".into(), line)
+    );
+}
