@@ -313,6 +313,54 @@ impl KernelDef {
         self.params.iter().filter(|p| !p.kind.is_tensor())
     }
 
+    /// The backward kernel and its signature after a forward call with `sig`: the forward's
+    /// inputs and outputs by name, `grad_<output>` shaped like each output, the forward's
+    /// scalars. `None` without a backward or when `sig` breaks the forward's contract.
+    pub fn backward_signature(&self, sig: &Signature) -> Option<(&'static KernelDef, Signature)> {
+        let bwd = self.backward.as_ref()?;
+        let outs = self.check(sig).ok()?;
+        let mut tensors: Vec<(String, Option<TensorSig>)> = self
+            .tensor_params()
+            .zip(&sig.tensors)
+            .map(|(p, t)| (p.name.to_string(), t.clone()))
+            .collect();
+        for (o, m) in self.contract.outputs.iter().zip(outs) {
+            let t = Some(TensorSig {
+                shape: m.shape,
+                dtype: m.dtype,
+            });
+            tensors.push((format!("grad_{}", o.name), t.clone()));
+            tensors.push((o.name.to_string(), t));
+        }
+        let tensor = |name: &str| {
+            tensors
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t.clone())
+        };
+        let scalar = |name: &str| {
+            self.scalar_params()
+                .zip(&sig.scalars)
+                .find(|(p, _)| p.name == name)
+                .map(|(_, v)| *v)
+        };
+        let k = bwd.kernel;
+        Some((
+            k,
+            Signature {
+                tensors: k
+                    .tensor_params()
+                    .map(|p| tensor(p.name))
+                    .collect::<Option<_>>()?,
+                scalars: k
+                    .scalar_params()
+                    .map(|p| scalar(p.name))
+                    .collect::<Option<_>>()?,
+                target: sig.target,
+            },
+        ))
+    }
+
     /// Checks a signature against the contract and the parameter kinds; returns the outputs.
     pub fn check(&self, sig: &Signature) -> Result<Vec<OutputMeta>, NkiError> {
         let scalars: Vec<&ParamDef> = self.scalar_params().collect();

@@ -32,6 +32,7 @@ pub mod affine;
 pub use nki_contract as contract;
 pub use nki_contract::dtype;
 pub mod autodiff;
+pub mod codegen;
 pub mod cost;
 pub mod coverage;
 pub mod error;

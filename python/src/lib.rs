@@ -169,19 +169,18 @@ fn tolerance(
         .collect())
 }
 
-/// Estimates op `name` on `target` (`trn1`, `trn2`, `trn3`) for these arguments with the cost
-/// model. Returns `(text, summary_json, chrome_trace_json)`: the readable report, its figures
-/// as JSON (no per-instruction slices), and the timeline. The program is compiled (traced and
-/// validated for that target) like a call would be.
-#[pyfunction]
-fn cost(
+/// Compiles op `name` for these arguments on `target` (`trn1`, `trn2`, `trn3`), as a call
+/// would (traced and validated, through the compile cache), and hands its program to `f`
+/// without the GIL.
+fn with_program<R: Send>(
     py: Python<'_>,
     name: &str,
     shapes: Vec<Option<Vec<u64>>>,
     dtypes: Vec<Option<String>>,
     scalars: Vec<Bound<'_, PyAny>>,
     target: &str,
-) -> PyResult<(String, String, String)> {
+    f: impl FnOnce(&nki_core::ir::Program) -> R + Send,
+) -> PyResult<R> {
     let def = errors::registry()?
         .get(name)
         .map_err(errors::registry_err)?;
@@ -195,9 +194,26 @@ fn cost(
     let sig = call.sig;
     let result = py.detach(move || {
         let compiled = nki_registry::CompileCache::global().get_or_compile(def, &sig)?;
-        Ok::<_, nki_core::NkiError>(nki_core::cost::estimate(&compiled.program))
+        Ok::<_, nki_core::NkiError>(f(&compiled.program))
     });
-    let report = result.map_err(|e| errors::to_py_err(e, def.name))?;
+    result.map_err(|e| errors::to_py_err(e, def.name))
+}
+
+/// Estimates op `name` on `target` for these arguments with the cost model. Returns
+/// `(text, summary_json, chrome_trace_json)`: the readable report, its figures as JSON (no
+/// per-instruction slices), and the timeline.
+#[pyfunction]
+fn cost(
+    py: Python<'_>,
+    name: &str,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
+    scalars: Vec<Bound<'_, PyAny>>,
+    target: &str,
+) -> PyResult<(String, String, String)> {
+    let report = with_program(py, name, shapes, dtypes, scalars, target, |p| {
+        nki_core::cost::estimate(p)
+    })?;
     let summary = serde_json::json!({
         "kernel": report.kernel,
         "target": report.target.name(),
@@ -219,6 +235,28 @@ fn cost(
     ))
 }
 
+/// The NKI Python source of op `name` for these arguments on `target` (see
+/// `nki_core::codegen`).
+#[pyfunction]
+fn emit(
+    py: Python<'_>,
+    name: &str,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
+    scalars: Vec<Bound<'_, PyAny>>,
+    target: &str,
+) -> PyResult<String> {
+    with_program(
+        py,
+        name,
+        shapes,
+        dtypes,
+        scalars,
+        target,
+        nki_core::codegen::emit_nki,
+    )
+}
+
 /// Number of compiled programs in the process-wide compile cache.
 #[pyfunction]
 fn cache_size() -> usize {
@@ -236,6 +274,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tolerance, m)?)?;
     m.add_function(wrap_pyfunction!(symbolic, m)?)?;
     m.add_function(wrap_pyfunction!(cost, m)?)?;
+    m.add_function(wrap_pyfunction!(emit, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_error_example, m)?)?;
     Ok(())
 }

@@ -23,6 +23,7 @@ import json
 from typing import Any
 
 from torch_nki._cost import CostReport, cost
+from torch_nki._emit import emit
 from torch_nki.errors import (
     ContractDtypeError,
     ContractError,
@@ -46,6 +47,7 @@ __all__ = [
     "__version__",
     "cache_size",
     "cost",
+    "emit",
     "manifest",
     "ops",
 ]

@@ -78,8 +78,11 @@ def _engine_name(engine: Any) -> str:
     return str(engine)
 
 
-def cost(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> CostReport:
-    """Estimates ``torch.ops.neuron.<op>(*args, **kwargs)`` on ``target`` with the cost model."""
+def example_arguments(
+    op: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[list[list[int] | None], list[str | None], list[Any]]:
+    """Binds example arguments of ``op`` like a call and returns what compiling needs from them:
+    each tensor's shape and dtype name (``None`` for an absent optional tensor), and the scalars."""
     reg = torch_nki._registration()
     if op not in reg.ops:
         raise KeyError(f"no kernel named `{op}` (registered: {', '.join(sorted(reg.ops))})")
@@ -96,6 +99,12 @@ def cost(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> CostReport
             dtypes.append(None if v is None else caller_name(v.dtype))
         else:
             scalars.append(v)
+    return shapes, dtypes, scalars
+
+
+def cost(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> CostReport:
+    """Estimates ``torch.ops.neuron.<op>(*args, **kwargs)`` on ``target`` with the cost model."""
+    shapes, dtypes, scalars = example_arguments(op, args, kwargs)
     text, summary, trace = torch_nki._native.cost(op, shapes, dtypes, scalars, target)
     s = json.loads(summary)
     bound = s["bound"]

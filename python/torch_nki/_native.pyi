@@ -32,3 +32,10 @@ def cost(
     scalars: Sequence[Scalar],
     target: str,
 ) -> tuple[str, str, str]: ...
+def emit(
+    name: str,
+    shapes: Sequence[Sequence[int] | None],
+    dtypes: Sequence[str | None],
+    scalars: Sequence[Scalar],
+    target: str,
+) -> str: ...

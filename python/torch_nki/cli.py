@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch_nki
 
@@ -42,28 +43,24 @@ def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
     return pairs
 
 
-def run_cost(
-    op: str,
-    shapes: Sequence[str],
-    scalars: Sequence[str],
-    dtype: str,
-    target: str,
-    trace: str | None,
-    plot: str | None = None,
-) -> int:
-    """``torch-nki cost``: builds meta tensors of the given shapes and prints the estimate."""
+def _example_kwargs(
+    command: str, op: str, shapes: Sequence[str], scalars: Sequence[str], dtype: str
+) -> dict[str, object] | None:
+    """Meta tensors of the given shapes and the given scalars, by parameter name, for ``op``;
+    prints what is wrong and returns ``None`` for an unknown op or dtype, a missing shape or an
+    unknown parameter."""
     import torch
 
     from torch_nki._dtypes import NKI_TO_TORCH
 
     reg = torch_nki._registration()
     if op not in reg.ops:
-        print(f"torch-nki cost: no kernel named `{op}` (registered: {', '.join(sorted(reg.ops))})")
-        return 2
+        print(f"torch-nki {command}: no kernel named `{op}` (registered: {', '.join(sorted(reg.ops))})")
+        return None
     spec = reg.ops[op]
     if dtype not in NKI_TO_TORCH:
-        print(f"torch-nki cost: unknown dtype `{dtype}` (known: {', '.join(NKI_TO_TORCH)})")
-        return 2
+        print(f"torch-nki {command}: unknown dtype `{dtype}` (known: {', '.join(NKI_TO_TORCH)})")
+        return None
     given = _parse_pairs(shapes, "shape")
     values = _parse_pairs(scalars, "scalar")
     kwargs: dict[str, object] = {}
@@ -74,8 +71,8 @@ def run_cost(
                 kwargs[p.name] = torch.empty(dims, dtype=NKI_TO_TORCH[dtype], device="meta")
             elif not p.is_optional:
                 hint = f"--shape {p.name}=AxB (schema: {spec.schema})"
-                print(f"torch-nki cost: give the shape of `{p.name}`: {hint}")
-                return 2
+                print(f"torch-nki {command}: give the shape of `{p.name}`: {hint}")
+                return None
         elif p.name in values:
             raw = values.pop(p.name)
             kwargs[p.name] = (
@@ -83,7 +80,23 @@ def run_cost(
             )
     unknown = sorted(given) + sorted(values)
     if unknown:
-        print(f"torch-nki cost: `{op}` has no parameter {', '.join(unknown)} (schema: {spec.schema})")
+        print(f"torch-nki {command}: `{op}` has no parameter {', '.join(unknown)} (schema: {spec.schema})")
+        return None
+    return kwargs
+
+
+def run_cost(
+    op: str,
+    shapes: Sequence[str],
+    scalars: Sequence[str],
+    dtype: str,
+    target: str,
+    trace: str | None,
+    plot: str | None = None,
+) -> int:
+    """``torch-nki cost``: builds meta tensors of the given shapes and prints the estimate."""
+    kwargs = _example_kwargs("cost", op, shapes, scalars, dtype)
+    if kwargs is None:
         return 2
     report = torch_nki.cost(op, target=target, **kwargs)
     print(report, end="")
@@ -95,6 +108,22 @@ def run_cost(
         except ImportError as e:
             print(f"torch-nki cost: {e}")
             return 2
+    return 0
+
+
+def run_emit(
+    op: str, shapes: Sequence[str], scalars: Sequence[str], dtype: str, target: str, output: str | None
+) -> int:
+    """``torch-nki emit``: prints (or writes) the op's NKI Python source for the given shapes."""
+    kwargs = _example_kwargs("emit", op, shapes, scalars, dtype)
+    if kwargs is None:
+        return 2
+    source = torch_nki.emit(op, target=target, **kwargs)
+    if output:
+        Path(output).write_text(source)
+        print(f"wrote {output}")
+    else:
+        print(source, end="")
     return 0
 
 
@@ -123,6 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     cost.add_argument(
         "--plot", metavar="PATH", help="write a PNG of the per-engine timeline and the roofline (matplotlib)"
     )
+    emit = sub.add_parser("emit", help="print an op's NKI Python source for Trainium")
+    emit.add_argument("op", help="the op, e.g. rmsnorm")
+    emit.add_argument("--shape", action="append", default=[], metavar="NAME=AxB", help="a tensor's shape")
+    emit.add_argument("--scalar", action="append", default=[], metavar="NAME=VALUE", help="a scalar argument")
+    emit.add_argument("--dtype", default="bf16", help="dtype of every tensor (default: bf16)")
+    emit.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
+    emit.add_argument("-o", "--output", metavar="PATH", help="write the source here instead of printing it")
     bench = sub.add_parser("bench", help="grade every op at its bench shape: estimated device time vs CPU")
     bench.add_argument("--op", action="append", default=[], help="only this op (repeatable)")
     bench.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
@@ -132,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from torch_nki import bench as bench_mod
 
         return bench_mod.run(args.op, args.target, max(1, args.repeat))
+    if args.command == "emit":
+        return run_emit(args.op, args.shape, args.scalar, args.dtype, args.target, args.output)
     if args.command == "cost":
         return run_cost(args.op, args.shape, args.scalar, args.dtype, args.target, args.trace, args.plot)
     if args.command == "list":

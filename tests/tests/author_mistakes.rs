@@ -3,7 +3,7 @@
 //! the extreme shapes its contract admits, on every target.
 
 use nki_core::contract::{DimExpr, DimPattern};
-use nki_core::kernel_def::{KernelDef, ScalarValue, Signature, TensorSig};
+use nki_core::kernel_def::{KernelDef, Signature};
 use nki_core::prelude::*;
 use nki_core::{NkiError, Target};
 use nki_kernels as _;
@@ -110,38 +110,6 @@ fn at_bounds(def: &KernelDef, sig: &Signature) -> Option<Signature> {
     Some(out)
 }
 
-/// The signature of `def`'s backward kernel after a forward call with `sig`.
-fn backward_signature(def: &KernelDef, sig: &Signature) -> Option<(&'static KernelDef, Signature)> {
-    let bwd = def.backward.as_ref()?;
-    let outs = def.check(sig).ok()?;
-    let mut tensors = BTreeMap::new();
-    for (p, t) in def.tensor_params().zip(&sig.tensors) {
-        tensors.insert(p.name.to_string(), t.clone());
-    }
-    for (o, m) in def.contract.outputs.iter().zip(outs) {
-        let t = Some(TensorSig {
-            shape: m.shape,
-            dtype: m.dtype,
-        });
-        tensors.insert(format!("grad_{}", o.name), t.clone());
-        tensors.insert(o.name.to_string(), t);
-    }
-    let scalars: BTreeMap<&str, ScalarValue> = def
-        .scalar_params()
-        .map(|p| p.name)
-        .zip(sig.scalars.iter().copied())
-        .collect();
-    let k = bwd.kernel;
-    Some((
-        k,
-        Signature {
-            tensors: k.tensor_params().map(|p| tensors[p.name].clone()).collect(),
-            scalars: k.scalar_params().map(|p| scalars[p.name]).collect(),
-            target: sig.target,
-        },
-    ))
-}
-
 #[test]
 fn every_kernel_and_its_backward_fit_every_target_at_the_bounds_of_its_contract() {
     let mut checked = 0;
@@ -154,7 +122,7 @@ fn every_kernel_and_its_backward_fit_every_target_at_the_bounds_of_its_contract(
                         continue;
                     };
                     let mut runs = vec![(def, extreme.clone())];
-                    runs.extend(backward_signature(def, &extreme));
+                    runs.extend(def.backward_signature(&extreme));
                     for (k, s) in runs {
                         let program = k.trace(&s).unwrap_or_else(|e| {
                             panic!("{} at {:?} on {target:?}: {e}", k.name, s.tensors)

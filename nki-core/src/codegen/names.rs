@@ -1,0 +1,66 @@
+//! Every `nki` / `nl` / `nisa` name codegen may emit, with the keywords it passes and the NKI
+//! documentation page the spelling was checked against (Neuron SDK 2.29–2.33, NKI 0.3–0.6).
+//! A test holds generated code to this table.
+
+/// One emitted name: `nisa.dma_copy`, `nl.affine_range`, `nl.add`, ...
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NkiName {
+    /// The dotted name as emitted.
+    pub name: &'static str,
+    /// Keyword arguments codegen passes to it (empty for names that are not called with
+    /// keywords).
+    pub keywords: &'static [&'static str],
+    /// The NKI documentation page for it.
+    pub doc: &'static str,
+}
+
+/// `api!(name, page, [keywords])`.
+macro_rules! api {
+    ($name:literal, $page:literal, [$($kw:literal),*]) => {
+        NkiName { name: $name, keywords: &[$($kw),*], doc: $page }
+    };
+}
+
+/// The names, keywords and pages (see the module doc).
+#[rustfmt::skip]
+pub const EMITTED: &[NkiName] = &[
+    api!("nki.jit", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.jit.html", []),
+    api!("nl.ndarray", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.ndarray.html", ["dtype", "buffer"]),
+    api!("nl.sbuf", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.ndarray.html", []),
+    api!("nl.psum", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.ndarray.html", []),
+    api!("nl.shared_hbm", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.ndarray.html", []),
+    api!("nl.float32", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.bfloat16", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.float16", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.int32", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.affine_range", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.language.affine_range.html", []),
+    api!("nl.sequential_range", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/migration/index.html", []),
+    api!("nisa.dma_copy", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.dma_copy.html", ["dst", "src"]),
+    api!("nisa.tensor_tensor", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.tensor_tensor.html", ["dst", "data1", "data2", "op"]),
+    api!("nisa.tensor_scalar", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.tensor_scalar.html", ["dst", "data", "op0", "operand0", "op1", "operand1"]),
+    api!("nisa.activation", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.activation.html", ["dst", "op", "data", "bias", "scale"]),
+    api!("nisa.activation_reduce", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.activation_reduce.html", ["dst", "op", "data", "bias", "scale", "reduce_op", "reduce_res"]),
+    api!("nisa.tensor_reduce", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.tensor_reduce.html", ["dst", "op", "data", "axis", "negate", "keepdims"]),
+    api!("nisa.tensor_copy", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.tensor_copy.html", ["dst", "src"]),
+    api!("nisa.memset", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.memset.html", ["dst", "value"]),
+    api!("nisa.nc_matmul", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.nc_matmul.html", ["dst", "stationary", "moving", "accumulate"]),
+    api!("nisa.nc_transpose", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.nc_transpose.html", ["dst", "data"]),
+    api!("nl.add", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.subtract", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.multiply", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.maximum", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.minimum", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.divide", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.copy", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.exp", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.rsqrt", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.sqrt", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.silu", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.square", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.relu", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.tanh", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.sigmoid", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.reciprocal", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.gelu_apprx_tanh", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("ap", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/deep-dives/nki-aps.html", ["pattern", "offset"]),
+];

@@ -1,0 +1,27 @@
+"""``torch_nki.emit(op, *args, target=...)``: the NKI Python source of an op for one signature.
+
+The kernel is compiled for the arguments' shapes and dtypes on the chosen target, exactly as a
+call would be (traced and validated), and its program is written out as an ``@nki.jit`` function
+for the ``nki`` package (NKI 0.3-0.6, Neuron SDK 2.29-2.32): outputs in ``nl.shared_hbm``, tiles
+in ``nl.sbuf``/``nl.psum``, loops kept as ``nl.affine_range``/``nl.sequential_range``, one
+``nisa.*`` call per instruction, each line commented with the Rust source line it came from.
+Tensors are only looked at for their shape and dtype, so ``meta`` tensors work.
+
+    >>> source = torch_nki.emit("rmsnorm", torch.empty(300, 1000, dtype=torch.bfloat16, device="meta"),
+    ...                         torch.empty(1000, dtype=torch.bfloat16, device="meta"))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch_nki
+from torch_nki._cost import example_arguments
+
+__all__ = ["emit"]
+
+
+def emit(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> str:
+    """NKI Python source of ``torch.ops.neuron.<op>(*args, **kwargs)`` compiled for ``target``."""
+    shapes, dtypes, scalars = example_arguments(op, args, kwargs)
+    return torch_nki._native.emit(op, shapes, dtypes, scalars, target)

@@ -1,0 +1,154 @@
+//! NKI Python generated from every registry kernel (and its backward) at its first sample's
+//! signature on Trn2, held as snapshots; and every emitted `nki`/`nl`/`nisa` name and keyword is
+//! in codegen's spelling table.
+
+use nki_core::codegen::{EMITTED, emit_nki};
+use nki_core::{KernelDef, Signature, Target};
+use nki_kernels as _;
+use nki_registry::Registry;
+
+/// `(kernel, signature)` for every forward kernel's first sample and the backward it implies.
+fn programs() -> Vec<(&'static KernelDef, Signature)> {
+    let mut out = Vec::new();
+    for def in Registry::global().unwrap().kernels() {
+        let Some(sample) = def.samples.first() else {
+            continue;
+        };
+        let dtype = sample.dtypes_for(&def.contract)[0];
+        let sig = sample
+            .signature(def, dtype, Target::Trn2)
+            .expect("full sample");
+        out.extend(def.backward_signature(&sig));
+        out.push((def, sig));
+    }
+    out
+}
+
+#[test]
+fn every_kernel_emits_nki_source() {
+    let programs = programs();
+    assert!(programs.len() >= Registry::global().unwrap().kernels().count());
+    for (def, sig) in programs {
+        let program = def.trace(&sig).unwrap();
+        let source = emit_nki(&program);
+        assert!(source.contains(&format!("def {}(", def.name)), "{source}");
+        insta::assert_snapshot!(def.name, source);
+    }
+}
+
+/// `nisa.x(...)`, `nl.x`, `nki.x` names in `source`, and `kw=` keywords with the call they
+/// belong to.
+fn names_and_keywords(source: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let mut names = Vec::new();
+    let mut keywords = Vec::new();
+    for line in source.lines() {
+        let code = line.split("  #").next().unwrap_or("");
+        if code.trim_start().starts_with('"') || code.trim_start().starts_with("import ") {
+            continue;
+        }
+        let bytes: Vec<char> = code.chars().collect();
+        let mut i = 0;
+        // The innermost open call, to attribute keywords.
+        let mut calls: Vec<String> = Vec::new();
+        while i < bytes.len() {
+            let c = bytes[i];
+            if c.is_alphabetic() || c == '_' || c == '.' {
+                let start = i;
+                while i < bytes.len()
+                    && (bytes[i].is_alphanumeric() || bytes[i] == '_' || bytes[i] == '.')
+                {
+                    i += 1;
+                }
+                let word: String = bytes[start..i].iter().collect();
+                let dotted = word.starts_with("nl.")
+                    || word.starts_with("nisa.")
+                    || word.starts_with("nki.");
+                if dotted {
+                    names.push(word.clone());
+                }
+                let called = i < bytes.len() && bytes[i] == '(';
+                if called {
+                    calls.push(if dotted {
+                        word
+                    } else {
+                        word.rsplit('.').next().unwrap().to_string()
+                    });
+                    i += 1;
+                    continue;
+                }
+                let is_kw = i < bytes.len() && bytes[i] == '=' && bytes.get(i + 1) != Some(&'=');
+                if is_kw && let Some(call) = calls.last() {
+                    keywords.push((call.clone(), word));
+                }
+                continue;
+            }
+            if c == ')' {
+                calls.pop();
+            }
+            i += 1;
+        }
+    }
+    (names, keywords)
+}
+
+#[test]
+fn generated_code_uses_only_the_spelling_table() {
+    let mut used = std::collections::BTreeSet::new();
+    for (def, sig) in programs() {
+        let source = emit_nki(&def.trace(&sig).unwrap());
+        let (names, keywords) = names_and_keywords(&source);
+        for n in names {
+            assert!(
+                EMITTED.iter().any(|e| e.name == n),
+                "{}: `{n}` is not in codegen's spelling table",
+                def.name
+            );
+            used.insert(n);
+        }
+        for (call, kw) in keywords {
+            let entry = EMITTED
+                .iter()
+                .find(|e| e.name == call)
+                .unwrap_or_else(|| panic!("{}: `{call}(...)` is not in the table", def.name));
+            assert!(
+                entry.keywords.contains(&kw.as_str()),
+                "{}: `{call}` called with `{kw}=`, which the table does not list",
+                def.name
+            );
+        }
+    }
+    // Every dotted table entry names a documentation page, and the library exercises the core.
+    for e in EMITTED {
+        assert!(
+            e.doc
+                .starts_with("https://awsdocs-neuron.readthedocs-hosted.com/"),
+            "{e:?}"
+        );
+    }
+    for core in [
+        "nki.jit",
+        "nl.ndarray",
+        "nisa.dma_copy",
+        "nisa.nc_matmul",
+        "nl.affine_range",
+    ] {
+        assert!(used.contains(core), "no library kernel emits {core}");
+    }
+}
+
+#[test]
+fn the_keyword_scanner_attributes_keywords_to_their_call() {
+    let (names, kws) = names_and_keywords(
+        "    nisa.dma_copy(dst=t0[0:1, 0:2], src=x.ap(pattern=[[1, 2]], offset=i0 + 3))  # f.rs:1\n",
+    );
+    assert_eq!(names, ["nisa.dma_copy"]);
+    assert_eq!(
+        kws,
+        [
+            ("nisa.dma_copy".to_string(), "dst".to_string()),
+            ("nisa.dma_copy".to_string(), "src".to_string()),
+            ("ap".to_string(), "pattern".to_string()),
+            ("ap".to_string(), "offset".to_string()),
+        ]
+    );
+}
