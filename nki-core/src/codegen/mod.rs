@@ -395,3 +395,78 @@ fn op_name(op: &Op) -> &'static str {
         other => other.name(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::affine::LoopVar;
+    use crate::ir::HbmId;
+
+    fn expr(constant: i64, terms: &[(u32, i64)]) -> AffineExpr {
+        AffineExpr {
+            constant,
+            terms: terms.iter().map(|&(v, k)| (LoopVar(v), k)).collect(),
+        }
+    }
+
+    #[test]
+    fn affine_expressions_read_as_python() {
+        assert_eq!(python_expr(&expr(0, &[])), "0");
+        assert_eq!(python_expr(&expr(7, &[])), "7");
+        assert_eq!(python_expr(&expr(256, &[(0, 128)])), "128 * i0 + 256");
+        assert_eq!(python_expr(&expr(-3, &[(0, 1), (2, -1)])), "i0 - i2 - 3");
+        assert_eq!(python_expr(&expr(0, &[(1, -64)])), "-64 * i1");
+    }
+
+    #[test]
+    fn float_literals_read_back_as_the_same_f32() {
+        for v in [
+            0.0f32,
+            1.0,
+            -2.5,
+            1e-6,
+            0.010416667,
+            3.4e38,
+            f32::MIN_POSITIVE,
+        ] {
+            let text = float(v);
+            let back: f64 = text.parse().unwrap();
+            assert_eq!(back as f32, v, "{text}");
+        }
+        assert_eq!(float(f32::NEG_INFINITY), "float('-inf')");
+        assert_eq!(float(f32::NAN), "float('nan')");
+    }
+
+    fn access(offset: AffineExpr, np: usize, nf: usize, p_stride: i64, f_stride: i64) -> HbmAccess {
+        HbmAccess {
+            tensor: HbmId(0),
+            offset,
+            np,
+            nf,
+            p_stride,
+            f_stride,
+        }
+    }
+
+    #[test]
+    fn only_row_and_column_windows_become_slices() {
+        // Rows 128·i0 .. +128, columns 16 .. 48 of a [300, 64] tensor.
+        let w = window(&access(expr(16, &[(0, 128 * 64)]), 128, 32, 64, 1), 64);
+        let (row, col) = w.unwrap();
+        assert_eq!((python_expr(&row), col), ("128 * i0".to_string(), 16));
+        // Transposed (column stride ≠ 1), broadcast (row stride 0) and column runs past the row
+        // end are access patterns.
+        assert!(window(&access(expr(0, &[]), 64, 128, 1, 64), 64).is_none());
+        assert!(window(&access(expr(0, &[]), 128, 64, 0, 1), 64).is_none());
+        assert!(window(&access(expr(40, &[]), 2, 32, 64, 1), 64).is_none());
+        // A loop step that is not a whole number of rows.
+        assert!(window(&access(expr(0, &[(0, 32)]), 1, 32, 64, 1), 64).is_none());
+    }
+
+    #[test]
+    fn reserved_names_get_a_suffix() {
+        assert_eq!(python_name("lambda"), "lambda_");
+        assert_eq!(python_name("nl"), "nl_");
+        assert_eq!(python_name("x"), "x");
+    }
+}
