@@ -127,6 +127,18 @@ def run_emit(
     return 0
 
 
+def _add_example_arguments(command: argparse.ArgumentParser) -> None:
+    """The op and its example signature: ``OP --shape NAME=AxB ... --scalar NAME=VALUE --dtype
+    --target``, shared by ``cost`` and ``emit``."""
+    command.add_argument("op", help="the op, e.g. rmsnorm")
+    command.add_argument("--shape", action="append", default=[], metavar="NAME=AxB", help="a tensor's shape")
+    command.add_argument(
+        "--scalar", action="append", default=[], metavar="NAME=VALUE", help="a scalar argument"
+    )
+    command.add_argument("--dtype", default="bf16", help="dtype of every tensor (default: bf16)")
+    command.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``torch-nki`` and ``python -m torch_nki``; returns the exit code."""
     parser = argparse.ArgumentParser(
@@ -143,21 +155,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="timed calls per measurement (median of three alternating blocks)",
     )
     cost = sub.add_parser("cost", help="estimate an op's device time with the cost model")
-    cost.add_argument("op", help="the op, e.g. rmsnorm")
-    cost.add_argument("--shape", action="append", default=[], metavar="NAME=AxB", help="a tensor's shape")
-    cost.add_argument("--scalar", action="append", default=[], metavar="NAME=VALUE", help="a scalar argument")
-    cost.add_argument("--dtype", default="bf16", help="dtype of every tensor (default: bf16)")
-    cost.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
+    _add_example_arguments(cost)
     cost.add_argument("--trace", metavar="PATH", help="write the Chrome/Perfetto trace JSON here")
     cost.add_argument(
         "--plot", metavar="PATH", help="write a PNG of the per-engine timeline and the roofline (matplotlib)"
     )
     emit = sub.add_parser("emit", help="print an op's NKI Python source for Trainium")
-    emit.add_argument("op", help="the op, e.g. rmsnorm")
-    emit.add_argument("--shape", action="append", default=[], metavar="NAME=AxB", help="a tensor's shape")
-    emit.add_argument("--scalar", action="append", default=[], metavar="NAME=VALUE", help="a scalar argument")
-    emit.add_argument("--dtype", default="bf16", help="dtype of every tensor (default: bf16)")
-    emit.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
+    _add_example_arguments(emit)
     emit.add_argument("-o", "--output", metavar="PATH", help="write the source here instead of printing it")
     bench = sub.add_parser("bench", help="grade every op at its bench shape: estimated device time vs CPU")
     bench.add_argument("--op", action="append", default=[], help="only this op (repeatable)")
