@@ -236,7 +236,9 @@ fn cost(
 }
 
 /// The NKI Python source of op `name` for these arguments on `target` (see
-/// `nki_core::codegen`).
+/// `nki_core::codegen`), through the persistent cache. Returns `(source, status)`: status is
+/// `hit`, `miss` (generated and stored), or `rebuilt <path>: <reason>` when a stored entry was
+/// truncated or corrupted and has been replaced.
 #[pyfunction]
 fn emit(
     py: Python<'_>,
@@ -245,16 +247,57 @@ fn emit(
     dtypes: Vec<Option<String>>,
     scalars: Vec<Bound<'_, PyAny>>,
     target: &str,
-) -> PyResult<String> {
-    with_program(
-        py,
-        name,
-        shapes,
-        dtypes,
-        scalars,
-        target,
-        nki_core::codegen::emit_nki,
-    )
+) -> PyResult<(String, String)> {
+    let result = with_program(py, name, shapes, dtypes, scalars, target, |program| {
+        use nki_registry::{CacheEntry, DiskCache, Lookup};
+        let cache = DiskCache::from_env();
+        let key = DiskCache::key(program);
+        let status = match cache.get(&key)? {
+            Lookup::Hit(entry) => return Ok((entry.source, "hit".to_string())),
+            Lookup::Miss => "miss".to_string(),
+            Lookup::Corrupt { path, reason } => format!("rebuilt {}: {reason}", path.display()),
+        };
+        let entry = CacheEntry {
+            kernel: program.name.clone(),
+            target: program.target.name().to_string(),
+            source: nki_core::codegen::emit_nki(program),
+            validated: true,
+        };
+        cache.put(&key, &entry)?;
+        Ok::<_, std::io::Error>((entry.source, status))
+    })?;
+    result.map_err(|e| {
+        pyo3::exceptions::PyOSError::new_err(format!(
+            "neuron::{name}: the NKI source cache at {} failed: {e}",
+            nki_registry::DiskCache::from_env().dir().display()
+        ))
+    })
+}
+
+/// The persistent cache's directory.
+#[pyfunction]
+fn disk_cache_dir() -> String {
+    nki_registry::DiskCache::from_env()
+        .dir()
+        .display()
+        .to_string()
+}
+
+/// `(entries, bytes)` in the persistent cache.
+#[pyfunction]
+fn disk_cache_info() -> PyResult<(usize, u64)> {
+    let info = nki_registry::DiskCache::from_env()
+        .info()
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
+    Ok((info.entries, info.bytes))
+}
+
+/// Removes every entry of the persistent cache; returns how many there were.
+#[pyfunction]
+fn disk_cache_clear() -> PyResult<usize> {
+    nki_registry::DiskCache::from_env()
+        .clear()
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
 }
 
 /// Number of compiled programs in the process-wide compile cache.
@@ -275,6 +318,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(symbolic, m)?)?;
     m.add_function(wrap_pyfunction!(cost, m)?)?;
     m.add_function(wrap_pyfunction!(emit, m)?)?;
+    m.add_function(wrap_pyfunction!(disk_cache_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(disk_cache_info, m)?)?;
+    m.add_function(wrap_pyfunction!(disk_cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_error_example, m)?)?;
     Ok(())
 }

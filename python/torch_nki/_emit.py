@@ -5,7 +5,8 @@ call would be (traced and validated), and its program is written out as an ``@nk
 for the ``nki`` package (NKI 0.3-0.6, Neuron SDK 2.29-2.32): outputs in ``nl.shared_hbm``, tiles
 in ``nl.sbuf``/``nl.psum``, loops kept as ``nl.affine_range``/``nl.sequential_range``, one
 ``nisa.*`` call per instruction, each line commented with the Rust source line it came from.
-Tensors are only looked at for their shape and dtype, so ``meta`` tensors work.
+Tensors are only looked at for their shape and dtype, so ``meta`` tensors work. Sources are
+kept in the persistent cache (``torch_nki.source_cache``).
 
     >>> source = torch_nki.emit("rmsnorm", torch.empty(300, 1000, dtype=torch.bfloat16, device="meta"),
     ...                         torch.empty(1000, dtype=torch.bfloat16, device="meta"))
@@ -13,6 +14,7 @@ Tensors are only looked at for their shape and dtype, so ``meta`` tensors work.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch_nki
@@ -20,8 +22,19 @@ from torch_nki._cost import example_arguments
 
 __all__ = ["emit"]
 
+_REPORTED: set[str] = set()
+"""Cache entries already reported as rebuilt in this process (each is reported once)."""
+
 
 def emit(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> str:
     """NKI Python source of ``torch.ops.neuron.<op>(*args, **kwargs)`` compiled for ``target``."""
     shapes, dtypes, scalars = example_arguments(op, args, kwargs)
-    return torch_nki._native.emit(op, shapes, dtypes, scalars, target)
+    source, status = torch_nki._native.emit(op, shapes, dtypes, scalars, target)
+    if status.startswith("rebuilt ") and status not in _REPORTED:
+        _REPORTED.add(status)
+        warnings.warn(
+            f"torch_nki: NKI source cache entry {status.removeprefix('rebuilt ')}; rebuilt it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return source

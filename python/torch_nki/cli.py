@@ -127,6 +127,20 @@ def run_emit(
     return 0
 
 
+def run_cache(action: str) -> int:
+    """``torch-nki cache info|clear|path``."""
+    from torch_nki import source_cache
+
+    if action == "path":
+        print(source_cache.path())
+    elif action == "clear":
+        print(f"removed {source_cache.clear()} entries from {source_cache.path()}")
+    else:
+        entries, size = source_cache.info()
+        print(f"{source_cache.path()}: {entries} entries, {size} bytes")
+    return 0
+
+
 def _add_example_arguments(command: argparse.ArgumentParser) -> None:
     """The op and its example signature: ``OP --shape NAME=AxB ... --scalar NAME=VALUE --dtype
     --target``, shared by ``cost`` and ``emit``."""
@@ -163,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     emit = sub.add_parser("emit", help="print an op's NKI Python source for Trainium")
     _add_example_arguments(emit)
     emit.add_argument("-o", "--output", metavar="PATH", help="write the source here instead of printing it")
+    cache = sub.add_parser("cache", help="the persistent NKI source cache: info, clear or path")
+    cache.add_argument("action", choices=["info", "clear", "path"])
     bench = sub.add_parser("bench", help="grade every op at its bench shape: estimated device time vs CPU")
     bench.add_argument("--op", action="append", default=[], help="only this op (repeatable)")
     bench.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
@@ -172,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from torch_nki import bench as bench_mod
 
         return bench_mod.run(args.op, args.target, max(1, args.repeat))
+    if args.command == "cache":
+        return run_cache(args.action)
     if args.command == "emit":
         return run_emit(args.op, args.shape, args.scalar, args.dtype, args.target, args.output)
     if args.command == "cost":

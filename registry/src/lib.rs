@@ -10,9 +10,11 @@
 #![warn(missing_docs)]
 
 mod cache;
+mod disk_cache;
 mod manifest;
 
 pub use cache::{CompileCache, Compiled};
+pub use disk_cache::{CacheEntry, CacheInfo, DiskCache, FORMAT_VERSION, Lookup};
 pub use manifest::{Manifest, ManifestEntry};
 
 use nki_core::KernelDef;

@@ -1,0 +1,101 @@
+"""The persistent NKI source cache: entries are reused, corrupted or truncated entries are
+reported once and rebuilt, concurrent writers all succeed, and ``torch-nki cache`` manages it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+import torch_nki
+from torch_nki import cli, source_cache
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("TORCH_NKI_CACHE_DIR", str(tmp_path / "cache"))
+    yield tmp_path / "cache"
+
+
+def _emit() -> str:
+    return torch_nki.emit("add", torch.empty(300, 70, device="meta"), torch.empty(300, 70, device="meta"))
+
+
+def _entries(d: Path) -> list[Path]:
+    return sorted(d.glob("*.nkicache"))
+
+
+def test_an_entry_is_written_once_and_reused(cache_dir: Path) -> None:
+    assert source_cache.path() == cache_dir
+    assert source_cache.info() == (0, 0)
+    first = _emit()
+    (entry,) = _entries(cache_dir)
+    stamp = entry.stat().st_mtime_ns
+    assert _emit() == first
+    assert entry.stat().st_mtime_ns == stamp  # a hit does not rewrite
+    header, body = entry.read_text().split("\n", 1)
+    assert header.startswith("torch-nki-cache 1 ")
+    assert json.loads(body)["source"] == first
+    # A different signature is a different entry.
+    torch_nki.emit("add", torch.empty(3, 7, device="meta"), torch.empty(3, 7, device="meta"))
+    assert source_cache.info().entries == 2
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty"])
+def test_damaged_entries_are_reported_once_and_rebuilt(cache_dir: Path, damage: str) -> None:
+    good = _emit()
+    (entry,) = _entries(cache_dir)
+    raw = entry.read_bytes()
+    damaged = {
+        "truncate": raw[: len(raw) // 2],
+        "flip": raw[:-4] + bytes([raw[-4] ^ 0x01]) + raw[-3:],
+        "empty": b"",
+    }[damage]
+    entry.write_bytes(damaged)
+    with pytest.warns(RuntimeWarning, match="NKI source cache entry .*nkicache: .*; rebuilt it"):
+        assert _emit() == good
+    assert entry.read_bytes() == raw  # rebuilt to the same bytes
+    # The same damage again is not reported a second time in this process.
+    entry.write_bytes(damaged)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _emit() == good
+
+
+def test_concurrent_processes_writing_one_entry_all_succeed(cache_dir: Path) -> None:
+    code = (
+        "import torch, torch_nki\n"
+        "m = torch.empty(300, 70, device='meta')\n"
+        "for _ in range(20):\n"
+        "    s = torch_nki.emit('add', m, m)\n"
+        "print(len(s))\n"
+    )
+    env = {**os.environ, "TORCH_NKI_CACHE_DIR": str(cache_dir)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0]
+    assert len(set(outs)) == 1
+    assert len(_entries(cache_dir)) == 1
+    assert not list(cache_dir.glob(".*.tmp"))
+    assert _emit() == _emit()
+
+
+def test_cli_cache_path_info_clear(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _emit()
+    assert cli.main(["cache", "path"]) == 0
+    assert capsys.readouterr().out.strip() == str(cache_dir)
+    assert cli.main(["cache", "info"]) == 0
+    assert f"{cache_dir}: 1 entries, " in capsys.readouterr().out
+    assert cli.main(["cache", "clear"]) == 0
+    assert "removed 1 entries" in capsys.readouterr().out
+    assert source_cache.info() == (0, 0)
