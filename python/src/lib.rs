@@ -237,8 +237,9 @@ fn cost(
 
 /// The NKI Python source of op `name` for these arguments on `target` (see
 /// `nki_core::codegen`), through the persistent cache. Returns `(source, status)`: status is
-/// `hit`, `miss` (generated and stored), or `rebuilt <path>: <reason>` when a stored entry was
-/// truncated or corrupted and has been replaced.
+/// `hit`, `miss` (generated and stored), `rebuilt <path>: <reason>` when a stored entry was
+/// truncated or corrupted and has been replaced, or `uncached <dir>: <error>` when the cache
+/// could not be read or written (the source is generated all the same).
 #[pyfunction]
 fn emit(
     py: Python<'_>,
@@ -248,14 +249,18 @@ fn emit(
     scalars: Vec<Bound<'_, PyAny>>,
     target: &str,
 ) -> PyResult<(String, String)> {
-    let result = with_program(py, name, shapes, dtypes, scalars, target, |program| {
+    with_program(py, name, shapes, dtypes, scalars, target, |program| {
         use nki_registry::{CacheEntry, DiskCache, Lookup};
         let cache = DiskCache::from_env();
         let key = DiskCache::key(program);
-        let status = match cache.get(&key)? {
-            Lookup::Hit(entry) => return Ok((entry.source, "hit".to_string())),
-            Lookup::Miss => "miss".to_string(),
-            Lookup::Corrupt { path, reason } => format!("rebuilt {}: {reason}", path.display()),
+        let uncached = |e: std::io::Error| format!("uncached {}: {e}", cache.dir().display());
+        let status = match cache.get(&key) {
+            Ok(Lookup::Hit(entry)) => return (entry.source, "hit".to_string()),
+            Ok(Lookup::Miss) => "miss".to_string(),
+            Ok(Lookup::Corrupt { path, reason }) => {
+                format!("rebuilt {}: {reason}", path.display())
+            }
+            Err(e) => uncached(e),
         };
         let entry = CacheEntry {
             kernel: program.name.clone(),
@@ -263,14 +268,10 @@ fn emit(
             source: nki_core::codegen::emit_nki(program),
             validated: true,
         };
-        cache.put(&key, &entry)?;
-        Ok::<_, std::io::Error>((entry.source, status))
-    })?;
-    result.map_err(|e| {
-        pyo3::exceptions::PyOSError::new_err(format!(
-            "neuron::{name}: the NKI source cache at {} failed: {e}",
-            nki_registry::DiskCache::from_env().dir().display()
-        ))
+        match cache.put(&key, &entry) {
+            Ok(()) => (entry.source, status),
+            Err(e) => (entry.source, uncached(e)),
+        }
     })
 }
 

@@ -30,11 +30,13 @@ def emit(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> str:
     """NKI Python source of ``torch.ops.neuron.<op>(*args, **kwargs)`` compiled for ``target``."""
     shapes, dtypes, scalars = example_arguments(op, args, kwargs)
     source, status = torch_nki._native.emit(op, shapes, dtypes, scalars, target)
-    if status.startswith("rebuilt ") and status not in _REPORTED:
+    if status not in _REPORTED:
+        if status.startswith("rebuilt "):
+            message = f"torch_nki: NKI source cache entry {status.removeprefix('rebuilt ')}; rebuilt it"
+        elif status.startswith("uncached "):
+            message = f"torch_nki: NKI source cache at {status.removeprefix('uncached ')}; not caching"
+        else:
+            return source
         _REPORTED.add(status)
-        warnings.warn(
-            f"torch_nki: NKI source cache entry {status.removeprefix('rebuilt ')}; rebuilt it",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
     return source

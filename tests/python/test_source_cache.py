@@ -90,6 +90,20 @@ def test_concurrent_processes_writing_one_entry_all_succeed(cache_dir: Path) -> 
     assert _emit() == _emit()
 
 
+def test_an_unusable_cache_warns_once_and_still_emits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("TORCH_NKI_CACHE_DIR", str(blocker / "cache"))
+    with pytest.warns(RuntimeWarning, match="NKI source cache at .*not-a-directory.*; not caching"):
+        source = _emit()
+    assert source.startswith('"""`add` for trn2')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _emit() == source
+
+
 def test_cli_cache_path_info_clear(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _emit()
     assert cli.main(["cache", "path"]) == 0
