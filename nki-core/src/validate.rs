@@ -117,91 +117,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
         ..
     } = &inst.op
     {
-        let [k, m] = stationary.shape();
-        let n = moving.nf;
-        let checks: [(&'static str, usize, usize, &str); 3] = [
-            (
-                "matmul-contraction",
-                PMAX,
-                k,
-                "contraction (partition) size K",
-            ),
-            (
-                "matmul-stationary-free",
-                GEMM_STATIONARY_FMAX,
-                m,
-                "stationary free size M",
-            ),
-            (
-                "matmul-moving-free",
-                GEMM_MOVING_FMAX,
-                n,
-                "moving free size N",
-            ),
-        ];
-        for (rule, limit, actual, what) in checks {
-            if actual > limit {
-                return Err(violation(
-                    rule,
-                    limit,
-                    actual,
-                    name.into(),
-                    format!("nc_matmul {what} is {actual}"),
-                    inst.loc,
-                ));
-            }
-        }
-        for (role, r) in [("stationary", stationary), ("moving", moving)] {
-            if tile(r).buffer != Buffer::Sbuf {
-                return Err(violation(
-                    "matmul-operand-buffer",
-                    "sbuf",
-                    tile(r).buffer.name(),
-                    name.into(),
-                    format!(
-                        "nc_matmul reads its {role} operand from SBUF; {} is in {}",
-                        tile(r).name,
-                        tile(r).buffer.name()
-                    ),
-                    inst.loc,
-                ));
-            }
-        }
-        let d = tile(dst);
-        if d.buffer != Buffer::Psum {
-            return Err(violation(
-                "matmul-dst-psum",
-                "psum",
-                d.buffer.name(),
-                name.into(),
-                format!(
-                    "nc_matmul writes to PSUM; {} is in {}",
-                    d.name,
-                    d.buffer.name()
-                ),
-                inst.loc,
-            ));
-        }
-        let dtype_ok = d.dtype == DType::F32
-            || (d.dtype == DType::BF16 && program.target.matmul_bf16_output());
-        if !dtype_ok {
-            let allowed = if program.target.matmul_bf16_output() {
-                "f32 or bf16"
-            } else {
-                "f32"
-            };
-            return Err(violation(
-                "matmul-dst-dtype",
-                allowed,
-                d.dtype,
-                name.into(),
-                format!(
-                    "nc_matmul accumulates in fp32 PSUM on {}; {} is {}",
-                    program.target, d.name, d.dtype
-                ),
-                inst.loc,
-            ));
-        }
+        check_matmul(program, inst, dst, stationary, moving)?;
     }
     if let Op::DmaCopy { dst, src } = &inst.op {
         for (role, side) in [("dst", dst), ("src", src)] {
@@ -227,6 +143,138 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     Ok(())
 }
 
+/// Size limits of a tensor-engine instruction: `(rule, limit, actual, what)`.
+fn check_sizes(
+    inst: &Instruction,
+    sizes: &[(&'static str, usize, usize, &str)],
+) -> Result<(), NkiError> {
+    let name = inst.op.name();
+    for &(rule, limit, actual, what) in sizes {
+        if actual > limit {
+            return Err(violation(
+                rule,
+                limit,
+                actual,
+                name.into(),
+                format!("{name} {what} is {actual}"),
+                inst.loc,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The tensor engine reads SBUF and writes PSUM: `reads` are `(how the message names the
+/// operand, region)`.
+fn check_tensor_engine_buffers(
+    program: &Program,
+    inst: &Instruction,
+    reads: &[(&str, &TileRegion)],
+    dst: &TileRegion,
+) -> Result<(), NkiError> {
+    let tile = |r: &TileRegion| &program.tiles[r.tile.0 as usize];
+    let name = inst.op.name();
+    for &(operand, r) in reads {
+        let t = tile(r);
+        if t.buffer != Buffer::Sbuf {
+            return Err(violation(
+                "matmul-operand-buffer",
+                "sbuf",
+                t.buffer.name(),
+                name.into(),
+                format!(
+                    "{name} reads {operand}from SBUF; {} is in {}",
+                    t.name,
+                    t.buffer.name()
+                ),
+                inst.loc,
+            ));
+        }
+    }
+    let d = tile(dst);
+    if d.buffer != Buffer::Psum {
+        return Err(violation(
+            "matmul-dst-psum",
+            "psum",
+            d.buffer.name(),
+            name.into(),
+            format!(
+                "{name} writes to PSUM; {} is in {}",
+                d.name,
+                d.buffer.name()
+            ),
+            inst.loc,
+        ));
+    }
+    Ok(())
+}
+
+/// `nc_matmul`: K, M and N within the tensor engine's tile sizes, operands in SBUF, the
+/// accumulator in PSUM, in fp32 (or bf16 where the target allows it).
+fn check_matmul(
+    program: &Program,
+    inst: &Instruction,
+    dst: &TileRegion,
+    stationary: &TileRegion,
+    moving: &TileRegion,
+) -> Result<(), NkiError> {
+    let [k, m] = stationary.shape();
+    check_sizes(
+        inst,
+        &[
+            (
+                "matmul-contraction",
+                PMAX,
+                k,
+                "contraction (partition) size K",
+            ),
+            (
+                "matmul-stationary-free",
+                GEMM_STATIONARY_FMAX,
+                m,
+                "stationary free size M",
+            ),
+            (
+                "matmul-moving-free",
+                GEMM_MOVING_FMAX,
+                moving.nf,
+                "moving free size N",
+            ),
+        ],
+    )?;
+    check_tensor_engine_buffers(
+        program,
+        inst,
+        &[
+            ("its stationary operand ", stationary),
+            ("its moving operand ", moving),
+        ],
+        dst,
+    )?;
+    let d = &program.tiles[dst.tile.0 as usize];
+    let dtype_ok =
+        d.dtype == DType::F32 || (d.dtype == DType::BF16 && program.target.matmul_bf16_output());
+    if !dtype_ok {
+        let allowed = if program.target.matmul_bf16_output() {
+            "f32 or bf16"
+        } else {
+            "f32"
+        };
+        return Err(violation(
+            "matmul-dst-dtype",
+            allowed,
+            d.dtype,
+            inst.op.name().into(),
+            format!(
+                "nc_matmul accumulates in fp32 PSUM on {}; {} is {}",
+                program.target, d.name, d.dtype
+            ),
+            inst.loc,
+        ));
+    }
+    Ok(())
+}
+
 /// `nc_transpose` runs on the tensor engine: the same operand and destination rules as
 /// `nc_matmul`, with the source as the stationary operand.
 fn check_transpose(
@@ -235,58 +283,25 @@ fn check_transpose(
     dst: &TileRegion,
     data: &TileRegion,
 ) -> Result<(), NkiError> {
-    let tile = |r: &TileRegion| &program.tiles[r.tile.0 as usize];
-    let name = inst.op.name();
     let [p, f] = data.shape();
-    for (rule, limit, actual, what) in [
-        ("matmul-contraction", PMAX, p, "source partitions"),
-        (
-            "matmul-stationary-free",
-            GEMM_STATIONARY_FMAX,
-            f,
-            "source free size",
-        ),
-    ] {
-        if actual > limit {
-            return Err(violation(
-                rule,
-                limit,
-                actual,
-                name.into(),
-                format!("nc_transpose {what} is {actual}"),
-                inst.loc,
-            ));
-        }
-    }
-    let (s, d) = (tile(data), tile(dst));
-    if s.buffer != Buffer::Sbuf {
-        return Err(violation(
-            "matmul-operand-buffer",
-            "sbuf",
-            s.buffer.name(),
-            name.into(),
-            format!(
-                "nc_transpose reads from SBUF; {} is in {}",
-                s.name,
-                s.buffer.name()
+    check_sizes(
+        inst,
+        &[
+            ("matmul-contraction", PMAX, p, "source partitions"),
+            (
+                "matmul-stationary-free",
+                GEMM_STATIONARY_FMAX,
+                f,
+                "source free size",
             ),
-            inst.loc,
-        ));
-    }
-    if d.buffer != Buffer::Psum {
-        return Err(violation(
-            "matmul-dst-psum",
-            "psum",
-            d.buffer.name(),
-            name.into(),
-            format!(
-                "nc_transpose writes to PSUM; {} is in {}",
-                d.name,
-                d.buffer.name()
-            ),
-            inst.loc,
-        ));
-    }
+        ],
+    )?;
+    check_tensor_engine_buffers(program, inst, &[("", data)], dst)?;
+    let name = inst.op.name();
+    let (s, d) = (
+        &program.tiles[data.tile.0 as usize],
+        &program.tiles[dst.tile.0 as usize],
+    );
     // Unlike nc_matmul, a transpose passes its data through: the destination has the source's
     // dtype (nki.isa.nc_transpose: "The output dst tile must have the same data type as that
     // of data").
