@@ -27,6 +27,25 @@ fn program(
     trace("k", target, &inputs, body).unwrap()
 }
 
+/// `tiles` row tiles of `[128, 512]` f32, each loaded, transformed in place by `compute` and
+/// stored; tiles are fresh per iteration of an affine loop.
+fn row_pipeline(tiles: usize, compute: impl Fn(&Tile)) -> Program {
+    program(
+        Target::Trn2,
+        &[("x", &[tiles * 128, 512], DType::F32)],
+        |h| {
+            let out = shared_hbm(&[tiles * 128, 512], DType::F32);
+            affine_range(tiles, |i| {
+                let t = sbuf([128, 512], DType::F32);
+                dma_copy(&t, h[0].rows(i.clone() * 128usize, 128));
+                compute(&t);
+                dma_copy(out.rows(i * 128usize, 128), &t);
+            });
+            vec![out]
+        },
+    )
+}
+
 fn close(a: f64, b: f64) {
     assert!((a - b).abs() < 1e-6 * b.abs().max(1.0), "{a} vs {b}");
 }
@@ -141,15 +160,8 @@ fn a_dependency_chain_runs_back_to_back_and_the_vector_op_costs_its_cycles() {
 #[test]
 fn independent_tiles_overlap_dma_with_compute_and_a_loop_pipelines() {
     // Four 128-row tiles: load, scale, store. Fresh tiles per iteration, DMAs on their own queues.
-    let p = program(Target::Trn2, &[("x", &[512, 512], DType::F32)], |h| {
-        let out = shared_hbm(&[512, 512], DType::F32);
-        affine_range(4, |i| {
-            let t = sbuf([128, 512], DType::F32);
-            dma_copy(&t, h[0].rows(i.clone() * 128usize, 128));
-            tensor_scalar(&t, &t, BinOp::Multiply, 2.0);
-            dma_copy(out.rows(i * 128usize, 128), &t);
-        });
-        vec![out]
+    let p = row_pipeline(4, |t| {
+        tensor_scalar(t, t, BinOp::Multiply, 2.0);
     });
     let r = estimate(&p);
     let dma = DMA_LATENCY + 128.0 * 2048.0 / QUEUE;
@@ -192,16 +204,7 @@ fn more_bytes_are_never_cheaper_and_trn3_is_never_slower_than_trn2() {
 
 #[test]
 fn the_chrome_trace_has_the_required_fields_and_no_overlap_within_a_track() {
-    let p = program(Target::Trn2, &[("x", &[512, 512], DType::F32)], |h| {
-        let out = shared_hbm(&[512, 512], DType::F32);
-        affine_range(4, |i| {
-            let t = sbuf([128, 512], DType::F32);
-            dma_copy(&t, h[0].rows(i.clone() * 128usize, 128));
-            activation(&t, ActFn::Exp, &t, None, 1.0);
-            dma_copy(out.rows(i * 128usize, 128), &t);
-        });
-        vec![out]
-    });
+    let p = row_pipeline(4, |t| activation(t, ActFn::Exp, t, None, 1.0));
     let r = estimate(&p);
     let doc: serde_json::Value = serde_json::from_str(&r.chrome_trace()).unwrap();
     let events = doc["traceEvents"].as_array().unwrap();
@@ -247,15 +250,8 @@ fn the_chrome_trace_has_the_required_fields_and_no_overlap_within_a_track() {
 fn a_store_waiting_for_its_data_does_not_hold_up_later_loads() {
     // Sixteen queues, 32 tiles: the stores of early tiles wait for compute; loads of later tiles
     // fill the gaps before them instead of queueing behind them.
-    let p = program(Target::Trn2, &[("x", &[4096, 512], DType::F32)], |h| {
-        let out = shared_hbm(&[4096, 512], DType::F32);
-        affine_range(32, |i| {
-            let t = sbuf([128, 512], DType::F32);
-            dma_copy(&t, h[0].rows(i.clone() * 128usize, 128));
-            tensor_scalar(&t, &t, BinOp::Multiply, 2.0);
-            dma_copy(out.rows(i * 128usize, 128), &t);
-        });
-        vec![out]
+    let p = row_pipeline(32, |t| {
+        tensor_scalar(t, t, BinOp::Multiply, 2.0);
     });
     let r = estimate(&p);
     let stream = 128.0 * 2048.0 / QUEUE;
