@@ -11,8 +11,10 @@ use crate::target::Target;
 use serde::Serialize;
 
 mod op;
+mod unroll;
 
 pub use op::{ActFn, BinOp, Op, ScalarOperand};
+pub use unroll::{stream_difference, unroll};
 
 /// Index of an HBM tensor in [`Program::hbm`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

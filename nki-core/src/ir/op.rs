@@ -347,3 +347,110 @@ impl Op {
         v
     }
 }
+
+impl Op {
+    /// The same instruction with every tile region passed through `tile` and every HBM offset
+    /// through `offset` (renumbering tiles, substituting loop indices).
+    pub fn map_operands(
+        &self,
+        tile: &mut dyn FnMut(&TileRegion) -> TileRegion,
+        offset: &mut dyn FnMut(&crate::affine::AffineExpr) -> crate::affine::AffineExpr,
+    ) -> Op {
+        fn scalar(
+            s: &ScalarOperand,
+            tile: &mut dyn FnMut(&TileRegion) -> TileRegion,
+        ) -> ScalarOperand {
+            match s {
+                ScalarOperand::Imm { value } => ScalarOperand::Imm { value: *value },
+                ScalarOperand::Column { region } => ScalarOperand::Column {
+                    region: tile(region),
+                },
+            }
+        }
+        let mut dma = |d: &DmaOperand| match d {
+            DmaOperand::Tile { region } => DmaOperand::Tile {
+                region: tile(region),
+            },
+            DmaOperand::Hbm { access } => DmaOperand::Hbm {
+                access: HbmAccess {
+                    offset: offset(&access.offset),
+                    ..access.clone()
+                },
+            },
+        };
+        match self {
+            Op::DmaCopy { dst, src } => {
+                let dst = dma(dst);
+                Op::DmaCopy { dst, src: dma(src) }
+            }
+            Op::TensorTensor { dst, a, b, op } => Op::TensorTensor {
+                dst: tile(dst),
+                a: tile(a),
+                b: tile(b),
+                op: *op,
+            },
+            Op::TensorScalar {
+                dst,
+                data,
+                op0,
+                operand0,
+                op1,
+            } => Op::TensorScalar {
+                dst: tile(dst),
+                data: tile(data),
+                op0: *op0,
+                operand0: scalar(operand0, tile),
+                op1: op1.as_ref().map(|(op, s)| (*op, scalar(s, tile))),
+            },
+            Op::Activation {
+                dst,
+                func,
+                data,
+                scale,
+                bias,
+                reduce,
+            } => Op::Activation {
+                dst: tile(dst),
+                func: *func,
+                data: tile(data),
+                scale: scalar(scale, tile),
+                bias: bias.as_ref().map(&mut *tile),
+                reduce: reduce.as_ref().map(|(op, r)| (*op, tile(r))),
+            },
+            Op::TensorReduce {
+                dst,
+                op,
+                data,
+                negate,
+            } => Op::TensorReduce {
+                dst: tile(dst),
+                op: *op,
+                data: tile(data),
+                negate: *negate,
+            },
+            Op::TensorCopy { dst, src } => Op::TensorCopy {
+                dst: tile(dst),
+                src: tile(src),
+            },
+            Op::Memset { dst, value } => Op::Memset {
+                dst: tile(dst),
+                value: *value,
+            },
+            Op::NcTranspose { dst, data } => Op::NcTranspose {
+                dst: tile(dst),
+                data: tile(data),
+            },
+            Op::NcMatmul {
+                dst,
+                stationary,
+                moving,
+                accumulate,
+            } => Op::NcMatmul {
+                dst: tile(dst),
+                stationary: tile(stationary),
+                moving: tile(moving),
+                accumulate: *accumulate,
+            },
+        }
+    }
+}

@@ -28,11 +28,13 @@ pub(crate) struct Builder {
     pub(crate) tiles: Vec<TileDecl>,
     pub(crate) loops: Vec<LoopDecl>,
     blocks: Vec<Vec<Stmt>>,
+    /// Loops whose bodies are being recorded, innermost last (`blocks` has one more entry).
+    open_loops: Vec<LoopVar>,
     error: Option<NkiError>,
 }
 
 thread_local! {
-    static BUILDER: RefCell<Option<Builder>> = const { RefCell::new(None) };
+    pub(crate) static BUILDER: RefCell<Option<Builder>> = const { RefCell::new(None) };
 }
 
 /// Runs `f` with the active builder. Using the tile language outside a trace is a bug in the
@@ -85,6 +87,94 @@ impl Builder {
         self.hbm.push(decl);
         HbmId(self.hbm.len() as u32 - 1)
     }
+
+    /// A builder for `inputs`, with the top-level block open, and the inputs' handles.
+    pub(crate) fn new(target: Target, inputs: &[InputSpec]) -> (Builder, Vec<Hbm>) {
+        let mut b = Builder {
+            target,
+            hbm: Vec::new(),
+            tiles: Vec::new(),
+            loops: Vec::new(),
+            blocks: vec![Vec::new()],
+            open_loops: Vec::new(),
+            error: None,
+        };
+        let handles = inputs
+            .iter()
+            .map(|i| {
+                let id = b.add_hbm(HbmDecl {
+                    name: i.name.clone(),
+                    kind: HbmKind::Input,
+                    shape: i.shape.clone(),
+                    dtype: i.dtype,
+                    loc: None,
+                });
+                Hbm::new(id, i.shape.clone(), i.dtype)
+            })
+            .collect();
+        (b, handles)
+    }
+
+    /// Declares a loop and opens its body; returns its variable.
+    pub(crate) fn open_loop(&mut self, trip: usize, kind: LoopKind, loc: SourceLoc) -> LoopVar {
+        self.loops.push(LoopDecl { trip, kind, loc });
+        self.blocks.push(Vec::new());
+        let var = LoopVar(self.loops.len() as u32 - 1);
+        self.open_loops.push(var);
+        var
+    }
+
+    /// Closes the innermost open loop; `false` when no loop is open.
+    pub(crate) fn close_loop(&mut self) -> bool {
+        let Some(var) = self.open_loops.pop() else {
+            return false;
+        };
+        let stmts = self.blocks.pop().expect("each open loop has its block");
+        self.push_stmt(Stmt::Loop { var, body: stmts });
+        true
+    }
+
+    /// The first recorded error, taken (prefixed with the kernel's name).
+    pub(crate) fn take_error(&mut self, name: &str) -> Option<NkiError> {
+        self.error.take().map(|e| e.in_kernel(name))
+    }
+
+    /// The finished program: `outputs` must be `shared_hbm` tensors; every loop must be closed.
+    pub(crate) fn finish(mut self, name: &str, outputs: &[HbmId]) -> Result<Program, NkiError> {
+        if let Some(e) = self.take_error(name) {
+            return Err(e);
+        }
+        for o in outputs {
+            let Some(decl) = self.hbm.get(o.0 as usize) else {
+                return Err(NkiError::Internal(format!(
+                    "kernel {name} returned an unknown tensor #{}",
+                    o.0
+                )));
+            };
+            if decl.kind != HbmKind::Output {
+                return Err(NkiError::Internal(format!(
+                    "kernel {name} returned input `{}`; outputs must be allocated with shared_hbm",
+                    decl.name
+                )));
+            }
+        }
+        if !self.open_loops.is_empty() {
+            return Err(NkiError::Internal(format!(
+                "kernel {name} finished with {} loop(s) still open",
+                self.open_loops.len()
+            )));
+        }
+        let body = self.blocks.pop().expect("the top-level block is open");
+        Ok(Program {
+            name: name.to_string(),
+            target: self.target,
+            hbm: self.hbm,
+            outputs: outputs.to_vec(),
+            tiles: self.tiles,
+            loops: self.loops,
+            body,
+        })
+    }
 }
 
 /// The target the running trace specialises for (kernels may choose tile sizes by it).
@@ -94,15 +184,10 @@ pub fn current_target() -> Target {
 
 /// Opens a loop, traces `body` once with the symbolic index, and closes it.
 pub(crate) fn record_loop(trip: usize, kind: LoopKind, loc: SourceLoc, body: impl FnOnce(LoopVar)) {
-    let var = with_builder(|b| {
-        b.loops.push(LoopDecl { trip, kind, loc });
-        b.blocks.push(Vec::new());
-        LoopVar(b.loops.len() as u32 - 1)
-    });
+    let var = with_builder(|b| b.open_loop(trip, kind, loc));
     body(var);
     with_builder(|b| {
-        let stmts = b.blocks.pop().expect("the loop's block is open");
-        b.push_stmt(Stmt::Loop { var, body: stmts });
+        b.close_loop();
     });
 }
 
@@ -142,66 +227,28 @@ pub fn trace(
             "kernel {name}: trace called while another trace is running on this thread"
         )));
     }
-    BUILDER.with(|b| {
-        *b.borrow_mut() = Some(Builder {
-            target,
-            hbm: Vec::new(),
-            tiles: Vec::new(),
-            loops: Vec::new(),
-            blocks: vec![Vec::new()],
-            error: None,
-        })
-    });
+    let (builder, handles) = Builder::new(target, inputs);
+    BUILDER.with(|b| *b.borrow_mut() = Some(builder));
     let _reset = ResetOnDrop;
-    let handles: Vec<Hbm> = inputs
-        .iter()
-        .map(|i| {
-            let id = with_builder(|b| {
-                b.add_hbm(HbmDecl {
-                    name: i.name.clone(),
-                    kind: HbmKind::Input,
-                    shape: i.shape.clone(),
-                    dtype: i.dtype,
-                    loc: None,
-                })
-            });
-            Hbm::new(id, i.shape.clone(), i.dtype)
-        })
-        .collect();
     let outputs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel(&handles)))
         .map_err(|p| {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
-            NkiError::Internal(format!("kernel {name} panicked while tracing: {msg}"))
+            NkiError::Internal(format!(
+                "kernel {name} panicked while tracing: {}",
+                panic_message(p.as_ref())
+            ))
         })?;
-    let mut builder = BUILDER
+    let builder = BUILDER
         .with(|b| b.borrow_mut().take())
         .expect("the builder lives until the trace ends");
-    if let Some(e) = builder.error.take() {
-        return Err(e.in_kernel(name));
-    }
-    let mut output_ids = Vec::new();
-    for o in &outputs {
-        let decl = &builder.hbm[o.id().0 as usize];
-        if decl.kind != HbmKind::Output {
-            return Err(NkiError::Internal(format!(
-                "kernel {name} returned input `{}`; outputs must be allocated with shared_hbm",
-                decl.name
-            )));
-        }
-        output_ids.push(o.id());
-    }
-    let body = builder.blocks.pop().expect("the top-level block is open");
-    Ok(Program {
-        name: name.to_string(),
-        target,
-        hbm: builder.hbm,
-        outputs: output_ids,
-        tiles: builder.tiles,
-        loops: builder.loops,
-        body,
-    })
+    let ids: Vec<HbmId> = outputs.iter().map(Hbm::id).collect();
+    builder.finish(name, &ids)
+}
+
+/// The message of a caught panic payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
 }

@@ -61,6 +61,18 @@ impl Hbm {
         }
     }
 
+    /// An arbitrary strided view: element `[i0, i1, ...]` is flat element
+    /// `offset + Σ ik·dims[k].stride` (NKI's `tensor.ap(pattern=..., offset=...)`). Unlike
+    /// slices, the range is not checked here; validation bounds-checks every access.
+    pub fn strided_view(&self, offset: AffineExpr, dims: Vec<ViewDim>) -> HbmView {
+        HbmView {
+            tensor: self.id,
+            dtype: self.dtype,
+            offset,
+            dims,
+        }
+    }
+
     /// Rows `start..start+n` of dimension 0.
     #[track_caller]
     pub fn rows(&self, start: impl Into<AffineExpr>, n: usize) -> HbmView {

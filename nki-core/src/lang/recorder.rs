@@ -1,0 +1,261 @@
+//! Tracing driven from outside Rust: a [`Recorder`] owns a program builder and records one call
+//! at a time, each with a source location the caller supplies.
+//!
+//! This is how the NKI Python frontend traces into the same [`Program`] IR as Rust kernels:
+//! every `nl.ndarray`, `nisa.*` call and loop iteration in Python becomes one recorder call,
+//! which runs the tile-language function Rust kernels use (same checks, same messages) with the
+//! Python line as its location. Errors come back from the call that caused them.
+
+use crate::affine::{AffineExpr, LoopVar};
+use crate::dtype::DType;
+use crate::error::NkiError;
+use crate::ir::{HbmId, LoopKind, Program};
+use crate::lang::context::{BUILDER, Builder, InputSpec};
+use crate::lang::hbm::{Hbm, HbmView, ViewDim, shared_hbm};
+use crate::loc::{SourceLoc, with_location};
+use crate::target::Target;
+
+/// A program being traced call by call (see the module doc).
+pub struct Recorder {
+    name: String,
+    builder: Option<Builder>,
+    tensors: Vec<Hbm>,
+}
+
+impl Recorder {
+    /// Starts tracing kernel `name` for `target` with these inputs (tensor ids `0..inputs.len()`).
+    pub fn new(name: &str, target: Target, inputs: &[InputSpec]) -> Recorder {
+        let (builder, tensors) = Builder::new(target, inputs);
+        Recorder {
+            name: name.to_string(),
+            builder: Some(builder),
+            tensors,
+        }
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The target being traced for.
+    pub fn target(&self) -> Target {
+        self.builder().target
+    }
+
+    fn builder(&self) -> &Builder {
+        self.builder
+            .as_ref()
+            .expect("the builder is only lent out during `record`")
+    }
+
+    /// Runs tile-language code `f` (instructions, tile allocations) as if it were kernel source
+    /// at `loc`. The first error it records, or a panic in it, is returned; the recorder stays
+    /// usable either way.
+    pub fn record<R>(&mut self, loc: SourceLoc, f: impl FnOnce() -> R) -> Result<R, NkiError> {
+        let busy = BUILDER.with(|b| b.borrow().is_some());
+        if busy {
+            return Err(NkiError::Internal(format!(
+                "kernel {}: cannot record while another trace is running on this thread",
+                self.name
+            )));
+        }
+        let builder = self.builder.take().expect("not re-entered: checked above");
+        BUILDER.with(|b| *b.borrow_mut() = Some(builder));
+        let result = with_location(loc, || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        });
+        let mut builder = BUILDER
+            .with(|b| b.borrow_mut().take())
+            .expect("f cannot remove the builder");
+        let error = builder.take_error(&self.name);
+        self.builder = Some(builder);
+        match (result, error) {
+            (_, Some(e)) => Err(e),
+            (Ok(r), None) => Ok(r),
+            (Err(panic), None) => Err(NkiError::Internal(format!(
+                "kernel {} panicked while tracing at {loc}: {}",
+                self.name,
+                crate::lang::context::panic_message(panic.as_ref())
+            ))),
+        }
+    }
+
+    /// Allocates an output tensor in `shared_hbm` (as `nl.ndarray(..., buffer=nl.shared_hbm)`).
+    pub fn output(
+        &mut self,
+        shape: &[usize],
+        dtype: DType,
+        loc: SourceLoc,
+    ) -> Result<HbmId, NkiError> {
+        let hbm = self.record(loc, || shared_hbm(shape, dtype))?;
+        let id = hbm.id();
+        self.tensors.push(hbm);
+        Ok(id)
+    }
+
+    /// A strided view of tensor `id`: element `[i0, i1, ...]` of the view is flat element
+    /// `offset + Σ ik·dims[k].stride` of the tensor. Bounds are checked by validation.
+    pub fn view(
+        &self,
+        id: HbmId,
+        offset: AffineExpr,
+        dims: Vec<ViewDim>,
+    ) -> Result<HbmView, NkiError> {
+        let hbm = self.tensors.get(id.0 as usize).ok_or_else(|| {
+            NkiError::Internal(format!("kernel {}: no tensor #{}", self.name, id.0))
+        })?;
+        Ok(hbm.strided_view(offset, dims))
+    }
+
+    /// Opens a loop of `trip` iterations; its statements go into the loop's body until
+    /// [`Recorder::close_loop`].
+    pub fn open_loop(&mut self, trip: usize, kind: LoopKind, loc: SourceLoc) -> LoopVar {
+        self.builder
+            .as_mut()
+            .expect("not inside record")
+            .open_loop(trip, kind, loc)
+    }
+
+    /// Closes the innermost open loop.
+    pub fn close_loop(&mut self) -> Result<(), NkiError> {
+        let closed = self
+            .builder
+            .as_mut()
+            .expect("not inside record")
+            .close_loop();
+        if closed {
+            Ok(())
+        } else {
+            Err(NkiError::Internal(format!(
+                "kernel {}: close_loop without an open loop",
+                self.name
+            )))
+        }
+    }
+
+    /// The finished program, returning `outputs` (tensors allocated with [`Recorder::output`]).
+    pub fn finish(mut self, outputs: &[HbmId]) -> Result<Program, NkiError> {
+        let builder = self.builder.take().expect("not inside record");
+        builder.finish(&self.name, outputs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Op, Stmt};
+    use crate::isa::{dma_copy, tensor_scalar};
+    use crate::language::sbuf;
+    use crate::loc::intern_file;
+
+    fn at(line: u32) -> SourceLoc {
+        SourceLoc {
+            file: intern_file("kernel.py"),
+            line,
+            column: 0,
+        }
+    }
+
+    fn input(shape: &[usize]) -> InputSpec {
+        InputSpec {
+            name: "x".into(),
+            shape: shape.to_vec(),
+            dtype: DType::F32,
+        }
+    }
+
+    #[test]
+    fn records_calls_with_their_locations() {
+        let mut r = Recorder::new("k", Target::Trn2, &[input(&[4, 8])]);
+        let out = r.output(&[4, 8], DType::F32, at(2)).unwrap();
+        let var = r.open_loop(1, LoopKind::Affine, at(3));
+        let tile = r.record(at(4), || sbuf([4, 8], DType::F32)).unwrap();
+        let src = r
+            .view(
+                HbmId(0),
+                AffineExpr::constant(0),
+                vec![
+                    ViewDim { size: 4, stride: 8 },
+                    ViewDim { size: 8, stride: 1 },
+                ],
+            )
+            .unwrap();
+        r.record(at(5), || dma_copy(&tile, src)).unwrap();
+        r.record(at(6), || {
+            tensor_scalar(&tile, &tile, crate::ir::BinOp::Add, 1.0);
+        })
+        .unwrap();
+        let dst = r
+            .view(
+                out,
+                AffineExpr::constant(0),
+                vec![
+                    ViewDim { size: 4, stride: 8 },
+                    ViewDim { size: 8, stride: 1 },
+                ],
+            )
+            .unwrap();
+        r.record(at(7), || dma_copy(dst, &tile)).unwrap();
+        r.close_loop().unwrap();
+        let p = r.finish(&[out]).unwrap();
+        assert_eq!(p.loops.len(), 1);
+        assert_eq!(p.loops[0].loc, at(3));
+        let Stmt::Loop { var: v, body } = &p.body[0] else {
+            panic!("expected the loop, got {:?}", p.body[0]);
+        };
+        assert_eq!(*v, var);
+        let lines: Vec<u32> = body
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Inst(i) => Some(i.loc.line),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lines, [5, 6, 7]);
+        assert_eq!(p.tiles[0].loc, at(4));
+        assert!(matches!(
+            body[1],
+            Stmt::Inst(crate::ir::Instruction {
+                op: Op::DmaCopy { .. },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn errors_come_back_from_the_call_that_caused_them() {
+        let mut r = Recorder::new("k", Target::Trn2, &[input(&[4, 8])]);
+        let a = r.record(at(1), || sbuf([4, 8], DType::F32)).unwrap();
+        let b = r.record(at(2), || sbuf([4, 4], DType::F32)).unwrap();
+        let err = r
+            .record(at(3), || crate::isa::tensor_copy(&a, &b))
+            .unwrap_err();
+        let NkiError::Trace { message, loc } = err else {
+            panic!("expected a trace error, got {err:?}");
+        };
+        assert_eq!(loc, at(3));
+        assert!(message.contains("kernel k: tensor_copy"), "{message}");
+        // The recorder goes on: a later good call records.
+        r.record(at(4), || crate::isa::tensor_copy(&a, &a)).unwrap();
+        let panic = r.record(at(5), || panic!("boom")).unwrap_err();
+        assert!(panic.to_string().contains("boom"), "{panic}");
+        assert!(r.close_loop().is_err());
+        assert_eq!(r.finish(&[]).unwrap().instruction_count(), 1);
+    }
+
+    #[test]
+    fn unclosed_loops_and_inputs_as_outputs_are_errors() {
+        let mut r = Recorder::new("k", Target::Trn2, &[input(&[4, 8])]);
+        r.open_loop(2, LoopKind::Sequential, at(1));
+        assert!(
+            r.finish(&[])
+                .unwrap_err()
+                .to_string()
+                .contains("still open")
+        );
+        let r = Recorder::new("k", Target::Trn2, &[input(&[4, 8])]);
+        let e = r.finish(&[HbmId(0)]).unwrap_err().to_string();
+        assert!(e.contains("returned input `x`"), "{e}");
+    }
+}
