@@ -13,6 +13,8 @@
 //! - `symbolic(name, shapes, dtypes)`: the contract on symbolic shapes, as expressions for the
 //!   fake kernel to evaluate on `SymInt`s.
 //! - `tolerance(name, shapes, dtypes, scalars)`: each output's tolerance against its reference.
+//! - `cost`, `emit`, `program`: an op's cost estimate, NKI source, and traced `Program`.
+//! - `Tracer`, `Program`, `nki_api()`: the NKI Python frontend's native half (see [`frontend`]).
 //!
 //! Errors are the exceptions of `torch_nki.errors` (see [`errors`]): contract violations are
 //! `ContractShapeError` (a `ValueError`) or `ContractDtypeError` (a `TypeError`), every other
@@ -26,6 +28,7 @@ use nki_kernels as _;
 
 mod args;
 mod errors;
+mod frontend;
 mod run;
 
 use pyo3::prelude::*;
@@ -214,6 +217,12 @@ fn cost(
     let report = with_program(py, name, shapes, dtypes, scalars, target, |p| {
         nki_core::cost::estimate(p)
     })?;
+    Ok(cost_outputs(&report))
+}
+
+/// A cost report as `(text, summary_json, chrome_trace_json)`: the readable report, its figures
+/// as JSON (no per-instruction slices), and the timeline.
+pub(crate) fn cost_outputs(report: &nki_core::cost::CostReport) -> (String, String, String) {
     let summary = serde_json::json!({
         "kernel": report.kernel,
         "target": report.target.name(),
@@ -228,11 +237,36 @@ fn cost(
         "critical_path": report.critical_path.len(),
         "instructions": report.slices.len(),
     });
-    Ok((
+    (
         report.to_string(),
         summary.to_string(),
         report.chrome_trace(),
-    ))
+    )
+}
+
+/// Op `name`'s program for these arguments on `target`, as its Rust kernel traces it (through
+/// the compile cache): for comparing with what the NKI frontend traces from generated source.
+#[pyfunction]
+fn program(
+    py: Python<'_>,
+    name: &str,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
+    scalars: Vec<Bound<'_, PyAny>>,
+    target: &str,
+) -> PyResult<frontend::Program> {
+    with_program(py, name, shapes, dtypes, scalars, target, |p| {
+        frontend::Program::new(p.clone())
+    })
+}
+
+/// Every `nki` / `nl` / `nisa` name codegen may emit: `[(name, keywords, doc_url), ...]`.
+#[pyfunction]
+fn nki_api() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
+    nki_core::codegen::EMITTED
+        .iter()
+        .map(|n| (n.name, n.keywords.to_vec(), n.doc))
+        .collect()
 }
 
 /// The NKI Python source of op `name` for these arguments on `target` (see
@@ -319,6 +353,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(symbolic, m)?)?;
     m.add_function(wrap_pyfunction!(cost, m)?)?;
     m.add_function(wrap_pyfunction!(emit, m)?)?;
+    m.add_function(wrap_pyfunction!(program, m)?)?;
+    m.add_function(wrap_pyfunction!(nki_api, m)?)?;
+    m.add_class::<frontend::Tracer>()?;
+    m.add_class::<frontend::Program>()?;
     m.add_function(wrap_pyfunction!(disk_cache_dir, m)?)?;
     m.add_function(wrap_pyfunction!(disk_cache_info, m)?)?;
     m.add_function(wrap_pyfunction!(disk_cache_clear, m)?)?;

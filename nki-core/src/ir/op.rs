@@ -23,6 +23,23 @@ pub enum BinOp {
 }
 
 impl BinOp {
+    /// Every operator.
+    pub const ALL: [BinOp; 6] = [
+        BinOp::Add,
+        BinOp::Subtract,
+        BinOp::Multiply,
+        BinOp::Maximum,
+        BinOp::Minimum,
+        BinOp::Divide,
+    ];
+
+    /// The operator spelled `nl.<name>` (`"add"` → `Add`).
+    pub fn from_nki_name(name: &str) -> Option<BinOp> {
+        BinOp::ALL
+            .into_iter()
+            .find(|o| o.nki_name().strip_prefix("nl.") == Some(name))
+    }
+
     /// Applies the operator in fp32.
     #[inline]
     pub fn apply(self, a: f32, b: f32) -> f32 {
@@ -89,6 +106,28 @@ pub enum ActFn {
 }
 
 impl ActFn {
+    /// Every activation function.
+    pub const ALL: [ActFn; 11] = [
+        ActFn::Identity,
+        ActFn::Exp,
+        ActFn::Rsqrt,
+        ActFn::Sqrt,
+        ActFn::Silu,
+        ActFn::Square,
+        ActFn::Relu,
+        ActFn::Tanh,
+        ActFn::Sigmoid,
+        ActFn::Reciprocal,
+        ActFn::GeluTanh,
+    ];
+
+    /// The function spelled `nl.<name>` (`"exp"` → `Exp`, `"copy"` → `Identity`).
+    pub fn from_nki_name(name: &str) -> Option<ActFn> {
+        ActFn::ALL
+            .into_iter()
+            .find(|f| f.nki_name().strip_prefix("nl.") == Some(name))
+    }
+
     /// Applies the function in fp32.
     #[inline]
     pub fn apply(self, x: f32) -> f32 {

@@ -1,0 +1,552 @@
+//! The native half of the NKI Python frontend (`torch_nki.nki`): a `Tracer` that records one
+//! call at a time into the Program IR (through `nki_core::lang::Recorder`, so each call runs the
+//! same tile-language function and checks as a Rust kernel, with the Python line as its
+//! location), and `Program`, a traced program Python can validate, simulate, cost, emit, and
+//! compare with another.
+//!
+//! Operands arrive as plain tuples the Python package builds:
+//! - a tile region: `(tile_id, p0, np, f0, nf)`;
+//! - a DMA operand: `("tile", tile_id, p0, np, f0, nf)` or `("hbm", tensor_id, offset,
+//!   [(size, stride), ...])` (a strided view in elements);
+//! - a scalar operand: a `float` or a tile region;
+//! - operators and activation functions by their `nl` names (`"add"`, `"exp"`).
+
+use crate::errors::to_py_err;
+use nki_core::affine::AffineExpr;
+use nki_core::ir::{ActFn, BinOp, HbmId, LoopKind, ScalarOperand, TileId, TileRegion};
+use nki_core::isa::{self, DmaArg};
+use nki_core::lang::{InputSpec, Recorder, ViewDim};
+use nki_core::language::{psum, sbuf};
+use nki_core::loc::{SourceLoc, intern_file};
+use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
+use nki_core::{DType, NkiError, Target};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+use std::sync::Arc;
+
+/// `(tile_id, p0, np, f0, nf)`.
+type RegionArg = (u32, usize, usize, usize, usize);
+
+fn region((tile, p0, np, f0, nf): RegionArg) -> TileRegion {
+    TileRegion {
+        tile: TileId(tile),
+        p0,
+        np,
+        f0,
+        nf,
+    }
+}
+
+fn target(name: &str) -> PyResult<Target> {
+    Target::from_name(name).ok_or_else(|| {
+        PyValueError::new_err(format!("unknown target `{name}` (known: trn1, trn2, trn3)"))
+    })
+}
+
+fn dtype(kernel: &str, name: &str) -> PyResult<DType> {
+    crate::args::dtype(kernel, name)
+}
+
+fn binop(name: &str) -> PyResult<BinOp> {
+    BinOp::from_nki_name(name).ok_or_else(|| {
+        let known: Vec<&str> = BinOp::ALL.iter().map(|o| o.nki_name()).collect();
+        PyValueError::new_err(format!(
+            "nl.{name} is not an arithmetic operator here (known: {})",
+            known.join(", ")
+        ))
+    })
+}
+
+fn actfn(name: &str) -> PyResult<ActFn> {
+    ActFn::from_nki_name(name).ok_or_else(|| {
+        let known: Vec<&str> = ActFn::ALL.iter().map(|f| f.nki_name()).collect();
+        PyValueError::new_err(format!(
+            "nl.{name} is not an activation function here (known: {})",
+            known.join(", ")
+        ))
+    })
+}
+
+fn scalar(value: &Bound<'_, PyAny>) -> PyResult<ScalarOperand> {
+    if let Ok(r) = value.extract::<RegionArg>() {
+        return Ok(ScalarOperand::Column { region: region(r) });
+    }
+    Ok(ScalarOperand::Imm {
+        value: value.extract::<f64>()? as f32,
+    })
+}
+
+/// Records an NKI kernel call by call (see the module doc).
+#[pyclass(module = "torch_nki._native", unsendable)]
+pub struct Tracer {
+    recorder: Option<Recorder>,
+}
+
+impl Tracer {
+    fn recorder(&mut self) -> PyResult<&mut Recorder> {
+        self.recorder
+            .as_mut()
+            .ok_or_else(|| PyRuntimeError::new_err("this trace has already finished"))
+    }
+
+    /// Runs `f` as kernel source at `file:line`, mapping its error to the Python exception.
+    fn at<R>(&mut self, file: &str, line: u32, f: impl FnOnce() -> R) -> PyResult<R> {
+        let loc = SourceLoc {
+            file: intern_file(file),
+            line,
+            column: 0,
+        };
+        let recorder = self.recorder()?;
+        let name = recorder.name().to_string();
+        recorder.record(loc, f).map_err(|e| to_py_err(e, &name))
+    }
+
+    fn dma_arg(&mut self, arg: &Bound<'_, PyTuple>) -> PyResult<DmaArg> {
+        let kind: String = arg.get_item(0)?.extract()?;
+        match kind.as_str() {
+            "tile" => {
+                let r: RegionArg = arg.get_slice(1, 6).extract()?;
+                Ok(DmaArg::Tile(region(r)))
+            }
+            "hbm" => {
+                let (_, id, offset, dims): (String, u32, i64, Vec<(usize, i64)>) = arg.extract()?;
+                let dims = dims
+                    .into_iter()
+                    .map(|(size, stride)| ViewDim { size, stride })
+                    .collect();
+                let recorder = self.recorder()?;
+                let name = recorder.name().to_string();
+                recorder
+                    .view(HbmId(id), AffineExpr::constant(offset), dims)
+                    .map(DmaArg::Hbm)
+                    .map_err(|e| to_py_err(e, &name))
+            }
+            other => Err(PyValueError::new_err(format!(
+                "dma operand kind `{other}` (expected tile or hbm)"
+            ))),
+        }
+    }
+}
+
+#[pymethods]
+impl Tracer {
+    /// Starts tracing kernel `name` for `target` with inputs `[(name, shape, dtype), ...]`.
+    #[new]
+    fn new(
+        name: &str,
+        target_name: &str,
+        inputs: Vec<(String, Vec<usize>, String)>,
+    ) -> PyResult<Self> {
+        let inputs = inputs
+            .into_iter()
+            .map(|(param, shape, d)| {
+                Ok(InputSpec {
+                    name: param,
+                    shape,
+                    dtype: dtype(name, &d)?,
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Tracer {
+            recorder: Some(Recorder::new(name, target(target_name)?, &inputs)),
+        })
+    }
+
+    /// Allocates an output in `shared_hbm`; returns its tensor id.
+    fn output(
+        &mut self,
+        shape: Vec<usize>,
+        dtype_name: &str,
+        file: &str,
+        line: u32,
+    ) -> PyResult<u32> {
+        let loc = SourceLoc {
+            file: intern_file(file),
+            line,
+            column: 0,
+        };
+        let recorder = self.recorder()?;
+        let name = recorder.name().to_string();
+        let d = dtype(&name, dtype_name)?;
+        let id = recorder
+            .output(&shape, d, loc)
+            .map_err(|e| to_py_err(e, &name))?;
+        Ok(id.0)
+    }
+
+    /// Allocates a `[partitions, free]` tile in `buffer` (`sbuf` or `psum`); returns its id.
+    fn tile(
+        &mut self,
+        partitions: usize,
+        free: usize,
+        dtype_name: &str,
+        buffer: &str,
+        file: &str,
+        line: u32,
+    ) -> PyResult<u32> {
+        let name = self.recorder()?.name().to_string();
+        let d = dtype(&name, dtype_name)?;
+        let alloc = match buffer {
+            "sbuf" => sbuf,
+            "psum" => psum,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "tile buffer `{other}` (expected sbuf or psum)"
+                )));
+            }
+        };
+        let t = self.at(file, line, || alloc([partitions, free], d))?;
+        Ok(t.id().0)
+    }
+
+    /// Opens a loop scope of `trip` iterations (`affine` or `sequential`).
+    fn open_loop(&mut self, trip: usize, kind: &str, file: &str, line: u32) -> PyResult<u32> {
+        let kind = match kind {
+            "affine" => LoopKind::Affine,
+            "sequential" => LoopKind::Sequential,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "loop kind `{other}` (expected affine or sequential)"
+                )));
+            }
+        };
+        let loc = SourceLoc {
+            file: intern_file(file),
+            line,
+            column: 0,
+        };
+        Ok(self.recorder()?.open_loop(trip, kind, loc).0)
+    }
+
+    /// Closes the innermost loop scope.
+    fn close_loop(&mut self) -> PyResult<()> {
+        let recorder = self.recorder()?;
+        let name = recorder.name().to_string();
+        recorder.close_loop().map_err(|e| to_py_err(e, &name))
+    }
+
+    /// `nisa.dma_copy(dst, src)`.
+    fn dma_copy(
+        &mut self,
+        dst: &Bound<'_, PyTuple>,
+        src: &Bound<'_, PyTuple>,
+        file: &str,
+        line: u32,
+    ) -> PyResult<()> {
+        let (dst, src) = (self.dma_arg(dst)?, self.dma_arg(src)?);
+        self.at(file, line, || isa::dma_copy(dst, src))
+    }
+
+    /// `nisa.tensor_tensor(dst, data1, data2, op)`.
+    #[allow(clippy::too_many_arguments)]
+    fn tensor_tensor(
+        &mut self,
+        dst: RegionArg,
+        data1: RegionArg,
+        data2: RegionArg,
+        op: &str,
+        file: &str,
+        line: u32,
+    ) -> PyResult<()> {
+        let op = binop(op)?;
+        self.at(file, line, || {
+            isa::tensor_tensor(region(dst), region(data1), region(data2), op)
+        })
+    }
+
+    /// `nisa.tensor_scalar(dst, data, op0, operand0, op1=None, operand1=None)`.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (dst, data, op0, operand0, op1, operand1, file, line))]
+    fn tensor_scalar(
+        &mut self,
+        dst: RegionArg,
+        data: RegionArg,
+        op0: &str,
+        operand0: &Bound<'_, PyAny>,
+        op1: Option<&str>,
+        operand1: Option<&Bound<'_, PyAny>>,
+        file: &str,
+        line: u32,
+    ) -> PyResult<()> {
+        let (op0, operand0) = (binop(op0)?, scalar(operand0)?);
+        let second = match (op1, operand1) {
+            (Some(op), Some(operand)) => Some((binop(op)?, scalar(operand)?)),
+            (None, None) => None,
+            _ => {
+                return Err(PyValueError::new_err(
+                    "tensor_scalar: op1 and operand1 go together",
+                ));
+            }
+        };
+        self.at(file, line, || {
+            let recorded = isa::tensor_scalar(region(dst), region(data), op0, operand0);
+            if let Some((op1, operand1)) = second {
+                recorded.then(op1, operand1);
+            }
+        })
+    }
+
+    /// `nisa.activation(dst, op, data, bias, scale)` and, with `reduce_op`/`reduce_res`,
+    /// `nisa.activation_reduce`.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (dst, op, data, bias, scale, reduce_op, reduce_res, file, line))]
+    fn activation(
+        &mut self,
+        dst: RegionArg,
+        op: &str,
+        data: RegionArg,
+        bias: Option<RegionArg>,
+        scale: &Bound<'_, PyAny>,
+        reduce_op: Option<&str>,
+        reduce_res: Option<RegionArg>,
+        file: &str,
+        line: u32,
+    ) -> PyResult<()> {
+        let (func, scale, bias) = (actfn(op)?, scalar(scale)?, bias.map(region));
+        let reduce = match (reduce_op, reduce_res) {
+            (Some(op), Some(res)) => Some((binop(op)?, region(res))),
+            (None, None) => None,
+            _ => {
+                return Err(PyValueError::new_err(
+                    "activation_reduce: reduce_op and reduce_res go together",
+                ));
+            }
+        };
+        self.at(file, line, || match reduce {
+            Some((op, res)) => {
+                isa::activation_reduce(region(dst), func, region(data), op, res, bias, scale)
+            }
+            None => isa::activation(region(dst), func, region(data), bias, scale),
+        })
+    }
+
+    /// `nisa.tensor_reduce(dst, op, data, axis, negate)`.
+    #[allow(clippy::too_many_arguments)]
+    fn tensor_reduce(
+        &mut self,
+        dst: RegionArg,
+        op: &str,
+        data: RegionArg,
+        axis: usize,
+        negate: bool,
+        file: &str,
+        line: u32,
+    ) -> PyResult<()> {
+        let op = binop(op)?;
+        self.at(file, line, || {
+            isa::tensor_reduce(region(dst), op, region(data), axis, negate)
+        })
+    }
+
+    /// `nisa.tensor_copy(dst, src)`.
+    fn tensor_copy(
+        &mut self,
+        dst: RegionArg,
+        src: RegionArg,
+        file: &str,
+        line: u32,
+    ) -> PyResult<()> {
+        self.at(file, line, || isa::tensor_copy(region(dst), region(src)))
+    }
+
+    /// `nisa.memset(dst, value)`.
+    fn memset(&mut self, dst: RegionArg, value: f64, file: &str, line: u32) -> PyResult<()> {
+        self.at(file, line, || isa::memset(region(dst), value as f32))
+    }
+
+    /// `nisa.nc_transpose(dst, data)`.
+    fn nc_transpose(
+        &mut self,
+        dst: RegionArg,
+        data: RegionArg,
+        file: &str,
+        line: u32,
+    ) -> PyResult<()> {
+        self.at(file, line, || isa::nc_transpose(region(dst), region(data)))
+    }
+
+    /// `nisa.nc_matmul(dst, stationary, moving, accumulate)`.
+    #[allow(clippy::too_many_arguments)]
+    fn nc_matmul(
+        &mut self,
+        dst: RegionArg,
+        stationary: RegionArg,
+        moving: RegionArg,
+        accumulate: bool,
+        file: &str,
+        line: u32,
+    ) -> PyResult<()> {
+        self.at(file, line, || {
+            isa::nc_matmul(region(dst), region(stationary), region(moving), accumulate)
+        })
+    }
+
+    /// Ends the trace: the program returning tensors `outputs`.
+    fn finish(&mut self, outputs: Vec<u32>) -> PyResult<Program> {
+        let recorder = self
+            .recorder
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("this trace has already finished"))?;
+        let name = recorder.name().to_string();
+        let ids: Vec<HbmId> = outputs.into_iter().map(HbmId).collect();
+        let program = recorder.finish(&ids).map_err(|e| to_py_err(e, &name))?;
+        Ok(Program::new(program))
+    }
+}
+
+/// A traced program (from the frontend, or a registry op's Rust kernel).
+#[pyclass(module = "torch_nki._native", frozen)]
+pub struct Program {
+    program: Arc<nki_core::ir::Program>,
+}
+
+impl Program {
+    /// Wraps a program.
+    pub fn new(program: nki_core::ir::Program) -> Program {
+        Program {
+            program: Arc::new(program),
+        }
+    }
+
+    fn err(&self, e: NkiError) -> PyErr {
+        to_py_err(e, &self.program.name)
+    }
+}
+
+#[pymethods]
+impl Program {
+    /// The kernel's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.program.name.clone()
+    }
+
+    /// The target it was traced for.
+    #[getter]
+    fn target(&self) -> &'static str {
+        self.program.target.name()
+    }
+
+    /// `[(name, shape, dtype), ...]` of the inputs, in parameter order.
+    fn inputs(&self) -> Vec<(String, Vec<usize>, &'static str)> {
+        self.program
+            .inputs()
+            .map(|(_, d)| (d.name.clone(), d.shape.clone(), d.dtype.name()))
+            .collect()
+    }
+
+    /// `[(shape, dtype), ...]` of the outputs, in return order.
+    fn outputs(&self) -> Vec<(Vec<usize>, &'static str)> {
+        self.program
+            .outputs
+            .iter()
+            .map(|o| {
+                let d = &self.program.hbm[o.0 as usize];
+                (d.shape.clone(), d.dtype.name())
+            })
+            .collect()
+    }
+
+    /// Instructions in the program tree (each loop body counted once).
+    fn instruction_count(&self) -> usize {
+        self.program.instruction_count()
+    }
+
+    /// Checks every hardware constraint of the target (`ValidationError` naming the rule and
+    /// the kernel line).
+    fn validate(&self, py: Python<'_>) -> PyResult<()> {
+        let program = Arc::clone(&self.program);
+        py.detach(move || nki_core::validate::validate(&program))
+            .map_err(|e| self.err(e))
+    }
+
+    /// Runs the program on the simulator: `inputs` are little-endian buffers of the input
+    /// dtypes (in parameter order); returns the outputs as `bytes`.
+    fn simulate<'py>(
+        &self,
+        py: Python<'py>,
+        inputs: Vec<Vec<u8>>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let program = Arc::clone(&self.program);
+        let result = py.detach(move || -> Result<Vec<Vec<u8>>, NkiError> {
+            let decls: Vec<_> = program.inputs().map(|(_, d)| d.clone()).collect();
+            if decls.len() != inputs.len() {
+                return Err(NkiError::Buffers(format!(
+                    "kernel {} takes {} inputs, got {}",
+                    program.name,
+                    decls.len(),
+                    inputs.len()
+                )));
+            }
+            let host_in: Vec<HostTensor<'_>> = decls
+                .iter()
+                .zip(&inputs)
+                .map(|(d, data)| HostTensor {
+                    dtype: d.dtype,
+                    shape: &d.shape,
+                    data,
+                })
+                .collect();
+            let outs: Vec<_> = program
+                .outputs
+                .iter()
+                .map(|o| program.hbm[o.0 as usize].clone())
+                .collect();
+            let mut bufs: Vec<Vec<u8>> = outs
+                .iter()
+                .map(|d| vec![0u8; d.numel() * d.dtype.size_bytes()])
+                .collect();
+            let mut host_out: Vec<HostTensorMut<'_>> = outs
+                .iter()
+                .zip(bufs.iter_mut())
+                .map(|(d, data)| HostTensorMut {
+                    dtype: d.dtype,
+                    shape: &d.shape,
+                    data,
+                })
+                .collect();
+            simulate(&program, &host_in, &mut host_out, SimOptions::default())?;
+            Ok(bufs)
+        });
+        let bufs = result.map_err(|e| self.err(e))?;
+        Ok(bufs.iter().map(|b| PyBytes::new(py, b)).collect())
+    }
+
+    /// The cost model's estimate: `(text, summary_json, chrome_trace_json)`.
+    fn cost(&self, py: Python<'_>) -> (String, String, String) {
+        let program = Arc::clone(&self.program);
+        let report = py.detach(move || nki_core::cost::estimate(&program));
+        crate::cost_outputs(&report)
+    }
+
+    /// This program as NKI Python source.
+    fn emit(&self) -> String {
+        nki_core::codegen::emit_nki(&self.program)
+    }
+
+    /// The program with every loop unrolled (as the frontend traces).
+    fn unrolled(&self) -> Program {
+        Program::new(nki_core::ir::unroll(&self.program))
+    }
+
+    /// Where the unrolled instruction streams of this program and `other` first differ, or
+    /// `None` when they are the same (locations and names are not compared).
+    fn difference(&self, other: &Program) -> Option<String> {
+        nki_core::ir::stream_difference(&self.program, &other.program)
+    }
+
+    /// The program as JSON.
+    fn to_json(&self) -> String {
+        self.program.to_json()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<Program {} for {}: {} instructions>",
+            self.program.name,
+            self.program.target.name(),
+            self.program.instruction_count()
+        )
+    }
+}

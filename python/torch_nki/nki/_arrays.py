@@ -1,0 +1,63 @@
+"""Host arrays in and out of the simulator: NumPy arrays and torch tensors as little-endian
+bytes of an NKI dtype, and back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch_nki.nki._values import DType
+from torch_nki.nki.language import as_dtype
+
+
+def is_array(value: Any) -> bool:
+    """A NumPy array or a torch tensor (the arguments a kernel traces as HBM tensors)."""
+    module = type(value).__module__
+    return (module.startswith("numpy") and hasattr(value, "dtype")) or module.startswith("torch")
+
+
+def is_torch(value: Any) -> bool:
+    return type(value).__module__.startswith("torch")
+
+
+def spec(value: Any) -> tuple[list[int], DType]:
+    """Shape and NKI dtype of an array."""
+    return [int(s) for s in value.shape], as_dtype(value.dtype)
+
+
+def to_bytes(value: Any) -> bytes:
+    """The array's elements, row-major, little-endian."""
+    if is_torch(value):
+        import torch
+
+        t = value.detach().to("cpu").contiguous()
+        if t.dtype == torch.bfloat16:
+            t = t.view(torch.int16)
+        return bytes(t.numpy().tobytes())
+    import numpy as np
+
+    return bytes(np.ascontiguousarray(value).tobytes())
+
+
+def from_bytes(data: bytes, shape: list[int], dtype: str, like_torch: bool) -> Any:
+    """An array of ``shape`` and simulator dtype ``dtype`` holding ``data``."""
+    import numpy as np
+
+    numpy_dtypes = {"f32": np.float32, "f16": np.float16, "i32": np.int32}
+    if like_torch:
+        import torch
+
+        torch_dtypes = {
+            "f32": torch.float32,
+            "f16": torch.float16,
+            "i32": torch.int32,
+            "bf16": torch.bfloat16,
+        }
+        if dtype not in torch_dtypes:
+            raise TypeError(f"torch_nki.nki: outputs of dtype {dtype} have no torch equivalent")
+        raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        return raw.view(torch_dtypes[dtype]).reshape(shape)
+    if dtype not in numpy_dtypes:
+        raise TypeError(
+            f"torch_nki.nki: an output is {dtype}, which NumPy cannot hold; pass torch tensors to get it"
+        )
+    return np.frombuffer(data, dtype=numpy_dtypes[dtype]).reshape(shape).copy()

@@ -1,0 +1,87 @@
+"""The trace in progress: one native ``Tracer`` per kernel call, and the kernel source line of
+each frontend call (the first frame outside ``torch_nki.nki``)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from torch_nki import _native
+
+_PACKAGE = __name__.rpartition(".")[0]
+
+
+def location(depth: int = 1) -> tuple[str, int]:
+    """``(file, line)`` of the kernel code that called into the frontend."""
+    frame = sys._getframe(depth)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith(_PACKAGE):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return ("<unknown>", 0)
+    return (frame.f_code.co_filename, frame.f_lineno)
+
+
+def where() -> str:
+    """``file:line`` of the calling kernel code, for messages."""
+    file, line = location(2)
+    return f"{file}:{line}"
+
+
+class Trace:
+    """One kernel being traced: the native recorder plus what the Python side tracks."""
+
+    def __init__(self, name: str, target: str, inputs: list[tuple[str, list[int], str]]) -> None:
+        self.name = name
+        self.native: Any = _native.Tracer(name, target, inputs)
+        self.active = True
+        self.outputs: list[Any] = []
+        """Outputs allocated so far, in order."""
+        self.written: set[int] = set()
+        """Tiles some instruction has written (``nc_matmul(accumulate=None)`` decides by it)."""
+
+    def at(self) -> tuple[str, int]:
+        return location(2)
+
+
+_STATE = threading.local()
+
+
+def current() -> Trace:
+    """The trace running on this thread; ``RuntimeError`` outside a kernel call."""
+    trace: Trace | None = getattr(_STATE, "trace", None)
+    if trace is None:
+        file, line = location(2)
+        raise RuntimeError(
+            f"torch_nki.nki: NKI calls only work inside a kernel being traced "
+            f"(call the @nki.jit function, or nki.simulate(kernel)(...)) ({file}:{line})"
+        )
+    return trace
+
+
+@contextmanager
+def tracing(trace: Trace) -> Iterator[Trace]:
+    """Makes ``trace`` current for the body."""
+    if getattr(_STATE, "trace", None) is not None:
+        raise RuntimeError(
+            f"torch_nki.nki: kernel {trace.name} called while another kernel is being traced; "
+            "NKI kernels do not call other kernels"
+        )
+    _STATE.trace = trace
+    try:
+        yield trace
+    finally:
+        trace.active = False
+        _STATE.trace = None
+
+
+def unsupported(name: str, detail: str = "") -> NotImplementedError:
+    """The error for an NKI API the frontend does not implement, naming it and the line."""
+    file, line = location(2)
+    extra = f": {detail}" if detail else ""
+    return NotImplementedError(
+        f"torch_nki.nki does not implement {name}{extra} ({file}:{line}); "
+        "see docs/nki-frontend.md for what is supported"
+    )

@@ -1,0 +1,210 @@
+"""``nki.language`` (``nl``) as the torch-nki frontend implements it: element types, buffers,
+``nl.ndarray``, loops, tile sizes, ``nl.load`` / ``nl.store``, ``nl.broadcast_to``, ``nl.ds``
+and the operator and activation names ``nisa`` instructions take.
+
+Loops follow NKI 0.6: ``affine_range``, ``sequential_range`` and ``static_range`` iterate like
+``range`` (the kernel is unrolled while it is traced), and each iteration is its own scope, so
+tiles allocated in it die at its end. Anything else in ``nl`` raises ``NotImplementedError``
+naming the call and its line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from torch_nki.nki._trace import current, location, unsupported
+from torch_nki.nki._values import DType, HbmTensor, HbmView, Tile, TileRegion, tile_shape
+
+float32 = DType("float32", "f32")
+bfloat16 = DType("bfloat16", "bf16")
+float16 = DType("float16", "f16")
+int32 = DType("int32", "i32")
+float8_e4m3 = DType("float8_e4m3", "f8e4m3")
+float8_e5m2 = DType("float8_e5m2", "f8e5m2")
+
+DTYPES = (float32, bfloat16, float16, int32, float8_e4m3, float8_e5m2)
+
+
+class Buffer:
+    """A memory ``nl.ndarray`` allocates in."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+
+sbuf = Buffer("sbuf")
+psum = Buffer("psum")
+shared_hbm = Buffer("shared_hbm")
+
+
+class Function:
+    """An operator or activation function (``nl.add``, ``nl.exp``) as ``nisa`` calls take it.
+    Calling it as a tile-level operation is not implemented."""
+
+    def __init__(self, name: str, kind: str) -> None:
+        self.name = name
+        self.kind = kind
+        """``operator`` (tensor_tensor, tensor_scalar, reductions) or ``activation``."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise unsupported(
+            f"nl.{self.name}(...) as a tile-level call",
+            f"pass it to a nisa instruction (op=nl.{self.name})",
+        )
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+
+add = Function("add", "operator")
+subtract = Function("subtract", "operator")
+multiply = Function("multiply", "operator")
+maximum = Function("maximum", "operator")
+minimum = Function("minimum", "operator")
+divide = Function("divide", "operator")
+
+copy = Function("copy", "activation")
+exp = Function("exp", "activation")
+rsqrt = Function("rsqrt", "activation")
+sqrt = Function("sqrt", "activation")
+silu = Function("silu", "activation")
+square = Function("square", "activation")
+relu = Function("relu", "activation")
+tanh = Function("tanh", "activation")
+sigmoid = Function("sigmoid", "activation")
+reciprocal = Function("reciprocal", "activation")
+gelu_apprx_tanh = Function("gelu_apprx_tanh", "activation")
+
+
+class tile_size:
+    """Hardware tile limits (``nl.tile_size.pmax``, ...)."""
+
+    pmax = 128
+    psum_fmax = 512
+    psum_bank_fmax = 512
+    gemm_stationary_fmax = 128
+    gemm_moving_fmax = 512
+
+
+def as_dtype(dtype: Any) -> DType:
+    """An ``nl`` dtype from an ``nl`` dtype, a NumPy / torch dtype or its name."""
+    if isinstance(dtype, DType):
+        return dtype
+    text = str(getattr(dtype, "name", dtype)).removeprefix("torch.")
+    aliases = {"float": "float32", "half": "float16", "bf16": "bfloat16", "f32": "float32"}
+    text = aliases.get(text, text)
+    for d in DTYPES:
+        if d.nki_name == text:
+            return d
+    raise TypeError(f"torch_nki.nki: dtype {dtype!r} is not an NKI dtype (known: {list(DTYPES)})")
+
+
+def ndarray(shape: Sequence[int], dtype: Any, buffer: Buffer = sbuf, name: str = "", **kwargs: Any) -> Any:
+    """A tile in ``nl.sbuf`` / ``nl.psum``, or a kernel output in ``nl.shared_hbm``."""
+    if kwargs:
+        raise unsupported("nl.ndarray", f"keyword(s) {sorted(kwargs)}")
+    trace = current()
+    file, line = location(2)
+    d = as_dtype(dtype)
+    shape = tuple(int(s) for s in shape)
+    if buffer is shared_hbm:
+        index = trace.native.output(list(shape), d.native, file, line)
+        outputs = len(trace.outputs)
+        tensor = HbmTensor(index, name or f"out{outputs}", shape, d)
+        trace.outputs.append(tensor)
+        return tensor
+    if buffer not in (sbuf, psum):
+        raise unsupported(f"nl.ndarray(buffer={buffer!r})", "buffers are nl.sbuf, nl.psum and nl.shared_hbm")
+    p, f = tile_shape(shape)
+    tile_id = trace.native.tile(p, f, d.native, buffer.name, file, line)
+    return Tile(tile_id, (p, f), d, buffer.name)
+
+
+def zeros(shape: Sequence[int], dtype: Any, buffer: Buffer = sbuf, name: str = "") -> Tile:
+    """A tile filled with zeros (``nl.ndarray`` then ``nisa.memset``)."""
+    from torch_nki.nki import isa
+
+    if buffer is shared_hbm:
+        raise unsupported("nl.zeros(buffer=nl.shared_hbm)")
+    tile = ndarray(shape, dtype, buffer=buffer, name=name)
+    isa.memset(dst=tile, value=0.0)
+    return tile
+
+
+def _scoped(kind: str, args: tuple[int, ...]) -> Iterator[int]:
+    trace = current()
+    file, line = location()
+    for i in range(*args):
+        trace.native.open_loop(1, kind, file, line)
+        try:
+            yield i
+        finally:
+            if trace.active:
+                trace.native.close_loop()
+
+
+def affine_range(*args: int) -> Iterator[int]:
+    """``range`` whose iterations are independent; each iteration is its own scope."""
+    return _scoped("affine", args)
+
+
+def sequential_range(*args: int) -> Iterator[int]:
+    """``range`` whose iterations run in order and may carry state through tiles."""
+    return _scoped("sequential", args)
+
+
+def static_range(*args: int) -> Iterator[int]:
+    """``range``, unrolled (as every NKI 0.6 loop is)."""
+    return _scoped("sequential", args)
+
+
+def ds(start: int, size: int) -> slice:
+    """``nl.ds(start, size)``: the slice ``start:start + size``."""
+    return slice(start, start + size)
+
+
+def load(src: HbmView, dtype: Any = None, **kwargs: Any) -> Tile:
+    """Copies an HBM view into a new SBUF tile of its shape (``nisa.dma_copy``)."""
+    from torch_nki.nki import isa
+
+    if kwargs:
+        raise unsupported("nl.load", f"keyword(s) {sorted(kwargs)}")
+    if not isinstance(src, HbmView):
+        raise TypeError(f"nl.load takes an HBM tensor or view, got {src!r}")
+    if dtype is not None and as_dtype(dtype) != src.dtype:
+        raise unsupported("nl.load(dtype=...) with a cast", "DMA does not cast: load, then nisa.tensor_copy")
+    tile = ndarray(src.tile_shape(), src.dtype, buffer=sbuf)
+    isa.dma_copy(dst=tile, src=src)
+    return tile
+
+
+def store(dst: HbmView, value: TileRegion, **kwargs: Any) -> None:
+    """Copies an SBUF tile into an HBM view (``nisa.dma_copy``); PSUM tiles go through
+    ``nisa.tensor_copy`` first."""
+    from torch_nki.nki import isa
+
+    if kwargs:
+        raise unsupported("nl.store", f"keyword(s) {sorted(kwargs)}")
+    if isinstance(value, TileRegion) and value.buffer == "psum":
+        raise TypeError(
+            f"nl.store does not take PSUM tiles ({location(2)[0]}:{location(2)[1]}); "
+            "copy to SBUF with nisa.tensor_copy first"
+        )
+    isa.dma_copy(dst=dst, src=value)
+
+
+def broadcast_to(src: Any, shape: Sequence[int]) -> HbmView:
+    """An HBM view broadcast to ``shape`` (stride 0 along new and size-1 dimensions)."""
+    if isinstance(src, HbmView):
+        return src.broadcast_to(shape)
+    raise unsupported("nl.broadcast_to of a tile", "broadcast the HBM view you load from")
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise unsupported(f"nl.{name}")
