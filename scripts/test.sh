@@ -18,7 +18,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test (unit, integration, trybuild, insta, doctests)"
 cargo test --workspace
 step "ruff"
-ruff check python tests
+ruff check python tests examples
+ruff format --check python tests examples
 step "ATen reference fixtures are reproducible"
 python tests/reference/generate.py --check
 step "pytest"
