@@ -60,6 +60,10 @@ try:
     from torch_nki._register import Registration, register
 
     _REGISTRATION: Registration = register(_native)
+    from torch_nki import device as _device
+
+    if _device.available():
+        _device.enable()
 except Exception as _err:  # a broken install or a name clash in the neuron namespace
     if not torch_is_initialising():
         raise
