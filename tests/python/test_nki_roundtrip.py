@@ -5,13 +5,14 @@ generated source simulates to exactly the bits ``torch.ops.neuron.<op>`` returns
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
 import torch_nki
-from torch_nki import nki, testing
+from torch_nki import cli, nki, testing
 from torch_nki._cost import example_arguments
 
 MIN_SIGNATURES = 4
@@ -88,3 +89,14 @@ def test_a_changed_source_is_caught() -> None:
     rust = torch_nki._native.program("rmsnorm", [[130, 96], [96]], ["f32", "f32"], [1e-6], "trn2")
     difference = rust.difference(kernel.trace(x, w))
     assert difference is not None and "differs" in difference and "<nki:rmsnorm:" in difference
+
+
+def test_cli_emitted_rmsnorm_runs_to_the_ops_bits(tmp_path: Path) -> None:
+    out = tmp_path / "rmsnorm_nki.py"
+    argv = ["emit", "rmsnorm", "--shape", "x=300x1000", "--shape", "weight=1000", "--dtype", "bf16"]
+    assert cli.main([*argv, "-o", str(out)]) == 0
+    kernel = nki.load_source(out.read_text(), "rmsnorm").rmsnorm
+    x = torch.rand(300, 1000, dtype=torch.bfloat16) * 4 - 2
+    weight = torch.rand(1000, dtype=torch.bfloat16)
+    y, _rstd = kernel(x, weight)
+    assert torch.equal(_bits(y), _bits(torch.ops.neuron.rmsnorm(x, weight)))
