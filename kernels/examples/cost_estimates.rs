@@ -26,7 +26,7 @@ fn sig(shapes: &[&[u64]], dtype: DType, scalars: &[ScalarValue]) -> Signature {
 
 fn show(def: &KernelDef, s: &Signature) {
     let t0 = Instant::now();
-    let program = def.trace(s).expect("trace");
+    let program = def.check(s).and_then(|c| c.trace()).expect("trace");
     let traced = t0.elapsed();
     let t1 = Instant::now();
     let report = estimate(&program);

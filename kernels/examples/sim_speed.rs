@@ -29,7 +29,7 @@ fn bench(
         target: Target::Trn2,
     };
     let t0 = Instant::now();
-    let program = def.trace(&sig).unwrap();
+    let program = def.check(&sig).and_then(|c| c.trace()).unwrap();
     nki_core::validate::validate(&program).unwrap();
     let compile = t0.elapsed();
     let inputs: Vec<Vec<u8>> = shapes

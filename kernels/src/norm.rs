@@ -376,7 +376,10 @@ mod tests {
                 Target::Trn2,
             )
         };
-        let program = RMSNORM_KERNEL.trace(&sig(16384)).unwrap();
+        let program = RMSNORM_KERNEL
+            .check(&sig(16384))
+            .and_then(|c| c.trace())
+            .unwrap();
         nki_core::validate::validate(&program).unwrap();
         let err = RMSNORM_KERNEL.check(&sig(16385)).unwrap_err();
         assert_eq!(

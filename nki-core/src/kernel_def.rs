@@ -2,6 +2,7 @@
 //! kernel is specialised (traced) for.
 
 use crate::autodiff::BackwardDef;
+use crate::compile::CheckedSignature;
 use crate::contract::{Contract, ContractViolation, OutputMeta, TensorMeta, Violation};
 use crate::dtype::DType;
 use crate::error::NkiError;
@@ -116,7 +117,12 @@ pub fn registered_kernels() -> impl Iterator<Item = &'static KernelDef> {
 }
 
 /// A scalar argument value.
-#[derive(Clone, Copy, Debug, PartialEq)]
+///
+/// Values compare and hash by their canonical form ([`ScalarValue::canonical`]): every NaN is
+/// one value and `-0.0` is `0.0`, so a signature with `eps=NaN` finds its compiled program again
+/// and `0.0`/`-0.0` share one. Drivers canonicalise the values they trace with, too, so the
+/// program a key maps to was traced with the key's value.
+#[derive(Clone, Copy, Debug)]
 pub enum ScalarValue {
     /// `float`.
     Float(f64),
@@ -126,13 +132,35 @@ pub enum ScalarValue {
     Bool(bool),
 }
 
+impl ScalarValue {
+    /// The value kernels and cache keys see: every NaN is the canonical NaN, `-0.0` is `0.0`.
+    pub fn canonical(self) -> ScalarValue {
+        match self {
+            ScalarValue::Float(v) if v.is_nan() => ScalarValue::Float(f64::NAN),
+            // A float pattern compares with `==`, so this matches `-0.0` too.
+            ScalarValue::Float(0.0) => ScalarValue::Float(0.0),
+            other => other,
+        }
+    }
+
+    fn key(self) -> (u8, u64) {
+        match self.canonical() {
+            ScalarValue::Float(v) => (0, v.to_bits()),
+            ScalarValue::Int(v) => (1, v as u64),
+            ScalarValue::Bool(v) => (2, v as u64),
+        }
+    }
+}
+
+impl PartialEq for ScalarValue {
+    fn eq(&self, other: &ScalarValue) -> bool {
+        self.key() == other.key()
+    }
+}
+
 impl std::hash::Hash for ScalarValue {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        match *self {
-            ScalarValue::Float(v) => (0u8, v.to_bits()).hash(state),
-            ScalarValue::Int(v) => (1u8, v).hash(state),
-            ScalarValue::Bool(v) => (2u8, v).hash(state),
-        }
+        self.key().hash(state);
     }
 }
 
@@ -185,7 +213,7 @@ impl Signature {
                     })
                 })
                 .collect(),
-            scalars: scalars.to_vec(),
+            scalars: scalars.iter().map(|s| s.canonical()).collect(),
             target,
         }
     }
@@ -318,7 +346,7 @@ impl KernelDef {
     /// scalars. `None` without a backward or when `sig` breaks the forward's contract.
     pub fn backward_signature(&self, sig: &Signature) -> Option<(&'static KernelDef, Signature)> {
         let bwd = self.backward.as_ref()?;
-        let outs = self.check(sig).ok()?;
+        let outs = self.check(sig).ok()?.into_outputs();
         let mut tensors: Vec<(String, Option<TensorSig>)> = self
             .tensor_params()
             .zip(&sig.tensors)
@@ -361,8 +389,9 @@ impl KernelDef {
         ))
     }
 
-    /// Checks a signature against the contract and the parameter kinds; returns the outputs.
-    pub fn check(&self, sig: &Signature) -> Result<Vec<OutputMeta>, NkiError> {
+    /// Checks a signature against the contract and the parameter kinds: the checked signature
+    /// (with its outputs) that tracing takes. Scalars are canonicalised.
+    pub fn check(&self, sig: &Signature) -> Result<CheckedSignature<'_>, NkiError> {
         let scalars: Vec<&ParamDef> = self.scalar_params().collect();
         if sig.scalars.len() != scalars.len() {
             return Err(NkiError::Buffers(format!(
@@ -396,13 +425,28 @@ impl KernelDef {
                 }));
             }
         }
-        Ok(self.contract.check_optional(self.name, &sig.metas())?)
+        let outputs = self.contract.check_optional(self.name, &sig.metas())?;
+        let mut sig = sig.clone();
+        sig.scalars = sig.scalars.iter().map(|s| s.canonical()).collect();
+        Ok(CheckedSignature {
+            def: self,
+            sig,
+            outputs,
+        })
     }
+}
 
-    /// Checks `sig` against the contract and traces the kernel body into a program. The traced
-    /// outputs must have the shapes and dtypes the contract promises.
-    pub fn trace(&self, sig: &Signature) -> Result<Program, NkiError> {
-        let expected = self.check(sig)?;
+impl CheckedSignature<'_> {
+    /// Traces the kernel body into a program for this signature. The traced outputs must have
+    /// the shapes and dtypes the contract promises, and cover every element.
+    pub fn trace(&self) -> Result<Program, NkiError> {
+        let (this, sig, expected) = (self.def, &self.sig, &self.outputs);
+        this.trace_body(sig, expected)
+    }
+}
+
+impl KernelDef {
+    fn trace_body(&self, sig: &Signature, expected: &[OutputMeta]) -> Result<Program, NkiError> {
         let mut tensors = sig.tensors.iter();
         let mut scalars = sig.scalars.iter();
         let mut inputs = Vec::new();
@@ -452,7 +496,7 @@ impl KernelDef {
                 }
             })
             .collect();
-        for (i, (got, want)) in actual.iter().zip(&expected).enumerate() {
+        for (i, (got, want)) in actual.iter().zip(expected).enumerate() {
             if got != want {
                 let name = self.contract.outputs.get(i).map_or("?", |o| o.name);
                 return Err(NkiError::Trace {

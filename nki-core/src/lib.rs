@@ -33,6 +33,7 @@ pub use nki_contract as contract;
 pub use nki_contract::dtype;
 pub mod autodiff;
 pub mod codegen;
+pub mod compile;
 pub mod cost;
 pub mod coverage;
 pub mod error;
@@ -49,6 +50,7 @@ pub mod target;
 pub mod testing;
 pub mod validate;
 
+pub use compile::{CheckedSignature, Compiled, compile};
 pub use dtype::DType;
 pub use error::{NkiError, ValidationError};
 pub use kernel_def::{KernelDef, ScalarValue, Signature};

@@ -7,7 +7,6 @@ use crate::error::NkiError;
 use crate::kernel_def::{KernelDef, ScalarValue, Signature, TensorSig};
 use crate::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
 use crate::target::Target;
-use crate::validate::validate;
 
 /// A host tensor whose values are held as fp32 (exactly representable in `dtype`).
 #[derive(Clone, Debug, PartialEq)]
@@ -82,8 +81,8 @@ pub fn run_kernel_with(
         scalars: scalars.to_vec(),
         target,
     };
-    let program = kernel.trace(&sig)?;
-    validate(&program)?;
+    let compiled = crate::compile::compile(kernel, &sig)?;
+    let program = &compiled.program;
     let present: Vec<&HostArray> = inputs.iter().flatten().copied().collect();
     let in_bytes: Vec<Vec<u8>> = present.iter().map(|a| a.bytes()).collect();
     let host_in: Vec<HostTensor<'_>> = present
@@ -116,7 +115,11 @@ pub fn run_kernel_with(
             data: b,
         })
         .collect();
-    simulate(&program, &host_in, &mut host_out, SimOptions::default())?;
+    let opts = SimOptions {
+        plan: Some(&compiled.plan),
+        ..SimOptions::default()
+    };
+    simulate(program, &host_in, &mut host_out, opts)?;
     Ok(metas
         .iter()
         .zip(&out_bytes)

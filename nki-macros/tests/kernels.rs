@@ -185,7 +185,7 @@ fn checks_and_traces_through_the_generated_trace_function() {
         &[(&[256, 64], DType::BF16), (&[64], DType::BF16)],
         &[ScalarValue::Float(1e-6)],
     );
-    let program = RMSNORM_KERNEL.trace(&s).unwrap();
+    let program = RMSNORM_KERNEL.check(&s).and_then(|c| c.trace()).unwrap();
     assert_eq!(program.outputs.len(), 1);
     assert_eq!(program.hbm[program.outputs[0].0 as usize].shape, [256, 64]);
 
@@ -198,13 +198,13 @@ fn checks_and_traces_through_the_generated_trace_function() {
 
     let s = sig(&[(&[2, 3, 8], DType::F32)], &[]);
     assert_eq!(
-        HALF_LAST_KERNEL.check(&s).unwrap(),
+        HALF_LAST_KERNEL.check(&s).unwrap().outputs(),
         [OutputMeta {
             shape: vec![2, 3, 5],
             dtype: DType::BF16
         }]
     );
-    let program = HALF_LAST_KERNEL.trace(&s).unwrap();
+    let program = HALF_LAST_KERNEL.check(&s).and_then(|c| c.trace()).unwrap();
     assert_eq!(program.hbm[program.outputs[0].0 as usize].shape, [2, 3, 5]);
 }
 
@@ -218,7 +218,7 @@ fn traces_two_outputs_and_passes_scalars_by_position() {
             ScalarValue::Float(0.25),
         ],
     );
-    let program = MOMENTS_KERNEL.trace(&s).unwrap();
+    let program = MOMENTS_KERNEL.check(&s).and_then(|c| c.trace()).unwrap();
     let shapes: Vec<&[usize]> = program
         .outputs
         .iter()

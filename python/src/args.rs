@@ -49,7 +49,7 @@ pub fn scalars(def: &KernelDef, values: &[Bound<'_, PyAny>]) -> PyResult<Vec<Sca
                 ParamKind::Bool { .. } if is_bool => Some(ScalarValue::Bool(v.extract::<bool>()?)),
                 _ => None,
             };
-            value.ok_or_else(|| {
+            value.map(ScalarValue::canonical).ok_or_else(|| {
                 let want = match p.kind {
                     ParamKind::Float { .. } => "float",
                     ParamKind::Int { .. } => "int",

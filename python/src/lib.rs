@@ -69,7 +69,8 @@ fn check<'py>(
     let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
     let outputs = def
         .check(&call.sig)
-        .map_err(|e| errors::to_py_err(e, def.name))?;
+        .map_err(|e| errors::to_py_err(e, def.name))?
+        .into_outputs();
     outputs
         .into_iter()
         .map(|o| Ok((PyTuple::new(py, o.shape)?, call.returned_name(o.dtype))))
@@ -341,6 +342,23 @@ fn cache_size() -> usize {
     nki_registry::CompileCache::global().len()
 }
 
+/// The compile cache's capacity (most programs it holds); with `capacity`, sets it first
+/// (least recently used programs are evicted to fit).
+#[pyfunction]
+#[pyo3(signature = (capacity=None))]
+fn cache_capacity(capacity: Option<usize>) -> PyResult<usize> {
+    let cache = nki_registry::CompileCache::global();
+    if let Some(n) = capacity {
+        if n == 0 {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "the compile cache capacity must be at least 1",
+            ));
+        }
+        cache.set_capacity(n);
+    }
+    Ok(cache.capacity())
+}
+
 /// The module initialiser.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -349,6 +367,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
     m.add_function(wrap_pyfunction!(cache_size, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_capacity, m)?)?;
     m.add_function(wrap_pyfunction!(tolerance, m)?)?;
     m.add_function(wrap_pyfunction!(symbolic, m)?)?;
     m.add_function(wrap_pyfunction!(cost, m)?)?;

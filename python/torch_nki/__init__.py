@@ -45,6 +45,7 @@ __all__ = [
     "UnsupportedTransformError",
     "ValidationError",
     "__version__",
+    "cache_capacity",
     "cache_size",
     "cost",
     "emit",
@@ -90,6 +91,16 @@ def manifest() -> dict[str, Any]:
 
 
 def cache_size() -> int:
-    """Number of kernel programs compiled (traced and validated) so far in this process."""
+    """Number of kernel programs in the compile cache (compiled once per signature: traced,
+    validated and planned)."""
     _registration()
     return int(_native.cache_size())
+
+
+def cache_capacity(capacity: int | None = None) -> int:
+    """The most programs the compile cache holds (default 1024, or
+    ``$TORCH_NKI_COMPILE_CACHE_SIZE``); with ``capacity``, sets it first. When full, the least
+    recently used programs are evicted, so memory stays bounded however many distinct
+    signatures (shapes, dtypes, scalars) a process calls."""
+    _registration()
+    return int(_native.cache_capacity(capacity))

@@ -9,6 +9,7 @@ a call costs a few attribute lookups, one cached lookup and one native call.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -155,6 +156,16 @@ _BINARY: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+}
+
+
 def evaluate(expr: dict[str, Any], shapes: Sequence[Sequence[Any]]) -> Any:
     """Evaluates an expression the native ``symbolic`` returned on the inputs' (Sym)Int dims."""
     kind = expr["kind"]
@@ -170,8 +181,9 @@ def make_fake_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
 
     With concrete shapes the Rust contract check runs, so contract errors surface while tracing.
     With symbolic shapes Rust returns each output dim as an expression over input dims, and the
-    equalities between unknown sizes with their messages; they are evaluated on the ``SymInt``s
-    here (assertions, not guards on specific values).
+    comparisons between unknown sizes (equalities the patterns imply, ``require`` clauses) with
+    their messages; they are evaluated on the ``SymInt``s here (assertions, not guards on
+    specific values).
     """
     op = spec.name
     layout = _Layout(spec)
@@ -200,7 +212,7 @@ def make_fake_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
             for c in doc["checks"]:
                 torch._check_with(
                     ContractShapeError,
-                    evaluate(c["lhs"], shapes) == evaluate(c["rhs"], shapes),
+                    COMPARE[c["op"]](evaluate(c["lhs"], shapes), evaluate(c["rhs"], shapes)),
                     lambda m=c["message"]: m,
                 )
             out_shapes = [[evaluate(e, shapes) for e in shape] for shape in doc["shapes"]]

@@ -13,9 +13,10 @@ mod cache;
 mod disk_cache;
 mod manifest;
 
-pub use cache::{CompileCache, Compiled};
+pub use cache::{CAPACITY_ENV, CompileCache, DEFAULT_CAPACITY};
 pub use disk_cache::{CacheEntry, CacheInfo, DiskCache, FORMAT_VERSION, Lookup};
 pub use manifest::{Manifest, ManifestEntry};
+pub use nki_core::Compiled;
 
 use nki_core::KernelDef;
 use nki_core::kernel_def::registered_kernels;

@@ -1,6 +1,7 @@
 """The contract as the fake kernel sees it: with concrete shapes Rust checks the call; with
 symbolic shapes Rust returns output dims as expressions and equalities to assert, which Python
-only evaluates. The two must agree on every declared sample and its perturbations."""
+only evaluates (``require`` clauses included). The two must agree on every declared sample and
+its perturbations."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 
 import torch_nki
 from torch_nki import _native, testing
-from torch_nki._kernels import evaluate
+from torch_nki._kernels import COMPARE, evaluate
 from torch_nki.errors import ContractShapeError
 
 SPECS = torch_nki._registration().ops
@@ -58,17 +59,14 @@ def _symbolic(op: str, shapes: list[tuple[int, ...]]) -> list[tuple[int, ...]] |
     except ValueError as err:
         return values(str(err))
     for c in doc["checks"]:
-        if evaluate(c["lhs"], shapes) != evaluate(c["rhs"], shapes):
+        if not COMPARE[c["op"]](evaluate(c["lhs"], shapes), evaluate(c["rhs"], shapes)):
             return values(c["message"])
     return [tuple(evaluate(e, shapes) for e in shape) for shape in doc["shapes"]]
 
 
 @pytest.mark.parametrize(("op", "shapes"), CASES, ids=lambda v: str(v))
 def test_symbolic_contract_agrees_with_the_concrete_check(op: str, shapes: list[tuple[int, ...]]) -> None:
-    concrete = _concrete(op, shapes)
-    if isinstance(concrete, str) and "the contract requires" in concrete:
-        pytest.skip("require(...) is checked by the concrete call only")
-    assert _symbolic(op, shapes) == concrete
+    assert _symbolic(op, shapes) == _concrete(op, shapes)
 
 
 def test_output_dtypes_come_from_rust() -> None:

@@ -39,8 +39,14 @@ fn sig(shape: &[u64]) -> Signature {
 
 #[test]
 fn an_unwritten_ragged_tail_is_a_trace_error_at_the_allocation() {
-    FORGETS_THE_TAIL_KERNEL.trace(&sig(&[256, 8])).unwrap();
-    let err = FORGETS_THE_TAIL_KERNEL.trace(&sig(&[300, 8])).unwrap_err();
+    FORGETS_THE_TAIL_KERNEL
+        .check(&sig(&[256, 8]))
+        .and_then(|c| c.trace())
+        .unwrap();
+    let err = FORGETS_THE_TAIL_KERNEL
+        .check(&sig(&[300, 8]))
+        .and_then(|c| c.trace())
+        .unwrap_err();
     let NkiError::Trace { message, loc } = &err else {
         panic!("expected a trace error, got {err}");
     };
@@ -55,7 +61,10 @@ fn an_unwritten_ragged_tail_is_a_trace_error_at_the_allocation() {
 
 #[test]
 fn an_output_that_breaks_the_contract_names_the_output_and_the_kernel() {
-    let err = WRONG_OUTPUT_SHAPE_KERNEL.trace(&sig(&[4, 8])).unwrap_err();
+    let err = WRONG_OUTPUT_SHAPE_KERNEL
+        .check(&sig(&[4, 8]))
+        .and_then(|c| c.trace())
+        .unwrap_err();
     let NkiError::Trace { message, loc } = &err else {
         panic!("expected a trace error, got {err}");
     };
@@ -124,7 +133,7 @@ fn every_kernel_and_its_backward_fit_every_target_at_the_bounds_of_its_contract(
                     let mut runs = vec![(def, extreme.clone())];
                     runs.extend(def.backward_signature(&extreme));
                     for (k, s) in runs {
-                        let program = k.trace(&s).unwrap_or_else(|e| {
+                        let program = k.check(&s).and_then(|c| c.trace()).unwrap_or_else(|e| {
                             panic!("{} at {:?} on {target:?}: {e}", k.name, s.tensors)
                         });
                         nki_core::validate::validate(&program).unwrap_or_else(|e| {

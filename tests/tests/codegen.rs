@@ -29,7 +29,7 @@ fn every_kernel_emits_nki_source() {
     let programs = programs();
     assert!(programs.len() >= Registry::global().unwrap().kernels().count());
     for (def, sig) in programs {
-        let program = def.trace(&sig).unwrap();
+        let program = def.check(&sig).and_then(|c| c.trace()).unwrap();
         let source = emit_nki(&program);
         assert!(source.contains(&format!("def {}(", def.name)), "{source}");
         insta::assert_snapshot!(def.name, source);
@@ -95,7 +95,7 @@ fn names_and_keywords(source: &str) -> (Vec<String>, Vec<(String, String)>) {
 fn generated_code_uses_only_the_spelling_table() {
     let mut used = std::collections::BTreeSet::new();
     for (def, sig) in programs() {
-        let source = emit_nki(&def.trace(&sig).unwrap());
+        let source = emit_nki(&def.check(&sig).and_then(|c| c.trace()).unwrap());
         let (names, keywords) = names_and_keywords(&source);
         for n in names {
             assert!(

@@ -12,7 +12,7 @@ fn rmsnorm_program_for_a_ragged_row_count() {
         &[ScalarValue::Float(1e-6)],
         Target::Trn2,
     );
-    let program = RMSNORM_KERNEL.trace(&sig).unwrap();
+    let program = RMSNORM_KERNEL.check(&sig).and_then(|c| c.trace()).unwrap();
     assert_eq!(
         program.loops.len(),
         1,

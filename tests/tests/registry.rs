@@ -85,7 +85,8 @@ fn every_sample_satisfies_its_contract_and_validates_on_every_target() {
                         .signature(def, dtype, target)
                         .expect("samples give every argument");
                     let program = def
-                        .trace(&sig)
+                        .check(&sig)
+                        .and_then(|c| c.trace())
                         .unwrap_or_else(|e| panic!("{} {sample:?} {dtype}: {e}", def.name));
                     nki_core::validate::validate(&program).unwrap_or_else(|e| {
                         panic!("{} {sample:?} {dtype} {target:?}: {e}", def.name)

@@ -73,7 +73,7 @@ fn unrolled_programs_validate_and_compute_the_same_bits() {
     let programs = programs();
     assert!(programs.len() >= 2 * Registry::global().unwrap().kernels().count());
     for (def, sig) in programs {
-        let program = def.trace(&sig).unwrap();
+        let program = def.check(&sig).and_then(|c| c.trace()).unwrap();
         let unrolled = unroll(&program);
         assert!(
             unrolled.loops.iter().all(|l| l.trip == 1),
@@ -109,7 +109,7 @@ fn last_instruction(body: &mut [Stmt]) -> Option<&mut Op> {
 #[test]
 fn a_changed_or_missing_instruction_is_reported() {
     for (def, sig) in programs() {
-        let program = def.trace(&sig).unwrap();
+        let program = def.check(&sig).and_then(|c| c.trace()).unwrap();
         let mut changed = program.clone();
         let op = last_instruction(&mut changed.body).expect("kernels have instructions");
         let before = op.name();

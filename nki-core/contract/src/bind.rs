@@ -366,7 +366,11 @@ impl Contract {
             if !ok {
                 return Err(fail(Box::new(Violation::Requirement {
                     requirement: r.to_string(),
-                    symbols: bindings.dims.iter().map(|(k, v)| (*k, *v)).collect(),
+                    symbols: bindings
+                        .dims
+                        .iter()
+                        .map(|(k, v)| (*k, v.to_string()))
+                        .collect(),
                 })));
             }
         }

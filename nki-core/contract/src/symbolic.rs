@@ -6,7 +6,8 @@
 
 use crate::bind::{Binder, Dim};
 use crate::violation::ContractViolation;
-use crate::{Contract, DType, DimExpr, DimOp, OutDim};
+use crate::violation::Violation;
+use crate::{CmpOp, Contract, DType, DimExpr, DimOp, OutDim};
 use serde::Serialize;
 
 /// A dimension of an actual input under symbolic shapes.
@@ -45,9 +46,12 @@ pub enum SymExpr {
     },
 }
 
-/// An equality the contract needs between sizes that are not known yet.
+/// A comparison the contract needs between sizes that are not known yet: an equality two
+/// patterns imply, or a `require(...)` clause.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SymCheck {
+    /// The comparison (`eq` for equalities).
+    pub op: CmpOp,
     /// Left side.
     pub lhs: SymExpr,
     /// Right side.
@@ -111,8 +115,8 @@ fn substitute(e: &DimExpr, dims: &std::collections::BTreeMap<&'static str, SymDi
 
 impl Contract {
     /// Binds symbolic input shapes (tensor parameters in order). Violations that the known sizes
-    /// already decide are returned as errors; the rest become [`SymCheck`]s. `require(...)`
-    /// clauses are left to the concrete call (asserting them here would specialise sizes).
+    /// already decide are returned as errors; the rest become [`SymCheck`]s, `require(...)`
+    /// clauses included (asserted on the unknown sizes, which does not specialise them).
     pub fn bind_symbolic(
         &self,
         op: &str,
@@ -149,10 +153,11 @@ impl Contract {
                 op: op.to_string(),
                 violation,
             })?;
-        let checks = b
+        let checks: Vec<SymCheck> = b
             .deferred
             .iter()
             .map(|(a, other, violation)| SymCheck {
+                op: CmpOp::Eq,
                 lhs: a.expr.clone(),
                 rhs: match other {
                     Ok(d) => d.expr.clone(),
@@ -181,7 +186,42 @@ impl Contract {
                 shape
             })
             .collect();
+        let mut checks = checks;
+        checks.extend(self.symbolic_requirements(op, &b.dims)?);
         Ok(SymbolicOutputs { shapes, checks })
+    }
+
+    /// The `require(...)` clauses on symbolic bindings: decided now when both sides are known
+    /// (a violation is an error), otherwise a check for the caller to assert on its `SymInt`s.
+    fn symbolic_requirements(
+        &self,
+        op: &str,
+        dims: &std::collections::BTreeMap<&'static str, SymDim>,
+    ) -> Result<Vec<SymCheck>, ContractViolation> {
+        let mut checks = Vec::new();
+        for r in self.requires {
+            let violation = || ContractViolation {
+                op: op.to_string(),
+                violation: Box::new(Violation::Requirement {
+                    requirement: r.to_string(),
+                    symbols: dims.iter().map(|(k, d)| (*k, d.text.clone())).collect(),
+                }),
+            };
+            let (lhs, rhs) = (substitute(&r.lhs, dims), substitute(&r.rhs, dims));
+            if let (SymExpr::Const { value: a }, SymExpr::Const { value: c }) = (&lhs, &rhs) {
+                if !r.op.holds(*a, *c) {
+                    return Err(violation());
+                }
+                continue;
+            }
+            checks.push(SymCheck {
+                op: r.op,
+                lhs,
+                rhs,
+                message: violation().to_string(),
+            });
+        }
+        Ok(checks)
     }
 
     /// Output dtypes when the tensor parameters compute in `dtypes` (in order).
@@ -305,6 +345,51 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "neuron::add: x has rank 0 (shape []), but the contract x[..S, D] needs rank >= 1"
+        );
+    }
+
+    static REQUIRING: Contract = Contract {
+        inputs: ADD.inputs,
+        dtypes: &[],
+        outputs: ADD.outputs,
+        requires: &[Requirement {
+            lhs: DimExpr::Sym { name: "D" },
+            op: CmpOp::Le,
+            rhs: DimExpr::Const { value: 16 },
+        }],
+    };
+
+    #[test]
+    fn requirements_are_checks_on_unknown_sizes_and_errors_on_known_ones() {
+        let shapes = |d: SymInput| {
+            vec![
+                Some(vec![named("s0"), d]),
+                Some(vec![named("s0"), SymInput::Known(4)]),
+            ]
+        };
+        let out = REQUIRING.bind_symbolic("r", &shapes(named("s1"))).unwrap();
+        let req = out
+            .checks
+            .iter()
+            .find(|c| c.op == CmpOp::Le)
+            .expect("a require check");
+        assert_eq!(req.lhs, SymExpr::Dim { tensor: 0, axis: 1 });
+        assert_eq!(req.rhs, SymExpr::Const { value: 16 });
+        assert_eq!(
+            req.message,
+            "neuron::r: the contract requires D <= 16, but D = s1"
+        );
+        assert!(
+            REQUIRING
+                .bind_symbolic("r", &shapes(SymInput::Known(8)))
+                .is_ok()
+        );
+        let err = REQUIRING
+            .bind_symbolic("r", &shapes(SymInput::Known(32)))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "neuron::r: the contract requires D <= 16, but D = 32"
         );
     }
 }

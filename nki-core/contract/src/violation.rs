@@ -120,8 +120,9 @@ pub enum Violation {
     Requirement {
         /// The clause, e.g. `D <= 16384`.
         requirement: String,
-        /// The single-dimension symbols bound, with their values.
-        symbols: Vec<(&'static str, u64)>,
+        /// The single-dimension symbols bound, with their values (sizes, or the names of
+        /// unknown sizes under symbolic shapes).
+        symbols: Vec<(&'static str, String)>,
     },
     /// An output dimension evaluates to no valid size.
     OutputDim {

@@ -4,11 +4,13 @@
 //! PSUM accumulation, NaN-poisoned fresh tiles). Iterations of an `affine_range` loop run in
 //! parallel (rayon) when the simulator can prove they are independent: the body writes only
 //! tiles it allocates and HBM regions disjoint across iterations. Results are the same bits
-//! whatever the thread count.
+//! whatever the thread count. Parallel loops run on the simulator's own thread pool, which is
+//! rebuilt in a process forked from one that used it ([`pool`]).
 
 mod exec;
 mod parallel;
 mod plan;
+mod pool;
 mod store;
 
 use crate::dtype::DType;
@@ -135,8 +137,13 @@ pub fn simulate(
             &owned
         }
     };
+    let pool = if opts.parallel && plan.parallel.iter().any(|&p| p) {
+        pool::current()
+    } else {
+        None
+    };
     let sequential;
-    let parallel = if opts.parallel {
+    let parallel = if pool.is_some() {
         &plan.parallel
     } else {
         sequential = vec![false; program.loops.len()];
@@ -150,7 +157,12 @@ pub fn simulate(
     };
     let mut store = TileStore::new(program);
     let mut env = vec![0i64; program.loops.len()];
-    runner.block(&program.body, &mut store, &mut env, &mut Scratch::default())
+    let mut run =
+        move || runner.block(&program.body, &mut store, &mut env, &mut Scratch::default());
+    match pool {
+        Some(pool) => pool.install(run),
+        None => run(),
+    }
 }
 
 struct Runner<'r, 'a> {
