@@ -423,6 +423,22 @@ fn dma(
     src: &DmaOperand,
     s: &mut Scratch,
 ) -> Result<(), ExecError> {
+    // Both sides move the same [rows, cols]: the bounds check below covers the access pattern,
+    // so the tile side must not be longer (a traced program always agrees; this guards
+    // programs built or deserialised by hand).
+    let shape = |o: &DmaOperand| match o {
+        DmaOperand::Tile { region } => region.shape(),
+        DmaOperand::Hbm { access } => [access.np, access.nf],
+    };
+    if shape(dst) != shape(src) {
+        return Err(ctx
+            .err(format!(
+                "dst has shape {:?} but src has shape {:?}",
+                shape(dst),
+                shape(src)
+            ))
+            .into());
+    }
     let checked = |a: &HbmAccess, write: bool| -> Result<(HbmBuffer<'_>, i64), NkiError> {
         let buf = ctx.hbm[a.tensor.0 as usize];
         let (base, lo, hi) = flat_range(a, ctx.env);
