@@ -203,8 +203,8 @@ fn parallel_loops_never_share_a_written_element() {
         let trips = [2 + rng.below(4) as usize, 2 + rng.below(4) as usize];
         let p = program(&writes, trips, rows, cols);
         let parallel = parallel_loops(&p);
-        for var in 0..2 {
-            if parallel[var] {
+        for (var, &is_parallel) in parallel.iter().enumerate() {
+            if is_parallel {
                 parallel_cases += 1;
                 assert!(
                     brute_force_disjoint(&writes, trips, var),
