@@ -1,4 +1,4 @@
-"""Type stubs of the native module (python/src/)."""
+"""Type stubs of the native module (python/native/src/)."""
 
 from collections.abc import Sequence
 

@@ -1,0 +1,411 @@
+//! # nki-python
+//!
+//! The body of a torch-nki native module: the functions the `torch_nki` Python package calls to
+//! list, check, run, cost and emit the kernels of the binary the module is built into. The
+//! package's own `torch_nki._native` is this module around the library kernels; an out-of-tree
+//! kernel crate builds it around its own (`nki_python::nki_module!(my_kernels);` in a `cdylib`)
+//! and `torch_nki.load` registers it. Every module holds only the kernels `inventory` collected
+//! in its own binary.
+//!
+//! - `manifest() -> str`: the registry manifest as JSON (names, schemas, contracts, docs).
+//! - `check(name, shapes, dtypes, scalars)`: the contract check, returning output shapes and
+//!   dtypes (what the fake kernel and the CPU kernel allocate).
+//! - `run(name, inputs, scalars, outputs)`: compiles (once per signature) and simulates the
+//!   kernel on the tensors' memory, with the GIL released.
+//! - `cache_size()`, `cache_capacity(n=None)`: the compile cache.
+//! - `symbolic(name, shapes, dtypes)`: the contract on symbolic shapes, as expressions for the
+//!   fake kernel to evaluate on `SymInt`s.
+//! - `tolerance(name, shapes, dtypes, scalars)`: each output's tolerance against its reference.
+//! - `cost`, `emit`, `program`: an op's cost estimate, NKI source, and traced `Program`.
+//! - `Tracer`, `Program`, `nki_api()`: the NKI Python frontend's native half (see [`frontend`]).
+//! - `versions()`: the module protocol and nki-core versions, which must match the host's.
+//!
+//! Errors are the exceptions of `torch_nki.errors` (see [`errors`]): contract violations are
+//! `ContractShapeError` (a `ValueError`) or `ContractDtypeError` (a `TypeError`), every other
+//! failure a `torch_nki.NkiError` subclass. A Rust panic never crosses into Python.
+
+#![warn(missing_docs)]
+
+pub mod args;
+pub mod errors;
+pub mod frontend;
+pub mod run;
+
+pub use pyo3;
+
+/// The version of the module protocol (the functions and their arguments the `torch_nki`
+/// package calls). A module built against another protocol is refused by `torch_nki.load`.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// `(protocol version, nki-core version)` of this module.
+#[pyfunction]
+fn versions() -> (u32, &'static str) {
+    (PROTOCOL_VERSION, nki_core::VERSION)
+}
+
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyTuple};
+
+use nki_core::DType;
+use nki_core::contract::symbolic::SymInput;
+
+/// The registry manifest as pretty-printed JSON.
+#[pyfunction]
+fn manifest() -> PyResult<String> {
+    Ok(errors::registry()?.manifest().to_json())
+}
+
+/// Registered op names, sorted.
+#[pyfunction]
+fn names() -> PyResult<Vec<&'static str>> {
+    Ok(errors::registry()?.names())
+}
+
+/// Checks a call against op `name`'s contract and returns its outputs as
+/// `[(shape, dtype_name), ...]`. Nothing is traced or run.
+///
+/// `dtypes` are the dtypes as the caller passed them: kernel dtypes (`f32`, `bf16`, ...), `f64`
+/// (computed in `f32`; such outputs are reported as `f64`), or any other name (`int32`), which
+/// the contract rejects in words naming it.
+#[pyfunction]
+fn check<'py>(
+    py: Python<'py>,
+    name: &str,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
+    scalars: Vec<Bound<'py, PyAny>>,
+) -> PyResult<Vec<(Bound<'py, PyTuple>, &'static str)>> {
+    let def = errors::registry()?
+        .get(name)
+        .map_err(errors::registry_err)?;
+    let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
+    let outputs = def
+        .check(&call.sig)
+        .map_err(|e| errors::to_py_err(e, def.name))?
+        .into_outputs();
+    outputs
+        .into_iter()
+        .map(|o| Ok((PyTuple::new(py, o.shape)?, call.returned_name(o.dtype))))
+        .collect()
+}
+
+/// The contract on symbolic shapes (the fake kernel under `torch.compile(dynamic=True)`):
+/// `shapes` hold ints and, for unknown sizes, their names (`"s0"`). Returns JSON with each
+/// output's shape as expressions over input dimensions (`{"kind": "dim", "tensor": t, "axis":
+/// a}`, constants, binary operations), the output dtypes, and the equalities between unknown
+/// sizes to assert, each with its violation message. Violations the known sizes already decide
+/// raise here.
+#[pyfunction]
+fn symbolic(
+    name: &str,
+    shapes: Vec<Option<Vec<Bound<'_, PyAny>>>>,
+    dtypes: Vec<Option<String>>,
+) -> PyResult<String> {
+    let def = errors::registry()?
+        .get(name)
+        .map_err(errors::registry_err)?;
+    let dims = shapes
+        .iter()
+        .map(|shape| {
+            let Some(shape) = shape else {
+                return Ok(None);
+            };
+            shape
+                .iter()
+                .map(|d| {
+                    // Only a plain `int` is a known size: converting a `SymInt` to an integer
+                    // would specialise the graph on its current value.
+                    if d.is_exact_instance_of::<PyInt>() {
+                        Ok(SymInput::Known(d.extract::<u64>()?))
+                    } else {
+                        Ok(SymInput::Named(d.str()?.to_string()))
+                    }
+                })
+                .collect::<PyResult<Vec<_>>>()
+                .map(Some)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let names: Vec<Option<&str>> = dtypes.iter().map(|d| d.as_deref()).collect();
+    let compute: Vec<DType> = def
+        .contract
+        .check_optional_dtypes(def.name, &names)
+        .map_err(|v| errors::violation_err(&v))?
+        .into_iter()
+        .map(|d| d.unwrap_or(DType::F32))
+        .collect();
+    let out = def
+        .contract
+        .bind_symbolic(def.name, &dims)
+        .map_err(|v| errors::violation_err(&v))?;
+    let widened = args::widened(&names.iter().flatten().copied().collect::<Vec<_>>());
+    let out_dtypes: Vec<&str> = def
+        .contract
+        .output_dtypes(&compute)
+        .into_iter()
+        .map(|d| args::returned_name(d, widened))
+        .collect();
+    let doc = serde_json::json!({
+        "shapes": out.shapes,
+        "dtypes": out_dtypes,
+        "checks": out.checks,
+    });
+    Ok(doc.to_string())
+}
+
+/// The `(rtol, atol)` each output of op `name` is held to against its reference for these
+/// arguments (the kernel's tolerance class, evaluated on the contract's bindings); `None` for an
+/// output dtype without a rule (fp8).
+#[pyfunction]
+fn tolerance(
+    name: &str,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
+    scalars: Vec<Bound<'_, PyAny>>,
+) -> PyResult<Vec<Option<(f64, f64)>>> {
+    let def = errors::registry()?
+        .get(name)
+        .map_err(errors::registry_err)?;
+    let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
+    let metas = call.sig.metas();
+    let bindings = def
+        .contract
+        .bind_optional(def.name, &metas)
+        .map_err(|v| errors::violation_err(&v))?;
+    let outputs = def
+        .contract
+        .optional_outputs(def.name, &bindings, &metas)
+        .map_err(|v| errors::violation_err(&v))?;
+    Ok(outputs
+        .iter()
+        .map(|o| {
+            def.tolerance
+                .tolerance(o.dtype, &bindings)
+                .map(|t| (t.rtol, t.atol))
+        })
+        .collect())
+}
+
+/// Compiles op `name` for these arguments on `target` (`trn1`, `trn2`, `trn3`), as a call
+/// would (traced and validated, through the compile cache), and hands its program to `f`
+/// without the GIL.
+fn with_program<R: Send>(
+    py: Python<'_>,
+    name: &str,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
+    scalars: Vec<Bound<'_, PyAny>>,
+    target: &str,
+    f: impl FnOnce(&nki_core::ir::Program) -> R + Send,
+) -> PyResult<R> {
+    let def = errors::registry()?
+        .get(name)
+        .map_err(errors::registry_err)?;
+    let target = nki_core::Target::from_name(target).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "neuron::{name}: unknown target `{target}` (known: trn1, trn2, trn3)"
+        ))
+    })?;
+    let mut call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
+    call.sig.target = target;
+    let sig = call.sig;
+    let result = py.detach(move || {
+        let compiled = nki_registry::CompileCache::global().get_or_compile(def, &sig)?;
+        Ok::<_, nki_core::NkiError>(f(&compiled.program))
+    });
+    result.map_err(|e| errors::to_py_err(e, def.name))
+}
+
+/// Estimates op `name` on `target` for these arguments with the cost model. Returns
+/// `(text, summary_json, chrome_trace_json)`: the readable report, its figures as JSON (no
+/// per-instruction slices), and the timeline.
+#[pyfunction]
+fn cost(
+    py: Python<'_>,
+    name: &str,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
+    scalars: Vec<Bound<'_, PyAny>>,
+    target: &str,
+) -> PyResult<(String, String, String)> {
+    let report = with_program(py, name, shapes, dtypes, scalars, target, |p| {
+        nki_core::cost::estimate(p)
+    })?;
+    Ok(cost_outputs(&report))
+}
+
+/// A cost report as `(text, summary_json, chrome_trace_json)`: the readable report, its figures
+/// as JSON (no per-instruction slices), and the timeline.
+pub(crate) fn cost_outputs(report: &nki_core::cost::CostReport) -> (String, String, String) {
+    let summary = serde_json::json!({
+        "kernel": report.kernel,
+        "target": report.target.name(),
+        "total_ns": report.total_ns,
+        "engines": report.engines,
+        "hbm_read_bytes": report.hbm_read_bytes,
+        "hbm_write_bytes": report.hbm_write_bytes,
+        "flops": report.flops,
+        "min_ns": report.min_ns,
+        "bound": report.bound,
+        "roofline_fraction": report.roofline_fraction,
+        "critical_path": report.critical_path.len(),
+        "instructions": report.slices.len(),
+    });
+    (
+        report.to_string(),
+        summary.to_string(),
+        report.chrome_trace(),
+    )
+}
+
+/// Op `name`'s program for these arguments on `target`, as its Rust kernel traces it (through
+/// the compile cache): for comparing with what the NKI frontend traces from generated source.
+#[pyfunction]
+fn program(
+    py: Python<'_>,
+    name: &str,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
+    scalars: Vec<Bound<'_, PyAny>>,
+    target: &str,
+) -> PyResult<frontend::Program> {
+    with_program(py, name, shapes, dtypes, scalars, target, |p| {
+        frontend::Program::new(p.clone())
+    })
+}
+
+/// Every `nki` / `nl` / `nisa` name codegen may emit: `[(name, keywords, doc_url), ...]`.
+#[pyfunction]
+fn nki_api() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
+    nki_core::codegen::EMITTED
+        .iter()
+        .map(|n| (n.name, n.keywords.to_vec(), n.doc))
+        .collect()
+}
+
+/// The NKI Python source of op `name` for these arguments on `target` (see
+/// `nki_core::codegen`), through the persistent cache. Returns `(source, status)`: status is
+/// `hit`, `miss` (generated and stored), `rebuilt <path>: <reason>` when a stored entry was
+/// truncated or corrupted and has been replaced, or `uncached <dir>: <error>` when the cache
+/// could not be read or written (the source is generated all the same).
+#[pyfunction]
+fn emit(
+    py: Python<'_>,
+    name: &str,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
+    scalars: Vec<Bound<'_, PyAny>>,
+    target: &str,
+) -> PyResult<(String, String)> {
+    with_program(py, name, shapes, dtypes, scalars, target, |program| {
+        use nki_registry::{CacheEntry, DiskCache, Lookup};
+        let cache = DiskCache::from_env();
+        let key = DiskCache::key(program);
+        let uncached = |e: std::io::Error| format!("uncached {}: {e}", cache.dir().display());
+        let status = match cache.get(&key) {
+            Ok(Lookup::Hit(entry)) => return (entry.source, "hit".to_string()),
+            Ok(Lookup::Miss) => "miss".to_string(),
+            Ok(Lookup::Corrupt { path, reason }) => {
+                format!("rebuilt {}: {reason}", path.display())
+            }
+            Err(e) => uncached(e),
+        };
+        let entry = CacheEntry {
+            kernel: program.name.clone(),
+            target: program.target.name().to_string(),
+            source: nki_core::codegen::emit_nki(program),
+            validated: true,
+        };
+        match cache.put(&key, &entry) {
+            Ok(()) => (entry.source, status),
+            Err(e) => (entry.source, uncached(e)),
+        }
+    })
+}
+
+/// The persistent cache's directory.
+#[pyfunction]
+fn disk_cache_dir() -> String {
+    nki_registry::DiskCache::from_env()
+        .dir()
+        .display()
+        .to_string()
+}
+
+/// `(entries, bytes)` in the persistent cache.
+#[pyfunction]
+fn disk_cache_info() -> PyResult<(usize, u64)> {
+    let info = nki_registry::DiskCache::from_env()
+        .info()
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
+    Ok((info.entries, info.bytes))
+}
+
+/// Removes every entry of the persistent cache; returns how many there were.
+#[pyfunction]
+fn disk_cache_clear() -> PyResult<usize> {
+    nki_registry::DiskCache::from_env()
+        .clear()
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
+}
+
+/// Number of compiled programs in the process-wide compile cache.
+#[pyfunction]
+fn cache_size() -> usize {
+    nki_registry::CompileCache::global().len()
+}
+
+/// The compile cache's capacity (most programs it holds); with `capacity`, sets it first
+/// (least recently used programs are evicted to fit).
+#[pyfunction]
+#[pyo3(signature = (capacity=None))]
+fn cache_capacity(capacity: Option<usize>) -> PyResult<usize> {
+    let cache = nki_registry::CompileCache::global();
+    if let Some(n) = capacity {
+        if n == 0 {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "the compile cache capacity must be at least 1",
+            ));
+        }
+        cache.set_capacity(n);
+    }
+    Ok(cache.capacity())
+}
+
+/// Defines the Python module `$name` (a `#[pymodule]`, so the `cdylib` exports `PyInit_$name`)
+/// with every function of this crate, for the kernels linked into the binary.
+#[macro_export]
+macro_rules! nki_module {
+    ($name:ident) => {
+        #[$crate::pyo3::pymodule]
+        #[pyo3(crate = "nki_python::pyo3")]
+        fn $name(
+            m: &$crate::pyo3::Bound<'_, $crate::pyo3::types::PyModule>,
+        ) -> $crate::pyo3::PyResult<()> {
+            $crate::init_module(m)
+        }
+    };
+}
+
+/// Adds every function and class of the module to `m` (what [`nki_module!`] calls).
+pub fn init_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(versions, m)?)?;
+    m.add_function(wrap_pyfunction!(manifest, m)?)?;
+    m.add_function(wrap_pyfunction!(names, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(run::run, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_size, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_capacity, m)?)?;
+    m.add_function(wrap_pyfunction!(tolerance, m)?)?;
+    m.add_function(wrap_pyfunction!(symbolic, m)?)?;
+    m.add_function(wrap_pyfunction!(cost, m)?)?;
+    m.add_function(wrap_pyfunction!(emit, m)?)?;
+    m.add_function(wrap_pyfunction!(program, m)?)?;
+    m.add_function(wrap_pyfunction!(nki_api, m)?)?;
+    m.add_class::<frontend::Tracer>()?;
+    m.add_class::<frontend::Program>()?;
+    m.add_function(wrap_pyfunction!(disk_cache_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(disk_cache_info, m)?)?;
+    m.add_function(wrap_pyfunction!(disk_cache_clear, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::_error_example, m)?)?;
+    Ok(())
+}
