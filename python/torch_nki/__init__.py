@@ -20,6 +20,7 @@ from torch_nki._entry import _autoload, report_autoload_failure, torch_is_initia
 
 # isort: split
 import json
+import os
 from typing import Any
 
 from torch_nki._cost import CostReport, cost
@@ -30,6 +31,7 @@ from torch_nki.errors import (
     ContractShapeError,
     NkiError,
     NoBackwardError,
+    PluginError,
     UnsupportedTransformError,
     ValidationError,
 )
@@ -42,6 +44,7 @@ __all__ = [
     "CostReport",
     "NkiError",
     "NoBackwardError",
+    "PluginError",
     "UnsupportedTransformError",
     "ValidationError",
     "__version__",
@@ -49,6 +52,7 @@ __all__ = [
     "cache_size",
     "cost",
     "emit",
+    "load",
     "manifest",
     "ops",
 ]
@@ -62,9 +66,11 @@ try:
 
     _REGISTRATION: Registration = register(_native)
     from torch_nki import device as _device
+    from torch_nki.plugins import load_from_environment
 
     if _device.available():
         _device.enable()
+    load_from_environment()
 except Exception as _err:  # a broken install or a name clash in the neuron namespace
     if not torch_is_initialising():
         raise
@@ -79,9 +85,27 @@ def _registration() -> "Registration":
 
 
 def ops() -> list[str]:
-    """Names of the registered kernels (``torch.ops.neuron.<name>``), backward kernels included,
-    sorted. A kernel with ``saved`` outputs also has ``torch.ops.neuron.<name>_fwd``."""
-    return sorted(_registration().ops)
+    """Names of the registered kernels, backward kernels included, sorted: ``name`` for
+    ``torch.ops.neuron.<name>`` (the package's and those loaded into ``neuron``), ``ns::name``
+    for kernels :func:`load` registered in another namespace. A kernel with ``saved`` outputs
+    also has ``torch.ops.<ns>.<name>_fwd``."""
+    from torch_nki._register import registrations
+
+    _registration()
+    names = []
+    for reg in registrations():
+        prefix = "" if reg.namespace == "neuron" else f"{reg.namespace}::"
+        names += [prefix + name for name in reg.ops]
+    return sorted(names)
+
+
+def load(path: str | os.PathLike[str], namespace: str = "neuron") -> Any:
+    """Loads the kernels of an out-of-tree crate (its built library, or the crate directory,
+    built with cargo) as ``torch.ops.<namespace>.<name>``; see :mod:`torch_nki.plugins`."""
+    _registration()
+    from torch_nki.plugins import load as load_module
+
+    return load_module(path, namespace)
 
 
 def manifest() -> dict[str, Any]:

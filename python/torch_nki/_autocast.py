@@ -46,7 +46,7 @@ def register_autocast(lib: torch.library.Library, spec: OpSpec, op_name: str) ->
     def run(*args: Any) -> Any:
         nonlocal op
         if op is None:
-            op = getattr(torch.ops.neuron, op_name).default
+            op = getattr(getattr(torch.ops, spec.namespace), op_name).default
         dtype = _target_dtype(policy, args)
         if dtype is not None:
             args = tuple(
@@ -61,7 +61,7 @@ def register_autocast(lib: torch.library.Library, spec: OpSpec, op_name: str) ->
     kernel: Callable[..., Any] = lambda _keyset, *args: run(*args)  # noqa: E731
     lib.impl(op_name, kernel, _KEY, with_keyset=True)
     # The Python dispatcher (torch.compile's tracing) looks up Python kernels by key.
-    packet = getattr(torch.ops.neuron, op_name).default
+    packet = getattr(getattr(torch.ops, spec.namespace), op_name).default
     if packet.has_kernel_for_dispatch_key(key) and key in packet.py_kernels:
         packet.py_kernels.pop(key)
     packet.py_impl(key)(run)

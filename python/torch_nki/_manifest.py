@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -89,11 +90,13 @@ class OpSpec:
     """The ``torch.autocast`` policy: ``keep``, ``lower``, ``fp32`` or ``promote``."""
     bench: SampleSpec | None
     """The representative large arguments ``torch-nki bench`` grades the op at (one dtype)."""
+    namespace: str = "neuron"
+    """The ``torch.ops`` namespace the op is registered in."""
 
     @property
     def qualname(self) -> str:
-        """``neuron::<name>``."""
-        return f"neuron::{self.name}"
+        """``<namespace>::<name>``."""
+        return f"{self.namespace}::{self.name}"
 
     def param(self, name: str) -> ParamSpec:
         """The parameter called ``name``."""
@@ -156,12 +159,13 @@ def _op(op: dict[str, Any]) -> OpSpec:
     )
 
 
-def parse(text: str) -> tuple[OpSpec, ...]:
-    """Parses the JSON manifest of ``_native.manifest()``."""
+def parse(text: str, namespace: str = "neuron") -> tuple[OpSpec, ...]:
+    """Parses the JSON manifest of a native module's ``manifest()``, for ops registered in
+    ``torch.ops.<namespace>``."""
     doc = json.loads(text)
     if doc.get("version") != MANIFEST_VERSION:
         raise ValueError(
             f"torch_nki: unsupported manifest version {doc.get('version')!r} (this package reads "
             f"{MANIFEST_VERSION}); rebuild the native module"
         )
-    return tuple(_op(op) for op in doc["ops"])
+    return tuple(dataclasses.replace(_op(op), namespace=namespace) for op in doc["ops"])

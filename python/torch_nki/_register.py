@@ -1,4 +1,4 @@
-"""Registers a native module's ops in the ``neuron`` namespace of ``torch.library``.
+"""Registers a native module's ops in a ``torch.library`` namespace (``neuron`` by default).
 
 Per kernel: ``define`` (schema from the manifest), the CPU kernel (the simulator), the fake
 kernel (from the contract) and autograd (from the kernel's ``backward(...)`` declaration, see
@@ -6,6 +6,10 @@ kernel (from the contract) and autograd (from the kernel's ``backward(...)`` dec
 two ops, the way ATen pairs ``layer_norm`` with ``native_layer_norm``: ``<name>_fwd`` returns
 every output and carries the CPU, fake and autograd kernels; ``<name>`` is a
 ``CompositeImplicitAutograd`` op that calls it and returns the public outputs.
+
+The package's own module and every module ``torch_nki.load`` brings in go through
+:func:`register`, so their ops behave the same. An op name that is already defined in the
+namespace is refused before anything is registered, naming both definitions.
 
 The low-level ``Library``/``define``/``impl`` path costs about half of ``custom_op`` per call.
 """
@@ -24,27 +28,43 @@ from torch_nki import autograd
 from torch_nki._autocast import register_autocast
 from torch_nki._kernels import make_cpu_kernel, make_fake_kernel
 from torch_nki._manifest import OpSpec, parse
+from torch_nki.errors import PluginError
 
 NAMESPACE = "neuron"
 
 
 @dataclass
 class Registration:
-    """The ops one native module registered; keeps the ``Library`` alive (registrations live as
-    long as it does)."""
+    """The ops one native module registered in one namespace; keeps the ``Library`` alive
+    (registrations live as long as it does)."""
 
     native: ModuleType
     manifest_json: str
     ops: dict[str, OpSpec]
+    namespace: str = NAMESPACE
     libs: list[torch.library.Library] = field(default_factory=list)
+
+    def op_names(self) -> list[str]:
+        """Every ``torch.ops.<namespace>`` name this registration defines."""
+        names = []
+        for spec in self.ops.values():
+            names.append(spec.name)
+            if spec.forward_op is not None:
+                names.append(spec.forward_op[0])
+        return names
 
 
 _lock = threading.Lock()
-_registrations: dict[str, Registration] = {}
+_registrations: dict[tuple[str, str], Registration] = {}
 
 
-def _op(name: str) -> Any:
-    return getattr(getattr(torch.ops, NAMESPACE), name).default
+def registrations() -> list[Registration]:
+    """Every registration so far, the package's own first."""
+    return list(_registrations.values())
+
+
+def _op(namespace: str, name: str) -> Any:
+    return getattr(getattr(torch.ops, namespace), name).default
 
 
 def _public_outputs(spec: OpSpec, fwd_name: str) -> Callable[..., Any]:
@@ -55,11 +75,11 @@ def _public_outputs(spec: OpSpec, fwd_name: str) -> Callable[..., Any]:
 
     def public(*args: Any, **kwargs: Any) -> Any:
         if not fwd:
-            fwd.append(_op(fwd_name))
+            fwd.append(_op(spec.namespace, fwd_name))
         outs = fwd[0](*args, **kwargs)
         return outs[single] if single is not None else tuple(outs[i] for i in keep)
 
-    public.__name__ = f"neuron_{spec.name}"
+    public.__name__ = f"{spec.namespace}_{spec.name}"
     return public
 
 
@@ -67,12 +87,12 @@ def _register_op(
     lib: torch.library.Library, spec: OpSpec, ops: dict[str, OpSpec], native: ModuleType
 ) -> None:
     tags = (torch.Tag.pt2_compliant_tag,)
+    ns = spec.namespace
     kernel_name, kernel_schema = spec.forward_op or (spec.name, spec.schema)
     lib.define(kernel_schema, tags=tags)
     lib.impl(kernel_name, make_cpu_kernel(spec, native), "CPU")
-    qualname = f"{NAMESPACE}::{kernel_name}"
-    torch.library.register_fake(qualname, make_fake_kernel(spec, native), lib=lib)
-    rule = autograd.rule_for(spec, ops, _op)
+    torch.library.register_fake(f"{ns}::{kernel_name}", make_fake_kernel(spec, native), lib=lib)
+    rule = autograd.rule_for(spec, ops, lambda name: _op(ns, name))
     lib.impl(
         kernel_name, autograd.make_autograd_kernel(spec, kernel_name, rule), "Autograd", with_keyset=True
     )
@@ -82,16 +102,59 @@ def _register_op(
         lib.impl(spec.name, _public_outputs(spec, kernel_name), "CompositeImplicitAutograd")
 
 
-def register(native: ModuleType) -> Registration:
-    """Registers every op of ``native`` (a module with ``manifest``/``check``/``run``) once."""
+def _defined(namespace: str, name: str) -> bool:
+    return bool(torch._C._dispatch_has_kernel(f"{namespace}::{name}")) or _has_schema(namespace, name)
+
+
+def _has_schema(namespace: str, name: str) -> bool:
+    try:
+        torch._C._get_schema(f"{namespace}::{name}", "")
+    except RuntimeError:
+        return False
+    return True
+
+
+def _check_clashes(specs: tuple[OpSpec, ...], namespace: str, source: str) -> None:
+    """Refuses names already defined in ``namespace``, naming both definitions."""
+    ours = {
+        name: (reg, spec)
+        for reg in _registrations.values()
+        if reg.namespace == namespace
+        for spec in reg.ops.values()
+        for name in [spec.name, *(spec.forward_op[:1] if spec.forward_op else [])]
+    }
+    for spec in specs:
+        for name in [spec.name, *(spec.forward_op[:1] if spec.forward_op else [])]:
+            if name in ours:
+                reg, other = ours[name]
+                raise PluginError(
+                    f"torch_nki: cannot register {namespace}::{name} from {source} (defined at "
+                    f"{spec.location}): {namespace}::{name} is already registered by "
+                    f"{reg.native.__name__} (defined at {other.location}); load it into another "
+                    "namespace or rename the kernel"
+                )
+            if _defined(namespace, name):
+                raise PluginError(
+                    f"torch_nki: cannot register {namespace}::{name} from {source} (defined at "
+                    f"{spec.location}): torch.ops.{namespace}.{name} already exists; load it into "
+                    "another namespace or rename the kernel"
+                )
+
+
+def register(native: ModuleType, namespace: str = NAMESPACE, source: str | None = None) -> Registration:
+    """Registers every op of ``native`` (a torch-nki native module) in ``torch.ops.<namespace>``
+    once; registering the same module in the same namespace again returns the first
+    registration."""
     with _lock:
-        done = _registrations.get(native.__name__)
+        key = (native.__name__, namespace)
+        done = _registrations.get(key)
         if done is not None:
             return done
         text = native.manifest()
-        specs = parse(text)
+        specs = parse(text, namespace)
+        _check_clashes(specs, namespace, source or native.__name__)
         by_name = {s.name: s for s in specs}
-        lib = torch.library.Library(NAMESPACE, "FRAGMENT")
+        lib = torch.library.Library(namespace, "FRAGMENT")
         for spec in specs:
             try:
                 _register_op(lib, spec, by_name, native)
@@ -99,6 +162,6 @@ def register(native: ModuleType) -> Registration:
                 raise RuntimeError(
                     f"torch_nki: could not register {spec.qualname} (defined at {spec.location}): {err}"
                 ) from err
-        reg = Registration(native, text, by_name, [lib])
-        _registrations[native.__name__] = reg
+        reg = Registration(native, text, by_name, namespace, [lib])
+        _registrations[key] = reg
         return reg

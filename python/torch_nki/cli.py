@@ -6,25 +6,38 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch_nki
 
 
 def print_registry() -> None:
-    """Prints every registered op: name, schema, contract and dtypes (rendered by Rust), source
-    location, the doc's first paragraph, backward and saved outputs, and what it replaces."""
-    ops = torch_nki._registration().ops
-    print(f"torch-nki {torch_nki.__version__}: {len(ops)} ops in torch.ops.neuron")
+    """Prints every registered op (the package's, then each loaded module's): name, schema,
+    contract and dtypes (rendered by Rust), source location, the doc's first paragraph, backward
+    and saved outputs, and what it replaces."""
+    from torch_nki._register import registrations
+
+    torch_nki._registration()
+    for i, reg in enumerate(registrations()):
+        source = "torch-nki" if i == 0 else reg.native.__name__
+        version = f" {torch_nki.__version__}" if i == 0 else f" ({reg.native.__file__})"
+        if i:
+            print()
+        print(f"{source}{version}: {len(reg.ops)} ops in torch.ops.{reg.namespace}")
+        _print_ops(reg.ops, reg.namespace)
+
+
+def _print_ops(ops: dict[str, Any], ns: str) -> None:
     for name in sorted(ops):
         spec = ops[name]
-        print(f"\ntorch.ops.neuron.{name}")
+        print(f"\ntorch.ops.{ns}.{name}")
         print(f"  schema:   {spec.schema}")
         print(f"  contract: {spec.contract_text}")
         print(f"  dtypes:   {spec.dtype_text}")
         print(f"  defined:  {spec.location}")
         print(f"  doc:      {spec.summary}")
         if spec.forward_op:
-            print(f"  saved outputs: returned by torch.ops.neuron.{spec.forward_op[0]}")
+            print(f"  saved outputs: returned by torch.ops.{ns}.{spec.forward_op[0]}")
         if spec.backward:
             print(f"  backward: {spec.backward.kernel} (saves {', '.join(spec.backward.saves) or 'nothing'})")
         if spec.backward_of:
@@ -158,6 +171,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="torch-nki", description="NKI kernels in Rust, as torch.ops.neuron.*"
     )
+    parser.add_argument(
+        "--load",
+        action="append",
+        default=[],
+        metavar="PATH[=NAMESPACE]",
+        help="load an out-of-tree kernel crate (its directory or built library) first; repeatable",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="print the registered ops")
     demo = sub.add_parser("demo", help="run every op eagerly and compiled, compare with ATen, time both")
@@ -184,6 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
     bench.add_argument("--repeat", type=int, default=3, help="timed calls per CPU measurement")
     args = parser.parse_args(argv)
+    for entry in args.load:
+        path, _, namespace = entry.partition("=")
+        try:
+            torch_nki.load(path, namespace or "neuron")
+        except torch_nki.PluginError as err:
+            print(f"error: {err}")
+            return 2
     if args.command == "bench":
         from torch_nki import bench as bench_mod
 

@@ -82,3 +82,9 @@ class NoBackwardError(NkiError):
 class UnsupportedTransformError(NkiError):
     """Forward-mode AD or a ``torch.func`` autograd transform was used through an op that
     cannot support it (the message says why and what to use instead)."""
+
+
+class PluginError(NkiError):
+    """A kernel module cannot be loaded: the crate does not build (or cargo is missing), the
+    library is not a torch-nki kernel module, it was built against another nki-core, or one of
+    its op names is already registered."""

@@ -117,7 +117,7 @@ def test_name_clash_raises_on_explicit_import() -> None:
     )
     result = _python(code, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     assert result.returncode == 0, result.stderr
-    expected = "raised: torch_nki: could not register neuron::add (defined at kernels/src/"
+    expected = "raised: torch_nki: cannot register neuron::add from torch_nki._native (defined at kernels/src/"
     assert result.stdout.startswith(expected)
 
 
@@ -141,4 +141,4 @@ def test_failure_during_torch_autoload_is_a_warning() -> None:
     result = _python(code, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     assert result.returncode == 0, result.stderr
     assert "torch_nki: registering torch.ops.neuron.* failed during" in result.stdout
-    assert "ops() raised: torch_nki failed to load: torch_nki: could" in result.stdout
+    assert "ops() raised: torch_nki failed to load: torch_nki: cannot" in result.stdout

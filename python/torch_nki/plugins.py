@@ -1,0 +1,177 @@
+"""``torch_nki.load``: kernels from crates outside this repository.
+
+A kernel crate depends on ``nki-core`` (for ``#[kernel]`` and the tile language) and
+``nki-python`` (the native module body), is built as a ``cdylib``, and declares its module with
+``nki_python::nki_module!(NAME)`` where ``NAME`` is its ``[lib]`` name (``examples/kernel-crate``
+is a template). ``torch_nki.load(path)`` takes the built library, or the crate directory, which
+it builds with ``cargo build --release``; it checks that the module was built against the same
+nki-core and module protocol as this package, and registers every kernel as
+``torch.ops.<namespace>.<name>`` (``neuron`` by default) with the same CPU, fake, autograd and
+autocast kernels as the built-in ops. Loaded ops are listed by :func:`torch_nki.ops` and
+``torch-nki list`` and raise :class:`torch_nki.NkiError` subclasses.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from torch_nki import _native
+from torch_nki._register import NAMESPACE, Registration, register
+from torch_nki.errors import PluginError
+
+__all__ = ["LoadedModule", "build", "load", "loaded"]
+
+PLUGINS_ENV = "TORCH_NKI_PLUGINS"
+"""``os.pathsep``-separated ``PATH`` or ``PATH=NAMESPACE`` entries loaded at ``import torch_nki``."""
+
+
+@dataclass(frozen=True)
+class LoadedModule:
+    """A kernel module ``load`` registered."""
+
+    name: str
+    """The Python module name (the crate's ``[lib]`` name)."""
+    path: Path
+    """The library file."""
+    namespace: str
+    registration: Registration
+
+    @property
+    def ops(self) -> list[str]:
+        """The op names it defined in ``torch.ops.<namespace>``, sorted."""
+        return sorted(self.registration.op_names())
+
+
+_lock = threading.RLock()
+_loaded: dict[Path, LoadedModule] = {}
+
+
+def loaded() -> list[LoadedModule]:
+    """Every module loaded so far."""
+    return list(_loaded.values())
+
+
+def _library_suffixes() -> tuple[str, ...]:
+    return (".so", ".dylib", ".pyd", ".dll")
+
+
+def build(crate: str | os.PathLike[str]) -> Path:
+    """Builds the kernel crate at ``crate`` (a directory with ``Cargo.toml``) with
+    ``cargo build --release`` and returns its ``cdylib``."""
+    crate_dir = Path(crate).resolve()
+    manifest = crate_dir / "Cargo.toml"
+    if not manifest.is_file():
+        raise PluginError(f"torch_nki.load: {crate_dir} has no Cargo.toml (expected a kernel crate)")
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        raise PluginError(
+            f"torch_nki.load: building the kernel crate at {crate_dir} needs cargo, which is not on "
+            "PATH; install Rust (https://rustup.rs) or pass the built library "
+            "(target/release/lib<name>.so)"
+        )
+    cmd = [cargo, "build", "--release", "--message-format=json-render-diagnostics"]
+    cmd += ["--manifest-path", str(manifest)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-30:])
+        raise PluginError(f"torch_nki.load: `cargo build --release` failed for {crate_dir}:\n{tail}")
+    libraries = []
+    for line in proc.stdout.splitlines():
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if msg.get("reason") != "compiler-artifact" or "cdylib" not in msg.get("target", {}).get("kind", []):
+            continue
+        if Path(msg.get("manifest_path", "")).resolve() != manifest:
+            continue
+        libraries += [Path(f) for f in msg.get("filenames", []) if f.endswith(_library_suffixes())]
+    if not libraries:
+        raise PluginError(
+            f'torch_nki.load: building {crate_dir} produced no cdylib; set `crate-type = ["cdylib"]` '
+            "in its [lib] section"
+        )
+    return libraries[0]
+
+
+def _module_name(library: Path) -> str:
+    name = library.name.split(".", 1)[0]
+    return name.removeprefix("lib") if library.suffix in (".so", ".dylib") else name
+
+
+def _import(library: Path) -> ModuleType:
+    name = _module_name(library)
+    if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(library):
+        return sys.modules[name]
+    loader = importlib.machinery.ExtensionFileLoader(name, str(library))
+    spec = importlib.util.spec_from_file_location(name, library, loader=loader)
+    if spec is None:
+        raise PluginError(f"torch_nki.load: cannot load {library} as a Python extension module")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        loader.exec_module(module)
+    except ImportError as err:
+        raise PluginError(
+            f"torch_nki.load: {library} is not a torch-nki kernel module ({err}); the crate must "
+            f"declare `nki_python::nki_module!({name});` with its [lib] name `{name}`"
+        ) from err
+    sys.modules[name] = module
+    return module
+
+
+def _check_versions(module: ModuleType, library: Path) -> None:
+    versions = getattr(module, "versions", None)
+    if versions is None:
+        raise PluginError(f"torch_nki.load: {library} is a Python module but not a torch-nki kernel module")
+    theirs, ours = tuple(versions()), tuple(_native.versions())
+    if theirs != ours:
+        raise PluginError(
+            f"torch_nki.load: {library} was built against nki-core {theirs[1]} (module protocol "
+            f"{theirs[0]}), but this torch_nki uses nki-core {ours[1]} (module protocol {ours[0]}); "
+            "rebuild the crate against this torch-nki"
+        )
+
+
+def load(path: str | os.PathLike[str], namespace: str = NAMESPACE) -> LoadedModule:
+    """Loads a kernel module (a built library, or a crate directory to build) and registers its
+    kernels as ``torch.ops.<namespace>.<name>``. Loading the same library into the same
+    namespace again returns the first load."""
+    if not namespace.isidentifier():
+        raise ValueError(f"torch_nki.load: namespace {namespace!r} is not a Python identifier")
+    source = Path(path).resolve()
+    if not source.exists():
+        raise PluginError(f"torch_nki.load: {source} does not exist")
+    library = build(source) if source.is_dir() else source
+    with _lock:
+        done = _loaded.get(library)
+        if done is not None:
+            if done.namespace != namespace:
+                raise PluginError(
+                    f"torch_nki.load: {library} is already loaded into torch.ops.{done.namespace}"
+                )
+            return done
+        module = _import(library)
+        _check_versions(module, library)
+        registration = register(module, namespace, source=str(library))
+        result = LoadedModule(module.__name__, library, namespace, registration)
+        _loaded[library] = result
+        return result
+
+
+def load_from_environment() -> list[LoadedModule]:
+    """Loads every entry of ``$TORCH_NKI_PLUGINS`` (``PATH`` or ``PATH=NAMESPACE``)."""
+    out = []
+    for entry in filter(None, os.environ.get(PLUGINS_ENV, "").split(os.pathsep)):
+        path, _, namespace = entry.partition("=")
+        out.append(load(path, namespace or NAMESPACE))
+    return out
