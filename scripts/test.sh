@@ -15,6 +15,9 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
+step "template kernel crate (examples/kernel-crate): fmt and clippy"
+cargo fmt --manifest-path examples/kernel-crate/Cargo.toml -- --check
+cargo clippy --manifest-path examples/kernel-crate/Cargo.toml --all-targets -- -D warnings
 step "cargo test (unit, integration, trybuild, insta, doctests)"
 cargo test --workspace
 step "ruff"

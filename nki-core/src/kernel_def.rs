@@ -3,7 +3,7 @@
 
 use crate::autodiff::BackwardDef;
 use crate::compile::CheckedSignature;
-use crate::contract::{Contract, ContractViolation, OutputMeta, TensorMeta, Violation};
+use crate::contract::{Contract, ContractViolation, OutputMeta, Qualified, TensorMeta, Violation};
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::Program;
@@ -395,8 +395,8 @@ impl KernelDef {
         let scalars: Vec<&ParamDef> = self.scalar_params().collect();
         if sig.scalars.len() != scalars.len() {
             return Err(NkiError::Buffers(format!(
-                "neuron::{}: expected {} scalar arguments, got {}",
-                self.name,
+                "{}: expected {} scalar arguments, got {}",
+                Qualified(self.name),
                 scalars.len(),
                 sig.scalars.len()
             )));
@@ -412,8 +412,9 @@ impl KernelDef {
             );
             if !ok {
                 return Err(NkiError::Buffers(format!(
-                    "neuron::{}: argument {} got {v:?}",
-                    self.name, p.name
+                    "{}: argument {} got {v:?}",
+                    Qualified(self.name),
+                    p.name
                 )));
             }
         }

@@ -61,8 +61,8 @@ pub fn run_kernel_with(
     for a in inputs.iter().flatten() {
         if a.values.len() != a.shape.iter().product::<usize>() {
             return Err(NkiError::Buffers(format!(
-                "neuron::{}: {} values for shape {:?}",
-                kernel.name,
+                "{}: {} values for shape {:?}",
+                crate::contract::Qualified(kernel.name),
                 a.values.len(),
                 a.shape
             )));

@@ -49,6 +49,7 @@ class Binder:
 
     def __init__(self, spec: OpSpec) -> None:
         self.op = spec.name
+        self.qualname = spec.qualname
         self.params = spec.params
         self.n = len(spec.params)
 
@@ -56,7 +57,7 @@ class Binder:
         if len(args) == self.n and not kwargs:
             return args
         if len(args) > self.n:
-            raise TypeError(f"neuron::{self.op}: takes {self.n} arguments, got {len(args)}")
+            raise TypeError(f"{self.qualname}: takes {self.n} arguments, got {len(args)}")
         values = list(args)
         for p in self.params[len(args) :]:
             if p.name in kwargs:
@@ -64,7 +65,7 @@ class Binder:
             elif p.has_default:
                 values.append(p.default)  # None for an optional tensor
             else:
-                raise TypeError(f"neuron::{self.op}: missing argument {p.name}")
+                raise TypeError(f"{self.qualname}: missing argument {p.name}")
         return tuple(values)
 
 
@@ -96,7 +97,7 @@ def make_cpu_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
         for i, t in enumerate(tensors):
             if t is not None and not t.is_cpu:
                 raise ValueError(
-                    f"neuron::{op}: {names_of[i]} is on device {t.device}, but this kernel "
+                    f"{spec.qualname}: {names_of[i]} is on device {t.device}, but this kernel "
                     f"(the CPU simulator) needs every tensor on cpu"
                 )
         shapes = tuple(None if t is None else t.shape for t in tensors)
@@ -138,7 +139,7 @@ def make_cpu_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
         outs = [o if o.dtype is r else o.to(f64) for o, (_, _, _, r) in zip(outs, metas, strict=True)]
         return outs[0] if single else tuple(outs)
 
-    cpu_kernel.__name__ = f"neuron_{op}_cpu"
+    cpu_kernel.__name__ = f"{spec.namespace}_{op}_cpu"
     cpu_kernel.__qualname__ = cpu_kernel.__name__
     return cpu_kernel
 
@@ -197,7 +198,7 @@ def make_fake_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
         for name, t in present:
             if t.device != like.device:
                 raise ValueError(
-                    f"neuron::{op}: {name} is on device {t.device}, but {first_name} is on "
+                    f"{spec.qualname}: {name} is on device {t.device}, but {first_name} is on "
                     f"{like.device}; every tensor must be on the same device"
                 )
         dtypes = [None if t is None else caller_name(t.dtype) for t in tensors]
@@ -220,6 +221,6 @@ def make_fake_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
         outs = [like.new_empty(s, dtype=d) for s, d in zip(out_shapes, out_dtypes, strict=True)]
         return outs[0] if layout.single else tuple(outs)
 
-    fake_kernel.__name__ = f"neuron_{op}_fake"
+    fake_kernel.__name__ = f"{spec.namespace}_{op}_fake"
     fake_kernel.__qualname__ = fake_kernel.__name__
     return fake_kernel

@@ -153,6 +153,7 @@ def register(native: ModuleType, namespace: str = NAMESPACE, source: str | None 
         text = native.manifest()
         specs = parse(text, namespace)
         _check_clashes(specs, namespace, source or native.__name__)
+        native.set_namespace(namespace)
         by_name = {s.name: s for s in specs}
         lib = torch.library.Library(namespace, "FRAGMENT")
         for spec in specs:
@@ -165,3 +166,12 @@ def register(native: ModuleType, namespace: str = NAMESPACE, source: str | None 
         reg = Registration(native, text, by_name, namespace, [lib])
         _registrations[key] = reg
         return reg
+
+
+def unregister(reg: Registration) -> None:
+    """Removes every op ``reg`` registered (``torch.ops.<namespace>.<name>`` stops existing)."""
+    with _lock:
+        for lib in reg.libs:
+            lib._destroy()
+        reg.libs.clear()
+        _registrations.pop((reg.native.__name__, reg.namespace), None)

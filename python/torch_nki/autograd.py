@@ -53,7 +53,7 @@ def _no_backward(spec: OpSpec) -> AutogradRule:
             else "its kernel declares no `backward(...)`"
         )
         err = NoBackwardError(
-            f"neuron::{spec.name}: cannot compute gradients: {what} (defined at {spec.location})"
+            f"{spec.qualname}: cannot compute gradients: {what} (defined at {spec.location})"
         )
         err.op = spec.name
         raise err
@@ -132,13 +132,13 @@ def make_autograd_kernel(spec: OpSpec, op_name: str, rule: AutogradRule) -> Call
     def below_autograd(keyset: Any, args: tuple[Any, ...]) -> Any:
         nonlocal op
         if op is None:
-            op = getattr(torch.ops.neuron, op_name).default
+            op = getattr(getattr(torch.ops, spec.namespace), op_name).default
         with torch._C._AutoDispatchBelowAutograd():
             return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
 
     def unsupported(what: str, why: str) -> UnsupportedTransformError:
         err = UnsupportedTransformError(
-            f"neuron::{spec.name}: {what} cannot run through this op: {why} (defined at {spec.location})"
+            f"{spec.qualname}: {what} cannot run through this op: {why} (defined at {spec.location})"
         )
         err.op = spec.name
         return err
@@ -189,5 +189,5 @@ def make_autograd_kernel(spec: OpSpec, op_name: str, rule: AutogradRule) -> Call
             return apply(*args, keyset)
         return below_autograd(keyset, args)
 
-    autograd_kernel.__name__ = f"neuron_{op_name}_autograd"
+    autograd_kernel.__name__ = f"{spec.namespace}_{op_name}_autograd"
     return autograd_kernel

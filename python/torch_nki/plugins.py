@@ -26,10 +26,10 @@ from pathlib import Path
 from types import ModuleType
 
 from torch_nki import _native
-from torch_nki._register import NAMESPACE, Registration, register
+from torch_nki._register import NAMESPACE, Registration, register, unregister
 from torch_nki.errors import PluginError
 
-__all__ = ["LoadedModule", "build", "load", "loaded"]
+__all__ = ["LoadedModule", "build", "load", "loaded", "unload"]
 
 PLUGINS_ENV = "TORCH_NKI_PLUGINS"
 """``os.pathsep``-separated ``PATH`` or ``PATH=NAMESPACE`` entries loaded at ``import torch_nki``."""
@@ -117,8 +117,8 @@ def _import(library: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, library, loader=loader)
     if spec is None:
         raise PluginError(f"torch_nki.load: cannot load {library} as a Python extension module")
-    module = importlib.util.module_from_spec(spec)
     try:
+        module = importlib.util.module_from_spec(spec)
         loader.exec_module(module)
     except ImportError as err:
         raise PluginError(
@@ -166,6 +166,15 @@ def load(path: str | os.PathLike[str], namespace: str = NAMESPACE) -> LoadedModu
         result = LoadedModule(module.__name__, library, namespace, registration)
         _loaded[library] = result
         return result
+
+
+def unload(module: LoadedModule) -> None:
+    """Removes the ops ``module`` registered (the library stays mapped in the process, and can
+    be loaded again into the same namespace)."""
+    with _lock:
+        if _loaded.get(module.path) is module:
+            unregister(module.registration)
+            del _loaded[module.path]
 
 
 def load_from_environment() -> list[LoadedModule]:

@@ -25,6 +25,7 @@ import torch
 import torch_nki
 from torch_nki._dtypes import NKI_TO_TORCH, TORCH_TO_NKI
 from torch_nki._manifest import OpSpec, SampleSpec
+from torch_nki._register import Registration
 
 __all__ = [
     "TORCH_TO_NKI",
@@ -48,12 +49,34 @@ __all__ = [
 MakeTensor = Callable[[Sequence[int], torch.dtype], torch.Tensor]
 
 
+def _lookup(op: str) -> tuple[Registration, OpSpec]:
+    """The registration and spec of ``op``: ``name`` in ``torch.ops.neuron``, or ``ns::name``
+    for a kernel module loaded into another namespace."""
+    from torch_nki._register import registrations
+
+    torch_nki._registration()
+    namespace, _, name = op.rpartition("::")
+    namespace = namespace or "neuron"
+    for reg in registrations():
+        if reg.namespace == namespace and name in reg.ops:
+            return reg, reg.ops[name]
+    known = ", ".join(torch_nki.ops())
+    raise KeyError(f"no kernel named `{op}` (registered: {known})")
+
+
 def op_spec(op: str) -> OpSpec:
-    """The manifest entry of kernel ``op``; ``KeyError`` naming the registered ops otherwise."""
-    ops = torch_nki._registration().ops
-    if op not in ops:
-        raise KeyError(f"no kernel named `{op}` (registered: {', '.join(sorted(ops))})")
-    return ops[op]
+    """The manifest entry of kernel ``op`` (``name``, or ``ns::name`` outside ``neuron``);
+    ``KeyError`` naming the registered ops otherwise."""
+    return _lookup(op)[1]
+
+
+def _qualified(spec: OpSpec, name: str) -> str:
+    """``name`` (a kernel of the same module as ``spec``) as :func:`op_spec` takes it."""
+    return name if spec.namespace == "neuron" else f"{spec.namespace}::{name}"
+
+
+def _torch_op(spec: OpSpec, name: str) -> Any:
+    return getattr(getattr(torch.ops, spec.namespace), name)
 
 
 def ops_with_reference() -> list[str]:
@@ -158,10 +181,10 @@ def backward_sample(sample: SampleInput, make: MakeTensor | None = None) -> Samp
     forward run once, with every output), scalars by name."""
     spec = op_spec(sample.op)
     if spec.backward is None:
-        raise ValueError(f"neuron::{sample.op} declares no backward kernel")
+        raise ValueError(f"{spec.qualname} declares no backward kernel")
     make = make or uniform(1)
-    bwd = op_spec(spec.backward.kernel)
-    full = getattr(torch.ops.neuron, spec.forward_op[0] if spec.forward_op else spec.name)
+    bwd = op_spec(_qualified(spec, spec.backward.kernel))
+    full = _torch_op(spec, spec.forward_op[0] if spec.forward_op else spec.name)
     with torch.no_grad():
         detached = [a.detach() if isinstance(a, torch.Tensor) else a for a in sample.args]
         outs = public_outputs(full(*detached))
@@ -171,21 +194,21 @@ def backward_sample(sample: SampleInput, make: MakeTensor | None = None) -> Samp
         if not o.saved:
             values[f"grad_{o.name}"] = make(t.shape, t.dtype)
     args = tuple(values[p.name] for p in bwd.params)
-    return SampleInput(bwd.name, sample.dtype, args, sample.index)
+    return SampleInput(_qualified(spec, bwd.name), sample.dtype, args, sample.index)
 
 
 def backward_sample_inputs(op: str, *, dtypes: Sequence[torch.dtype] | None = None) -> list[SampleInput]:
     """Samples of backward kernel ``op``, derived from its forward's samples."""
     spec = op_spec(op)
     if spec.backward_of is None:
-        raise ValueError(f"neuron::{op} is not the backward kernel of any op")
-    return [backward_sample(s) for s in sample_inputs(spec.backward_of, dtypes=dtypes)]
+        raise ValueError(f"{spec.qualname} is not the backward kernel of any op")
+    return [backward_sample(s) for s in sample_inputs(_qualified(spec, spec.backward_of), dtypes=dtypes)]
 
 
 def call(sample: SampleInput) -> tuple[torch.Tensor, ...]:
-    """Runs ``torch.ops.neuron.<op>`` on the sample; its outputs as a tuple."""
-    op = getattr(torch.ops.neuron, sample.op)
-    return public_outputs(op(*sample.args))
+    """Runs ``torch.ops.<namespace>.<op>`` on the sample; its outputs as a tuple."""
+    spec = op_spec(sample.op)
+    return public_outputs(_torch_op(spec, spec.name)(*sample.args))
 
 
 def public_outputs(result: Any) -> tuple[torch.Tensor, ...]:
@@ -198,19 +221,19 @@ def reference(sample: SampleInput, args: Sequence[Any] | None = None) -> tuple[t
     parameter names bound and ``torch`` and ``F`` (``torch.nn.functional``) in scope."""
     spec = op_spec(sample.op)
     if spec.reference is None:
-        raise ValueError(f"neuron::{sample.op} declares no reference")
+        raise ValueError(f"{spec.qualname} declares no reference")
     env = {p.name: a for p, a in zip(spec.params, args or sample.args, strict=True)}
-    code = compile(spec.reference, f"<reference of neuron::{sample.op}>", "eval")
+    code = compile(spec.reference, f"<reference of {spec.qualname}>", "eval")
     return public_outputs(eval(code, {"torch": torch, "F": torch.nn.functional}, env))
 
 
 def tolerances(sample: SampleInput) -> list[tuple[float, float]]:
     """``(rtol, atol)`` for each public output, from the kernel's tolerance class (evaluated in
     Rust on the contract's bindings)."""
-    spec = op_spec(sample.op)
+    reg, spec = _lookup(sample.op)
     tensors = [a for p, a in zip(spec.params, sample.args, strict=True) if p.is_tensor]
     scalars = [a for p, a in zip(spec.params, sample.args, strict=True) if not p.is_tensor]
-    per_output = torch_nki._native.tolerance(
+    per_output = reg.native.tolerance(
         spec.name,
         [None if t is None else tuple(t.shape) for t in tensors],
         [None if t is None else TORCH_TO_NKI[t.dtype] for t in tensors],
@@ -221,7 +244,7 @@ def tolerances(sample: SampleInput) -> list[tuple[float, float]]:
         if out.saved:
             continue
         if tol is None:
-            raise ValueError(f"neuron::{sample.op}: no tolerance rule for output {out.name}")
+            raise ValueError(f"{spec.qualname}: no tolerance rule for output {out.name}")
         result.append(tol)
     return result
 

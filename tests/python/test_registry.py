@@ -117,7 +117,9 @@ def test_name_clash_raises_on_explicit_import() -> None:
     )
     result = _python(code, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     assert result.returncode == 0, result.stderr
-    expected = "raised: torch_nki: cannot register neuron::add from torch_nki._native (defined at kernels/src/"
+    expected = (
+        "raised: torch_nki: cannot register neuron::add from torch_nki._native (defined at kernels/src/"
+    )
     assert result.stdout.startswith(expected)
 
 

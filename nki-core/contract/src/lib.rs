@@ -17,11 +17,13 @@ pub use dtype::DType;
 use serde::Serialize;
 
 pub mod bind;
+pub mod namespace;
 pub mod symbolic;
 mod text;
 pub mod violation;
 
 pub use bind::{Bindings, CallerDtype, OutputMeta, TensorMeta};
+pub use namespace::{Qualified, namespace, set_namespace};
 pub use violation::{BoundBy, ContractViolation, Violation, ViolationKind};
 
 /// An integer expression over dimension symbols, e.g. `N`, `2 * D`, `(K + 127) / 128`.

@@ -282,7 +282,7 @@ impl fmt::Display for Violation {
 
 /// A contract violation, worded for the person who called the op.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("neuron::{op}: {violation}")]
+#[error("{}: {violation}", crate::Qualified(.op))]
 pub struct ContractViolation {
     /// The op's name.
     pub op: String,

@@ -2,6 +2,7 @@
 //! kernel's parameter kinds.
 
 use nki_core::contract::CallerDtype;
+use nki_core::contract::Qualified;
 use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
 use nki_core::{DType, KernelDef, Signature, Target};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -13,7 +14,8 @@ pub fn dtype(op: &str, name: &str) -> PyResult<DType> {
     DType::from_name(name).ok_or_else(|| {
         let known: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
         PyTypeError::new_err(format!(
-            "neuron::{op}: unknown dtype `{name}` (known: {})",
+            "{}: unknown dtype `{name}` (known: {})",
+            Qualified(op),
             known.join(", ")
         ))
     })
@@ -27,8 +29,8 @@ pub fn scalars(def: &KernelDef, values: &[Bound<'_, PyAny>]) -> PyResult<Vec<Sca
     if params.len() != values.len() {
         let names: Vec<&str> = params.iter().map(|p| p.name).collect();
         return Err(PyTypeError::new_err(format!(
-            "neuron::{}: expected {} scalar arguments ({}), got {}",
-            def.name,
+            "{}: expected {} scalar arguments ({}), got {}",
+            Qualified(def.name),
             params.len(),
             names.join(", "),
             values.len()
@@ -63,8 +65,9 @@ pub fn scalars(def: &KernelDef, values: &[Bound<'_, PyAny>]) -> PyResult<Vec<Sca
                     .map(|n| n.to_string())
                     .unwrap_or_else(|_| "?".into());
                 PyTypeError::new_err(format!(
-                    "neuron::{}: argument {} expects {want}, got {got}",
-                    def.name, p.name
+                    "{}: argument {} expects {want}, got {got}",
+                    Qualified(def.name),
+                    p.name
                 ))
             })
         })
@@ -149,8 +152,8 @@ pub fn signature(
 ) -> PyResult<Signature> {
     if shapes.len() != dtypes.len() {
         return Err(PyValueError::new_err(format!(
-            "neuron::{}: got {} shapes but {} dtypes",
-            def.name,
+            "{}: got {} shapes but {} dtypes",
+            Qualified(def.name),
             shapes.len(),
             dtypes.len()
         )));
@@ -165,8 +168,8 @@ pub fn signature(
             })),
             (None, None) => Ok(None),
             _ => Err(PyValueError::new_err(format!(
-                "neuron::{}: a tensor has a shape but no dtype, or a dtype but no shape",
-                def.name
+                "{}: a tensor has a shape but no dtype, or a dtype but no shape",
+                Qualified(def.name)
             ))),
         })
         .collect::<PyResult<Vec<_>>>()?;

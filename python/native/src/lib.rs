@@ -37,12 +37,20 @@ pub use pyo3;
 /// package calls). A module built against another protocol is refused by `torch_nki.load`.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// Names this module's ops in `torch.ops.<ns>` in every message (`neuron` by default). Set
+/// once, when the module is registered; another namespace later is a `ValueError`.
+#[pyfunction]
+fn set_namespace(ns: &str) -> PyResult<()> {
+    nki_core::contract::set_namespace(ns).map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
 /// `(protocol version, nki-core version)` of this module.
 #[pyfunction]
 fn versions() -> (u32, &'static str) {
     (PROTOCOL_VERSION, nki_core::VERSION)
 }
 
+use nki_core::contract::Qualified;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
 
@@ -202,7 +210,8 @@ fn with_program<R: Send>(
         .map_err(errors::registry_err)?;
     let target = nki_core::Target::from_name(target).ok_or_else(|| {
         pyo3::exceptions::PyValueError::new_err(format!(
-            "neuron::{name}: unknown target `{target}` (known: trn1, trn2, trn3)"
+            "{}: unknown target `{target}` (known: trn1, trn2, trn3)",
+            Qualified(name)
         ))
     })?;
     let mut call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
@@ -389,6 +398,7 @@ macro_rules! nki_module {
 /// Adds every function and class of the module to `m` (what [`nki_module!`] calls).
 pub fn init_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(versions, m)?)?;
+    m.add_function(wrap_pyfunction!(set_namespace, m)?)?;
     m.add_function(wrap_pyfunction!(manifest, m)?)?;
     m.add_function(wrap_pyfunction!(names, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;

@@ -8,6 +8,7 @@
 
 use crate::args;
 use crate::errors::{self, to_py_err};
+use nki_core::contract::Qualified;
 use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
 use nki_core::{DType, KernelDef, NkiError, Signature};
 use nki_registry::CompileCache;
@@ -44,7 +45,7 @@ impl RawBuffer {
     ) -> PyResult<RawBuffer> {
         let dtype = args::dtype(op, dtype)?;
         let bad =
-            |what: &str| PyValueError::new_err(format!("neuron::{op}: {role} {index} {what}"));
+            |what: &str| PyValueError::new_err(format!("{}: {role} {index} {what}", Qualified(op)));
         let shape: Vec<usize> = shape
             .iter()
             .map(|&d| {
@@ -130,7 +131,8 @@ impl Job {
                 .collect();
             let got: Vec<String> = given.iter().map(|(s, d)| format!("{d} {s:?}")).collect();
             return Err(NkiError::Buffers(format!(
-                "neuron::{name}: output buffers [{}] do not match the compiled outputs [{}]",
+                "{}: output buffers [{}] do not match the compiled outputs [{}]",
+                Qualified(name),
                 got.join(", "),
                 expected.join(", ")
             )));
@@ -144,7 +146,8 @@ impl Job {
                     .any(|(j, b)| j != i && out.overlaps(b));
             if clash {
                 return Err(NkiError::Buffers(format!(
-                    "neuron::{name}: output {i} overlaps another argument's memory"
+                    "{}: output {i} overlaps another argument's memory",
+                    Qualified(name)
                 )));
             }
         }
@@ -240,8 +243,8 @@ pub fn run(
     let result = py.detach(move || {
         catch_unwind(AssertUnwindSafe(move || job.execute())).unwrap_or_else(|payload| {
             Err(NkiError::Internal(format!(
-                "neuron::{}: panic while compiling or simulating: {}",
-                def.name,
+                "{}: panic while compiling or simulating: {}",
+                Qualified(def.name),
                 panic_message(payload.as_ref())
             )))
         })

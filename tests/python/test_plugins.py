@@ -1,0 +1,164 @@
+"""Out-of-tree kernel crates: the template crate (``examples/kernel-crate``) is built with cargo
+and loaded with ``torch_nki.load``; its ops behave like the built-in ones (eager against the
+declared reference, ``torch.compile(fullgraph=True)``, autograd against torch's, listed by
+``torch_nki.ops()`` and ``torch-nki list``, errors as ``torch_nki.NkiError`` subclasses), and
+loading refuses what it must."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+import torch_nki
+from torch_nki import cli, plugins, testing
+
+CRATE = Path(__file__).resolve().parents[2] / "examples" / "kernel-crate"
+NS = "nki_example"
+OP = f"{NS}::residual_rmsnorm"
+
+
+@pytest.fixture(scope="module")
+def library() -> Path:
+    return plugins.build(CRATE)
+
+
+@pytest.fixture(scope="module")
+def loaded(library: Path) -> Iterator[plugins.LoadedModule]:
+    module = torch_nki.load(library, namespace=NS)
+    yield module
+    plugins.unload(module)  # the other suites see exactly the built-in ops
+    assert not any(op.startswith(f"{NS}::") for op in torch_nki.ops())
+    assert not torch._C._dispatch_has_kernel(f"{NS}::residual_rmsnorm")
+
+
+def test_loading_registers_the_crates_kernels(
+    loaded: plugins.LoadedModule, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert loaded.name == "residual_kernels" and loaded.namespace == NS
+    assert loaded.ops == ["residual_rmsnorm", "residual_rmsnorm_backward", "residual_rmsnorm_fwd"]
+    assert {f"{NS}::residual_rmsnorm", f"{NS}::residual_rmsnorm_backward"} <= set(torch_nki.ops())
+    assert torch_nki.load(CRATE, namespace=NS) is loaded  # loading again is a no-op
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert f"residual_kernels ({loaded.path}): 2 ops in torch.ops.{NS}" in out
+    assert f"torch.ops.{NS}.residual_rmsnorm\n" in out
+
+
+@pytest.mark.usefixtures("loaded")
+def test_eager_matches_the_declared_reference() -> None:
+    samples = testing.sample_inputs(OP)
+    assert len(samples) >= 9
+    for sample in samples:
+        testing.assert_close(sample, testing.call(sample), testing.reference(sample))
+
+
+@pytest.mark.usefixtures("loaded")
+def test_compiles_fullgraph_and_matches_eager() -> None:
+    sample = testing.sample_inputs(OP, dtypes=[torch.float32])[1]
+    op = getattr(torch.ops, NS).residual_rmsnorm
+    compiled = torch.compile(lambda *a: op(*a), fullgraph=True, dynamic=False)
+    for got, want in zip(compiled(*sample.args), op(*sample.args), strict=True):
+        assert torch.equal(got, want)
+
+
+@pytest.mark.usefixtures("loaded")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gradients_match_torch_autograd(dtype: torch.dtype) -> None:
+    for sample in testing.sample_inputs(OP, dtypes=[dtype], requires_grad=True):
+        h, y = testing.call(sample)
+        g_h, g_y = torch.randn_like(h), torch.randn_like(y)
+        got = torch.autograd.grad((h, y), sample.tensors, (g_h, g_y))
+        ref_args = [
+            a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) else a for a in sample.args
+        ]
+        h_ref, y_ref = testing.reference(sample, ref_args)
+        tensors = [a for a in ref_args if isinstance(a, torch.Tensor)]
+        want = torch.autograd.grad((h_ref, y_ref), tensors, (g_h, g_y))
+        (rtol, atol), _ = testing.tolerances(sample)
+        for g, w in zip(got, want, strict=True):
+            scale = max(1.0, float(w.float().abs().max()))
+            torch.testing.assert_close(
+                g.float(), w.float(), rtol=4 * rtol, atol=4 * atol * scale, msg=str(sample)
+            )
+
+
+@pytest.mark.usefixtures("loaded")
+def test_errors_are_nki_errors_naming_the_namespaced_op() -> None:
+    op = getattr(torch.ops, NS).residual_rmsnorm
+    x = torch.rand(4, 8)
+    expected = rf"^{NS}::residual_rmsnorm: weight has shape \[5\]"
+    with pytest.raises(torch_nki.ContractShapeError, match=expected):
+        op(x, x, torch.rand(5))
+    with pytest.raises(torch_nki.ContractShapeError, match=r"requires D <= 4096"):
+        op(torch.rand(2, 4097), torch.rand(2, 4097), torch.rand(4097))
+
+
+def test_loading_refuses_what_it_must(loaded: plugins.LoadedModule, library: Path, tmp_path: Path) -> None:
+    with pytest.raises(torch_nki.PluginError, match=f"already loaded into torch.ops.{NS}"):
+        torch_nki.load(library, namespace="elsewhere")
+    with pytest.raises(torch_nki.PluginError, match="does not exist"):
+        torch_nki.load(tmp_path / "nope.so")
+    with pytest.raises(torch_nki.PluginError, match=r"has no Cargo\.toml"):
+        torch_nki.load(tmp_path)
+    bogus = tmp_path / "libbogus.so"
+    bogus.write_bytes(b"not a library")
+    with pytest.raises(torch_nki.PluginError, match="not a torch-nki kernel module"):
+        torch_nki.load(bogus)
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env}, check=False
+    )
+
+
+def test_default_namespace_version_mismatch_and_name_clash_in_fresh_processes(library: Path) -> None:
+    # Into torch.ops.neuron, next to the built-in ops; loading it into a second namespace under
+    # another file name clashes with nothing, but the same names in neuron twice do.
+    code = (
+        "import torch, torch_nki\n"
+        f"m = torch_nki.load({str(library)!r})\n"
+        "x = torch.rand(3, 8)\n"
+        "h, y = torch.ops.neuron.residual_rmsnorm(x, x, torch.ones(8))\n"
+        "print(sorted(torch_nki.ops()))\n"
+        "import torch_nki.plugins as p, torch_nki._native as n\n"
+        "n_versions = n.versions\n"
+        "import types\n"
+        "fake = types.SimpleNamespace(__name__='fake', versions=lambda: (1, '9.9.9'))\n"
+        "try:\n"
+        f"    p._check_versions(fake, {str(library)!r})\n"
+        "except torch_nki.PluginError as e:\n"
+        "    print('version:', e)\n"
+    )
+    result = _python(code)
+    assert result.returncode == 0, result.stderr
+    assert "'residual_rmsnorm'" in result.stdout and "'rmsnorm'" in result.stdout
+    expected = "built against nki-core 9.9.9 (module protocol 1), but this torch_nki uses nki-core"
+    assert expected in result.stdout
+
+    clash = (
+        "import torch, torch_nki, torch_nki._register as r, torch_nki._native as n\n"
+        "lib = torch.library.Library('neuron', 'FRAGMENT')\n"
+        "lib.define('residual_rmsnorm(Tensor a) -> Tensor')\n"
+        "try:\n"
+        f"    torch_nki.load({str(library)!r})\n"
+        "except torch_nki.PluginError as e:\n"
+        "    print('clash:', e)\n"
+    )
+    result = _python(clash)
+    assert result.returncode == 0, result.stderr
+    assert "cannot register neuron::residual_rmsnorm from" in result.stdout
+    assert "torch.ops.neuron.residual_rmsnorm already exists" in result.stdout
+
+
+def test_a_missing_cargo_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(torch_nki.PluginError, match="needs cargo, which is not on PATH"):
+        plugins.build(CRATE)
