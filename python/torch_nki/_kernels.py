@@ -19,7 +19,6 @@ from torch_nki._dtypes import DOWNCAST, NKI_TO_TORCH, caller_name, warn_downcast
 from torch_nki._manifest import OpSpec, Scalar
 from torch_nki.errors import ContractShapeError
 
-Buffer = tuple[int, Sequence[int], str]
 #: Output shapes and dtype names as ``_native.check`` returns them.
 Metas = list[tuple[tuple[int, ...], str]]
 
@@ -39,7 +38,11 @@ class Native(Protocol):
     def symbolic(self, name: str, shapes: Sequence[Sequence[Any]], dtypes: Sequence[str]) -> str: ...
 
     def run(
-        self, name: str, inputs: Sequence[Buffer], scalars: Sequence[Scalar], outputs: Sequence[Buffer]
+        self,
+        name: str,
+        inputs: Sequence[torch.Tensor | None],
+        scalars: Sequence[Scalar],
+        outputs: Sequence[torch.Tensor],
     ) -> None: ...
 
 
@@ -112,30 +115,16 @@ def make_cpu_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
                 metas.append((tuple(s), name if returned is computed else "f32", computed, returned))
             if len(cache) < _META_CACHE_LIMIT:
                 cache[key] = metas
-        kernel_names: list[str | None] = []
         for i, t in enumerate(tensors):
-            if t is None:
-                kernel_names.append(None)
-                continue
-            narrow = DOWNCAST.get(t.dtype)
-            if narrow is not None:
-                warn_downcast(op, t.dtype)
-                t = t.to(narrow)
-            if not t.is_contiguous():
-                t = t.contiguous()
-            tensors[i] = t
-            kernel_names.append(caller_name(t.dtype))
+            if t is not None:
+                narrow = DOWNCAST.get(t.dtype)
+                if narrow is not None:
+                    warn_downcast(op, t.dtype)
+                    tensors[i] = t.to(narrow)
         outs = [torch.empty(s, dtype=computed) for s, _, computed, _ in metas]
         if any(o.numel() for o in outs):
-            run(
-                op,
-                [
-                    None if t is None else (t.data_ptr(), t.shape, n)
-                    for t, n in zip(tensors, kernel_names, strict=True)
-                ],
-                scalars,
-                [(o.data_ptr(), o.shape, n) for o, (_, n, _, _) in zip(outs, metas, strict=True)],
-            )
+            # The native side reads device, contiguity, pointer, shape and dtype itself.
+            run(op, tensors, scalars, outs)
         outs = [o if o.dtype is r else o.to(f64) for o, (_, _, _, r) in zip(outs, metas, strict=True)]
         return outs[0] if single else tuple(outs)
 

@@ -2,8 +2,9 @@
 
 from collections.abc import Sequence
 
+from torch import Tensor
+
 Scalar = float | int | bool
-Buffer = tuple[int, Sequence[int], str]
 
 def manifest() -> str: ...
 def names() -> list[str]: ...
@@ -14,7 +15,7 @@ def check(
     scalars: Sequence[Scalar],
 ) -> list[tuple[tuple[int, ...], str]]: ...
 def run(
-    name: str, inputs: Sequence[Buffer | None], scalars: Sequence[Scalar], outputs: Sequence[Buffer]
+    name: str, inputs: Sequence[Tensor | None], scalars: Sequence[Scalar], outputs: Sequence[Tensor]
 ) -> None: ...
 def cache_size() -> int: ...
 def tolerance(

@@ -139,19 +139,27 @@ def test_run_verifies_output_buffers_before_touching_memory() -> None:
     x, y = rand(4, 4), rand(4, 4)
     wrong = torch.zeros(4, 5)
     before = wrong.clone()
-    args = [(x.data_ptr(), x.shape, "f32"), (y.data_ptr(), y.shape, "f32")]
     with pytest.raises(
         torch_nki.NkiError, match=r"output buffers \[f32 \[4, 5\]\] do not match the compiled outputs"
     ):
-        _native.run("add", args, [], [(wrong.data_ptr(), wrong.shape, "f32")])
+        _native.run("add", [x, y], [], [wrong])
     assert torch.equal(wrong, before)
     with pytest.raises(torch_nki.NkiError, match="output 0 overlaps another argument's memory"):
-        _native.run("add", args, [], [(x.data_ptr(), x.shape, "f32")])
-    with pytest.raises(ValueError, match="null data pointer"):
-        _native.run("add", args, [], [(0, (4, 4), "f32")])
+        _native.run("add", [x, y], [], [x])
+    with pytest.raises(ValueError, match=r"output 0 is not contiguous \(outputs are written in place\)"):
+        _native.run("add", [x, y], [], [torch.empty(4, 4).t()])
+    with pytest.raises(ValueError, match=r"input 1 is not a tensor \(got tuple\)"):
+        _native.run("add", [x, (0, (4, 4), "f32")], [], [torch.empty(4, 4)])
+    with pytest.raises(ValueError, match="input 0 is on device meta, but the CPU simulator needs cpu"):
+        _native.run("add", [x.to("meta"), y], [], [torch.empty(4, 4)])
+    with pytest.raises(TypeError, match="unknown dtype `int8`"):
+        _native.run("add", [x.to(torch.int8), y.to(torch.int8)], [], [torch.empty(4, 4)])
     out = torch.empty(4, 4)
-    _native.run("add", args, [], [(out.data_ptr(), out.shape, "f32")])
+    _native.run("add", [x, y], [], [out])
     torch.testing.assert_close(out, x + y)
+    # A non-contiguous input is read through a contiguous copy.
+    _native.run("add", [x.t(), y], [], [out])
+    torch.testing.assert_close(out, x.t() + y)
 
 
 @pytest.mark.parametrize("op", testing.ops_with_reference())

@@ -55,7 +55,7 @@ class Recorder:
         return json.dumps({"shapes": [dims], "dtypes": [dtypes[0]], "checks": []})
 
     def run(self, name: str, inputs: Sequence[Any], scalars: Sequence[Any], outputs: Sequence[Any]) -> None:
-        self.calls.append(("run", [None if i is None else (tuple(i[1]), i[2]) for i in inputs]))
+        self.calls.append(("run", [None if t is None else (tuple(t.shape), t.dtype) for t in inputs]))
 
 
 def test_none_reaches_the_native_check_and_run_as_none() -> None:
@@ -65,7 +65,7 @@ def test_none_reaches_the_native_check_and_run_as_none() -> None:
     assert out.shape == (3, 2)
     assert native.calls == [
         ("check", ([torch.Size([3, 2]), None], ["f32", None])),
-        ("run", [((3, 2), "f32"), None]),
+        ("run", [((3, 2), torch.float32), None]),
     ]
     native.calls.clear()
     cpu(torch.ones(3, 2), torch.ones(2))

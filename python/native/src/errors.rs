@@ -89,6 +89,11 @@ pub fn to_py_err(err: CoreError, op: &str) -> PyErr {
     }
 }
 
+/// A `torch_nki.NkiError` with `message` (a bug, or a failure with no better class).
+pub fn internal_error(message: String) -> PyErr {
+    raise("NkiError", message, &[])
+}
+
 /// Converts a registry error into a Python exception.
 pub fn registry_err(err: RegistryError) -> PyErr {
     match err {
@@ -107,36 +112,38 @@ pub fn registry() -> Result<&'static Registry, PyErr> {
 /// produces on valid input (a validation failure needs a faulty kernel).
 #[pyfunction]
 pub fn _error_example(kind: &str) -> PyResult<()> {
-    let loc = nki_core::loc::SourceLoc {
-        file: "kernels/src/example.rs",
-        line: 12,
-        column: 5,
-    };
-    let err = match kind {
-        "validation" => CoreError::Validation(Box::new(nki_core::ValidationError {
-            rule: "partition-dim",
-            limit: "128".into(),
-            actual: "256".into(),
-            instruction: "alloc t0 [256, 64] f32 in sbuf".into(),
-            message: "tile t0 has 256 partitions".into(),
-            loc,
-        })),
-        "trace" => CoreError::Trace {
-            message: "kernel example: dma_copy: dst has shape [2, 3] but src has shape [3, 2]"
-                .into(),
-            loc,
-        },
-        "simulation" => CoreError::Simulation {
-            message: "read of an uninitialised element".into(),
-            instruction: "tensor_copy",
-            loc,
-        },
-        "internal" => CoreError::Internal("neuron::example: an impossible state".into()),
-        other => {
-            return Err(PyKeyError::new_err(format!(
-                "no error example `{other}` (validation, trace, simulation, internal)"
-            )));
-        }
-    };
-    Err(to_py_err(err, "example"))
+    crate::guard::guard("_error_example", || {
+        let loc = nki_core::loc::SourceLoc {
+            file: "kernels/src/example.rs",
+            line: 12,
+            column: 5,
+        };
+        let err = match kind {
+            "validation" => CoreError::Validation(Box::new(nki_core::ValidationError {
+                rule: "partition-dim",
+                limit: "128".into(),
+                actual: "256".into(),
+                instruction: "alloc t0 [256, 64] f32 in sbuf".into(),
+                message: "tile t0 has 256 partitions".into(),
+                loc,
+            })),
+            "trace" => CoreError::Trace {
+                message: "kernel example: dma_copy: dst has shape [2, 3] but src has shape [3, 2]"
+                    .into(),
+                loc,
+            },
+            "simulation" => CoreError::Simulation {
+                message: "read of an uninitialised element".into(),
+                instruction: "tensor_copy",
+                loc,
+            },
+            "internal" => CoreError::Internal("neuron::example: an impossible state".into()),
+            other => {
+                return Err(PyKeyError::new_err(format!(
+                    "no error example `{other}` (validation, trace, simulation, internal)"
+                )));
+            }
+        };
+        Err(to_py_err(err, "example"))
+    })
 }

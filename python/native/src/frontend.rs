@@ -138,18 +138,20 @@ impl Tracer {
         target_name: &str,
         inputs: Vec<(String, Vec<usize>, String)>,
     ) -> PyResult<Self> {
-        let inputs = inputs
-            .into_iter()
-            .map(|(param, shape, d)| {
-                Ok(InputSpec {
-                    name: param,
-                    shape,
-                    dtype: dtype(name, &d)?,
+        crate::guard::guard("Tracer.__new__", || {
+            let inputs = inputs
+                .into_iter()
+                .map(|(param, shape, d)| {
+                    Ok(InputSpec {
+                        name: param,
+                        shape,
+                        dtype: dtype(name, &d)?,
+                    })
                 })
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok(Tracer {
+                recorder: Some(Recorder::new(name, target(target_name)?, &inputs)),
             })
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok(Tracer {
-            recorder: Some(Recorder::new(name, target(target_name)?, &inputs)),
         })
     }
 
@@ -161,18 +163,20 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<u32> {
-        let loc = SourceLoc {
-            file: intern_file(file),
-            line,
-            column: 0,
-        };
-        let recorder = self.recorder()?;
-        let name = recorder.name().to_string();
-        let d = dtype(&name, dtype_name)?;
-        let id = recorder
-            .output(&shape, d, loc)
-            .map_err(|e| to_py_err(e, &name))?;
-        Ok(id.0)
+        crate::guard::guard("Tracer.output", || {
+            let loc = SourceLoc {
+                file: intern_file(file),
+                line,
+                column: 0,
+            };
+            let recorder = self.recorder()?;
+            let name = recorder.name().to_string();
+            let d = dtype(&name, dtype_name)?;
+            let id = recorder
+                .output(&shape, d, loc)
+                .map_err(|e| to_py_err(e, &name))?;
+            Ok(id.0)
+        })
     }
 
     /// Allocates a `[partitions, free]` tile in `buffer` (`sbuf` or `psum`); returns its id.
@@ -185,45 +189,51 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<u32> {
-        let name = self.recorder()?.name().to_string();
-        let d = dtype(&name, dtype_name)?;
-        let alloc = match buffer {
-            "sbuf" => sbuf,
-            "psum" => psum,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "tile buffer `{other}` (expected sbuf or psum)"
-                )));
-            }
-        };
-        let t = self.at(file, line, || alloc([partitions, free], d))?;
-        Ok(t.id().0)
+        crate::guard::guard("Tracer.tile", || {
+            let name = self.recorder()?.name().to_string();
+            let d = dtype(&name, dtype_name)?;
+            let alloc = match buffer {
+                "sbuf" => sbuf,
+                "psum" => psum,
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "tile buffer `{other}` (expected sbuf or psum)"
+                    )));
+                }
+            };
+            let t = self.at(file, line, || alloc([partitions, free], d))?;
+            Ok(t.id().0)
+        })
     }
 
     /// Opens a loop scope of `trip` iterations (`affine` or `sequential`).
     fn open_loop(&mut self, trip: usize, kind: &str, file: &str, line: u32) -> PyResult<u32> {
-        let kind = match kind {
-            "affine" => LoopKind::Affine,
-            "sequential" => LoopKind::Sequential,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "loop kind `{other}` (expected affine or sequential)"
-                )));
-            }
-        };
-        let loc = SourceLoc {
-            file: intern_file(file),
-            line,
-            column: 0,
-        };
-        Ok(self.recorder()?.open_loop(trip, kind, loc).0)
+        crate::guard::guard("Tracer.open_loop", || {
+            let kind = match kind {
+                "affine" => LoopKind::Affine,
+                "sequential" => LoopKind::Sequential,
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "loop kind `{other}` (expected affine or sequential)"
+                    )));
+                }
+            };
+            let loc = SourceLoc {
+                file: intern_file(file),
+                line,
+                column: 0,
+            };
+            Ok(self.recorder()?.open_loop(trip, kind, loc).0)
+        })
     }
 
     /// Closes the innermost loop scope.
     fn close_loop(&mut self) -> PyResult<()> {
-        let recorder = self.recorder()?;
-        let name = recorder.name().to_string();
-        recorder.close_loop().map_err(|e| to_py_err(e, &name))
+        crate::guard::guard("Tracer.close_loop", || {
+            let recorder = self.recorder()?;
+            let name = recorder.name().to_string();
+            recorder.close_loop().map_err(|e| to_py_err(e, &name))
+        })
     }
 
     /// `nisa.dma_copy(dst, src)`.
@@ -234,8 +244,10 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<()> {
-        let (dst, src) = (self.dma_arg(dst)?, self.dma_arg(src)?);
-        self.at(file, line, || isa::dma_copy(dst, src))
+        crate::guard::guard("Tracer.dma_copy", || {
+            let (dst, src) = (self.dma_arg(dst)?, self.dma_arg(src)?);
+            self.at(file, line, || isa::dma_copy(dst, src))
+        })
     }
 
     /// `nisa.tensor_tensor(dst, data1, data2, op)`.
@@ -249,9 +261,11 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<()> {
-        let op = binop(op)?;
-        self.at(file, line, || {
-            isa::tensor_tensor(region(dst), region(data1), region(data2), op)
+        crate::guard::guard("Tracer.tensor_tensor", || {
+            let op = binop(op)?;
+            self.at(file, line, || {
+                isa::tensor_tensor(region(dst), region(data1), region(data2), op)
+            })
         })
     }
 
@@ -269,21 +283,23 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<()> {
-        let (op0, operand0) = (binop(op0)?, scalar(operand0)?);
-        let second = match (op1, operand1) {
-            (Some(op), Some(operand)) => Some((binop(op)?, scalar(operand)?)),
-            (None, None) => None,
-            _ => {
-                return Err(PyValueError::new_err(
-                    "tensor_scalar: op1 and operand1 go together",
-                ));
-            }
-        };
-        self.at(file, line, || {
-            let recorded = isa::tensor_scalar(region(dst), region(data), op0, operand0);
-            if let Some((op1, operand1)) = second {
-                recorded.then(op1, operand1);
-            }
+        crate::guard::guard("Tracer.tensor_scalar", || {
+            let (op0, operand0) = (binop(op0)?, scalar(operand0)?);
+            let second = match (op1, operand1) {
+                (Some(op), Some(operand)) => Some((binop(op)?, scalar(operand)?)),
+                (None, None) => None,
+                _ => {
+                    return Err(PyValueError::new_err(
+                        "tensor_scalar: op1 and operand1 go together",
+                    ));
+                }
+            };
+            self.at(file, line, || {
+                let recorded = isa::tensor_scalar(region(dst), region(data), op0, operand0);
+                if let Some((op1, operand1)) = second {
+                    recorded.then(op1, operand1);
+                }
+            })
         })
     }
 
@@ -303,21 +319,23 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<()> {
-        let (func, scale, bias) = (actfn(op)?, scalar(scale)?, bias.map(region));
-        let reduce = match (reduce_op, reduce_res) {
-            (Some(op), Some(res)) => Some((binop(op)?, region(res))),
-            (None, None) => None,
-            _ => {
-                return Err(PyValueError::new_err(
-                    "activation_reduce: reduce_op and reduce_res go together",
-                ));
-            }
-        };
-        self.at(file, line, || match reduce {
-            Some((op, res)) => {
-                isa::activation_reduce(region(dst), func, region(data), op, res, bias, scale)
-            }
-            None => isa::activation(region(dst), func, region(data), bias, scale),
+        crate::guard::guard("Tracer.activation", || {
+            let (func, scale, bias) = (actfn(op)?, scalar(scale)?, bias.map(region));
+            let reduce = match (reduce_op, reduce_res) {
+                (Some(op), Some(res)) => Some((binop(op)?, region(res))),
+                (None, None) => None,
+                _ => {
+                    return Err(PyValueError::new_err(
+                        "activation_reduce: reduce_op and reduce_res go together",
+                    ));
+                }
+            };
+            self.at(file, line, || match reduce {
+                Some((op, res)) => {
+                    isa::activation_reduce(region(dst), func, region(data), op, res, bias, scale)
+                }
+                None => isa::activation(region(dst), func, region(data), bias, scale),
+            })
         })
     }
 
@@ -333,9 +351,11 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<()> {
-        let op = binop(op)?;
-        self.at(file, line, || {
-            isa::tensor_reduce(region(dst), op, region(data), axis, negate)
+        crate::guard::guard("Tracer.tensor_reduce", || {
+            let op = binop(op)?;
+            self.at(file, line, || {
+                isa::tensor_reduce(region(dst), op, region(data), axis, negate)
+            })
         })
     }
 
@@ -347,12 +367,16 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<()> {
-        self.at(file, line, || isa::tensor_copy(region(dst), region(src)))
+        crate::guard::guard("Tracer.tensor_copy", || {
+            self.at(file, line, || isa::tensor_copy(region(dst), region(src)))
+        })
     }
 
     /// `nisa.memset(dst, value)`.
     fn memset(&mut self, dst: RegionArg, value: f64, file: &str, line: u32) -> PyResult<()> {
-        self.at(file, line, || isa::memset(region(dst), value as f32))
+        crate::guard::guard("Tracer.memset", || {
+            self.at(file, line, || isa::memset(region(dst), value as f32))
+        })
     }
 
     /// `nisa.nc_transpose(dst, data)`.
@@ -363,7 +387,9 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<()> {
-        self.at(file, line, || isa::nc_transpose(region(dst), region(data)))
+        crate::guard::guard("Tracer.nc_transpose", || {
+            self.at(file, line, || isa::nc_transpose(region(dst), region(data)))
+        })
     }
 
     /// `nisa.nc_matmul(dst, stationary, moving, accumulate)`.
@@ -377,21 +403,25 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<()> {
-        self.at(file, line, || {
-            isa::nc_matmul(region(dst), region(stationary), region(moving), accumulate)
+        crate::guard::guard("Tracer.nc_matmul", || {
+            self.at(file, line, || {
+                isa::nc_matmul(region(dst), region(stationary), region(moving), accumulate)
+            })
         })
     }
 
     /// Ends the trace: the program returning tensors `outputs`.
     fn finish(&mut self, outputs: Vec<u32>) -> PyResult<Program> {
-        let recorder = self
-            .recorder
-            .take()
-            .ok_or_else(|| PyRuntimeError::new_err("this trace has already finished"))?;
-        let name = recorder.name().to_string();
-        let ids: Vec<HbmId> = outputs.into_iter().map(HbmId).collect();
-        let program = recorder.finish(&ids).map_err(|e| to_py_err(e, &name))?;
-        Ok(Program::new(program))
+        crate::guard::guard("Tracer.finish", || {
+            let recorder = self
+                .recorder
+                .take()
+                .ok_or_else(|| PyRuntimeError::new_err("this trace has already finished"))?;
+            let name = recorder.name().to_string();
+            let ids: Vec<HbmId> = outputs.into_iter().map(HbmId).collect();
+            let program = recorder.finish(&ids).map_err(|e| to_py_err(e, &name))?;
+            Ok(Program::new(program))
+        })
     }
 }
 
@@ -456,9 +486,11 @@ impl Program {
     /// Checks every hardware constraint of the target (`ValidationError` naming the rule and
     /// the kernel line).
     fn validate(&self, py: Python<'_>) -> PyResult<()> {
-        let program = Arc::clone(&self.program);
-        py.detach(move || nki_core::validate::validate(&program))
-            .map_err(|e| self.err(e))
+        crate::guard::guard("Program.validate", || {
+            let program = Arc::clone(&self.program);
+            py.detach(move || nki_core::validate::validate(&program))
+                .map_err(|e| self.err(e))
+        })
     }
 
     /// Runs the program on the simulator: `inputs` are little-endian buffers of the input
@@ -468,72 +500,87 @@ impl Program {
         py: Python<'py>,
         inputs: Vec<Vec<u8>>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let program = Arc::clone(&self.program);
-        let result = py.detach(move || -> Result<Vec<Vec<u8>>, NkiError> {
-            let decls: Vec<_> = program.inputs().map(|(_, d)| d.clone()).collect();
-            if decls.len() != inputs.len() {
-                return Err(NkiError::Buffers(format!(
-                    "kernel {} takes {} inputs, got {}",
-                    program.name,
-                    decls.len(),
-                    inputs.len()
-                )));
-            }
-            let host_in: Vec<HostTensor<'_>> = decls
-                .iter()
-                .zip(&inputs)
-                .map(|(d, data)| HostTensor {
-                    dtype: d.dtype,
-                    shape: &d.shape,
-                    data,
-                })
-                .collect();
-            let outs: Vec<_> = program
-                .outputs
-                .iter()
-                .map(|o| program.hbm[o.0 as usize].clone())
-                .collect();
-            let mut bufs: Vec<Vec<u8>> = outs
-                .iter()
-                .map(|d| vec![0u8; d.numel() * d.dtype.size_bytes()])
-                .collect();
-            let mut host_out: Vec<HostTensorMut<'_>> = outs
-                .iter()
-                .zip(bufs.iter_mut())
-                .map(|(d, data)| HostTensorMut {
-                    dtype: d.dtype,
-                    shape: &d.shape,
-                    data,
-                })
-                .collect();
-            simulate(&program, &host_in, &mut host_out, SimOptions::default())?;
-            Ok(bufs)
-        });
-        let bufs = result.map_err(|e| self.err(e))?;
-        Ok(bufs.iter().map(|b| PyBytes::new(py, b)).collect())
+        crate::guard::guard("Program.simulate", || {
+            let program = Arc::clone(&self.program);
+            let result = py.detach(move || -> Result<Vec<Vec<u8>>, NkiError> {
+                let decls: Vec<_> = program.inputs().map(|(_, d)| d.clone()).collect();
+                if decls.len() != inputs.len() {
+                    return Err(NkiError::Buffers(format!(
+                        "kernel {} takes {} inputs, got {}",
+                        program.name,
+                        decls.len(),
+                        inputs.len()
+                    )));
+                }
+                let host_in: Vec<HostTensor<'_>> = decls
+                    .iter()
+                    .zip(&inputs)
+                    .map(|(d, data)| HostTensor {
+                        dtype: d.dtype,
+                        shape: &d.shape,
+                        data,
+                    })
+                    .collect();
+                let outs: Vec<_> = program
+                    .outputs
+                    .iter()
+                    .map(|o| program.hbm[o.0 as usize].clone())
+                    .collect();
+                let mut bufs: Vec<Vec<u8>> = outs
+                    .iter()
+                    .map(|d| vec![0u8; d.numel() * d.dtype.size_bytes()])
+                    .collect();
+                let mut host_out: Vec<HostTensorMut<'_>> = outs
+                    .iter()
+                    .zip(bufs.iter_mut())
+                    .map(|(d, data)| HostTensorMut {
+                        dtype: d.dtype,
+                        shape: &d.shape,
+                        data,
+                    })
+                    .collect();
+                simulate(&program, &host_in, &mut host_out, SimOptions::default())?;
+                Ok(bufs)
+            });
+            let bufs = result.map_err(|e| self.err(e))?;
+            Ok(bufs.iter().map(|b| PyBytes::new(py, b)).collect())
+        })
     }
 
     /// The cost model's estimate: `(text, summary_json, chrome_trace_json)`.
-    fn cost(&self, py: Python<'_>) -> (String, String, String) {
-        let program = Arc::clone(&self.program);
-        let report = py.detach(move || nki_core::cost::estimate(&program));
-        crate::cost_outputs(&report)
+    fn cost(&self, py: Python<'_>) -> PyResult<(String, String, String)> {
+        crate::guard::guard("Program.cost", || {
+            Ok({
+                let program = Arc::clone(&self.program);
+                let report = py.detach(move || nki_core::cost::estimate(&program));
+                crate::cost_outputs(&report)
+            })
+        })
     }
 
     /// This program as NKI Python source.
-    fn emit(&self) -> String {
-        nki_core::codegen::emit_nki(&self.program)
+    fn emit(&self) -> PyResult<String> {
+        crate::guard::guard("Program.emit", || {
+            Ok(nki_core::codegen::emit_nki(&self.program))
+        })
     }
 
     /// The program with every loop unrolled (as the frontend traces).
-    fn unrolled(&self) -> Program {
-        Program::new(nki_core::ir::unroll(&self.program))
+    fn unrolled(&self) -> PyResult<Program> {
+        crate::guard::guard("Program.unrolled", || {
+            Ok(Program::new(nki_core::ir::unroll(&self.program)))
+        })
     }
 
     /// Where the unrolled instruction streams of this program and `other` first differ, or
     /// `None` when they are the same (locations and names are not compared).
-    fn difference(&self, other: &Program) -> Option<String> {
-        nki_core::ir::stream_difference(&self.program, &other.program)
+    fn difference(&self, other: &Program) -> PyResult<Option<String>> {
+        crate::guard::guard("Program.difference", || {
+            Ok(nki_core::ir::stream_difference(
+                &self.program,
+                &other.program,
+            ))
+        })
     }
 
     /// The program as JSON.

@@ -29,6 +29,7 @@
 pub mod args;
 pub mod errors;
 pub mod frontend;
+pub mod guard;
 pub mod run;
 
 pub use pyo3;
@@ -41,13 +42,15 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// once, when the module is registered; another namespace later is a `ValueError`.
 #[pyfunction]
 fn set_namespace(ns: &str) -> PyResult<()> {
-    nki_core::contract::set_namespace(ns).map_err(pyo3::exceptions::PyValueError::new_err)
+    crate::guard::guard("set_namespace", || {
+        nki_core::contract::set_namespace(ns).map_err(pyo3::exceptions::PyValueError::new_err)
+    })
 }
 
 /// `(protocol version, nki-core version)` of this module.
 #[pyfunction]
-fn versions() -> (u32, &'static str) {
-    (PROTOCOL_VERSION, nki_core::VERSION)
+fn versions() -> PyResult<(u32, &'static str)> {
+    crate::guard::guard("versions", || Ok((PROTOCOL_VERSION, nki_core::VERSION)))
 }
 
 use nki_core::contract::Qualified;
@@ -60,13 +63,13 @@ use nki_core::contract::symbolic::SymInput;
 /// The registry manifest as pretty-printed JSON.
 #[pyfunction]
 fn manifest() -> PyResult<String> {
-    Ok(errors::registry()?.manifest().to_json())
+    crate::guard::guard("manifest", || Ok(errors::registry()?.manifest().to_json()))
 }
 
 /// Registered op names, sorted.
 #[pyfunction]
 fn names() -> PyResult<Vec<&'static str>> {
-    Ok(errors::registry()?.names())
+    crate::guard::guard("names", || Ok(errors::registry()?.names()))
 }
 
 /// Checks a call against op `name`'s contract and returns its outputs as
@@ -83,18 +86,20 @@ fn check<'py>(
     dtypes: Vec<Option<String>>,
     scalars: Vec<Bound<'py, PyAny>>,
 ) -> PyResult<Vec<(Bound<'py, PyTuple>, &'static str)>> {
-    let def = errors::registry()?
-        .get(name)
-        .map_err(errors::registry_err)?;
-    let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
-    let outputs = def
-        .check(&call.sig)
-        .map_err(|e| errors::to_py_err(e, def.name))?
-        .into_outputs();
-    outputs
-        .into_iter()
-        .map(|o| Ok((PyTuple::new(py, o.shape)?, call.returned_name(o.dtype))))
-        .collect()
+    crate::guard::guard("check", || {
+        let def = errors::registry()?
+            .get(name)
+            .map_err(errors::registry_err)?;
+        let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
+        let outputs = def
+            .check(&call.sig)
+            .map_err(|e| errors::to_py_err(e, def.name))?
+            .into_outputs();
+        outputs
+            .into_iter()
+            .map(|o| Ok((PyTuple::new(py, o.shape)?, call.returned_name(o.dtype))))
+            .collect()
+    })
 }
 
 /// The contract on symbolic shapes (the fake kernel under `torch.compile(dynamic=True)`):
@@ -109,55 +114,57 @@ fn symbolic(
     shapes: Vec<Option<Vec<Bound<'_, PyAny>>>>,
     dtypes: Vec<Option<String>>,
 ) -> PyResult<String> {
-    let def = errors::registry()?
-        .get(name)
-        .map_err(errors::registry_err)?;
-    let dims = shapes
-        .iter()
-        .map(|shape| {
-            let Some(shape) = shape else {
-                return Ok(None);
-            };
-            shape
-                .iter()
-                .map(|d| {
-                    // Only a plain `int` is a known size: converting a `SymInt` to an integer
-                    // would specialise the graph on its current value.
-                    if d.is_exact_instance_of::<PyInt>() {
-                        Ok(SymInput::Known(d.extract::<u64>()?))
-                    } else {
-                        Ok(SymInput::Named(d.str()?.to_string()))
-                    }
-                })
-                .collect::<PyResult<Vec<_>>>()
-                .map(Some)
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    let names: Vec<Option<&str>> = dtypes.iter().map(|d| d.as_deref()).collect();
-    let compute: Vec<DType> = def
-        .contract
-        .check_optional_dtypes(def.name, &names)
-        .map_err(|v| errors::violation_err(&v))?
-        .into_iter()
-        .map(|d| d.unwrap_or(DType::F32))
-        .collect();
-    let out = def
-        .contract
-        .bind_symbolic(def.name, &dims)
-        .map_err(|v| errors::violation_err(&v))?;
-    let widened = args::widened(&names.iter().flatten().copied().collect::<Vec<_>>());
-    let out_dtypes: Vec<&str> = def
-        .contract
-        .output_dtypes(&compute)
-        .into_iter()
-        .map(|d| args::returned_name(d, widened))
-        .collect();
-    let doc = serde_json::json!({
-        "shapes": out.shapes,
-        "dtypes": out_dtypes,
-        "checks": out.checks,
-    });
-    Ok(doc.to_string())
+    crate::guard::guard("symbolic", || {
+        let def = errors::registry()?
+            .get(name)
+            .map_err(errors::registry_err)?;
+        let dims = shapes
+            .iter()
+            .map(|shape| {
+                let Some(shape) = shape else {
+                    return Ok(None);
+                };
+                shape
+                    .iter()
+                    .map(|d| {
+                        // Only a plain `int` is a known size: converting a `SymInt` to an integer
+                        // would specialise the graph on its current value.
+                        if d.is_exact_instance_of::<PyInt>() {
+                            Ok(SymInput::Known(d.extract::<u64>()?))
+                        } else {
+                            Ok(SymInput::Named(d.str()?.to_string()))
+                        }
+                    })
+                    .collect::<PyResult<Vec<_>>>()
+                    .map(Some)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let names: Vec<Option<&str>> = dtypes.iter().map(|d| d.as_deref()).collect();
+        let compute: Vec<DType> = def
+            .contract
+            .check_optional_dtypes(def.name, &names)
+            .map_err(|v| errors::violation_err(&v))?
+            .into_iter()
+            .map(|d| d.unwrap_or(DType::F32))
+            .collect();
+        let out = def
+            .contract
+            .bind_symbolic(def.name, &dims)
+            .map_err(|v| errors::violation_err(&v))?;
+        let widened = args::widened(&names.iter().flatten().copied().collect::<Vec<_>>());
+        let out_dtypes: Vec<&str> = def
+            .contract
+            .output_dtypes(&compute)
+            .into_iter()
+            .map(|d| args::returned_name(d, widened))
+            .collect();
+        let doc = serde_json::json!({
+            "shapes": out.shapes,
+            "dtypes": out_dtypes,
+            "checks": out.checks,
+        });
+        Ok(doc.to_string())
+    })
 }
 
 /// The `(rtol, atol)` each output of op `name` is held to against its reference for these
@@ -170,27 +177,29 @@ fn tolerance(
     dtypes: Vec<Option<String>>,
     scalars: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<Vec<Option<(f64, f64)>>> {
-    let def = errors::registry()?
-        .get(name)
-        .map_err(errors::registry_err)?;
-    let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
-    let metas = call.sig.metas();
-    let bindings = def
-        .contract
-        .bind_optional(def.name, &metas)
-        .map_err(|v| errors::violation_err(&v))?;
-    let outputs = def
-        .contract
-        .optional_outputs(def.name, &bindings, &metas)
-        .map_err(|v| errors::violation_err(&v))?;
-    Ok(outputs
-        .iter()
-        .map(|o| {
-            def.tolerance
-                .tolerance(o.dtype, &bindings)
-                .map(|t| (t.rtol, t.atol))
-        })
-        .collect())
+    crate::guard::guard("tolerance", || {
+        let def = errors::registry()?
+            .get(name)
+            .map_err(errors::registry_err)?;
+        let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
+        let metas = call.sig.metas();
+        let bindings = def
+            .contract
+            .bind_optional(def.name, &metas)
+            .map_err(|v| errors::violation_err(&v))?;
+        let outputs = def
+            .contract
+            .optional_outputs(def.name, &bindings, &metas)
+            .map_err(|v| errors::violation_err(&v))?;
+        Ok(outputs
+            .iter()
+            .map(|o| {
+                def.tolerance
+                    .tolerance(o.dtype, &bindings)
+                    .map(|t| (t.rtol, t.atol))
+            })
+            .collect())
+    })
 }
 
 /// Compiles op `name` for these arguments on `target` (`trn1`, `trn2`, `trn3`), as a call
@@ -236,10 +245,12 @@ fn cost(
     scalars: Vec<Bound<'_, PyAny>>,
     target: &str,
 ) -> PyResult<(String, String, String)> {
-    let report = with_program(py, name, shapes, dtypes, scalars, target, |p| {
-        nki_core::cost::estimate(p)
-    })?;
-    Ok(cost_outputs(&report))
+    crate::guard::guard("cost", || {
+        let report = with_program(py, name, shapes, dtypes, scalars, target, |p| {
+            nki_core::cost::estimate(p)
+        })?;
+        Ok(cost_outputs(&report))
+    })
 }
 
 /// A cost report as `(text, summary_json, chrome_trace_json)`: the readable report, its figures
@@ -277,18 +288,24 @@ fn program(
     scalars: Vec<Bound<'_, PyAny>>,
     target: &str,
 ) -> PyResult<frontend::Program> {
-    with_program(py, name, shapes, dtypes, scalars, target, |p| {
-        frontend::Program::new(p.clone())
+    crate::guard::guard("program", || {
+        with_program(py, name, shapes, dtypes, scalars, target, |p| {
+            frontend::Program::new(p.clone())
+        })
     })
 }
 
 /// Every `nki` / `nl` / `nisa` name codegen may emit: `[(name, keywords, doc_url), ...]`.
 #[pyfunction]
-fn nki_api() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
-    nki_core::codegen::EMITTED
-        .iter()
-        .map(|n| (n.name, n.keywords.to_vec(), n.doc))
-        .collect()
+fn nki_api() -> PyResult<Vec<(&'static str, Vec<&'static str>, &'static str)>> {
+    crate::guard::guard("nki_api", || {
+        Ok({
+            nki_core::codegen::EMITTED
+                .iter()
+                .map(|n| (n.name, n.keywords.to_vec(), n.doc))
+                .collect()
+        })
+    })
 }
 
 /// The NKI Python source of op `name` for these arguments on `target` (see
@@ -305,62 +322,74 @@ fn emit(
     scalars: Vec<Bound<'_, PyAny>>,
     target: &str,
 ) -> PyResult<(String, String)> {
-    with_program(py, name, shapes, dtypes, scalars, target, |program| {
-        use nki_registry::{CacheEntry, DiskCache, Lookup};
-        let cache = DiskCache::from_env();
-        let key = DiskCache::key(program);
-        let uncached = |e: std::io::Error| format!("uncached {}: {e}", cache.dir().display());
-        let status = match cache.get(&key) {
-            Ok(Lookup::Hit(entry)) => return (entry.source, "hit".to_string()),
-            Ok(Lookup::Miss) => "miss".to_string(),
-            Ok(Lookup::Corrupt { path, reason }) => {
-                format!("rebuilt {}: {reason}", path.display())
+    crate::guard::guard("emit", || {
+        with_program(py, name, shapes, dtypes, scalars, target, |program| {
+            use nki_registry::{CacheEntry, DiskCache, Lookup};
+            let cache = DiskCache::from_env();
+            let key = DiskCache::key(program);
+            let uncached = |e: std::io::Error| format!("uncached {}: {e}", cache.dir().display());
+            let status = match cache.get(&key) {
+                Ok(Lookup::Hit(entry)) => return (entry.source, "hit".to_string()),
+                Ok(Lookup::Miss) => "miss".to_string(),
+                Ok(Lookup::Corrupt { path, reason }) => {
+                    format!("rebuilt {}: {reason}", path.display())
+                }
+                Err(e) => uncached(e),
+            };
+            let entry = CacheEntry {
+                kernel: program.name.clone(),
+                target: program.target.name().to_string(),
+                source: nki_core::codegen::emit_nki(program),
+                validated: true,
+            };
+            match cache.put(&key, &entry) {
+                Ok(()) => (entry.source, status),
+                Err(e) => (entry.source, uncached(e)),
             }
-            Err(e) => uncached(e),
-        };
-        let entry = CacheEntry {
-            kernel: program.name.clone(),
-            target: program.target.name().to_string(),
-            source: nki_core::codegen::emit_nki(program),
-            validated: true,
-        };
-        match cache.put(&key, &entry) {
-            Ok(()) => (entry.source, status),
-            Err(e) => (entry.source, uncached(e)),
-        }
+        })
     })
 }
 
 /// The persistent cache's directory.
 #[pyfunction]
-fn disk_cache_dir() -> String {
-    nki_registry::DiskCache::from_env()
-        .dir()
-        .display()
-        .to_string()
+fn disk_cache_dir() -> PyResult<String> {
+    crate::guard::guard("disk_cache_dir", || {
+        Ok({
+            nki_registry::DiskCache::from_env()
+                .dir()
+                .display()
+                .to_string()
+        })
+    })
 }
 
 /// `(entries, bytes)` in the persistent cache.
 #[pyfunction]
 fn disk_cache_info() -> PyResult<(usize, u64)> {
-    let info = nki_registry::DiskCache::from_env()
-        .info()
-        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
-    Ok((info.entries, info.bytes))
+    crate::guard::guard("disk_cache_info", || {
+        let info = nki_registry::DiskCache::from_env()
+            .info()
+            .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
+        Ok((info.entries, info.bytes))
+    })
 }
 
 /// Removes every entry of the persistent cache; returns how many there were.
 #[pyfunction]
 fn disk_cache_clear() -> PyResult<usize> {
-    nki_registry::DiskCache::from_env()
-        .clear()
-        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
+    crate::guard::guard("disk_cache_clear", || {
+        nki_registry::DiskCache::from_env()
+            .clear()
+            .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
+    })
 }
 
 /// Number of compiled programs in the process-wide compile cache.
 #[pyfunction]
-fn cache_size() -> usize {
-    nki_registry::CompileCache::global().len()
+fn cache_size() -> PyResult<usize> {
+    crate::guard::guard("cache_size", || {
+        Ok(nki_registry::CompileCache::global().len())
+    })
 }
 
 /// The compile cache's capacity (most programs it holds); with `capacity`, sets it first
@@ -368,16 +397,18 @@ fn cache_size() -> usize {
 #[pyfunction]
 #[pyo3(signature = (capacity=None))]
 fn cache_capacity(capacity: Option<usize>) -> PyResult<usize> {
-    let cache = nki_registry::CompileCache::global();
-    if let Some(n) = capacity {
-        if n == 0 {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "the compile cache capacity must be at least 1",
-            ));
+    crate::guard::guard("cache_capacity", || {
+        let cache = nki_registry::CompileCache::global();
+        if let Some(n) = capacity {
+            if n == 0 {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "the compile cache capacity must be at least 1",
+                ));
+            }
+            cache.set_capacity(n);
         }
-        cache.set_capacity(n);
-    }
-    Ok(cache.capacity())
+        Ok(cache.capacity())
+    })
 }
 
 /// Defines the Python module `$name` (a `#[pymodule]`, so the `cdylib` exports `PyInit_$name`)
@@ -399,6 +430,8 @@ macro_rules! nki_module {
 pub fn init_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(versions, m)?)?;
     m.add_function(wrap_pyfunction!(set_namespace, m)?)?;
+    m.add_function(wrap_pyfunction!(guard::_force_panic, m)?)?;
+    m.add_function(wrap_pyfunction!(guard::_entry_points, m)?)?;
     m.add_function(wrap_pyfunction!(manifest, m)?)?;
     m.add_function(wrap_pyfunction!(names, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;

@@ -1,10 +1,12 @@
-//! `run`: executes a kernel on caller-owned memory (zero copy) with the GIL released.
+//! `run`: executes a kernel on the tensors' own memory (zero copy) with the GIL released.
 //!
-//! The Python caller (`torch_nki`'s CPU kernel) passes the data pointers of contiguous CPU
-//! tensors together with their exact shapes and dtypes; outputs are freshly allocated tensors.
-//! Before any memory is touched the signature is compiled (or found in the cache) and the output
-//! buffers are checked against the compiled program's outputs; the simulator then checks every
-//! buffer's shape, dtype and byte length against the program.
+//! The Python caller (`torch_nki`'s CPU kernel) passes the torch tensors themselves. Under the
+//! GIL, `run` reads each one's device, contiguity, data pointer, shape and dtype, and keeps a
+//! reference to it until the call returns. A non-contiguous input is copied (`.contiguous()`, kept
+//! alive for the call); an output must be contiguous (they are fresh tensors). Before any memory
+//! is touched the signature is compiled (or found in the cache) and the output buffers are
+//! checked against the compiled program's outputs; the simulator then checks every buffer's
+//! shape, dtype and byte length against the program.
 
 use crate::args;
 use crate::errors::{self, to_py_err};
@@ -16,8 +18,83 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-/// A buffer as Python passes it: `(data_ptr, shape, dtype_name)`.
+/// A tensor's memory as `run` reads it: `(data_ptr, shape, dtype_name)`.
 type BufferArg = (usize, Vec<u64>, String);
+
+/// The kernel dtype name of a torch dtype (`torch.bfloat16` → `bf16`); other dtypes keep their
+/// torch name, which the contract check rejects in words.
+fn dtype_name(torch_dtype: &str) -> String {
+    let name = torch_dtype.strip_prefix("torch.").unwrap_or(torch_dtype);
+    match name {
+        "float32" => "f32",
+        "bfloat16" => "bf16",
+        "float16" => "f16",
+        "int32" => "i32",
+        "float8_e4m3fn" => "f8e4m3",
+        "float8_e5m2" => "f8e5m2",
+        "float64" => "f64",
+        other => other,
+    }
+    .to_string()
+}
+
+/// Reads a CPU tensor's buffer under the GIL. Returns the tensor whose memory the buffer
+/// points into (a contiguous copy of an input that was not contiguous), which the caller must
+/// keep alive while the buffer is used.
+fn read_tensor<'py>(
+    op: &str,
+    role: &str,
+    index: usize,
+    tensor: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyAny>, BufferArg)> {
+    let py = tensor.py();
+    let bad =
+        |what: String| PyValueError::new_err(format!("{}: {role} {index} {what}", Qualified(op)));
+    let is_cpu = tensor
+        .getattr(pyo3::intern!(py, "is_cpu"))
+        .and_then(|v| v.is_truthy())
+        .map_err(|_| {
+            bad(format!(
+                "is not a tensor (got {})",
+                tensor
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "?".into(), |n| n.to_string())
+            ))
+        })?;
+    if !is_cpu {
+        let device = tensor
+            .getattr(pyo3::intern!(py, "device"))?
+            .str()?
+            .to_string();
+        return Err(bad(format!(
+            "is on device {device}, but the CPU simulator needs cpu tensors"
+        )));
+    }
+    let contiguous = tensor
+        .call_method0(pyo3::intern!(py, "is_contiguous"))?
+        .is_truthy()?;
+    let tensor = if contiguous {
+        tensor.clone()
+    } else if role == "input" {
+        tensor.call_method0(pyo3::intern!(py, "contiguous"))?
+    } else {
+        return Err(bad(
+            "is not contiguous (outputs are written in place)".into()
+        ));
+    };
+    let ptr: usize = tensor
+        .call_method0(pyo3::intern!(py, "data_ptr"))?
+        .extract()?;
+    let shape: Vec<u64> = tensor.getattr(pyo3::intern!(py, "shape"))?.extract()?;
+    let dtype = dtype_name(
+        &tensor
+            .getattr(pyo3::intern!(py, "dtype"))?
+            .str()?
+            .to_string(),
+    );
+    Ok((tensor, (ptr, shape, dtype)))
+}
 
 /// A raw view of one tensor's memory: `len` bytes at `ptr`, row-major `shape` of `dtype`.
 #[derive(Debug)]
@@ -194,62 +271,79 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Runs op `name` on raw tensor memory.
-///
-/// `inputs` and `outputs` are `(data_ptr, shape, dtype_name)` of contiguous CPU tensors (an
-/// input is `None` for an optional tensor left out), tensors
-/// in parameter order, outputs in return order; `scalars` are the scalar arguments in parameter
-/// order. The kernel is compiled once per signature and simulated with the GIL released, reading
-/// and writing the tensors' memory in place.
-///
-/// This is a private entry point: the caller guarantees that every pointer is the data pointer of
-/// a live, contiguous tensor of exactly the given shape and dtype, kept alive for the call.
+/// Runs op `name` on tensors: `inputs` are the tensor arguments in parameter order (`None`
+/// for an optional tensor left out), `scalars` the scalar arguments in parameter order,
+/// `outputs` fresh contiguous CPU tensors in return order, written in place. The kernel is
+/// compiled once per signature and simulated with the GIL released.
 #[pyfunction]
 pub fn run(
     py: Python<'_>,
     name: &str,
-    inputs: Vec<Option<BufferArg>>,
+    inputs: Vec<Option<Bound<'_, PyAny>>>,
     scalars: Vec<Bound<'_, PyAny>>,
-    outputs: Vec<BufferArg>,
+    outputs: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<()> {
-    let def = errors::registry()?
-        .get(name)
-        .map_err(errors::registry_err)?;
-    let shapes: Vec<Option<Vec<u64>>> = inputs
-        .iter()
-        .map(|b| b.as_ref().map(|b| b.1.clone()))
-        .collect();
-    let dtypes: Vec<Option<&str>> = inputs
-        .iter()
-        .map(|b| b.as_ref().map(|b| b.2.as_str()))
-        .collect();
-    let sig = args::signature(def, &shapes, &dtypes, &scalars)?;
-    let raw_inputs = inputs
-        .iter()
-        .enumerate()
-        .filter_map(|(i, b)| b.as_ref().map(|b| RawBuffer::new(name, "input", i, b)))
-        .collect::<PyResult<Vec<_>>>()?;
-    let raw_outputs = outputs
-        .iter()
-        .enumerate()
-        .map(|(i, b)| RawBuffer::new(name, "output", i, b))
-        .collect::<PyResult<Vec<_>>>()?;
-    let job = Job {
-        def,
-        sig,
-        inputs: raw_inputs,
-        outputs: raw_outputs,
-    };
-    let result = py.detach(move || {
-        catch_unwind(AssertUnwindSafe(move || job.execute())).unwrap_or_else(|payload| {
-            Err(NkiError::Internal(format!(
-                "{}: panic while compiling or simulating: {}",
-                Qualified(def.name),
-                panic_message(payload.as_ref())
-            )))
-        })
-    });
-    result.map_err(|e| to_py_err(e, def.name))
+    crate::guard::guard("run", || {
+        let def = errors::registry()?
+            .get(name)
+            .map_err(errors::registry_err)?;
+        // The tensors (and any contiguous copies) stay referenced here until `run` returns.
+        let mut alive: Vec<Bound<'_, PyAny>> = Vec::with_capacity(inputs.len() + outputs.len());
+        let mut input_args: Vec<Option<BufferArg>> = Vec::with_capacity(inputs.len());
+        for (i, t) in inputs.iter().enumerate() {
+            input_args.push(match t {
+                None => None,
+                Some(t) if t.is_none() => None,
+                Some(t) => {
+                    let (keep, arg) = read_tensor(name, "input", i, t)?;
+                    alive.push(keep);
+                    Some(arg)
+                }
+            });
+        }
+        let mut output_args: Vec<BufferArg> = Vec::with_capacity(outputs.len());
+        for (i, t) in outputs.iter().enumerate() {
+            let (keep, arg) = read_tensor(name, "output", i, t)?;
+            alive.push(keep);
+            output_args.push(arg);
+        }
+        let shapes: Vec<Option<Vec<u64>>> = input_args
+            .iter()
+            .map(|b| b.as_ref().map(|b| b.1.clone()))
+            .collect();
+        let dtypes: Vec<Option<&str>> = input_args
+            .iter()
+            .map(|b| b.as_ref().map(|b| b.2.as_str()))
+            .collect();
+        let sig = args::signature(def, &shapes, &dtypes, &scalars)?;
+        let raw_inputs = input_args
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| b.as_ref().map(|b| RawBuffer::new(name, "input", i, b)))
+            .collect::<PyResult<Vec<_>>>()?;
+        let raw_outputs = output_args
+            .iter()
+            .enumerate()
+            .map(|(i, b)| RawBuffer::new(name, "output", i, b))
+            .collect::<PyResult<Vec<_>>>()?;
+        let job = Job {
+            def,
+            sig,
+            inputs: raw_inputs,
+            outputs: raw_outputs,
+        };
+        let result = py.detach(move || {
+            catch_unwind(AssertUnwindSafe(move || job.execute())).unwrap_or_else(|payload| {
+                Err(NkiError::Internal(format!(
+                    "{}: panic while compiling or simulating: {}",
+                    Qualified(def.name),
+                    panic_message(payload.as_ref())
+                )))
+            })
+        });
+        drop(alive);
+        result.map_err(|e| to_py_err(e, def.name))
+    })
 }
 
 #[cfg(test)]

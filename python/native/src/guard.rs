@@ -1,0 +1,95 @@
+//! Every native entry point runs inside [`guard`]: a Rust panic becomes a `torch_nki.NkiError`
+//! naming the entry point, never an unwinding across the FFI (nor pyo3's `PanicException`,
+//! which is not an `Exception`). Tests force a panic through each entry point with
+//! `_force_panic(name)` (see [`ENTRY_POINTS`]).
+
+use crate::errors::internal_error;
+use pyo3::PyResult;
+use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+thread_local! {
+    static FORCED: Cell<Option<&'static str>> = const { Cell::new(None) };
+}
+
+/// The name of every guarded entry point (functions, and `Class.method`).
+pub const ENTRY_POINTS: &[&str] = &[
+    "versions",
+    "set_namespace",
+    "manifest",
+    "names",
+    "check",
+    "symbolic",
+    "tolerance",
+    "run",
+    "cost",
+    "emit",
+    "program",
+    "nki_api",
+    "cache_size",
+    "cache_capacity",
+    "disk_cache_dir",
+    "disk_cache_info",
+    "disk_cache_clear",
+    "_error_example",
+    "Tracer.__new__",
+    "Tracer.output",
+    "Tracer.tile",
+    "Tracer.open_loop",
+    "Tracer.close_loop",
+    "Tracer.dma_copy",
+    "Tracer.tensor_tensor",
+    "Tracer.tensor_scalar",
+    "Tracer.activation",
+    "Tracer.tensor_reduce",
+    "Tracer.tensor_copy",
+    "Tracer.memset",
+    "Tracer.nc_transpose",
+    "Tracer.nc_matmul",
+    "Tracer.finish",
+    "Program.validate",
+    "Program.simulate",
+    "Program.cost",
+    "Program.emit",
+    "Program.unrolled",
+    "Program.difference",
+];
+
+/// Runs `f` for entry point `entry`, turning a panic into an `NkiError`.
+pub fn guard<R>(entry: &'static str, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
+    debug_assert!(
+        ENTRY_POINTS.contains(&entry),
+        "{entry} is not in ENTRY_POINTS"
+    );
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        if FORCED.with(|forced| forced.get() == Some(entry)) {
+            FORCED.with(|forced| forced.set(None));
+            panic!("forced panic (test hook)");
+        }
+        f()
+    }));
+    result.unwrap_or_else(|payload| {
+        let message = nki_core::lang::context::panic_message(payload.as_ref());
+        Err(internal_error(format!(
+            "torch_nki native entry point `{entry}` panicked: {message}"
+        )))
+    })
+}
+
+/// Makes the next call of entry point `entry` on this thread panic inside its guard (for tests).
+#[pyo3::pyfunction]
+pub fn _force_panic(entry: &str) -> PyResult<()> {
+    let Some(&known) = ENTRY_POINTS.iter().find(|e| **e == entry) else {
+        return Err(pyo3::exceptions::PyKeyError::new_err(format!(
+            "no native entry point `{entry}`"
+        )));
+    };
+    FORCED.with(|forced| forced.set(Some(known)));
+    Ok(())
+}
+
+/// Every guarded entry point's name.
+#[pyo3::pyfunction]
+pub fn _entry_points() -> Vec<&'static str> {
+    ENTRY_POINTS.to_vec()
+}

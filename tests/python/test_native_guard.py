@@ -1,0 +1,115 @@
+"""No native entry point lets a Rust panic cross into Python: a panic forced through each one
+(``_native._force_panic``) comes back as a ``torch_nki.NkiError`` naming the entry point, and
+the module keeps working afterwards."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import torch_nki
+from torch_nki import _native
+
+SHAPES, DTYPES = [[4, 4], [4, 4]], ["f32", "f32"]
+AT = ("k.py", 2)
+"""The kernel source location calls are recorded at."""
+WHOLE_X = ("hbm", 0, 0, [(4, 4), (4, 1)])
+
+
+def _tracer() -> Any:
+    return _native.Tracer("k", "trn2", [("x", [4, 4], "f32")])
+
+
+def _with_tile(call: Callable[[Any, tuple[int, int, int, int, int]], object]) -> Callable[[], object]:
+    def run() -> object:
+        t = _tracer()
+        tile = t.tile(4, 4, "f32", "sbuf", "k.py", 1)
+        return call(t, (tile, 0, 4, 0, 4))
+
+    return run
+
+
+def _closing() -> object:
+    t = _tracer()
+    t.open_loop(1, "affine", "k.py", 1)
+    return t.close_loop()
+
+
+def _calls() -> dict[str, Callable[[], object]]:
+    x = torch.rand(4, 4)
+    program = _native.program("add", SHAPES, DTYPES, [], "trn2")
+    data = x.numpy().tobytes()
+    psum = lambda t: t.tile(4, 4, "f32", "psum", "k.py", 1)  # noqa: E731
+    return {
+        "versions": _native.versions,
+        "set_namespace": lambda: _native.set_namespace("neuron"),
+        "manifest": _native.manifest,
+        "names": _native.names,
+        "check": lambda: _native.check("add", SHAPES, DTYPES, []),
+        "symbolic": lambda: _native.symbolic("add", [["s0", 4], ["s0", 4]], DTYPES),
+        "tolerance": lambda: _native.tolerance("add", SHAPES, DTYPES, []),
+        "run": lambda: _native.run("add", [x, x], [], [torch.empty(4, 4)]),
+        "cost": lambda: _native.cost("add", SHAPES, DTYPES, [], "trn2"),
+        "emit": lambda: _native.emit("add", SHAPES, DTYPES, [], "trn2"),
+        "program": lambda: _native.program("add", SHAPES, DTYPES, [], "trn2"),
+        "nki_api": _native.nki_api,
+        "cache_size": _native.cache_size,
+        "cache_capacity": lambda: _native.cache_capacity(None),
+        "disk_cache_dir": _native.disk_cache_dir,
+        "disk_cache_info": _native.disk_cache_info,
+        "disk_cache_clear": _native.disk_cache_clear,
+        "_error_example": lambda: _native._error_example("internal"),
+        "Tracer.__new__": _tracer,
+        "Tracer.output": lambda: _tracer().output([4, 4], "f32", "k.py", 1),
+        "Tracer.tile": lambda: _tracer().tile(4, 4, "f32", "sbuf", "k.py", 1),
+        "Tracer.open_loop": lambda: _tracer().open_loop(1, "affine", "k.py", 1),
+        "Tracer.close_loop": _closing,
+        "Tracer.dma_copy": _with_tile(lambda t, r: t.dma_copy(("tile", *r), WHOLE_X, *AT)),
+        "Tracer.tensor_tensor": _with_tile(lambda t, r: t.tensor_tensor(r, r, r, "add", *AT)),
+        "Tracer.tensor_scalar": _with_tile(lambda t, r: t.tensor_scalar(r, r, "add", 1.0, None, None, *AT)),
+        "Tracer.activation": _with_tile(lambda t, r: t.activation(r, "exp", r, None, 1.0, None, None, *AT)),
+        "Tracer.tensor_reduce": _with_tile(
+            lambda t, r: t.tensor_reduce((*r[:4], 1), "add", r, 1, False, *AT)
+        ),
+        "Tracer.tensor_copy": _with_tile(lambda t, r: t.tensor_copy(r, r, *AT)),
+        "Tracer.memset": _with_tile(lambda t, r: t.memset(r, 0.0, *AT)),
+        "Tracer.nc_transpose": _with_tile(lambda t, r: t.nc_transpose((psum(t), 0, 4, 0, 4), r, *AT)),
+        "Tracer.nc_matmul": _with_tile(lambda t, r: t.nc_matmul((psum(t), 0, 4, 0, 4), r, r, False, *AT)),
+        "Tracer.finish": lambda: _tracer().finish([]),
+        "Program.validate": program.validate,
+        "Program.simulate": lambda: program.simulate([data, data]),
+        "Program.cost": program.cost,
+        "Program.emit": program.emit,
+        "Program.unrolled": program.unrolled,
+        "Program.difference": lambda: program.difference(program),
+    }
+
+
+CALLS = _calls()
+
+
+def test_every_entry_point_is_exercised() -> None:
+    assert sorted(CALLS) == sorted(_native._entry_points())
+
+
+@pytest.mark.parametrize("entry", sorted(CALLS))
+def test_a_forced_panic_is_an_nki_error_naming_the_entry_point(entry: str) -> None:
+    call = CALLS[entry]
+    if entry == "_error_example":
+        with pytest.raises(torch_nki.NkiError, match="an impossible state"):
+            call()
+    else:
+        call()  # works normally
+    _native._force_panic(entry)
+    with pytest.raises(torch_nki.NkiError, match=rf"native entry point `{entry}` panicked: forced panic"):
+        call()
+    if entry != "_error_example":
+        call()  # and again afterwards
+
+
+def test_unknown_entry_points_cannot_be_armed() -> None:
+    with pytest.raises(KeyError, match="no native entry point `nope`"):
+        _native._force_panic("nope")
