@@ -2,9 +2,10 @@
 
 Prints the time of an eager 4x4 ``torch.ops.neuron.add`` without grad next to a raw
 ``define``/``impl`` Python op that does nothing (returns its input), the ratio between them
-(the target is <= 2x), and where the op's time goes: the Python CPU kernel called directly, the
-native ``run`` alone, and the output allocation. Timings are the best of several blocks, so
-they are floors; the machine's load moves them all together.
+(the target is <= 2x), and for comparison the op's Python kernels (what runs without the fast
+C++ kernels, see ``torch_nki._fast``): the CPU kernel called directly, the native ``run`` alone,
+and the output allocation. Timings are the best of several blocks, so they are floors; the
+machine's load moves them all together.
 
     python scripts/bench_overhead.py [--calls N]
 """
@@ -59,13 +60,14 @@ def main() -> int:
         rows = [
             ("raw torch.library op (define/impl, returns x)", best_us(lambda: raw(x, y), n)),
             ("torch.ops.neuron.add(x, y)", best_us(lambda: add(x, y), n)),
-            ("  its Python CPU kernel, called directly", best_us(lambda: cpu_kernel(x, y), n)),
+            ("  its Python CPU kernel (the fallback), directly", best_us(lambda: cpu_kernel(x, y), n)),
             ("  _native.run alone (compiled, 4x4 simulated)", best_us(native_run, n)),
             ("  torch.empty(4, 4) (the output)", best_us(lambda: torch.empty(4, 4), n)),
             ("aten add(x, y)", best_us(lambda: torch.add(x, y), n)),
         ]
     width = max(len(name) for name, _ in rows)
-    print(f"per-call time, 4x4 float32, no grad ({n} calls per block, best block)")
+    state = "enabled" if torch_nki._fast.enabled() else "DISABLED (Python kernels)"
+    print(f"per-call time, 4x4 float32, no grad ({n} calls per block, best block); fast path {state}")
     for name, us in rows:
         print(f"  {name:<{width}}  {us:7.2f} us")
     ratio = rows[1][1] / rows[0][1]

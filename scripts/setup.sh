@@ -54,6 +54,9 @@ say "building and installing torch_nki (maturin develop --release -m python/Carg
     VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --release -m python/Cargo.toml
 )
 
+say "compiling the fast C++ kernels against the installed torch (python -m torch_nki._fast)"
+(cd "$repo" && "$vpy" -m torch_nki._fast)
+
 say "checking the install"
 (cd "$repo" && "$vpy" -c 'import torch, torch_nki; print("torch", torch.__version__, "| torch.ops.neuron:", ", ".join(torch_nki.ops()))')
 say "done: activate with 'source $venv/bin/activate', run the tests with '$vpy -m pytest tests/python -q'"

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from torch_nki import autograd
+from torch_nki import _fast, autograd
 from torch_nki._autocast import register_autocast
 from torch_nki._kernels import make_cpu_kernel, make_fake_kernel
 from torch_nki._manifest import OpSpec, parse
@@ -43,6 +43,8 @@ class Registration:
     ops: dict[str, OpSpec]
     namespace: str = NAMESPACE
     libs: list[torch.library.Library] = field(default_factory=list)
+    fast: bool = False
+    """Whether its ops have the fast C++ kernels (see :mod:`torch_nki._fast`)."""
 
     def op_names(self) -> list[str]:
         """Every ``torch.ops.<namespace>`` name this registration defines."""
@@ -83,19 +85,43 @@ def _public_outputs(spec: OpSpec, fwd_name: str) -> Callable[..., Any]:
     return public
 
 
+SLOW_PREFIX = "_nki_slow_"
+"""Hidden twin op holding the Python CPU kernel the fast C++ kernel falls back to."""
+GRAD_PREFIX = "_nki_grad_"
+"""Hidden twin op holding the Python autograd kernel the fast AutogradCPU kernel defers to."""
+
+
+def _twin_schema(schema: str, prefix: str) -> str:
+    """The schema of a hidden twin op: the same signature under ``<prefix><name>``."""
+    return prefix + schema
+
+
 def _register_op(
-    lib: torch.library.Library, spec: OpSpec, ops: dict[str, OpSpec], native: ModuleType
+    lib: torch.library.Library, spec: OpSpec, ops: dict[str, OpSpec], native: ModuleType, fast: bool
 ) -> None:
     tags = (torch.Tag.pt2_compliant_tag,)
     ns = spec.namespace
     kernel_name, kernel_schema = spec.forward_op or (spec.name, spec.schema)
-    lib.define(kernel_schema, tags=tags)
-    lib.impl(kernel_name, make_cpu_kernel(spec, native), "CPU")
-    torch.library.register_fake(f"{ns}::{kernel_name}", make_fake_kernel(spec, native), lib=lib)
+    cpu_kernel = make_cpu_kernel(spec, native)
+    fake_kernel = make_fake_kernel(spec, native)
     rule = autograd.rule_for(spec, ops, lambda name: _op(ns, name))
+    lib.define(kernel_schema, tags=tags)
+    torch.library.register_fake(f"{ns}::{kernel_name}", fake_kernel, lib=lib)
+    # The Python autograd kernel serves every backend; on CPU the fast path overrides it with a
+    # C++ kernel that defers to the grad twin when a gradient can be needed.
     lib.impl(
         kernel_name, autograd.make_autograd_kernel(spec, kernel_name, rule), "Autograd", with_keyset=True
     )
+    if fast:
+        slow, grad = SLOW_PREFIX + kernel_name, GRAD_PREFIX + kernel_name
+        lib.define(_twin_schema(kernel_schema, SLOW_PREFIX), tags=tags)
+        lib.impl(slow, cpu_kernel, "CPU")
+        lib.define(_twin_schema(kernel_schema, GRAD_PREFIX), tags=tags)
+        torch.library.register_fake(f"{ns}::{grad}", fake_kernel, lib=lib)
+        lib.impl(grad, autograd.make_autograd_kernel(spec, grad, rule), "Autograd", with_keyset=True)
+        _fast.register(f"{ns}::{kernel_name}", native, spec.name, f"{ns}::{slow}", f"{ns}::{grad}")
+    else:
+        lib.impl(kernel_name, cpu_kernel, "CPU")
     register_autocast(lib, spec, kernel_name)
     if spec.forward_op is not None:
         lib.define(spec.schema, tags=tags)
@@ -156,14 +182,15 @@ def register(native: ModuleType, namespace: str = NAMESPACE, source: str | None 
         native.set_namespace(namespace)
         by_name = {s.name: s for s in specs}
         lib = torch.library.Library(namespace, "FRAGMENT")
+        fast = hasattr(native, "_fast_api") and _fast.load()
         for spec in specs:
             try:
-                _register_op(lib, spec, by_name, native)
+                _register_op(lib, spec, by_name, native, fast)
             except Exception as err:
                 raise RuntimeError(
                     f"torch_nki: could not register {spec.qualname} (defined at {spec.location}): {err}"
                 ) from err
-        reg = Registration(native, text, by_name, namespace, [lib])
+        reg = Registration(native, text, by_name, namespace, [lib], fast)
         _registrations[key] = reg
         return reg
 
@@ -171,6 +198,9 @@ def register(native: ModuleType, namespace: str = NAMESPACE, source: str | None 
 def unregister(reg: Registration) -> None:
     """Removes every op ``reg`` registered (``torch.ops.<namespace>.<name>`` stops existing)."""
     with _lock:
+        if reg.fast:
+            for spec in reg.ops.values():
+                _fast.unregister(f"{reg.namespace}::{spec.forward_op[0] if spec.forward_op else spec.name}")
         for lib in reg.libs:
             lib._destroy()
         reg.libs.clear()

@@ -62,6 +62,8 @@ def _calls() -> dict[str, Callable[[], object]]:
         "disk_cache_info": _native.disk_cache_info,
         "disk_cache_clear": _native.disk_cache_clear,
         "_error_example": lambda: _native._error_example("internal"),
+        "_fast_api": _native._fast_api,
+        "_armed": _native._armed,
         "Tracer.__new__": _tracer,
         "Tracer.output": lambda: _tracer().output([4, 4], "f32", "k.py", 1),
         "Tracer.tile": lambda: _tracer().tile(4, 4, "f32", "sbuf", "k.py", 1),

@@ -32,6 +32,8 @@ pub const ENTRY_POINTS: &[&str] = &[
     "disk_cache_info",
     "disk_cache_clear",
     "_error_example",
+    "_fast_api",
+    "_armed",
     "Tracer.__new__",
     "Tracer.output",
     "Tracer.tile",
@@ -55,6 +57,18 @@ pub const ENTRY_POINTS: &[&str] = &[
     "Program.difference",
 ];
 
+/// The C ABI entry points of the fast path (`fast.rs`). They catch panics too, and answer one
+/// with "take the slow path", so a forced panic there is invisible but for the path taken.
+pub const FAST_ENTRY_POINTS: &[&str] = &["fast.plan", "fast.execute"];
+
+/// Panics if a forced panic is armed for `entry` on this thread (disarming it).
+pub fn panic_if_forced(entry: &'static str) {
+    if FORCED.with(|forced| forced.get() == Some(entry)) {
+        FORCED.with(|forced| forced.set(None));
+        panic!("forced panic (test hook)");
+    }
+}
+
 /// Runs `f` for entry point `entry`, turning a panic into an `NkiError`.
 pub fn guard<R>(entry: &'static str, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
     debug_assert!(
@@ -62,10 +76,7 @@ pub fn guard<R>(entry: &'static str, f: impl FnOnce() -> PyResult<R>) -> PyResul
         "{entry} is not in ENTRY_POINTS"
     );
     let result = catch_unwind(AssertUnwindSafe(|| {
-        if FORCED.with(|forced| forced.get() == Some(entry)) {
-            FORCED.with(|forced| forced.set(None));
-            panic!("forced panic (test hook)");
-        }
+        panic_if_forced(entry);
         f()
     }));
     result.unwrap_or_else(|payload| {
@@ -79,13 +90,21 @@ pub fn guard<R>(entry: &'static str, f: impl FnOnce() -> PyResult<R>) -> PyResul
 /// Makes the next call of entry point `entry` on this thread panic inside its guard (for tests).
 #[pyo3::pyfunction]
 pub fn _force_panic(entry: &str) -> PyResult<()> {
-    let Some(&known) = ENTRY_POINTS.iter().find(|e| **e == entry) else {
+    let all = ENTRY_POINTS.iter().chain(FAST_ENTRY_POINTS);
+    let Some(&known) = all.into_iter().find(|e| **e == entry) else {
         return Err(pyo3::exceptions::PyKeyError::new_err(format!(
             "no native entry point `{entry}`"
         )));
     };
     FORCED.with(|forced| forced.set(Some(known)));
     Ok(())
+}
+
+/// The entry point a forced panic is armed for on this thread, if any (a test checks that the
+/// call it made consumed it).
+#[pyo3::pyfunction]
+pub fn _armed() -> PyResult<Option<&'static str>> {
+    guard("_armed", || Ok(FORCED.with(Cell::get)))
 }
 
 /// Every guarded entry point's name.

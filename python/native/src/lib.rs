@@ -28,6 +28,7 @@
 
 pub mod args;
 pub mod errors;
+pub mod fast;
 pub mod frontend;
 pub mod guard;
 pub mod run;
@@ -432,6 +433,8 @@ pub fn init_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_namespace, m)?)?;
     m.add_function(wrap_pyfunction!(guard::_force_panic, m)?)?;
     m.add_function(wrap_pyfunction!(guard::_entry_points, m)?)?;
+    m.add_function(wrap_pyfunction!(guard::_armed, m)?)?;
+    m.add_function(wrap_pyfunction!(fast::_fast_api, m)?)?;
     m.add_function(wrap_pyfunction!(manifest, m)?)?;
     m.add_function(wrap_pyfunction!(names, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;

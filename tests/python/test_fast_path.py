@@ -1,0 +1,116 @@
+"""The fast path (C++ dispatcher kernels calling the Rust kernels through the module's C ABI)
+computes exactly what the Python kernels compute, falls back to them for everything unusual,
+and leaves autograd, errors and the registry as they were."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import torch_nki
+from torch_nki import _fast, _native, testing
+from torch_nki._register import GRAD_PREFIX, SLOW_PREFIX
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    ints = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
+    return t.view(ints[t.element_size()]) if t.is_floating_point() else t
+
+
+def _kernel_op(op: str) -> str:
+    spec = testing.op_spec(op)
+    return spec.forward_op[0] if spec.forward_op else op
+
+
+def _samples(op: str) -> list[testing.SampleInput]:
+    if testing.op_spec(op).backward_of is not None:
+        return testing.backward_sample_inputs(op)
+    return testing.sample_inputs(op)
+
+
+def test_the_fast_path_is_built_and_enabled() -> None:
+    assert _fast.enabled(), "the C++ kernels did not load (see the RuntimeWarning at import)"
+    assert _fast.library_path() is not None
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("neuron::add", "AutogradCPU")
+
+
+@pytest.mark.parametrize("op", testing.ops_with_reference() + testing.backward_kernels())
+def test_fast_and_python_kernels_give_the_same_bits(op: str) -> None:
+    name = _kernel_op(op)
+    fast = getattr(torch.ops.neuron, name)
+    slow = getattr(torch.ops.neuron, SLOW_PREFIX + name)
+    for sample in _samples(op):
+        with torch.no_grad():
+            got = testing.public_outputs(fast(*sample.args))
+            want = testing.public_outputs(slow(*sample.args))
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape, sample
+            assert torch.equal(_bits(g), _bits(w)), f"{sample}: the fast path differs"
+
+
+def test_unusual_calls_fall_back_to_the_python_kernel() -> None:
+    x, y = torch.rand(4, 6), torch.rand(4, 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = torch.ops.neuron.add(x.double(), y.double())  # f64: computed in f32, returned f64
+    assert out.dtype == torch.float64 and torch.allclose(out, (x + y).double())
+    xt = torch.rand(6, 4).t()  # not contiguous
+    assert torch.equal(torch.ops.neuron.add(xt, y), xt + y)
+    with pytest.raises(torch_nki.ContractShapeError, match=r"^neuron::add: y has shape \[4, 5\]"):
+        torch.ops.neuron.add(x, torch.rand(4, 5))
+    with pytest.raises(torch_nki.ContractDtypeError, match="x has dtype int8"):
+        torch.ops.neuron.add(x.to(torch.int8), y.to(torch.int8))
+    assert torch.ops.neuron.add(x.to("meta"), y.to("meta")).device.type == "meta"
+
+
+def test_autograd_is_recorded_only_when_a_gradient_can_be_needed() -> None:
+    x, w = torch.rand(3, 8), torch.rand(8)
+    assert torch.ops.neuron.rmsnorm(x, w).grad_fn is None
+    xg = x.clone().requires_grad_()
+    with torch.no_grad():
+        assert torch.ops.neuron.rmsnorm(xg, w).grad_fn is None
+    y = torch.ops.neuron.rmsnorm(xg, w)
+    assert y.grad_fn is not None
+    (g,) = torch.autograd.grad(y.sum(), xg)
+    assert g.shape == x.shape
+
+
+@pytest.mark.parametrize("entry", ["fast.plan", "fast.execute"])
+def test_a_panic_in_the_c_abi_takes_the_python_kernel(entry: str) -> None:
+    x = torch.rand(5, 7)
+    _native._force_panic(entry)
+    assert _native._armed() == entry
+    assert torch.equal(torch.ops.neuron.add(x, x), x + x)
+    assert _native._armed() is None, "the call did not go through the fast path"
+    assert torch.equal(torch.ops.neuron.add(x, x), x + x)
+
+
+def test_hidden_twins_are_not_listed() -> None:
+    assert not any(GRAD_PREFIX in op or SLOW_PREFIX in op for op in torch_nki.ops())
+
+
+def test_disabled_fast_path_runs_the_python_kernels() -> None:
+    code = (
+        "import torch, torch_nki\n"
+        "from torch_nki import _fast\n"
+        "x = torch.rand(4, 4)\n"
+        "assert torch.equal(torch.ops.neuron.add(x, x), x + x)\n"
+        "has = torch._C._dispatch_has_kernel_for_dispatch_key\n"
+        "print(_fast.enabled(), has('neuron::add', 'AutogradCPU'))\n"
+    )
+    env = {**os.environ, "TORCH_NKI_FAST": "0"}
+    cmd = [sys.executable, "-c", code]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False False"
+
+
+def test_a_failing_build_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CXX", "false")
+    with pytest.raises(RuntimeError, match=r"compiling fast_ops\.cpp failed"):
+        _fast.build()
