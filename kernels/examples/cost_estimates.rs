@@ -26,10 +26,11 @@ fn sig(shapes: &[&[u64]], dtype: DType, scalars: &[ScalarValue]) -> Signature {
 
 fn show(def: &KernelDef, s: &Signature) {
     let t0 = Instant::now();
-    let program = def.check(s).and_then(|c| c.trace()).expect("trace");
+    let compiled = nki_core::compile(def, s).expect("compile");
+    let program = &compiled.program;
     let traced = t0.elapsed();
     let t1 = Instant::now();
-    let report = estimate(&program);
+    let report = estimate(program);
     let costed = t1.elapsed();
     let shapes: Vec<String> = s
         .tensors

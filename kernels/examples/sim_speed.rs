@@ -1,4 +1,4 @@
-//! Times the simulator alone (trace and validate once, then simulate repeatedly) on the library
+//! Times the simulator alone (compile once, then simulate repeatedly) on the library
 //! kernels: `cargo run --release -p nki-kernels --example sim_speed`.
 
 use nki_core::kernel_def::TensorSig;
@@ -29,9 +29,9 @@ fn bench(
         target: Target::Trn2,
     };
     let t0 = Instant::now();
-    let program = def.check(&sig).and_then(|c| c.trace()).unwrap();
-    nki_core::validate::validate(&program).unwrap();
+    let compiled = nki_core::compile(def, &sig).unwrap();
     let compile = t0.elapsed();
+    let program = &compiled.program;
     let inputs: Vec<Vec<u8>> = shapes
         .iter()
         .map(|s| {
@@ -41,8 +41,15 @@ fn bench(
             b
         })
         .collect();
-    let out = &program.hbm[program.outputs[0].0 as usize];
-    let mut out_bytes = vec![0u8; out.numel() * dtype.size_bytes()];
+    let outs_decl: Vec<_> = program
+        .outputs
+        .iter()
+        .map(|o| &program.hbm[o.0 as usize])
+        .collect();
+    let mut out_bytes: Vec<Vec<u8>> = outs_decl
+        .iter()
+        .map(|d| vec![0u8; d.numel() * d.dtype.size_bytes()])
+        .collect();
     let host_in: Vec<HostTensor<'_>> = shapes
         .iter()
         .zip(&inputs)
@@ -52,22 +59,26 @@ fn bench(
             data: b,
         })
         .collect();
-    let plan = nki_core::sim::ExecPlan::new(&program);
+    let plan = &compiled.plan;
     let mut run = |parallel: bool| {
         let t = Instant::now();
         for _ in 0..reps {
-            let mut outs = [HostTensorMut {
-                dtype,
-                shape: &out.shape,
-                data: &mut out_bytes,
-            }];
+            let mut outs: Vec<HostTensorMut<'_>> = outs_decl
+                .iter()
+                .zip(out_bytes.iter_mut())
+                .map(|(d, data)| HostTensorMut {
+                    dtype: d.dtype,
+                    shape: &d.shape,
+                    data,
+                })
+                .collect();
             simulate(
-                &program,
+                program,
                 &host_in,
                 &mut outs,
                 SimOptions {
                     parallel,
-                    plan: Some(&plan),
+                    plan: Some(plan),
                 },
             )
             .unwrap();
@@ -77,7 +88,7 @@ fn bench(
     run(true);
     let (par, seq) = (run(true), run(false));
     println!(
-        "{:<8} {:<22} {dtype:<5} trace+validate {:>7.1} us   simulate {:>9.1} us (1 thread {:>9.1} us)",
+        "{:<8} {:<22} {dtype:<5} compile {:>7.1} us   simulate {:>9.1} us (1 thread {:>9.1} us)",
         def.name,
         format!("{shapes:?}"),
         compile.as_secs_f64() * 1e6,
