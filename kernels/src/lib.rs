@@ -9,9 +9,12 @@
 //! | `add` | [`elementwise`] | `x + y`, same shape, any rank |
 //! | `rmsnorm` | [`norm`] | `x * rsqrt(mean(x²) + eps) * weight` over the last dim |
 //! | `matmul` | [`matmul`] | `x @ w`, K accumulated in fp32 PSUM |
+//! | `softmax`, `log_softmax` | [`softmax`] | over the last dim, max-subtracted, fp32 inside |
 
 #![warn(missing_docs)]
 
 pub mod elementwise;
 pub mod matmul;
 pub mod norm;
+pub mod softmax;
+mod tiling;

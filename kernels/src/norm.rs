@@ -1,27 +1,11 @@
 //! Normalisation kernels.
 
+use crate::tiling::{CHUNK, column_chunks, rows_of};
 use nki_core::prelude::*;
-
-/// Columns per chunk of the backward pass: 2048 fp32 = 8 KiB per partition per tile.
-const CHUNK: usize = 2048;
 
 /// Columns of `grad_weight` accumulated together: one fp32 PSUM bank (512 columns) each, all
 /// eight banks.
 const WEIGHT_BLOCK: usize = PSUM_BANK_FMAX * PSUM_BANKS;
-
-/// `(start, width)` of each [`CHUNK`]-column chunk of a `d`-wide row.
-fn column_chunks(d: usize) -> Vec<(usize, usize)> {
-    (0..d)
-        .step_by(CHUNK)
-        .map(|c0| (c0, CHUNK.min(d - c0)))
-        .collect()
-}
-
-/// `[..B, D]` as `[N, D]` rows, and the `[..B]` statistics as an `[N, 1]` column.
-fn rows_of(x: &Hbm) -> (usize, usize) {
-    let d = *x.shape().last().unwrap_or(&1);
-    (x.numel() / d.max(1), d)
-}
 
 /// RMSNorm over the last dim: `x * rsqrt(mean(x²) + eps) * weight`, for `x` of any rank ≥ 1
 /// (LlamaRMSNorm's `[B, S, H]` directly).

@@ -77,6 +77,9 @@ def run(compile: bool = True, repeat: int = 15) -> int:
         def neuron(*args: Any, packet: Any = packet) -> Any:
             return packet(*args)
 
+        # One wrapper code object serves every op: reset Dynamo's caches per op, so the
+        # recompile limit counts one op's dtypes, not the whole library's.
+        torch._dynamo.reset()
         compiled = torch.compile(neuron, fullgraph=True) if compile else None
         for dtype in (torch.float32, torch.bfloat16):
             sample = _largest(op, dtype)

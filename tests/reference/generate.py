@@ -49,7 +49,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FORMAT_VERSION = 2
 """Version of the ``cases.json`` layout; bump when the Rust loader must change."""
 
-MAX_FIXTURE_BYTES = 2_000_000
+MAX_FIXTURE_BYTES = 4_000_000
 """Budget for all fixture files together."""
 
 DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}

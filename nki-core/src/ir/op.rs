@@ -103,11 +103,13 @@ pub enum ActFn {
     Reciprocal,
     /// GELU, tanh approximation.
     GeluTanh,
+    /// `ln x`
+    Log,
 }
 
 impl ActFn {
     /// Every activation function.
-    pub const ALL: [ActFn; 11] = [
+    pub const ALL: [ActFn; 12] = [
         ActFn::Identity,
         ActFn::Exp,
         ActFn::Rsqrt,
@@ -119,6 +121,7 @@ impl ActFn {
         ActFn::Sigmoid,
         ActFn::Reciprocal,
         ActFn::GeluTanh,
+        ActFn::Log,
     ];
 
     /// The function spelled `nl.<name>` (`"exp"` → `Exp`, `"copy"` → `Identity`).
@@ -146,6 +149,7 @@ impl ActFn {
                 let c = (2.0f32 / std::f32::consts::PI).sqrt();
                 0.5 * x * (1.0 + (c * (x + 0.044_715 * x * x * x)).tanh())
             }
+            ActFn::Log => x.ln(),
         }
     }
 
@@ -163,6 +167,7 @@ impl ActFn {
             ActFn::Sigmoid => "nl.sigmoid",
             ActFn::Reciprocal => "nl.reciprocal",
             ActFn::GeluTanh => "nl.gelu_apprx_tanh",
+            ActFn::Log => "nl.log",
         }
     }
 }

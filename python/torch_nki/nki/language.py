@@ -78,6 +78,7 @@ tanh = Function("tanh", "activation")
 sigmoid = Function("sigmoid", "activation")
 reciprocal = Function("reciprocal", "activation")
 gelu_apprx_tanh = Function("gelu_apprx_tanh", "activation")
+log = Function("log", "activation")
 
 
 class tile_size:

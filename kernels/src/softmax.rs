@@ -1,0 +1,276 @@
+//! Softmax and log-softmax over the last dimension, forward and backward.
+//!
+//! Rows (every leading dim flattened) are tiled 128 to the partitions; each row is processed in
+//! 2048-column chunks, so any `D` fits in SBUF. The forward is the online (one-pass) form of
+//! the max-subtracted softmax: per chunk the row maximum is updated, the running sum of
+//! `exp(x − max)` is rescaled by `exp(max_old − max_new)` and the chunk's sum added (the
+//! exponential and its row sum are one `activation_reduce` on the scalar engine, the max
+//! subtracted through its per-row bias); a second pass writes `exp(x − max) / sum`. Statistics
+//! are fp32; each output is rounded once to the input dtype. When the row is a single chunk it
+//! stays in SBUF between the passes.
+
+use crate::tiling::{column_chunks, rows_of};
+use nki_core::prelude::*;
+
+/// Loads columns `c0..c0+cols` of a row tile.
+fn load(view: &HbmView, rows: &TileSpan, (c0, cols): (usize, usize), dtype: DType) -> Tile {
+    let t = sbuf([rows.size, cols], dtype);
+    dma_copy(
+        &t,
+        view.clone()
+            .rows(rows.start.clone(), rows.size)
+            .cols(c0, cols),
+    );
+    t
+}
+
+/// Per-row statistics of the online softmax: `neg_max = −max(x)` and
+/// `sum = Σ exp(x − max)`, both `[rows, 1]` fp32. Returns the first chunk's tile when the row
+/// is one chunk (so the second pass need not reload it).
+fn row_statistics(
+    xv: &HbmView,
+    rows: &TileSpan,
+    chunks: &[(usize, usize)],
+    dtype: DType,
+) -> (Tile, Tile, Option<Tile>) {
+    let neg_max = sbuf([rows.size, 1], DType::F32);
+    let sum = sbuf([rows.size, 1], DType::F32);
+    let scratch = sbuf([rows.size, chunks[0].1], DType::F32);
+    let mut kept = None;
+    for (i, &chunk) in chunks.iter().enumerate() {
+        let xt = load(xv, rows, chunk, dtype);
+        let e = scratch.cols(0, chunk.1);
+        if i == 0 {
+            tensor_reduce(&neg_max, BinOp::Maximum, &xt, 1, true);
+            activation_reduce(
+                &e,
+                ActFn::Exp,
+                &xt,
+                BinOp::Add,
+                &sum,
+                Some(neg_max.region()),
+                1.0,
+            );
+        } else {
+            // neg_max' = min(neg_max, −max(chunk)); sum = sum · exp(neg_max' − neg_max) + Σ exp.
+            let chunk_neg_max = sbuf([rows.size, 1], DType::F32);
+            tensor_reduce(&chunk_neg_max, BinOp::Maximum, &xt, 1, true);
+            let new_neg_max = sbuf([rows.size, 1], DType::F32);
+            tensor_tensor(&new_neg_max, &neg_max, &chunk_neg_max, BinOp::Minimum);
+            let rescale = sbuf([rows.size, 1], DType::F32);
+            tensor_tensor(&rescale, &new_neg_max, &neg_max, BinOp::Subtract);
+            activation(&rescale, ActFn::Exp, &rescale, None, 1.0);
+            tensor_tensor(&sum, &sum, &rescale, BinOp::Multiply);
+            let part = sbuf([rows.size, 1], DType::F32);
+            activation_reduce(
+                &e,
+                ActFn::Exp,
+                &xt,
+                BinOp::Add,
+                &part,
+                Some(new_neg_max.region()),
+                1.0,
+            );
+            tensor_tensor(&sum, &sum, &part, BinOp::Add);
+            tensor_copy(&neg_max, &new_neg_max);
+        }
+        if chunks.len() == 1 {
+            kept = Some(xt);
+        }
+    }
+    (neg_max, sum, kept)
+}
+
+/// Softmax over the last dim: `exp(x − max(x)) / Σ exp(x − max(x))`, for `x` of any rank ≥ 1,
+/// in fp32 inside (see the module doc for the tiling).
+#[kernel(
+    shape(x = [..B, D]) -> y = [..B, D],
+    dtype(x in {f32, bf16, f16}) -> x,
+    backward(softmax_backward, saves(y)),
+    replaces("aten::_softmax", "torch.nn.Softmax"),
+    reference("torch.softmax(x.float(), dim=-1).to(x.dtype)"),
+    sample(x = [130, 96]),
+    sample(x = [2, 65, 300]),
+    sample(x = [3, 5000], dtypes = {f32, bf16}),
+    sample(x = [1, 1]),
+    sample(x = [7]),
+    tolerance(reduction(D)),
+    autocast(fp32),
+    bench(x = [8192, 4096]),
+)]
+pub fn softmax(x: &Hbm) -> Hbm {
+    let (n, d) = rows_of(x);
+    let dt = x.dtype();
+    let out = shared_hbm(x.shape(), dt);
+    let (xv, ov) = (x.reshape(&[n, d]), out.reshape(&[n, d]));
+    let chunks = column_chunks(d);
+    for_each_tile(n, PMAX, |rows| {
+        let (neg_max, sum, mut kept) = row_statistics(&xv, &rows, &chunks, dt);
+        let inv = sbuf([rows.size, 1], DType::F32);
+        activation(&inv, ActFn::Reciprocal, &sum, None, 1.0);
+        let e = sbuf([rows.size, chunks[0].1], DType::F32);
+        for &chunk in &chunks {
+            let xt = kept.take().unwrap_or_else(|| load(&xv, &rows, chunk, dt));
+            let ec = e.cols(0, chunk.1);
+            activation(&ec, ActFn::Exp, &xt, Some(neg_max.region()), 1.0);
+            tensor_scalar(&xt, &ec, BinOp::Multiply, &inv);
+            dma_copy(
+                ov.clone()
+                    .rows(rows.start.clone(), rows.size)
+                    .cols(chunk.0, chunk.1),
+                &xt,
+            );
+        }
+    });
+    out
+}
+
+/// Gradient of `softmax` from its output: `grad_x = y · (grad_y − Σ grad_y · y)` per row, the
+/// row sum in fp32 (a first pass over the chunks), then the gradient chunk by chunk.
+#[kernel(
+    shape(grad_y = [..B, D], y = [..B, D]) -> grad_x = [..B, D],
+    dtype(grad_y in {f32, bf16, f16}, y = grad_y) -> grad_y,
+    tolerance(reduction(D)),
+)]
+pub fn softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
+    let (n, d) = rows_of(y);
+    let dt = y.dtype();
+    let grad_x = shared_hbm(y.shape(), dt);
+    let (gv, yv, dv) = (
+        grad_y.reshape(&[n, d]),
+        y.reshape(&[n, d]),
+        grad_x.reshape(&[n, d]),
+    );
+    let chunks = column_chunks(d);
+    for_each_tile(n, PMAX, |rows| {
+        let dot = sbuf([rows.size, 1], DType::F32);
+        let prod = sbuf([rows.size, chunks[0].1], DType::F32);
+        let mut kept = None;
+        for (i, &chunk) in chunks.iter().enumerate() {
+            let (gt, yt) = (load(&gv, &rows, chunk, dt), load(&yv, &rows, chunk, dt));
+            let p = prod.cols(0, chunk.1);
+            tensor_tensor(&p, &gt, &yt, BinOp::Multiply);
+            if i == 0 {
+                tensor_reduce(&dot, BinOp::Add, &p, 1, false);
+            } else {
+                let part = sbuf([rows.size, 1], DType::F32);
+                tensor_reduce(&part, BinOp::Add, &p, 1, false);
+                tensor_tensor(&dot, &dot, &part, BinOp::Add);
+            }
+            if chunks.len() == 1 {
+                kept = Some((gt, yt));
+            }
+        }
+        for &chunk in &chunks {
+            let (gt, yt) = kept
+                .take()
+                .unwrap_or_else(|| (load(&gv, &rows, chunk, dt), load(&yv, &rows, chunk, dt)));
+            let p = prod.cols(0, chunk.1);
+            tensor_scalar(&p, &gt, BinOp::Subtract, &dot);
+            tensor_tensor(&gt, &p, &yt, BinOp::Multiply);
+            dma_copy(
+                dv.clone()
+                    .rows(rows.start.clone(), rows.size)
+                    .cols(chunk.0, chunk.1),
+                &gt,
+            );
+        }
+    });
+    grad_x
+}
+
+/// Log-softmax over the last dim: `x − max(x) − log Σ exp(x − max(x))`, for `x` of any rank
+/// ≥ 1, in fp32 inside (the statistics as for `softmax`).
+#[kernel(
+    shape(x = [..B, D]) -> y = [..B, D],
+    dtype(x in {f32, bf16, f16}) -> x,
+    backward(log_softmax_backward, saves(y)),
+    replaces("aten::_log_softmax", "torch.nn.LogSoftmax"),
+    reference("torch.log_softmax(x.float(), dim=-1).to(x.dtype)"),
+    sample(x = [130, 96]),
+    sample(x = [2, 65, 300]),
+    sample(x = [3, 5000], dtypes = {f32, bf16}),
+    sample(x = [1, 1]),
+    sample(x = [7]),
+    tolerance(reduction(D)),
+    autocast(fp32),
+    bench(x = [8192, 4096]),
+)]
+pub fn log_softmax(x: &Hbm) -> Hbm {
+    let (n, d) = rows_of(x);
+    let dt = x.dtype();
+    let out = shared_hbm(x.shape(), dt);
+    let (xv, ov) = (x.reshape(&[n, d]), out.reshape(&[n, d]));
+    let chunks = column_chunks(d);
+    for_each_tile(n, PMAX, |rows| {
+        let (neg_max, sum, mut kept) = row_statistics(&xv, &rows, &chunks, dt);
+        // shift = −max − log(sum), per row.
+        let shift = sbuf([rows.size, 1], DType::F32);
+        activation(&shift, ActFn::Log, &sum, None, 1.0);
+        tensor_tensor(&shift, &neg_max, &shift, BinOp::Subtract);
+        for &chunk in &chunks {
+            let xt = kept.take().unwrap_or_else(|| load(&xv, &rows, chunk, dt));
+            tensor_scalar(&xt, &xt, BinOp::Add, &shift);
+            dma_copy(
+                ov.clone()
+                    .rows(rows.start.clone(), rows.size)
+                    .cols(chunk.0, chunk.1),
+                &xt,
+            );
+        }
+    });
+    out
+}
+
+/// Gradient of `log_softmax` from its output: `grad_x = grad_y − exp(y) · Σ grad_y` per row
+/// (the row sum in fp32 first, then the gradient chunk by chunk).
+#[kernel(
+    shape(grad_y = [..B, D], y = [..B, D]) -> grad_x = [..B, D],
+    dtype(grad_y in {f32, bf16, f16}, y = grad_y) -> grad_y,
+    tolerance(reduction(D)),
+)]
+pub fn log_softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
+    let (n, d) = rows_of(y);
+    let dt = y.dtype();
+    let grad_x = shared_hbm(y.shape(), dt);
+    let (gv, yv, dv) = (
+        grad_y.reshape(&[n, d]),
+        y.reshape(&[n, d]),
+        grad_x.reshape(&[n, d]),
+    );
+    let chunks = column_chunks(d);
+    for_each_tile(n, PMAX, |rows| {
+        let total = sbuf([rows.size, 1], DType::F32);
+        let mut kept = None;
+        for (i, &chunk) in chunks.iter().enumerate() {
+            let gt = load(&gv, &rows, chunk, dt);
+            if i == 0 {
+                tensor_reduce(&total, BinOp::Add, &gt, 1, false);
+            } else {
+                let part = sbuf([rows.size, 1], DType::F32);
+                tensor_reduce(&part, BinOp::Add, &gt, 1, false);
+                tensor_tensor(&total, &total, &part, BinOp::Add);
+            }
+            if chunks.len() == 1 {
+                kept = Some(gt);
+            }
+        }
+        let p = sbuf([rows.size, chunks[0].1], DType::F32);
+        for &chunk in &chunks {
+            let gt = kept.take().unwrap_or_else(|| load(&gv, &rows, chunk, dt));
+            let yt = load(&yv, &rows, chunk, dt);
+            let pc = p.cols(0, chunk.1);
+            // exp(y) · total, then grad_y − it.
+            activation(&pc, ActFn::Exp, &yt, None, 1.0);
+            tensor_scalar(&pc, &pc, BinOp::Multiply, &total);
+            tensor_tensor(&gt, &gt, &pc, BinOp::Subtract);
+            dma_copy(
+                dv.clone()
+                    .rows(rows.start.clone(), rows.size)
+                    .cols(chunk.0, chunk.1),
+                &gt,
+            );
+        }
+    });
+    grad_x
+}
