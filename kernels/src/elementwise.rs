@@ -1,32 +1,7 @@
 //! Elementwise kernels.
 
+use crate::tiling::{as_rows, block, for_each_chunk};
 use nki_core::prelude::*;
-
-/// Free-dim chunk (elements per partition) for elementwise kernels: 2048 fp32 = 8 KiB per
-/// partition per tile, large enough for efficient DMA (≥ 2 KiB per partition).
-const CHUNK: usize = 2048;
-
-/// Views `t` as rows of its last dimension: `[rows, cols]`.
-fn as_rows(t: &Hbm) -> HbmView {
-    let cols = *t.shape().last().unwrap_or(&1);
-    let rows = t.numel() / cols.max(1);
-    t.reshape(&[rows, cols])
-}
-
-/// Runs `body(rows, cols)` over `[rows, cols]` tiles of a `[total_rows, total_cols]` view:
-/// rows tiled 128 to the partitions, columns in chunks of [`CHUNK`], ragged tails included.
-fn for_each_chunk(total_rows: usize, total_cols: usize, mut body: impl FnMut(&TileSpan, TileSpan)) {
-    for_each_tile(total_rows, PMAX, |r| {
-        for_each_tile(total_cols, CHUNK, |c| body(&r, c));
-    });
-}
-
-/// The `[r, c]` block of a row view.
-fn block(v: &HbmView, r: &TileSpan, c: &TileSpan) -> HbmView {
-    v.clone()
-        .rows(r.start.clone(), r.size)
-        .cols(c.start.clone(), c.size)
-}
 
 /// Elementwise sum `x + y` of two tensors of the same shape and dtype (any rank ≥ 1).
 ///

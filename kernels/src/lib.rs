@@ -7,12 +7,14 @@
 //! | op | module | what |
 //! |---|---|---|
 //! | `add` | [`elementwise`] | `x + y`, same shape, any rank |
+//! | `silu`, `silu_mul` | [`activation`] | `x·σ(x)`, and SwiGLU's `silu(gate) · up` |
 //! | `rmsnorm` | [`norm`] | `x * rsqrt(mean(x²) + eps) * weight` over the last dim |
 //! | `matmul` | [`matmul`] | `x @ w`, K accumulated in fp32 PSUM |
 //! | `softmax`, `log_softmax` | [`softmax`] | over the last dim, max-subtracted, fp32 inside |
 
 #![warn(missing_docs)]
 
+pub mod activation;
 pub mod elementwise;
 pub mod matmul;
 pub mod norm;

@@ -18,3 +18,28 @@ pub(crate) fn column_chunks(d: usize) -> Vec<(usize, usize)> {
         .map(|c0| (c0, CHUNK.min(d - c0)))
         .collect()
 }
+
+/// Views `t` as rows of its last dimension: `[rows, cols]`.
+pub(crate) fn as_rows(t: &Hbm) -> HbmView {
+    let (rows, cols) = rows_of(t);
+    t.reshape(&[rows, cols])
+}
+
+/// Runs `body(rows, cols)` over `[rows, cols]` tiles of a `[total_rows, total_cols]` view:
+/// rows tiled 128 to the partitions, columns in chunks of [`CHUNK`], ragged tails included.
+pub(crate) fn for_each_chunk(
+    total_rows: usize,
+    total_cols: usize,
+    mut body: impl FnMut(&TileSpan, TileSpan),
+) {
+    for_each_tile(total_rows, PMAX, |r| {
+        for_each_tile(total_cols, CHUNK, |c| body(&r, c));
+    });
+}
+
+/// The `[r, c]` block of a row view.
+pub(crate) fn block(v: &HbmView, r: &TileSpan, c: &TileSpan) -> HbmView {
+    v.clone()
+        .rows(r.start.clone(), r.size)
+        .cols(c.start.clone(), c.size)
+}

@@ -1,0 +1,141 @@
+//! Activation kernels: SiLU and the SwiGLU product `silu(gate) * up` of Llama-style MLPs,
+//! forward and backward.
+//!
+//! Tensors are flattened to rows of their last dimension, rows tiled 128 to the partitions and
+//! columns in 2048-wide chunks. The activation runs on the scalar engine in fp32; every output
+//! is rounded once to the input dtype.
+
+use crate::tiling::{as_rows, block, for_each_chunk};
+use nki_core::prelude::*;
+
+/// `silu'(x) = σ(x) · (1 + x · (1 − σ(x)))` into `dst` (fp32), from `x`.
+fn silu_derivative(dst: &TileRegion, x: &TileRegion) {
+    let [p, f] = x.shape();
+    let s = sbuf([p, f], DType::F32);
+    activation(&s, ActFn::Sigmoid, x, None, 1.0);
+    // dst = 1 − σ, then x · (1 − σ) + 1, then · σ.
+    tensor_scalar(dst, &s, BinOp::Multiply, -1.0).then(BinOp::Add, 1.0);
+    tensor_tensor(dst, dst, x, BinOp::Multiply);
+    tensor_scalar(dst, dst, BinOp::Add, 1.0);
+    tensor_tensor(dst, dst, &s, BinOp::Multiply);
+}
+
+/// SiLU (swish): `x · σ(x)`, elementwise, any rank ≥ 1.
+#[kernel(
+    shape(x = [..S, D]) -> [..S, D],
+    dtype(x in {f32, bf16, f16}) -> x,
+    backward(silu_backward, saves(x)),
+    replaces("aten::silu", "torch.nn.SiLU"),
+    reference("F.silu(x.float()).to(x.dtype)"),
+    sample(x = [3, 50, 70]),
+    sample(x = [130, 2100], dtypes = {f32}),
+    sample(x = [1]),
+    tolerance(elementwise),
+    bench(x = [8192, 4096]),
+)]
+pub fn silu(x: &Hbm) -> Hbm {
+    let out = shared_hbm(x.shape(), x.dtype());
+    let (xv, ov) = (as_rows(x), as_rows(&out));
+    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
+    for_each_chunk(rows, cols, |r, c| {
+        let t = sbuf([r.size, c.size], x.dtype());
+        dma_copy(&t, block(&xv, r, &c));
+        activation(&t, ActFn::Silu, &t, None, 1.0);
+        dma_copy(block(&ov, r, &c), &t);
+    });
+    out
+}
+
+/// Gradient of `silu`: `grad_x = grad_out · σ(x) · (1 + x · (1 − σ(x)))`, as ATen computes it.
+#[kernel(
+    shape(grad_out = [..S, D], x = [..S, D]) -> grad_x = [..S, D],
+    dtype(grad_out in {f32, bf16, f16}, x = grad_out) -> grad_out,
+    tolerance(elementwise),
+)]
+pub fn silu_backward(grad_out: &Hbm, x: &Hbm) -> Hbm {
+    let dt = x.dtype();
+    let grad_x = shared_hbm(x.shape(), dt);
+    let (gv, xv, dv) = (as_rows(grad_out), as_rows(x), as_rows(&grad_x));
+    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
+    for_each_chunk(rows, cols, |r, c| {
+        let (g, xt) = (sbuf([r.size, c.size], dt), sbuf([r.size, c.size], dt));
+        dma_copy(&g, block(&gv, r, &c));
+        dma_copy(&xt, block(&xv, r, &c));
+        let d = sbuf([r.size, c.size], DType::F32);
+        silu_derivative(&d.region(), &xt.region());
+        tensor_tensor(&g, &g, &d, BinOp::Multiply);
+        dma_copy(block(&dv, r, &c), &g);
+    });
+    grad_x
+}
+
+/// SwiGLU's product `silu(gate) · up` (the gated MLP of Llama-style models), elementwise, any
+/// rank ≥ 1: the activation and the product in fp32, rounded once.
+#[kernel(
+    shape(gate = [..S, D], up = [..S, D]) -> [..S, D],
+    dtype(gate in {f32, bf16, f16}, up = gate) -> gate,
+    backward(silu_mul_backward, saves(gate, up)),
+    replaces("silu(a) * b"),
+    reference("(F.silu(gate.float()) * up.float()).to(gate.dtype)"),
+    sample(gate = [3, 50, 70], up = [3, 50, 70]),
+    sample(gate = [130, 2100], up = [130, 2100], dtypes = {f32}),
+    sample(gate = [1], up = [1]),
+    tolerance(elementwise),
+    autocast(promote),
+    bench(gate = [8192, 4096], up = [8192, 4096]),
+)]
+pub fn silu_mul(gate: &Hbm, up: &Hbm) -> Hbm {
+    let dt = gate.dtype();
+    let out = shared_hbm(gate.shape(), dt);
+    let (gv, uv, ov) = (as_rows(gate), as_rows(up), as_rows(&out));
+    let [rows, cols] = [gv.shape()[0], gv.shape()[1]];
+    for_each_chunk(rows, cols, |r, c| {
+        let (g, u) = (sbuf([r.size, c.size], dt), sbuf([r.size, c.size], dt));
+        dma_copy(&g, block(&gv, r, &c));
+        dma_copy(&u, block(&uv, r, &c));
+        let s = sbuf([r.size, c.size], DType::F32);
+        activation(&s, ActFn::Silu, &g, None, 1.0);
+        tensor_tensor(&g, &s, &u, BinOp::Multiply);
+        dma_copy(block(&ov, r, &c), &g);
+    });
+    out
+}
+
+/// Gradients of `silu_mul`: `grad_gate = grad_out · up · silu'(gate)` and
+/// `grad_up = grad_out · silu(gate)`, in fp32, each rounded once.
+#[kernel(
+    shape(grad_out = [..S, D], gate = [..S, D], up = [..S, D])
+        -> (grad_gate = [..S, D], grad_up = [..S, D]),
+    dtype(grad_out in {f32, bf16, f16}, gate = grad_out, up = grad_out) -> (grad_out, grad_out),
+    tolerance(elementwise),
+)]
+pub fn silu_mul_backward(grad_out: &Hbm, gate: &Hbm, up: &Hbm) -> (Hbm, Hbm) {
+    let dt = gate.dtype();
+    let grad_gate = shared_hbm(gate.shape(), dt);
+    let grad_up = shared_hbm(gate.shape(), dt);
+    let (ov, gv, uv) = (as_rows(grad_out), as_rows(gate), as_rows(up));
+    let (dgv, duv) = (as_rows(&grad_gate), as_rows(&grad_up));
+    let [rows, cols] = [gv.shape()[0], gv.shape()[1]];
+    for_each_chunk(rows, cols, |r, c| {
+        let load = |v: &HbmView| {
+            let t = sbuf([r.size, c.size], dt);
+            dma_copy(&t, block(v, r, &c));
+            t
+        };
+        let (go, g, u) = (load(&ov), load(&gv), load(&uv));
+        // grad_up = grad_out · silu(gate).
+        let s = sbuf([r.size, c.size], DType::F32);
+        activation(&s, ActFn::Silu, &g, None, 1.0);
+        tensor_tensor(&s, &s, &go, BinOp::Multiply);
+        let out_up = sbuf([r.size, c.size], dt);
+        tensor_copy(&out_up, &s);
+        dma_copy(block(&duv, r, &c), &out_up);
+        // grad_gate = grad_out · up · silu'(gate).
+        let d = sbuf([r.size, c.size], DType::F32);
+        silu_derivative(&d.region(), &g.region());
+        tensor_tensor(&d, &d, &u, BinOp::Multiply);
+        tensor_tensor(&g, &d, &go, BinOp::Multiply);
+        dma_copy(block(&dgv, r, &c), &g);
+    });
+    (grad_gate, grad_up)
+}
