@@ -10,6 +10,7 @@
 //! | `silu`, `silu_mul` | [`activation`] | `x·σ(x)`, and SwiGLU's `silu(gate) · up` |
 //! | `rmsnorm` | [`norm`] | `x * rsqrt(mean(x²) + eps) * weight` over the last dim |
 //! | `matmul` | [`matmul`] | `x @ w`, K accumulated in fp32 PSUM |
+//! | `linear` | [`matmul`] | `F.linear`: `x @ weightᵀ + bias`, optional bias |
 //! | `softmax`, `log_softmax` | [`softmax`] | over the last dim, max-subtracted, fp32 inside |
 
 #![warn(missing_docs)]

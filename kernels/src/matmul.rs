@@ -1,4 +1,4 @@
-//! Matrix multiplication on the tensor engine, and its backward.
+//! Matrix multiplication and `F.linear` on the tensor engine, and their backward kernels.
 
 use nki_core::prelude::*;
 
@@ -51,11 +51,21 @@ enum Stationary {
 /// matmuls, so `op(b)` is read once per 512 output rows. Ragged edges on all three dimensions;
 /// results are copied PSUM → SBUF with a cast to `out`'s dtype and stored. Transposes are exact,
 /// so the result does not depend on the path.
-fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
-    let (m, n) = (out.dim(0), out.dim(1));
+///
+/// With `bias` (`[N]`), each output tile gets the bias row added (broadcast across partitions
+/// straight from HBM) on its way out of PSUM, in fp32.
+fn gemm(
+    out: &HbmView,
+    a: &HbmView,
+    a_layout: Layout,
+    b: &HbmView,
+    b_layout: Layout,
+    bias: Option<&HbmView>,
+) {
+    let (m, n) = (out.shape()[0], out.shape()[1]);
     let k = match a_layout {
-        Layout::AsIs => a.dim(1),
-        Layout::Transposed => a.dim(0),
+        Layout::AsIs => a.shape()[1],
+        Layout::Transposed => a.shape()[0],
     };
     let dt = a.dtype();
     let k_tiles = pieces(k, PMAX);
@@ -74,7 +84,7 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
                                 let natural = sbuf([rows, kn], dt);
                                 dma_copy(
                                     &natural,
-                                    a.rows(mb.start.clone() + r0, rows).cols(k0, kn),
+                                    a.clone().rows(mb.start.clone() + r0, rows).cols(k0, kn),
                                 );
                                 let t = psum([kn, rows], dt);
                                 nc_transpose(&t, &natural);
@@ -114,10 +124,12 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
                                 let t = sbuf([kt.size, rows], dt);
                                 let src = match a_layout {
                                     Layout::AsIs => a
+                                        .clone()
                                         .rows(mb.start.clone() + r0, rows)
                                         .cols(kt.start.clone(), kt.size)
                                         .t(),
                                     Layout::Transposed => a
+                                        .clone()
                                         .rows(kt.start.clone(), kt.size)
                                         .cols(mb.start.clone() + r0, rows),
                                 };
@@ -134,9 +146,11 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
                         let t = sbuf([kt.size, cols], dt);
                         let src = match b_layout {
                             Layout::AsIs => b
+                                .clone()
                                 .rows(kt.start.clone(), kt.size)
                                 .cols(nb.start.clone() + c0, cols),
                             Layout::Transposed => b
+                                .clone()
                                 .rows(nb.start.clone() + c0, cols)
                                 .cols(kt.start.clone(), kt.size)
                                 .t(),
@@ -167,9 +181,23 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
             for (row_accs, &(r0, rows)) in accs.iter().zip(&row_tiles) {
                 for (acc, &(c0, cols)) in row_accs.iter().zip(&col_tiles) {
                     let res = sbuf([rows, cols], out.dtype());
-                    tensor_copy(&res, acc);
+                    match bias {
+                        Some(bias) => {
+                            let bt = sbuf([rows, cols], bias.dtype());
+                            dma_copy(
+                                &bt,
+                                bias.clone()
+                                    .reshape(&[1, n])
+                                    .cols(nb.start.clone() + c0, cols)
+                                    .broadcast_to(&[rows, cols]),
+                            );
+                            tensor_tensor(&res, acc, &bt, BinOp::Add);
+                        }
+                        None => tensor_copy(&res, acc),
+                    }
                     dma_copy(
-                        out.rows(mb.start.clone() + r0, rows)
+                        out.clone()
+                            .rows(mb.start.clone() + r0, rows)
                             .cols(nb.start.clone() + c0, cols),
                         &res,
                     );
@@ -199,7 +227,14 @@ fn gemm(out: &Hbm, a: &Hbm, a_layout: Layout, b: &Hbm, b_layout: Layout) {
 )]
 pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
     let out = shared_hbm(&[x.dim(0), w.dim(1)], x.dtype());
-    gemm(&out, x, Layout::AsIs, w, Layout::AsIs);
+    gemm(
+        &out.view(),
+        &x.view(),
+        Layout::AsIs,
+        &w.view(),
+        Layout::AsIs,
+        None,
+    );
     out
 }
 
@@ -213,9 +248,144 @@ pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
 pub fn matmul_backward(grad_out: &Hbm, x: &Hbm, w: &Hbm) -> (Hbm, Hbm) {
     let grad_x = shared_hbm(x.shape(), x.dtype());
     let grad_w = shared_hbm(w.shape(), w.dtype());
-    gemm(&grad_x, grad_out, Layout::AsIs, w, Layout::Transposed);
-    gemm(&grad_w, x, Layout::Transposed, grad_out, Layout::AsIs);
+    let (g, x, w) = (grad_out.view(), x.view(), w.view());
+    gemm(
+        &grad_x.view(),
+        &g,
+        Layout::AsIs,
+        &w,
+        Layout::Transposed,
+        None,
+    );
+    gemm(
+        &grad_w.view(),
+        &x,
+        Layout::Transposed,
+        &g,
+        Layout::AsIs,
+        None,
+    );
     (grad_x, grad_w)
+}
+
+/// `out[n] = Σ_rows g[row, n]` of a `[M, N]` view, on the tensor engine: a ones column as the
+/// stationary operand sums each 128-row tile into fp32 PSUM banks (512 columns each),
+/// accumulated over the row tiles; eight banks (4096 columns) at a time.
+fn column_sums(out: &HbmView, g: &HbmView) {
+    let (m, n) = (g.shape()[0], g.shape()[1]);
+    let dt = g.dtype();
+    let ones = sbuf([m.min(PMAX), 1], dt);
+    memset(&ones, 1.0);
+    for_each_tile(n, PSUM_BANK_FMAX * PSUM_BANKS, |blk| {
+        let banks: Vec<(usize, usize)> = pieces(blk.size, PSUM_BANK_FMAX);
+        let accs: Vec<Tile> = banks
+            .iter()
+            .map(|&(_, width)| psum([1, width], DType::F32))
+            .collect();
+        for acc in &accs {
+            memset(acc, 0.0);
+        }
+        for_each_tile(m, PMAX, |rows| {
+            let t = sbuf([rows.size, blk.size], dt);
+            dma_copy(
+                &t,
+                g.clone()
+                    .rows(rows.start.clone(), rows.size)
+                    .cols(blk.start.clone(), blk.size),
+            );
+            for (acc, &(c0, width)) in accs.iter().zip(&banks) {
+                nc_matmul(acc, ones.rows(rows.size), t.cols(c0, width), true);
+            }
+        });
+        for (acc, &(c0, width)) in accs.iter().zip(&banks) {
+            let res = sbuf([1, width], out.dtype());
+            tensor_copy(&res, acc);
+            dma_copy(
+                out.clone()
+                    .reshape(&[1, n])
+                    .cols(blk.start.clone() + c0, width),
+                &res,
+            );
+        }
+    });
+}
+
+/// `F.linear`: `x @ weightᵀ + bias` for `x[..B, K]`, `weight[N, K]` (PyTorch's layout) and an
+/// optional `bias[N]`.
+///
+/// The leading dims of `x` are flattened into rows; the same tiled GEMM as `matmul` reads
+/// `weightᵀ` through a transposed DMA access pattern, and the bias is added to each output tile
+/// as it leaves PSUM (fp32), so the result is rounded once.
+#[kernel(
+    shape(x = [..B, K], weight = [N, K], bias = [N]) -> [..B, N],
+    dtype(x in {f32, bf16, f16}, weight = x, bias = x) -> x,
+    backward(linear_backward, saves(x, weight)),
+    replaces("torch.nn.Linear", "aten::linear", "aten::addmm"),
+    reference("F.linear(x, weight, bias)"),
+    sample(x = [130, 200], weight = [530, 200], bias = [530]),
+    sample(x = [2, 33, 150], weight = [70, 150], bias = None),
+    sample(x = [1, 5], weight = [3, 5], bias = [3]),
+    sample(x = [20, 150], weight = [700, 150], bias = [700], dtypes = {f32}),
+    tolerance(matmul),
+    autocast(lower),
+    bench(x = [4096, 4096], weight = [4096, 4096], bias = None),
+)]
+pub fn linear(x: &Hbm, weight: &Hbm, bias: Option<&Hbm>) -> Hbm {
+    let (k, n) = (weight.dim(1), weight.dim(0));
+    let rows = x.numel() / k.max(1);
+    let mut shape = x.shape()[..x.shape().len() - 1].to_vec();
+    shape.push(n);
+    let out = shared_hbm(&shape, x.dtype());
+    let bias_view = bias.map(Hbm::view);
+    gemm(
+        &out.reshape(&[rows, n]),
+        &x.reshape(&[rows, k]),
+        Layout::AsIs,
+        &weight.view(),
+        Layout::Transposed,
+        bias_view.as_ref(),
+    );
+    out
+}
+
+/// Gradients of `linear`: `grad_x = grad_out @ weight`, `grad_weight = grad_outᵀ @ x` (tiled
+/// GEMMs over the flattened rows) and `grad_bias = Σ_rows grad_out` (the tensor engine with a
+/// ones column), computed whether or not the forward had a bias (it is not used then).
+#[kernel(
+    shape(grad_out = [..B, N], x = [..B, K], weight = [N, K])
+        -> (grad_x = [..B, K], grad_weight = [N, K], grad_bias = [N]),
+    dtype(grad_out in {f32, bf16, f16}, x = grad_out, weight = grad_out)
+        -> (grad_out, grad_out, grad_out),
+    tolerance(matmul),
+)]
+pub fn linear_backward(grad_out: &Hbm, x: &Hbm, weight: &Hbm) -> (Hbm, Hbm, Hbm) {
+    let (n, k) = (weight.dim(0), weight.dim(1));
+    let rows = x.numel() / k.max(1);
+    let dt = x.dtype();
+    let grad_x = shared_hbm(x.shape(), dt);
+    let grad_weight = shared_hbm(weight.shape(), dt);
+    let grad_bias = shared_hbm(&[n], dt);
+    let g = grad_out.reshape(&[rows, n]);
+    let xv = x.reshape(&[rows, k]);
+    let w = weight.view();
+    gemm(
+        &grad_x.reshape(&[rows, k]),
+        &g,
+        Layout::AsIs,
+        &w,
+        Layout::AsIs,
+        None,
+    );
+    gemm(
+        &grad_weight.view(),
+        &g,
+        Layout::Transposed,
+        &xv,
+        Layout::AsIs,
+        None,
+    );
+    column_sums(&grad_bias.view(), &g);
+    (grad_x, grad_weight, grad_bias)
 }
 
 #[cfg(test)]

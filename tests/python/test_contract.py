@@ -19,43 +19,58 @@ from torch_nki.errors import ContractShapeError
 SPECS = torch_nki._registration().ops
 
 
-def _cases() -> list[tuple[str, list[tuple[int, ...]]]]:
+Shapes = list[tuple[int, ...] | None]
+"""Tensor shapes in parameter order; ``None`` for an optional tensor left out."""
+
+
+def _cases() -> list[tuple[str, Shapes]]:
     """Every declared sample's shapes, and each broken three ways (a dimension dropped, one
     changed, one added), for every kernel with samples."""
     cases = []
     for op, spec in sorted(SPECS.items()):
         for sample in spec.samples:
-            shapes = [tuple(sample.args[p.name]) for p in spec.tensor_params]
+            given = [sample.args[p.name] for p in spec.tensor_params]
+            shapes: Shapes = [None if g is None else tuple(g) for g in given]
             cases.append((op, shapes))
-            last = shapes[-1]
-            if last:
-                cases.append((op, [*shapes[:-1], (*last[:-1], last[-1] + 1)]))
-            cases.append((op, [shapes[0][:-1], *shapes[1:]]))
-            cases.append((op, [(*shapes[0], 1), *shapes[1:]]))
+            present = [i for i, s in enumerate(shapes) if s is not None]
+            last, first = present[-1], present[0]
+            changed = list(shapes)
+            last_shape = shapes[last]
+            if last_shape:
+                changed[last] = (*last_shape[:-1], last_shape[-1] + 1)
+                cases.append((op, changed))
+            first_shape = shapes[first]
+            assert first_shape is not None
+            cases.append((op, [first_shape[:-1] if i == first else s for i, s in enumerate(shapes)]))
+            cases.append((op, [(*first_shape, 1) if i == first else s for i, s in enumerate(shapes)]))
     return cases
 
 
 CASES = _cases()
 
 
-def _concrete(op: str, shapes: list[tuple[int, ...]]) -> list[tuple[int, ...]] | str:
+def _dtypes(shapes: Shapes) -> list[str | None]:
+    return [None if s is None else "f32" for s in shapes]
+
+
+def _concrete(op: str, shapes: Shapes) -> list[tuple[int, ...]] | str:
     scalars = [p.default for p in SPECS[op].scalar_params]
     try:
-        return [tuple(s) for s, _ in _native.check(op, shapes, ["f32"] * len(shapes), scalars)]
+        return [tuple(s) for s, _ in _native.check(op, shapes, _dtypes(shapes), scalars)]
     except ValueError as err:
         return str(err)
 
 
-def _symbolic(op: str, shapes: list[tuple[int, ...]]) -> list[tuple[int, ...]] | str:
+def _symbolic(op: str, shapes: Shapes) -> list[tuple[int, ...]] | str:
     """Every dimension passed as an unknown size named by its value (as a SymInt prints); the
     returned expressions and checks are evaluated on the real values."""
-    names = [[f"s{d}" for d in s] for s in shapes]
+    names = [None if s is None else [f"s{d}" for d in s] for s in shapes]
 
     def values(message: str) -> str:
         return re.sub(r"\bs(\d+)\b", r"\1", message)
 
     try:
-        doc = json.loads(_native.symbolic(op, names, ["f32"] * len(shapes)))
+        doc = json.loads(_native.symbolic(op, names, _dtypes(shapes)))
     except ValueError as err:
         return values(str(err))
     for c in doc["checks"]:
@@ -65,7 +80,7 @@ def _symbolic(op: str, shapes: list[tuple[int, ...]]) -> list[tuple[int, ...]] |
 
 
 @pytest.mark.parametrize(("op", "shapes"), CASES, ids=lambda v: str(v))
-def test_symbolic_contract_agrees_with_the_concrete_check(op: str, shapes: list[tuple[int, ...]]) -> None:
+def test_symbolic_contract_agrees_with_the_concrete_check(op: str, shapes: Shapes) -> None:
     assert _symbolic(op, shapes) == _concrete(op, shapes)
 
 

@@ -55,10 +55,12 @@ def test_every_forward_has_a_reference_and_samples_that_pass_the_contract() -> N
             continue
         assert spec.reference and spec.samples, f"{op} ({spec.location}) has no reference(...) or sample(...)"
         for sample in testing.sample_inputs(op):
-            tensors = sample.tensors
-            scalars = [a for p, a in zip(spec.params, sample.args, strict=True) if not p.is_tensor]
-            names = [testing.TORCH_TO_NKI[t.dtype] for t in tensors]
-            torch_nki._native.check(op, [t.shape for t in tensors], names, scalars)
+            pairs = list(zip(spec.params, sample.args, strict=True))
+            tensors = [a for p, a in pairs if p.is_tensor]  # None for an optional tensor left out
+            scalars = [a for p, a in pairs if not p.is_tensor]
+            shapes = [None if t is None else t.shape for t in tensors]
+            names = [None if t is None else testing.TORCH_TO_NKI[t.dtype] for t in tensors]
+            torch_nki._native.check(op, shapes, names, scalars)
 
 
 def test_torch_schemas_come_from_the_manifest() -> None:
