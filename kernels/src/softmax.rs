@@ -24,6 +24,27 @@ fn load(view: &HbmView, rows: &TileSpan, (c0, cols): (usize, usize), dtype: DTyp
     t
 }
 
+/// Stores a tile into columns `c0..c0+cols` of a row tile.
+fn store(view: &HbmView, rows: &TileSpan, (c0, cols): (usize, usize), t: &Tile) {
+    dma_copy(
+        view.clone()
+            .rows(rows.start.clone(), rows.size)
+            .cols(c0, cols),
+        t,
+    );
+}
+
+/// `total (+)= Σ data` per row, fp32: the first chunk writes `total`, later ones add to it.
+fn add_row_sum(total: &Tile, data: &TileRegion, first: bool) {
+    if first {
+        tensor_reduce(total, BinOp::Add, data, 1, false);
+    } else {
+        let part = sbuf([data.np, 1], DType::F32);
+        tensor_reduce(&part, BinOp::Add, data, 1, false);
+        tensor_tensor(total, total, &part, BinOp::Add);
+    }
+}
+
 /// Per-row statistics of the online softmax: `neg_max = −max(x)` and
 /// `sum = Σ exp(x − max)`, both `[rows, 1]` fp32. Returns the first chunk's tile when the row
 /// is one chunk (so the second pass need not reload it).
@@ -114,12 +135,7 @@ pub fn softmax(x: &Hbm) -> Hbm {
             let ec = e.cols(0, chunk.1);
             activation(&ec, ActFn::Exp, &xt, Some(neg_max.region()), 1.0);
             tensor_scalar(&xt, &ec, BinOp::Multiply, &inv);
-            dma_copy(
-                ov.clone()
-                    .rows(rows.start.clone(), rows.size)
-                    .cols(chunk.0, chunk.1),
-                &xt,
-            );
+            store(&ov, &rows, chunk, &xt);
         }
     });
     out
@@ -150,13 +166,7 @@ pub fn softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
             let (gt, yt) = (load(&gv, &rows, chunk, dt), load(&yv, &rows, chunk, dt));
             let p = prod.cols(0, chunk.1);
             tensor_tensor(&p, &gt, &yt, BinOp::Multiply);
-            if i == 0 {
-                tensor_reduce(&dot, BinOp::Add, &p, 1, false);
-            } else {
-                let part = sbuf([rows.size, 1], DType::F32);
-                tensor_reduce(&part, BinOp::Add, &p, 1, false);
-                tensor_tensor(&dot, &dot, &part, BinOp::Add);
-            }
+            add_row_sum(&dot, &p, i == 0);
             if chunks.len() == 1 {
                 kept = Some((gt, yt));
             }
@@ -168,12 +178,7 @@ pub fn softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
             let p = prod.cols(0, chunk.1);
             tensor_scalar(&p, &gt, BinOp::Subtract, &dot);
             tensor_tensor(&gt, &p, &yt, BinOp::Multiply);
-            dma_copy(
-                dv.clone()
-                    .rows(rows.start.clone(), rows.size)
-                    .cols(chunk.0, chunk.1),
-                &gt,
-            );
+            store(&dv, &rows, chunk, &gt);
         }
     });
     grad_x
@@ -211,12 +216,7 @@ pub fn log_softmax(x: &Hbm) -> Hbm {
         for &chunk in &chunks {
             let xt = kept.take().unwrap_or_else(|| load(&xv, &rows, chunk, dt));
             tensor_scalar(&xt, &xt, BinOp::Add, &shift);
-            dma_copy(
-                ov.clone()
-                    .rows(rows.start.clone(), rows.size)
-                    .cols(chunk.0, chunk.1),
-                &xt,
-            );
+            store(&ov, &rows, chunk, &xt);
         }
     });
     out
@@ -244,13 +244,7 @@ pub fn log_softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
         let mut kept = None;
         for (i, &chunk) in chunks.iter().enumerate() {
             let gt = load(&gv, &rows, chunk, dt);
-            if i == 0 {
-                tensor_reduce(&total, BinOp::Add, &gt, 1, false);
-            } else {
-                let part = sbuf([rows.size, 1], DType::F32);
-                tensor_reduce(&part, BinOp::Add, &gt, 1, false);
-                tensor_tensor(&total, &total, &part, BinOp::Add);
-            }
+            add_row_sum(&total, &gt.region(), i == 0);
             if chunks.len() == 1 {
                 kept = Some(gt);
             }
@@ -264,12 +258,7 @@ pub fn log_softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
             activation(&pc, ActFn::Exp, &yt, None, 1.0);
             tensor_scalar(&pc, &pc, BinOp::Multiply, &total);
             tensor_tensor(&gt, &gt, &pc, BinOp::Subtract);
-            dma_copy(
-                dv.clone()
-                    .rows(rows.start.clone(), rows.size)
-                    .cols(chunk.0, chunk.1),
-                &gt,
-            );
+            store(&dv, &rows, chunk, &gt);
         }
     });
     grad_x

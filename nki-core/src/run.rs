@@ -5,7 +5,7 @@
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::kernel_def::{KernelDef, ScalarValue, Signature, TensorSig};
-use crate::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
+use crate::sim::{SimOptions, simulate_to_vecs};
 use crate::target::Target;
 
 /// A host tensor whose values are held as fp32 (exactly representable in `dtype`).
@@ -83,52 +83,26 @@ pub fn run_kernel_with(
     };
     let compiled = crate::compile::compile(kernel, &sig)?;
     let program = &compiled.program;
-    let present: Vec<&HostArray> = inputs.iter().flatten().copied().collect();
-    let in_bytes: Vec<Vec<u8>> = present.iter().map(|a| a.bytes()).collect();
-    let host_in: Vec<HostTensor<'_>> = present
-        .iter()
-        .zip(&in_bytes)
-        .map(|(a, b)| HostTensor {
-            dtype: a.dtype,
-            shape: &a.shape,
-            data: b,
-        })
-        .collect();
-    let metas: Vec<(Vec<usize>, DType)> = program
-        .outputs
-        .iter()
-        .map(|id| {
-            let d = &program.hbm[id.0 as usize];
-            (d.shape.clone(), d.dtype)
-        })
-        .collect();
-    let mut out_bytes: Vec<Vec<u8>> = metas
-        .iter()
-        .map(|(s, d)| vec![0u8; s.iter().product::<usize>() * d.size_bytes()])
-        .collect();
-    let mut host_out: Vec<HostTensorMut<'_>> = metas
-        .iter()
-        .zip(out_bytes.iter_mut())
-        .map(|((s, d), b)| HostTensorMut {
-            dtype: *d,
-            shape: s,
-            data: b,
-        })
-        .collect();
+    let in_bytes: Vec<Vec<u8>> = inputs.iter().flatten().map(|a| a.bytes()).collect();
+    let in_refs: Vec<&[u8]> = in_bytes.iter().map(Vec::as_slice).collect();
     let opts = SimOptions {
         plan: Some(&compiled.plan),
         ..SimOptions::default()
     };
-    simulate(program, &host_in, &mut host_out, opts)?;
-    Ok(metas
+    let outputs = simulate_to_vecs(program, &in_refs, opts)?;
+    Ok(program
+        .outputs
         .iter()
-        .zip(&out_bytes)
-        .map(|((shape, dtype), b)| HostArray {
-            shape: shape.clone(),
-            dtype: *dtype,
-            values: (0..b.len() / dtype.size_bytes())
-                .map(|i| dtype.read(b, i))
-                .collect(),
+        .zip(&outputs)
+        .map(|(id, b)| {
+            let d = &program.hbm[id.0 as usize];
+            HostArray {
+                shape: d.shape.clone(),
+                dtype: d.dtype,
+                values: (0..b.len() / d.dtype.size_bytes())
+                    .map(|i| d.dtype.read(b, i))
+                    .collect(),
+            }
         })
         .collect())
 }

@@ -4,7 +4,7 @@
 //! and a changed stream is reported at the statement that changed.
 
 use nki_core::ir::{Op, Program, Stmt, stream_difference, unroll};
-use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
+use nki_core::sim::{SimOptions, simulate_to_vecs};
 use nki_core::validate::validate;
 use nki_core::{KernelDef, Signature, Target};
 use nki_kernels as _;
@@ -30,42 +30,18 @@ fn programs() -> Vec<(&'static KernelDef, Signature)> {
 
 /// The program's outputs on deterministic inputs.
 fn outputs(program: &Program) -> Vec<Vec<u8>> {
-    let inputs: Vec<(Vec<usize>, nki_core::DType, Vec<u8>)> = program
+    let inputs: Vec<Vec<u8>> = program
         .inputs()
         .enumerate()
         .map(|(i, (_, d))| {
-            let values = prng::values(i as u64 * 7919 + 1, d.numel(), d.dtype);
-            (d.shape.clone(), d.dtype, prng::encode(&values, d.dtype))
+            prng::encode(
+                &prng::values(i as u64 * 7919 + 1, d.numel(), d.dtype),
+                d.dtype,
+            )
         })
         .collect();
-    let host_in: Vec<HostTensor<'_>> = inputs
-        .iter()
-        .map(|(shape, dtype, data)| HostTensor {
-            dtype: *dtype,
-            shape,
-            data,
-        })
-        .collect();
-    let metas: Vec<_> = program
-        .outputs
-        .iter()
-        .map(|o| program.hbm[o.0 as usize].clone())
-        .collect();
-    let mut bufs: Vec<Vec<u8>> = metas
-        .iter()
-        .map(|d| vec![0u8; d.numel() * d.dtype.size_bytes()])
-        .collect();
-    let mut host_out: Vec<HostTensorMut<'_>> = metas
-        .iter()
-        .zip(bufs.iter_mut())
-        .map(|(d, data)| HostTensorMut {
-            dtype: d.dtype,
-            shape: &d.shape,
-            data,
-        })
-        .collect();
-    simulate(program, &host_in, &mut host_out, SimOptions::default()).unwrap();
-    bufs
+    let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    simulate_to_vecs(program, &inputs, SimOptions::default()).unwrap()
 }
 
 #[test]

@@ -81,6 +81,54 @@ fn check_buffer(
     Ok(())
 }
 
+/// [`simulate`] into freshly allocated output buffers: `inputs` are the input bytes in
+/// parameter order (shapes and dtypes are the program's); returns the outputs' bytes in return
+/// order.
+pub fn simulate_to_vecs(
+    program: &Program,
+    inputs: &[&[u8]],
+    opts: SimOptions<'_>,
+) -> Result<Vec<Vec<u8>>, NkiError> {
+    let decls: Vec<_> = program.inputs().map(|(_, d)| d).collect();
+    if decls.len() != inputs.len() {
+        return Err(NkiError::Buffers(format!(
+            "kernel {} takes {} inputs, got {}",
+            program.name,
+            decls.len(),
+            inputs.len()
+        )));
+    }
+    let host_in: Vec<HostTensor<'_>> = decls
+        .iter()
+        .zip(inputs)
+        .map(|(d, data)| HostTensor {
+            dtype: d.dtype,
+            shape: &d.shape,
+            data,
+        })
+        .collect();
+    let outs: Vec<_> = program
+        .outputs
+        .iter()
+        .map(|o| &program.hbm[o.0 as usize])
+        .collect();
+    let mut bufs: Vec<Vec<u8>> = outs
+        .iter()
+        .map(|d| vec![0u8; d.numel() * d.dtype.size_bytes()])
+        .collect();
+    let mut host_out: Vec<HostTensorMut<'_>> = outs
+        .iter()
+        .zip(bufs.iter_mut())
+        .map(|(d, data)| HostTensorMut {
+            dtype: d.dtype,
+            shape: &d.shape,
+            data,
+        })
+        .collect();
+    simulate(program, &host_in, &mut host_out, opts)?;
+    Ok(bufs)
+}
+
 /// Executes `program` reading `inputs` (in parameter order) and writing `outputs` (in return
 /// order). Buffers must match the program's shapes and dtypes exactly; nothing is copied.
 pub fn simulate(

@@ -18,7 +18,7 @@ use nki_core::isa::{self, DmaArg};
 use nki_core::lang::{InputSpec, Recorder, ViewDim};
 use nki_core::language::{psum, sbuf};
 use nki_core::loc::{SourceLoc, intern_file};
-use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
+use nki_core::sim::SimOptions;
 use nki_core::{DType, NkiError, Target};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -27,6 +27,15 @@ use std::sync::Arc;
 
 /// `(tile_id, p0, np, f0, nf)`.
 type RegionArg = (u32, usize, usize, usize, usize);
+
+/// The location of a Python call (Python reports no column).
+fn python_loc(file: &str, line: u32) -> SourceLoc {
+    SourceLoc {
+        file: intern_file(file),
+        line,
+        column: 0,
+    }
+}
 
 fn region((tile, p0, np, f0, nf): RegionArg) -> TileRegion {
     TileRegion {
@@ -92,11 +101,7 @@ impl Tracer {
 
     /// Runs `f` as kernel source at `file:line`, mapping its error to the Python exception.
     fn at<R>(&mut self, file: &str, line: u32, f: impl FnOnce() -> R) -> PyResult<R> {
-        let loc = SourceLoc {
-            file: intern_file(file),
-            line,
-            column: 0,
-        };
+        let loc = python_loc(file, line);
         let recorder = self.recorder()?;
         let name = recorder.name().to_string();
         recorder.record(loc, f).map_err(|e| to_py_err(e, &name))
@@ -164,11 +169,7 @@ impl Tracer {
         line: u32,
     ) -> PyResult<u32> {
         crate::guard::guard("Tracer.output", || {
-            let loc = SourceLoc {
-                file: intern_file(file),
-                line,
-                column: 0,
-            };
+            let loc = python_loc(file, line);
             let recorder = self.recorder()?;
             let name = recorder.name().to_string();
             let d = dtype(&name, dtype_name)?;
@@ -218,11 +219,7 @@ impl Tracer {
                     )));
                 }
             };
-            let loc = SourceLoc {
-                file: intern_file(file),
-                line,
-                column: 0,
-            };
+            let loc = python_loc(file, line);
             Ok(self.recorder()?.open_loop(trip, kind, loc).0)
         })
     }
@@ -502,45 +499,9 @@ impl Program {
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         crate::guard::guard("Program.simulate", || {
             let program = Arc::clone(&self.program);
-            let result = py.detach(move || -> Result<Vec<Vec<u8>>, NkiError> {
-                let decls: Vec<_> = program.inputs().map(|(_, d)| d.clone()).collect();
-                if decls.len() != inputs.len() {
-                    return Err(NkiError::Buffers(format!(
-                        "kernel {} takes {} inputs, got {}",
-                        program.name,
-                        decls.len(),
-                        inputs.len()
-                    )));
-                }
-                let host_in: Vec<HostTensor<'_>> = decls
-                    .iter()
-                    .zip(&inputs)
-                    .map(|(d, data)| HostTensor {
-                        dtype: d.dtype,
-                        shape: &d.shape,
-                        data,
-                    })
-                    .collect();
-                let outs: Vec<_> = program
-                    .outputs
-                    .iter()
-                    .map(|o| program.hbm[o.0 as usize].clone())
-                    .collect();
-                let mut bufs: Vec<Vec<u8>> = outs
-                    .iter()
-                    .map(|d| vec![0u8; d.numel() * d.dtype.size_bytes()])
-                    .collect();
-                let mut host_out: Vec<HostTensorMut<'_>> = outs
-                    .iter()
-                    .zip(bufs.iter_mut())
-                    .map(|(d, data)| HostTensorMut {
-                        dtype: d.dtype,
-                        shape: &d.shape,
-                        data,
-                    })
-                    .collect();
-                simulate(&program, &host_in, &mut host_out, SimOptions::default())?;
-                Ok(bufs)
+            let result = py.detach(move || {
+                let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+                nki_core::sim::simulate_to_vecs(&program, &inputs, SimOptions::default())
             });
             let bufs = result.map_err(|e| self.err(e))?;
             Ok(bufs.iter().map(|b| PyBytes::new(py, b)).collect())
