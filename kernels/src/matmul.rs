@@ -26,31 +26,23 @@ fn pieces(total: usize, tile: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// SBUF bytes per partition the on-chip transposed copy of one row block of `op(a)` may take
-/// (`K / 128` tiles of `[128, BLOCK_M]`); larger K reads `op(a)ᵀ` through transposed DMA instead.
+/// SBUF bytes per partition the on-chip transposed copy of one block of an operand may take
+/// (`K / 128` tiles of `[128, block]`); larger K reads it through transposed DMA instead.
 const TRANSPOSED_BLOCK_BUDGET: usize = 64 * 1024;
-
-/// The stationary tiles of one row block: `op(a)ᵀ`, `[K, rows]`, per K tile and row tile.
-enum Stationary {
-    /// Transposed on chip once per row block (`nc_transpose` through PSUM) and reused by every
-    /// column block: `tiles[k][r]`.
-    OnChip(Vec<Vec<Tile>>),
-    /// Loaded per K step through a transposed DMA access pattern (large K, or `a` already
-    /// transposed in HBM, where the load is a plain slice).
-    Loaded,
-}
 
 /// `out[M, N] = op(a)[M, K] · op(b)[K, N]`, accumulated over K in fp32 PSUM.
 ///
 /// The output is taken in blocks of up to 512 × 1024: four 128-row stationary tiles by two
-/// 512-column moving tiles, eight accumulators filling the eight PSUM banks. When `a` is stored
-/// `[M, K]` and a row block's `aᵀ` fits [`TRANSPOSED_BLOCK_BUDGET`], the block is loaded with
-/// plain row DMAs and transposed on the tensor engine once, then reused by every column block;
-/// otherwise each K step loads the stationary tiles (through a transposed DMA access pattern
-/// when `a` is `[M, K]`). Each K step loads the block's two moving tiles once for its eight
-/// matmuls, so `op(b)` is read once per 512 output rows. Ragged edges on all three dimensions;
-/// results are copied PSUM → SBUF with a cast to `out`'s dtype and stored. Transposes are exact,
-/// so the result does not depend on the path.
+/// 512-column moving tiles, eight accumulators filling the eight PSUM banks. Operands stored
+/// the "wrong way" for the tensor engine (`a` as `[M, K]`, whose stationary tiles are `aᵀ`; `b`
+/// as `[N, K]`, whose moving tiles are `bᵀ`) are transposed on chip when a block's transposed
+/// copy fits [`TRANSPOSED_BLOCK_BUDGET`]: loaded with plain row DMAs and transposed on the tensor
+/// engine (`nc_transpose` through PSUM) once per block, then reused by every block on the other
+/// side. Held `bᵀ` column blocks make the column blocks the outer loop. Otherwise each K step
+/// loads its tiles, through a transposed DMA access pattern where needed. Each K step issues
+/// eight matmuls on the block's loaded tiles. Ragged edges on all three dimensions; results are
+/// copied PSUM → SBUF with a cast to `out`'s dtype and stored. Transposes are exact, so the
+/// result does not depend on the path.
 ///
 /// With `bias` (`[N]`), each output tile gets the bias row added (broadcast across partitions
 /// straight from HBM) on its way out of PSUM, in fp32.
@@ -69,142 +61,171 @@ fn gemm(
     };
     let dt = a.dtype();
     let k_tiles = pieces(k, PMAX);
-    let on_chip = a_layout == Layout::AsIs
-        && k_tiles.len() * BLOCK_M * dt.size_bytes() <= TRANSPOSED_BLOCK_BUDGET;
-    for_each_tile(m, BLOCK_M, |mb| {
-        let row_tiles = pieces(mb.size, GEMM_STATIONARY_FMAX);
-        let stationary = if on_chip {
-            Stationary::OnChip(
-                k_tiles
-                    .iter()
-                    .map(|&(k0, kn)| {
-                        row_tiles
-                            .iter()
-                            .map(|&(r0, rows)| {
-                                let natural = sbuf([rows, kn], dt);
+    let fits = |block: usize| k_tiles.len() * block * dt.size_bytes() <= TRANSPOSED_BLOCK_BUDGET;
+    let a_on_chip = a_layout == Layout::AsIs && fits(BLOCK_M);
+    let b_on_chip = b_layout == Layout::Transposed && fits(BLOCK_N);
+    // `op(x)ᵀ` of rows `start + offsets` of `x` stored `[rows, K]`: per K tile, per piece, a
+    // `[kn, piece]` SBUF tile transposed on chip.
+    let transposed_block =
+        |x: &HbmView, start: &AffineExpr, parts: &[(usize, usize)]| -> Vec<Vec<Tile>> {
+            k_tiles
+                .iter()
+                .map(|&(k0, kn)| {
+                    parts
+                        .iter()
+                        .map(|&(p0, size)| {
+                            let held = sbuf([kn, size], dt);
+                            for (q0, q) in pieces(size, PMAX) {
+                                let natural = sbuf([q, kn], dt);
                                 dma_copy(
                                     &natural,
-                                    a.clone().rows(mb.start.clone() + r0, rows).cols(k0, kn),
+                                    x.clone().rows(start.clone() + (p0 + q0), q).cols(k0, kn),
                                 );
-                                let t = psum([kn, rows], dt);
+                                let t = psum([kn, q], dt);
                                 nc_transpose(&t, &natural);
-                                let st = sbuf([kn, rows], dt);
-                                tensor_copy(&st, &t);
-                                st
-                            })
-                            .collect()
-                    })
-                    .collect(),
-            )
-        } else {
-            Stationary::Loaded
-        };
-        for_each_tile(n, BLOCK_N, |nb| {
-            let col_tiles = pieces(nb.size, GEMM_MOVING_FMAX);
-            let accs: Vec<Vec<Tile>> = row_tiles
-                .iter()
-                .map(|&(_, rows)| {
-                    col_tiles
-                        .iter()
-                        .map(|&(_, cols)| psum([rows, cols], DType::F32))
+                                tensor_copy(held.cols(q0, q), &t);
+                            }
+                            held
+                        })
                         .collect()
                 })
-                .collect();
-            for acc in accs.iter().flatten() {
-                memset(acc, 0.0);
-            }
-            let step = |kt: &TileSpan, held: Option<&Vec<Tile>>| {
-                let loaded: Vec<Tile>;
-                let st: &[Tile] = match held {
-                    Some(tiles) => tiles,
-                    None => {
-                        loaded = row_tiles
-                            .iter()
-                            .map(|&(r0, rows)| {
-                                let t = sbuf([kt.size, rows], dt);
-                                let src = match a_layout {
-                                    Layout::AsIs => a
-                                        .clone()
-                                        .rows(mb.start.clone() + r0, rows)
-                                        .cols(kt.start.clone(), kt.size)
-                                        .t(),
-                                    Layout::Transposed => a
-                                        .clone()
-                                        .rows(kt.start.clone(), kt.size)
-                                        .cols(mb.start.clone() + r0, rows),
-                                };
-                                dma_copy(&t, src);
-                                t
-                            })
-                            .collect();
-                        &loaded
-                    }
-                };
-                let moving: Vec<Tile> = col_tiles
+                .collect()
+        };
+    // One output block: rows `mb` by columns `nb`, with the held transposed tiles if any.
+    let output_block = |mb: &TileSpan,
+                        nb: &TileSpan,
+                        st_held: Option<&Vec<Vec<Tile>>>,
+                        mv_held: Option<&Vec<Vec<Tile>>>| {
+        let row_tiles = pieces(mb.size, GEMM_STATIONARY_FMAX);
+        let col_tiles = pieces(nb.size, GEMM_MOVING_FMAX);
+        let accs: Vec<Vec<Tile>> = row_tiles
+            .iter()
+            .map(|&(_, rows)| {
+                col_tiles
                     .iter()
-                    .map(|&(c0, cols)| {
-                        let t = sbuf([kt.size, cols], dt);
-                        let src = match b_layout {
-                            Layout::AsIs => b
-                                .clone()
-                                .rows(kt.start.clone(), kt.size)
-                                .cols(nb.start.clone() + c0, cols),
-                            Layout::Transposed => b
-                                .clone()
-                                .rows(nb.start.clone() + c0, cols)
-                                .cols(kt.start.clone(), kt.size)
-                                .t(),
-                        };
-                        dma_copy(&t, src);
-                        t
-                    })
-                    .collect();
-                for (row_accs, s) in accs.iter().zip(st) {
-                    for (acc, mv) in row_accs.iter().zip(&moving) {
-                        nc_matmul(acc, s, mv, true);
-                    }
+                    .map(|&(_, cols)| psum([rows, cols], DType::F32))
+                    .collect()
+            })
+            .collect();
+        for acc in accs.iter().flatten() {
+            memset(acc, 0.0);
+        }
+        let step = |kt: &TileSpan, ki: Option<usize>| {
+            let loaded_st: Vec<Tile>;
+            let st: &[Tile] = match (st_held, ki) {
+                (Some(tiles), Some(ki)) => &tiles[ki],
+                _ => {
+                    loaded_st = row_tiles
+                        .iter()
+                        .map(|&(r0, rows)| {
+                            let t = sbuf([kt.size, rows], dt);
+                            let src = match a_layout {
+                                Layout::AsIs => a
+                                    .clone()
+                                    .rows(mb.start.clone() + r0, rows)
+                                    .cols(kt.start.clone(), kt.size)
+                                    .t(),
+                                Layout::Transposed => a
+                                    .clone()
+                                    .rows(kt.start.clone(), kt.size)
+                                    .cols(mb.start.clone() + r0, rows),
+                            };
+                            dma_copy(&t, src);
+                            t
+                        })
+                        .collect();
+                    &loaded_st
                 }
             };
-            match &stationary {
-                // The held tiles are indexed by K tile, so the K steps are unrolled.
-                Stationary::OnChip(tiles) => {
-                    for (tk, &(k0, kn)) in tiles.iter().zip(&k_tiles) {
-                        let span = TileSpan {
-                            start: k0.into(),
-                            size: kn,
-                        };
-                        step(&span, Some(tk));
-                    }
+            let loaded_mv: Vec<Tile>;
+            let moving: &[Tile] = match (mv_held, ki) {
+                (Some(tiles), Some(ki)) => &tiles[ki],
+                _ => {
+                    loaded_mv = col_tiles
+                        .iter()
+                        .map(|&(c0, cols)| {
+                            let t = sbuf([kt.size, cols], dt);
+                            let src = match b_layout {
+                                Layout::AsIs => b
+                                    .clone()
+                                    .rows(kt.start.clone(), kt.size)
+                                    .cols(nb.start.clone() + c0, cols),
+                                Layout::Transposed => b
+                                    .clone()
+                                    .rows(nb.start.clone() + c0, cols)
+                                    .cols(kt.start.clone(), kt.size)
+                                    .t(),
+                            };
+                            dma_copy(&t, src);
+                            t
+                        })
+                        .collect();
+                    &loaded_mv
                 }
-                Stationary::Loaded => for_each_tile(k, PMAX, |kt| step(&kt, None)),
-            }
-            for (row_accs, &(r0, rows)) in accs.iter().zip(&row_tiles) {
-                for (acc, &(c0, cols)) in row_accs.iter().zip(&col_tiles) {
-                    let res = sbuf([rows, cols], out.dtype());
-                    match bias {
-                        Some(bias) => {
-                            let bt = sbuf([rows, cols], bias.dtype());
-                            dma_copy(
-                                &bt,
-                                bias.clone()
-                                    .reshape(&[1, n])
-                                    .cols(nb.start.clone() + c0, cols)
-                                    .broadcast_to(&[rows, cols]),
-                            );
-                            tensor_tensor(&res, acc, &bt, BinOp::Add);
-                        }
-                        None => tensor_copy(&res, acc),
-                    }
-                    dma_copy(
-                        out.clone()
-                            .rows(mb.start.clone() + r0, rows)
-                            .cols(nb.start.clone() + c0, cols),
-                        &res,
-                    );
+            };
+            for (row_accs, s) in accs.iter().zip(st) {
+                for (acc, mv) in row_accs.iter().zip(moving) {
+                    nc_matmul(acc, s, mv, true);
                 }
             }
+        };
+        if st_held.is_some() || mv_held.is_some() {
+            // Held tiles are indexed by K tile, so the K steps are unrolled.
+            for (ki, &(k0, kn)) in k_tiles.iter().enumerate() {
+                step(
+                    &TileSpan {
+                        start: k0.into(),
+                        size: kn,
+                    },
+                    Some(ki),
+                );
+            }
+        } else {
+            for_each_tile(k, PMAX, |kt| step(&kt, None));
+        }
+        for (row_accs, &(r0, rows)) in accs.iter().zip(&row_tiles) {
+            for (acc, &(c0, cols)) in row_accs.iter().zip(&col_tiles) {
+                let res = sbuf([rows, cols], out.dtype());
+                match bias {
+                    Some(bias) => {
+                        let bt = sbuf([rows, cols], bias.dtype());
+                        dma_copy(
+                            &bt,
+                            bias.clone()
+                                .reshape(&[1, n])
+                                .cols(nb.start.clone() + c0, cols)
+                                .broadcast_to(&[rows, cols]),
+                        );
+                        tensor_tensor(&res, acc, &bt, BinOp::Add);
+                    }
+                    None => tensor_copy(&res, acc),
+                }
+                dma_copy(
+                    out.clone()
+                        .rows(mb.start.clone() + r0, rows)
+                        .cols(nb.start.clone() + c0, cols),
+                    &res,
+                );
+            }
+        }
+    };
+    let stationary = |mb: &TileSpan| {
+        a_on_chip.then(|| transposed_block(a, &mb.start, &pieces(mb.size, GEMM_STATIONARY_FMAX)))
+    };
+    if b_on_chip {
+        for_each_tile(n, BLOCK_N, |nb| {
+            let mv = transposed_block(b, &nb.start, &pieces(nb.size, GEMM_MOVING_FMAX));
+            for_each_tile(m, BLOCK_M, |mb| {
+                let st = stationary(&mb);
+                output_block(&mb, &nb, st.as_ref(), Some(&mv));
+            });
         });
-    });
+    } else {
+        for_each_tile(m, BLOCK_M, |mb| {
+            let st = stationary(&mb);
+            for_each_tile(n, BLOCK_N, |nb| output_block(&mb, &nb, st.as_ref(), None));
+        });
+    }
 }
 
 /// Matrix product `x @ w` of `x[M, K]` and `w[K, N]`.
