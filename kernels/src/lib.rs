@@ -11,6 +11,7 @@
 //! | `rmsnorm` | [`norm`] | `x * rsqrt(mean(x²) + eps) * weight` over the last dim |
 //! | `matmul` | [`matmul`] | `x @ w`, K accumulated in fp32 PSUM |
 //! | `linear` | [`matmul`] | `F.linear`: `x @ weightᵀ + bias`, optional bias |
+//! | `rope` | [`rope`] | rotary position embedding of `q` and `k` (Llama's rotate-half) |
 //! | `softmax`, `log_softmax` | [`softmax`] | over the last dim, max-subtracted, fp32 inside |
 
 #![warn(missing_docs)]
@@ -19,5 +20,6 @@ pub mod activation;
 pub mod elementwise;
 pub mod matmul;
 pub mod norm;
+pub mod rope;
 pub mod softmax;
 mod tiling;

@@ -324,6 +324,12 @@ impl IntoOutputs for (Hbm, Hbm, Hbm) {
     }
 }
 
+impl IntoOutputs for (Hbm, Hbm, Hbm, Hbm) {
+    fn into_outputs(self) -> Vec<Hbm> {
+        vec![self.0, self.1, self.2, self.3]
+    }
+}
+
 impl KernelDef {
     /// The name of the op that returns every output of a kernel with `saved` outputs:
     /// `<name>_fwd`.

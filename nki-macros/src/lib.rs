@@ -36,7 +36,7 @@
 //! - A scalar parameter may have a default, `#[default(1e-6)] eps: f32`; the literal must fit
 //!   the type (a number for floats, an integer for ints, `true`/`false` for bools). Tensors
 //!   cannot have defaults.
-//! - It returns `Hbm`, `(Hbm, Hbm)` or `(Hbm, Hbm, Hbm)`; the contract declares exactly that
+//! - It returns `Hbm` or a tuple of two to four `Hbm`; the contract declares exactly that
 //!   many outputs. It cannot be generic or `async`.
 //!
 //! ## The contract

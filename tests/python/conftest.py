@@ -16,15 +16,21 @@ import torch_nki
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _private_source_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Keep the suite's NKI source cache out of the user's cache directory."""
-    before = os.environ.get("TORCH_NKI_CACHE_DIR")
-    os.environ["TORCH_NKI_CACHE_DIR"] = str(tmp_path_factory.mktemp("nki-source-cache"))
+def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keep the suite's NKI source cache and torch.compile's on-disk caches out of the user's
+    cache directories. Inductor's caches key compiled graphs on the forward graph: a backward
+    kernel whose signature changed under an unchanged forward would otherwise be served stale
+    compiled code from an earlier build."""
+    names = {"TORCH_NKI_CACHE_DIR": "nki-source-cache", "TORCHINDUCTOR_CACHE_DIR": "inductor-cache"}
+    before = {name: os.environ.get(name) for name in names}
+    for name, directory in names.items():
+        os.environ[name] = str(tmp_path_factory.mktemp(directory))
     yield
-    if before is None:
-        del os.environ["TORCH_NKI_CACHE_DIR"]
-    else:
-        os.environ["TORCH_NKI_CACHE_DIR"] = before
+    for name, value in before.items():
+        if value is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)

@@ -359,7 +359,7 @@ fn is_hbm(ty: &Type) -> bool {
 
 /// The number of returned tensors and the span of the return type.
 fn return_count(output: &ReturnType, name: &Ident) -> syn::Result<(usize, Span)> {
-    let expected = "`-> Hbm`, `-> (Hbm, Hbm)` or `-> (Hbm, Hbm, Hbm)`";
+    let expected = "`-> Hbm` or a tuple of two to four `Hbm` (`-> (Hbm, Hbm)`, ...)";
     let ty = match output {
         ReturnType::Default => {
             return Err(syn::Error::new(
@@ -375,7 +375,7 @@ fn return_count(output: &ReturnType, name: &Ident) -> syn::Result<(usize, Span)>
     let span = ty.span();
     let count = match strip(ty) {
         t if is_hbm(t) => 1,
-        Type::Tuple(t) if (2..=3).contains(&t.elems.len()) && t.elems.iter().all(is_hbm) => {
+        Type::Tuple(t) if (2..=4).contains(&t.elems.len()) && t.elems.iter().all(is_hbm) => {
             t.elems.len()
         }
         _ => {
