@@ -152,11 +152,7 @@ pub fn softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
     let (n, d) = rows_of(y);
     let dt = y.dtype();
     let grad_x = shared_hbm(y.shape(), dt);
-    let (gv, yv, dv) = (
-        grad_y.reshape(&[n, d]),
-        y.reshape(&[n, d]),
-        grad_x.reshape(&[n, d]),
-    );
+    let [gv, yv, dv] = [grad_y, y, &grad_x].map(|t| t.reshape(&[n, d]));
     let chunks = column_chunks(d);
     for_each_tile(n, PMAX, |rows| {
         let dot = sbuf([rows.size, 1], DType::F32);
@@ -233,11 +229,7 @@ pub fn log_softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
     let (n, d) = rows_of(y);
     let dt = y.dtype();
     let grad_x = shared_hbm(y.shape(), dt);
-    let (gv, yv, dv) = (
-        grad_y.reshape(&[n, d]),
-        y.reshape(&[n, d]),
-        grad_x.reshape(&[n, d]),
-    );
+    let [gv, yv, dv] = [grad_y, y, &grad_x].map(|t| t.reshape(&[n, d]));
     let chunks = column_chunks(d);
     for_each_tile(n, PMAX, |rows| {
         let total = sbuf([rows.size, 1], DType::F32);
