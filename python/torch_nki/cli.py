@@ -197,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     emit = sub.add_parser("emit", help="print an op's NKI Python source for Trainium")
     _add_example_arguments(emit)
     emit.add_argument("-o", "--output", metavar="PATH", help="write the source here instead of printing it")
+    table = sub.add_parser("table", help="the Markdown table of every op: contract, dtypes, backward, grade")
+    table.add_argument("-o", "--output", metavar="PATH", help="write it here instead of printing it")
     cache = sub.add_parser("cache", help="the persistent NKI source cache: info, clear or path")
     cache.add_argument("action", choices=["info", "clear", "path"])
     bench = sub.add_parser("bench", help="grade every op at its bench shape: estimated device time vs CPU")
@@ -217,6 +219,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return bench_mod.run(args.op, args.target, max(1, args.repeat))
     if args.command == "cache":
         return run_cache(args.action)
+    if args.command == "table":
+        from torch_nki import optable
+
+        text = optable.markdown()
+        if args.output:
+            Path(args.output).write_text(text, encoding="utf-8")
+        else:
+            print(text, end="")
+        return 0
     if args.command == "emit":
         return run_emit(args.op, args.shape, args.scalar, args.dtype, args.target, args.output)
     if args.command == "cost":

@@ -1,0 +1,76 @@
+"""``torch-nki table``: the table of every op, generated from the registry — contract, dtypes,
+backward kernel, what it replaces, and its grade (the cost model's estimate on Trn2 at the op's
+``bench(...)`` shape: time, bound, roofline fraction). ``docs/ops.md`` is this table; a test
+keeps it current."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+import torch_nki
+from torch_nki import testing
+
+HEADER = """# Ops
+
+Generated from the registry by `torch-nki table -o docs/ops.md` (do not edit; a test checks it is
+current). Grades are the cost model's estimates for one Trn2 NeuronCore at each op's `bench(...)`
+shape in bf16 (a backward kernel at its forward's), not measurements; CPU simulator times next to
+ATen's are in [bench.md](bench.md).
+
+| op | contract | dtypes | backward | replaces | grade (trn2) |
+|---|---|---|---|---|---|
+"""
+
+
+def _meta(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty(tuple(shape), dtype=dtype, device="meta")
+
+
+def _bench_args(op: str) -> testing.SampleInput | None:
+    """The op's bench arguments as meta tensors (a backward kernel's from its forward's)."""
+    sample = testing.bench_input(op, make=_meta)
+    if sample is not None:
+        return sample
+    forward = testing.op_spec(op).backward_of
+    forward_sample = testing.bench_input(forward, make=_meta) if forward else None
+    return None if forward_sample is None else testing.backward_sample(forward_sample, make=_meta)
+
+
+def _grade(op: str, target: str) -> str:
+    sample = _bench_args(op)
+    if sample is None:
+        return "(no bench shape)"
+    report = torch_nki.cost(op, *sample.args, target=target)
+    us = report.total_ns / 1e3
+    time = f"{us / 1e3:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
+    return f"{time}, {report.bound}-bound, {report.roofline_fraction:.0%} of roofline"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown(target: str = "trn2") -> str:
+    """The table as Markdown (see the module doc)."""
+    rows = []
+    for op in torch_nki.ops():
+        spec = testing.op_spec(op)
+        if spec.backward:
+            backward = f"`{spec.backward.kernel}`"
+        elif spec.backward_of:
+            backward = f"(backward of `{spec.backward_of}`)"
+        else:
+            backward = "none"
+        replaces = ", ".join(f"`{r}`" for r in spec.replaces) or "—"
+        cells = [
+            f"`{op}`",
+            f"`{_cell(spec.contract_text)}`",
+            f"`{_cell(spec.dtype_text)}`",
+            backward,
+            _cell(replaces),
+            _grade(op, target),
+        ]
+        rows.append("| " + " | ".join(cells) + " |\n")
+    return HEADER + "".join(rows)
