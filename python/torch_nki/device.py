@@ -46,10 +46,11 @@ class CompiledKernel:
 
 
 def _scalar_key(value: Any) -> Hashable:
-    """Scalars as cache keys: every NaN is one key, and ``0.0`` and ``-0.0`` stay apart (they
-    generate different source)."""
-    if isinstance(value, float):
-        return ("nan",) if math.isnan(value) else (value, math.copysign(1.0, value))
+    """Scalars as cache keys, canonical as the native signature makes them (the source they
+    generate is the same): every NaN is one key, and ``0.0`` and ``-0.0`` are one (they compare
+    and hash equal)."""
+    if isinstance(value, float) and math.isnan(value):
+        return ("float", "nan")
     return (type(value).__name__, value)
 
 
