@@ -9,6 +9,8 @@
 //! | `add` | [`elementwise`] | `x + y`, same shape, any rank |
 //! | `silu`, `silu_mul` | [`activation`] | `x·σ(x)`, and SwiGLU's `silu(gate) · up` |
 //! | `rmsnorm` | [`norm`] | `x * rsqrt(mean(x²) + eps) * weight` over the last dim |
+//! | `add_rmsnorm` | [`norm`] | `h = x + residual`, `y = rmsnorm(h)`: the fused residual of a decoder layer |
+//! | `layernorm` | [`norm`] | `(x − mean) · rsqrt(var + eps) · weight + bias`, weight and bias optional |
 //! | `matmul` | [`matmul`] | `x @ w`, K accumulated in fp32 PSUM |
 //! | `linear` | [`matmul`] | `F.linear`: `x @ weightᵀ + bias`, optional bias |
 //! | `rope` | [`rope`] | rotary position embedding of `q` and `k` (Llama's rotate-half) |

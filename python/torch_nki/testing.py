@@ -218,13 +218,16 @@ def public_outputs(result: Any) -> tuple[torch.Tensor, ...]:
 
 def reference(sample: SampleInput, args: Sequence[Any] | None = None) -> tuple[torch.Tensor, ...]:
     """Evaluates the op's declared ATen reference on ``args`` (default: the sample's), with the
-    parameter names bound and ``torch`` and ``F`` (``torch.nn.functional``) in scope."""
+    parameter names bound and ``torch``, ``F`` (``torch.nn.functional``) and ``dtype`` (the
+    sample's dtype, even when ``args`` are upcast copies, for references that round an
+    intermediate as the op does) in scope."""
     spec = op_spec(sample.op)
     if spec.reference is None:
         raise ValueError(f"{spec.qualname} declares no reference")
-    env = {p.name: a for p, a in zip(spec.params, args or sample.args, strict=True)}
+    env: dict[str, Any] = {p.name: a for p, a in zip(spec.params, args or sample.args, strict=True)}
+    scope = {"torch": torch, "F": torch.nn.functional, "dtype": sample.dtype}
     code = compile(spec.reference, f"<reference of {spec.qualname}>", "eval")
-    return public_outputs(eval(code, {"torch": torch, "F": torch.nn.functional}, env))
+    return public_outputs(eval(code, scope, env))
 
 
 def tolerances(sample: SampleInput) -> list[tuple[float, float]]:

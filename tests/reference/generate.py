@@ -49,7 +49,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FORMAT_VERSION = 2
 """Version of the ``cases.json`` layout; bump when the Rust loader must change."""
 
-MAX_FIXTURE_BYTES = 4_000_000
+MAX_FIXTURE_BYTES = 8_000_000
 """Budget for all fixture files together."""
 
 DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -134,7 +134,7 @@ class Case:
 
 #: Output elements stored in full; larger outputs store a row sample (every k-th row of the
 #: output viewed as rows of its last dimension, plus the rows around each 128-row tile edge).
-FULL_OUTPUT_LIMIT = 24_576
+FULL_OUTPUT_LIMIT = 16_384
 
 
 def sample_rows(n: int, step: int, tile: int = 128) -> tuple[int, ...]:

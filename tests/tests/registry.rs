@@ -1,4 +1,4 @@
-//! What the registry holds and exports: exactly the kernels declared in `kernels/src`, each
+//! What the registry holds and exports: exactly the kernels declared under `kernels/src`, each
 //! forward with a reference and samples (backward kernels are checked through their forward),
 //! every schema, and the full manifest.
 
@@ -7,16 +7,23 @@ use nki_kernels as _;
 use nki_registry::Registry;
 use std::path::Path;
 
-/// The kernels declared in `kernels/src`: the `fn` after every `#[kernel(` attribute, read from
+/// The kernels declared under `kernels/src` (subdirectories included): the `fn` after every `#[kernel(` attribute, read from
 /// the source rather than kept as a list, so the registry test cannot drift from the library.
 fn declared_kernels() -> Vec<String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/src");
     let mut names = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("kernels/src")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-        .collect();
+    let mut files = Vec::new();
+    let mut dirs = vec![dir];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("kernels/src") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
     files.sort();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("kernel source");

@@ -558,6 +558,18 @@ const fn push_root(m: ConstMsg, r: Root) -> ConstMsg {
     }
 }
 
+/// Whether `name` is an optional tensor parameter (`Option<&Hbm>`) of `def`.
+const fn is_optional(def: &KernelDef, name: &str) -> bool {
+    let mut i = 0;
+    while i < def.params.len() {
+        if str_eq(def.params[i].name, name) {
+            return matches!(def.params[i].kind, ParamKind::OptionalTensor);
+        }
+        i += 1;
+    }
+    false
+}
+
 /// The source of every backward tensor parameter, in `contract.inputs` order.
 struct Sources {
     of: [Option<Source>; MAX_SYMS],
@@ -586,7 +598,7 @@ pub const fn check_backward(
     let mut i = 0;
     while i < bwd.params.len() {
         let p = bwd.params[i];
-        if !matches!(p.kind, ParamKind::Tensor) {
+        if !matches!(p.kind, ParamKind::Tensor | ParamKind::OptionalTensor) {
             let mut found = false;
             let mut j = 0;
             while j < fwd.params.len() {
@@ -624,6 +636,18 @@ pub const fn check_backward(
             Err(e) => return Err(e),
         };
         srcs.of[i] = Some(src);
+        if let Source::Input(fi) = src
+            && is_optional(fwd, fc.inputs[fi].param)
+            && !is_optional(bwd, inp.param)
+        {
+            return Err(ctx
+                .msg()
+                .push("tensor parameter `")
+                .push(inp.param)
+                .push("` receives the forward's optional `")
+                .push(fc.inputs[fi].param)
+                .push("`, which may be None: declare it `Option<&Hbm>`"));
+        }
         b = match unify(ctx, b, inp.param, inp.dims, source_dims(fc, src)) {
             Ok(b) => b,
             Err(e) => return Err(e),

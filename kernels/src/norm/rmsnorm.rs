@@ -1,11 +1,9 @@
-//! Normalisation kernels.
+//! RMSNorm and the fused residual add + RMSNorm of Llama-style decoder layers, forward and
+//! backward.
 
+use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of};
 use crate::tiling::{CHUNK, column_chunks, rows_of};
 use nki_core::prelude::*;
-
-/// Columns of `grad_weight` accumulated together: one fp32 PSUM bank (512 columns) each, all
-/// eight banks.
-const WEIGHT_BLOCK: usize = PSUM_BANK_FMAX * PSUM_BANKS;
 
 /// RMSNorm over the last dim: `x * rsqrt(mean(x²) + eps) * weight`, for `x` of any rank ≥ 1
 /// (LlamaRMSNorm's `[B, S, H]` directly).
@@ -41,55 +39,120 @@ pub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> (Hbm, Hbm) {
         out.reshape(&[n, d]),
         rstd_out.reshape(&[n, 1]),
     );
-    let p = n.min(PMAX);
-    let w = sbuf([p, d], weight.dtype());
-    dma_copy(&w, weight.view().broadcast_to(&[p, d]));
-    let chunks = column_chunks(d);
+    let w = broadcast_weight(weight, n, d);
     for_each_tile(n, PMAX, |rows| {
         let xt = sbuf([rows.size, d], x.dtype());
         dma_copy(&xt, xv.clone().rows(rows.start.clone(), rows.size));
-        // sum(x²) per row, fp32, on the scalar engine, one 2048-column chunk at a time (the
-        // squares themselves are scratch, so a chunk of it is enough).
-        let scratch = sbuf([rows.size, CHUNK.min(d)], DType::F32);
-        let rstd = sbuf([rows.size, 1], DType::F32);
-        for (i, &(c0, cols)) in chunks.iter().enumerate() {
-            let part = if i == 0 {
-                rstd.clone()
-            } else {
-                sbuf([rows.size, 1], DType::F32)
-            };
-            let sq = scratch.cols(0, cols);
-            activation_reduce(
-                &sq,
-                ActFn::Square,
-                xt.cols(c0, cols),
-                BinOp::Add,
-                &part,
-                None,
-                1.0,
-            );
-            if i > 0 {
-                tensor_tensor(&rstd, &rstd, &part, BinOp::Add);
-            }
-        }
-        // rstd = rsqrt(sumsq / D + eps), in place.
-        tensor_scalar(&rstd, &rstd, BinOp::Multiply, 1.0 / d as f32).then(BinOp::Add, eps);
-        activation(&rstd, ActFn::Rsqrt, &rstd, None, 1.0);
-        // y = (x * rstd) * w, fp32 until the final write rounds to x's dtype (in place in xt).
-        for &(c0, cols) in &chunks {
-            let t = scratch.cols(0, cols);
-            tensor_scalar(&t, xt.cols(c0, cols), BinOp::Multiply, &rstd);
-            tensor_tensor(
-                xt.cols(c0, cols),
-                &t,
-                w.rows(rows.size).cols(c0, cols),
-                BinOp::Multiply,
-            );
-        }
+        let rstd = normalize_in_place(&xt, &w, eps);
         dma_copy(ov.clone().rows(rows.start.clone(), rows.size), &xt);
         dma_copy(rv.clone().rows(rows.start, rows.size), &rstd);
     });
     (out, rstd_out)
+}
+
+/// The fused residual add and RMSNorm of a Llama-style decoder layer:
+/// `h = x + residual` (rounded to the input dtype, as the eager model does) and
+/// `y = rmsnorm(h, weight, eps)`, for inputs of any rank ≥ 1.
+///
+/// Each row tile is read once: `x` whole, `residual` a 2048-column chunk at a time added into
+/// it, `h` stored, then normalised in place exactly as `rmsnorm` does. Saves the fp32 `rstd`
+/// per row for the backward.
+#[kernel(
+    shape(x = [..B, D], residual = [..B, D], weight = [D])
+        -> (h = [..B, D], y = [..B, D], saved rstd = [..B]),
+    dtype(x in {f32, bf16, f16}, residual = x, weight = x) -> (x, x, f32),
+    require(D <= 16384),
+    backward(add_rmsnorm_backward, saves(h, weight, rstd)),
+    replaces("rmsnorm(x + residual)"),
+    reference("(x + residual, ((x + residual).to(dtype).float() * torch.rsqrt((x + residual).to(dtype).float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight)"),
+    sample(x = [130, 96], residual = [130, 96], weight = [96]),
+    sample(x = [2, 65, 300], residual = [2, 65, 300], weight = [300], eps = 1e-5),
+    sample(x = [3, 4500], residual = [3, 4500], weight = [4500], dtypes = {f32}),
+    sample(x = [1, 1], residual = [1, 1], weight = [1]),
+    sample(x = [7], residual = [7], weight = [7]),
+    tolerance(reduction(D)),
+    autocast(promote),
+    bench(x = [8192, 4096], residual = [8192, 4096], weight = [4096]),
+)]
+pub fn add_rmsnorm(
+    x: &Hbm,
+    residual: &Hbm,
+    weight: &Hbm,
+    #[default(1e-6)] eps: f32,
+) -> (Hbm, Hbm, Hbm) {
+    let (n, d) = rows_of(x);
+    let dt = x.dtype();
+    let h_out = shared_hbm(x.shape(), dt);
+    let y_out = shared_hbm(x.shape(), dt);
+    let rstd_out = shared_hbm(&x.shape()[..x.shape().len() - 1], DType::F32);
+    let [xv, resv, hv, yv] = [x, residual, &h_out, &y_out].map(|t| t.reshape(&[n, d]));
+    let rv = rstd_out.reshape(&[n, 1]);
+    let w = broadcast_weight(weight, n, d);
+    let chunks = column_chunks(d);
+    for_each_tile(n, PMAX, |rows| {
+        let ht = sbuf([rows.size, d], dt);
+        dma_copy(&ht, xv.clone().rows(rows.start.clone(), rows.size));
+        let rt = sbuf([rows.size, CHUNK.min(d)], dt);
+        for &(c0, cols) in &chunks {
+            dma_copy(rt.cols(0, cols), chunk_of(&resv, &rows, c0, cols));
+            tensor_tensor(
+                ht.cols(c0, cols),
+                ht.cols(c0, cols),
+                rt.cols(0, cols),
+                BinOp::Add,
+            );
+        }
+        dma_copy(hv.clone().rows(rows.start.clone(), rows.size), &ht);
+        let rstd = normalize_in_place(&ht, &w, eps);
+        dma_copy(yv.clone().rows(rows.start.clone(), rows.size), &ht);
+        dma_copy(rv.clone().rows(rows.start, rows.size), &rstd);
+    });
+    (h_out, y_out, rstd_out)
+}
+
+/// RMSNorm of the row tile `xt` in place (`xt · rstd · w`, fp32 until the write rounds to
+/// `xt`'s dtype); returns `rstd = rsqrt(mean(x²) + eps)`, `[rows, 1]` fp32.
+///
+/// `sum(x²)` runs on the scalar engine, one 2048-column chunk at a time, so the fp32 scratch
+/// stays one chunk wide.
+fn normalize_in_place(xt: &Tile, w: &Tile, eps: f32) -> Tile {
+    let [rows, d] = xt.shape();
+    let chunks = column_chunks(d);
+    let scratch = sbuf([rows, CHUNK.min(d)], DType::F32);
+    let rstd = sbuf([rows, 1], DType::F32);
+    for (i, &(c0, cols)) in chunks.iter().enumerate() {
+        let part = if i == 0 {
+            rstd.clone()
+        } else {
+            sbuf([rows, 1], DType::F32)
+        };
+        activation_reduce(
+            scratch.cols(0, cols),
+            ActFn::Square,
+            xt.cols(c0, cols),
+            BinOp::Add,
+            &part,
+            None,
+            1.0,
+        );
+        if i > 0 {
+            tensor_tensor(&rstd, &rstd, &part, BinOp::Add);
+        }
+    }
+    // rstd = rsqrt(sumsq / D + eps), in place.
+    tensor_scalar(&rstd, &rstd, BinOp::Multiply, 1.0 / d as f32).then(BinOp::Add, eps);
+    activation(&rstd, ActFn::Rsqrt, &rstd, None, 1.0);
+    for &(c0, cols) in &chunks {
+        let t = scratch.cols(0, cols);
+        tensor_scalar(&t, xt.cols(c0, cols), BinOp::Multiply, &rstd);
+        tensor_tensor(
+            xt.cols(c0, cols),
+            &t,
+            w.rows(rows).cols(c0, cols),
+            BinOp::Multiply,
+        );
+    }
+    rstd
 }
 
 /// Gradients of `rmsnorm` from the saved `rstd` (`x̂ = x · rstd`, `ĝ = grad_y · weight`):
@@ -108,18 +171,64 @@ pub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> (Hbm, Hbm) {
     tolerance(reduction(D)),
 )]
 pub fn rmsnorm_backward(grad_y: &Hbm, x: &Hbm, weight: &Hbm, rstd: &Hbm) -> (Hbm, Hbm) {
+    let grad_x = shared_hbm(x.shape(), x.dtype());
+    let grad_w = normalize_backward(grad_y, None, x, weight, rstd, &[&grad_x]);
+    (grad_x, grad_w)
+}
+
+/// Gradients of `add_rmsnorm`: the gradient reaching `h` is `grad_h` plus RMSNorm's
+/// `grad_x` (as in `rmsnorm_backward`, from the saved `h` and `rstd`), and both `x` and
+/// `residual` receive it; `grad_weight = Σ_rows grad_y · ĥ`.
+#[kernel(
+    shape(grad_h = [..B, D], grad_y = [..B, D], h = [..B, D], weight = [D], rstd = [..B])
+        -> (grad_x = [..B, D], grad_residual = [..B, D], grad_weight = [D]),
+    dtype(grad_h in {f32, bf16, f16}, grad_y = grad_h, h = grad_h, weight = grad_h, rstd in {f32})
+        -> (grad_h, grad_h, grad_h),
+    require(D <= 16384),
+    tolerance(reduction(D)),
+)]
+pub fn add_rmsnorm_backward(
+    grad_h: &Hbm,
+    grad_y: &Hbm,
+    h: &Hbm,
+    weight: &Hbm,
+    rstd: &Hbm,
+) -> (Hbm, Hbm, Hbm) {
+    let grad_x = shared_hbm(h.shape(), h.dtype());
+    let grad_residual = shared_hbm(h.shape(), h.dtype());
+    let grad_w = normalize_backward(
+        grad_y,
+        Some(grad_h),
+        h,
+        weight,
+        rstd,
+        &[&grad_x, &grad_residual],
+    );
+    (grad_x, grad_residual, grad_w)
+}
+
+/// The body of both RMSNorm backwards: writes `rstd · (ĝ − x̂ · mean(ĝ · x̂))` (plus `extra`,
+/// the gradient reaching `x` directly, when given) to every tensor of `grad_x_outs`, and
+/// returns `grad_weight`.
+fn normalize_backward(
+    grad_y: &Hbm,
+    extra: Option<&Hbm>,
+    x: &Hbm,
+    weight: &Hbm,
+    rstd: &Hbm,
+    grad_x_outs: &[&Hbm],
+) -> Hbm {
     let (n, d) = rows_of(x);
     let dt = x.dtype();
-    let grad_x = shared_hbm(x.shape(), dt);
     let grad_w = shared_hbm(&[d], dt);
-    let (gv, xv, dxv, rv) = (
+    let (gv, xv, rv) = (
         grad_y.reshape(&[n, d]),
         x.reshape(&[n, d]),
-        grad_x.reshape(&[n, d]),
         rstd.reshape(&[n, 1]),
     );
+    let ev = extra.map(|e| e.reshape(&[n, d]));
+    let dxvs: Vec<HbmView> = grad_x_outs.iter().map(|t| t.reshape(&[n, d])).collect();
     let chunks = column_chunks(d);
-    let p = n.min(PMAX);
     // x̂ and ĝ of one chunk of one row tile, in fp32.
     let load_chunk = |rows: &TileSpan, r: &Tile, (c0, cols): (usize, usize)| -> (Tile, Tile) {
         let (xt, gt, wt) = (
@@ -127,18 +236,8 @@ pub fn rmsnorm_backward(grad_y: &Hbm, x: &Hbm, weight: &Hbm, rstd: &Hbm) -> (Hbm
             sbuf([rows.size, cols], dt),
             sbuf([rows.size, cols], dt),
         );
-        dma_copy(
-            &xt,
-            xv.clone()
-                .rows(rows.start.clone(), rows.size)
-                .cols(c0, cols),
-        );
-        dma_copy(
-            &gt,
-            gv.clone()
-                .rows(rows.start.clone(), rows.size)
-                .cols(c0, cols),
-        );
+        dma_copy(&xt, chunk_of(&xv, rows, c0, cols));
+        dma_copy(&gt, chunk_of(&gv, rows, c0, cols));
         dma_copy(
             &wt,
             weight
@@ -172,7 +271,7 @@ pub fn rmsnorm_backward(grad_y: &Hbm, x: &Hbm, weight: &Hbm, rstd: &Hbm) -> (Hbm
                 kept = Some((xhat, ghat));
             }
         }
-        // coef = dot / D; grad_x = (ĝ − x̂ · coef) · rstd.
+        // coef = dot / D; grad_x = (ĝ − x̂ · coef) · rstd (+ extra).
         let coef = sbuf([rows.size, 1], DType::F32);
         tensor_scalar(&coef, &dot, BinOp::Multiply, 1.0 / d as f32);
         for &chunk in &chunks {
@@ -183,66 +282,31 @@ pub fn rmsnorm_backward(grad_y: &Hbm, x: &Hbm, weight: &Hbm, rstd: &Hbm) -> (Hbm
             tensor_scalar(&xhat, &xhat, BinOp::Multiply, &coef);
             tensor_tensor(&ghat, &ghat, &xhat, BinOp::Subtract);
             let dx = sbuf([rows.size, chunk.1], dt);
-            tensor_scalar(&dx, &ghat, BinOp::Multiply, &r);
-            dma_copy(
-                dxv.clone()
-                    .rows(rows.start.clone(), rows.size)
-                    .cols(chunk.0, chunk.1),
-                &dx,
-            );
-        }
-    });
-    // grad_weight[c] = Σ_rows grad_y[row, c] · x̂[row, c], on the tensor engine.
-    let ones = sbuf([p, 1], DType::F32);
-    memset(&ones, 1.0);
-    for_each_tile(d, WEIGHT_BLOCK, |blk| {
-        let banks: Vec<(usize, usize)> = (0..blk.size)
-            .step_by(PSUM_BANK_FMAX)
-            .map(|c0| (c0, PSUM_BANK_FMAX.min(blk.size - c0)))
-            .collect();
-        let accs: Vec<Tile> = banks
-            .iter()
-            .map(|&(_, w)| psum([1, w], DType::F32))
-            .collect();
-        for acc in &accs {
-            memset(acc, 0.0);
-        }
-        for_each_tile(n, PMAX, |rows| {
-            let r = sbuf([rows.size, 1], DType::F32);
-            dma_copy(&r, rv.clone().rows(rows.start.clone(), rows.size));
-            let (xt, gt) = (
-                sbuf([rows.size, blk.size], dt),
-                sbuf([rows.size, blk.size], dt),
-            );
-            dma_copy(
-                &xt,
-                xv.clone()
-                    .rows(rows.start.clone(), rows.size)
-                    .cols(blk.start.clone(), blk.size),
-            );
-            dma_copy(
-                &gt,
-                gv.clone()
-                    .rows(rows.start.clone(), rows.size)
-                    .cols(blk.start.clone(), blk.size),
-            );
-            let m = sbuf([rows.size, blk.size], DType::F32);
-            tensor_scalar(&m, &xt, BinOp::Multiply, &r);
-            tensor_tensor(&m, &m, &gt, BinOp::Multiply);
-            for (acc, &(c0, w)) in accs.iter().zip(&banks) {
-                nc_matmul(acc, ones.rows(rows.size), m.cols(c0, w), true);
+            match &ev {
+                Some(ev) => {
+                    let et = sbuf([rows.size, chunk.1], dt);
+                    dma_copy(&et, chunk_of(ev, &rows, chunk.0, chunk.1));
+                    tensor_scalar(&ghat, &ghat, BinOp::Multiply, &r);
+                    tensor_tensor(&dx, &ghat, &et, BinOp::Add);
+                }
+                None => {
+                    tensor_scalar(&dx, &ghat, BinOp::Multiply, &r);
+                }
             }
-        });
-        for (acc, &(c0, w)) in accs.iter().zip(&banks) {
-            let res = sbuf([1, w], dt);
-            tensor_copy(&res, acc);
-            dma_copy(
-                grad_w.reshape(&[1, d]).cols(blk.start.clone() + c0, w),
-                &res,
-            );
+            for dxv in &dxvs {
+                dma_copy(chunk_of(dxv, &rows, chunk.0, chunk.1), &dx);
+            }
         }
     });
-    (grad_x, grad_w)
+    affine_gradients(&AffineGrads {
+        grad_y: &gv,
+        x: &xv,
+        mean: None,
+        rstd: &rv,
+        grad_weight: Some(&grad_w),
+        grad_bias: None,
+    });
+    grad_w
 }
 
 #[cfg(test)]
@@ -343,6 +407,70 @@ mod tests {
                 "dw[{j}] {got} vs {want}"
             );
         }
+    }
+
+    #[test]
+    fn add_rmsnorm_is_the_residual_add_then_rmsnorm_forward_and_backward() {
+        let (n, d) = (130, 96);
+        let (x, res, g_h, g_y) = (
+            arr(&[n, d], 1),
+            arr(&[n, d], 5),
+            arr(&[n, d], 9),
+            arr(&[n, d], 13),
+        );
+        let w = HostArray::new(&[d], DType::F32, (0..d).map(|i| 0.5 + (i % 5) as f32 / 5.0));
+        let eps = [ScalarValue::Float(1e-6)];
+        let fused = run_kernel(
+            &ADD_RMSNORM_KERNEL,
+            &[x.clone(), res.clone(), w.clone()],
+            &eps,
+            Target::Trn2,
+        )
+        .unwrap();
+        let h = HostArray::new(
+            &[n, d],
+            DType::F32,
+            x.values.iter().zip(&res.values).map(|(a, b)| a + b),
+        );
+        let plain =
+            run_kernel(&RMSNORM_KERNEL, &[h.clone(), w.clone()], &eps, Target::Trn2).unwrap();
+        assert_eq!(fused[0].values, h.values);
+        assert_eq!(fused[1].values, plain[0].values);
+        assert_eq!(fused[2].values, plain[1].values);
+        let grads = run_kernel(
+            &ADD_RMSNORM_BACKWARD_KERNEL,
+            &[
+                g_h.clone(),
+                g_y.clone(),
+                h.clone(),
+                w.clone(),
+                plain[1].clone(),
+            ],
+            &[],
+            Target::Trn2,
+        )
+        .unwrap();
+        let norm = run_kernel(
+            &RMSNORM_BACKWARD_KERNEL,
+            &[g_y, h, w, plain[1].clone()],
+            &[],
+            Target::Trn2,
+        )
+        .unwrap();
+        for (i, (got, (a, b))) in grads[0]
+            .values
+            .iter()
+            .zip(norm[0].values.iter().zip(&g_h.values))
+            .enumerate()
+        {
+            assert!(
+                (got - (a + b)).abs() <= 1e-6 * (1.0 + got.abs()),
+                "dx[{i}] {got} vs {}",
+                a + b
+            );
+        }
+        assert_eq!(grads[0].values, grads[1].values);
+        assert_eq!(grads[2].values, norm[1].values);
     }
 
     #[test]

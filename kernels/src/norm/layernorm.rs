@@ -1,0 +1,280 @@
+//! LayerNorm over the last dim with optional elementwise weight and bias, forward and backward.
+//!
+//! Rows (every leading dim flattened) are tiled 128 to the partitions; the row stays whole on
+//! the free dim and its statistics are computed in 2048-column chunks in fp32. The variance is
+//! two-pass (`Σ (x − mean)²` after the mean, not `E[x²] − mean²`), so rows with a large offset
+//! keep their precision, as ATen's Welford-style moments do.
+
+use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of};
+use crate::tiling::{CHUNK, column_chunks, rows_of};
+use nki_core::prelude::*;
+
+/// LayerNorm over the last dim: `(x − mean) · rsqrt(var + eps) · weight + bias` (biased
+/// variance, `weight` and `bias` optional), for `x` of any rank ≥ 1, as
+/// `F.layer_norm(x, x.shape[-1:], weight, bias, eps)`.
+///
+/// Per row tile: the row sum on the vector engine gives the mean; `Σ (x − mean)²` is one
+/// scalar-engine pass (square with the negated mean as its per-row bias, summed as it goes);
+/// the normalisation `x · rstd − mean · rstd` is one more scalar pass (per-row scale and bias);
+/// the weight and bias are applied on the vector engine, and the result is rounded once.
+/// `mean` and `rstd` per row are saved in fp32 for the backward.
+#[kernel(
+    shape(x = [..B, D], weight = [D], bias = [D])
+        -> (y = [..B, D], saved mean = [..B], saved rstd = [..B]),
+    dtype(x in {f32, bf16, f16}, weight = x, bias = x) -> (x, f32, f32),
+    require(D <= 16384),
+    backward(layernorm_backward, saves(x, weight, mean, rstd)),
+    replaces("aten::layer_norm", "aten::native_layer_norm", "torch.nn.LayerNorm"),
+    reference("F.layer_norm(x.float(), x.shape[-1:], None if weight is None else weight.float(), None if bias is None else bias.float(), eps).to(x.dtype)"),
+    sample(x = [130, 96], weight = [96], bias = [96]),
+    sample(x = [2, 65, 300], weight = [300], bias = None, eps = 1e-6),
+    sample(x = [3, 4500], weight = None, bias = [4500], dtypes = {f32}),
+    sample(x = [5, 40], weight = None, bias = None),
+    sample(x = [1, 1], weight = [1], bias = [1]),
+    sample(x = [7], weight = [7], bias = [7]),
+    tolerance(reduction(D)),
+    autocast(fp32),
+    bench(x = [8192, 4096], weight = [4096], bias = [4096]),
+)]
+pub fn layernorm(
+    x: &Hbm,
+    weight: Option<&Hbm>,
+    bias: Option<&Hbm>,
+    #[default(1e-5)] eps: f32,
+) -> (Hbm, Hbm, Hbm) {
+    let (n, d) = rows_of(x);
+    let dt = x.dtype();
+    let out = shared_hbm(x.shape(), dt);
+    let stat_shape = &x.shape()[..x.shape().len() - 1];
+    let (mean_out, rstd_out) = (
+        shared_hbm(stat_shape, DType::F32),
+        shared_hbm(stat_shape, DType::F32),
+    );
+    let (xv, ov) = (x.reshape(&[n, d]), out.reshape(&[n, d]));
+    let (mv, rv) = (mean_out.reshape(&[n, 1]), rstd_out.reshape(&[n, 1]));
+    // Weight and bias stay on chip when they fit next to a row tile; otherwise (f32 rows
+    // near the 16384 bound on Trn1) each chunk streams its slice with the row tile.
+    let affine = [weight, bias].iter().flatten().count();
+    let held_bytes = (1 + affine) * d * dt.size_bytes() + CHUNK * 4 + 64;
+    let hold = held_bytes <= current_target().sbuf_bytes_per_partition();
+    let w = weight.map(|w| AffineParam::new(w, n, d, hold));
+    let b = bias.map(|b| AffineParam::new(b, n, d, hold));
+    let chunks = column_chunks(d);
+    for_each_tile(n, PMAX, |rows| {
+        let p = rows.size;
+        let xt = sbuf([p, d], dt);
+        dma_copy(&xt, xv.clone().rows(rows.start.clone(), p));
+        // mean = Σx / D (vector engine), kept negated as the scalar engine's per-row bias.
+        let neg_mean = sbuf([p, 1], DType::F32);
+        for (i, &(c0, cols)) in chunks.iter().enumerate() {
+            add_to_row_sum(&neg_mean, &xt.cols(c0, cols), i == 0, BinOp::Add);
+        }
+        tensor_scalar(&neg_mean, &neg_mean, BinOp::Multiply, -1.0 / d as f32);
+        // rstd = rsqrt(Σ (x − mean)² / D + eps) (scalar engine).
+        let scratch = sbuf([p, CHUNK.min(d)], DType::F32);
+        let rstd = sbuf([p, 1], DType::F32);
+        for (i, &(c0, cols)) in chunks.iter().enumerate() {
+            let part = if i == 0 {
+                rstd.clone()
+            } else {
+                sbuf([p, 1], DType::F32)
+            };
+            activation_reduce(
+                scratch.cols(0, cols),
+                ActFn::Square,
+                xt.cols(c0, cols),
+                BinOp::Add,
+                &part,
+                Some(neg_mean.region()),
+                1.0,
+            );
+            if i > 0 {
+                tensor_tensor(&rstd, &rstd, &part, BinOp::Add);
+            }
+        }
+        tensor_scalar(&rstd, &rstd, BinOp::Multiply, 1.0 / d as f32).then(BinOp::Add, eps);
+        activation(&rstd, ActFn::Rsqrt, &rstd, None, 1.0);
+        // y = x · rstd + (−mean · rstd), then · weight + bias, rounded once into xt.
+        let shift = sbuf([p, 1], DType::F32);
+        tensor_tensor(&shift, &neg_mean, &rstd, BinOp::Multiply);
+        for &(c0, cols) in &chunks {
+            let t = scratch.cols(0, cols);
+            let dst = if w.is_none() && b.is_none() {
+                xt.cols(c0, cols)
+            } else {
+                t.clone()
+            };
+            activation(
+                &dst,
+                ActFn::Identity,
+                xt.cols(c0, cols),
+                Some(shift.region()),
+                &rstd,
+            );
+            match (&w, &b) {
+                (Some(w), Some(b)) => {
+                    tensor_tensor(&t, &t, w.chunk(p, c0, cols), BinOp::Multiply);
+                    tensor_tensor(xt.cols(c0, cols), &t, b.chunk(p, c0, cols), BinOp::Add);
+                }
+                (Some(w), None) => {
+                    tensor_tensor(xt.cols(c0, cols), &t, w.chunk(p, c0, cols), BinOp::Multiply);
+                }
+                (None, Some(b)) => {
+                    tensor_tensor(xt.cols(c0, cols), &t, b.chunk(p, c0, cols), BinOp::Add);
+                }
+                (None, None) => {}
+            }
+        }
+        dma_copy(ov.clone().rows(rows.start.clone(), p), &xt);
+        let mean = sbuf([p, 1], DType::F32);
+        tensor_scalar(&mean, &neg_mean, BinOp::Multiply, -1.0);
+        dma_copy(mv.clone().rows(rows.start.clone(), p), &mean);
+        dma_copy(rv.clone().rows(rows.start, p), &rstd);
+    });
+    (out, mean_out, rstd_out)
+}
+
+/// A weight or bias `[D]` of the forward, broadcast across a row tile's partitions: held in
+/// SBUF for the whole kernel, or streamed one chunk at a time when it does not fit.
+enum AffineParam<'a> {
+    /// Loaded once.
+    Held(Tile),
+    /// Loaded per chunk.
+    Streamed(&'a Hbm),
+}
+
+impl<'a> AffineParam<'a> {
+    fn new(t: &'a Hbm, n: usize, d: usize, hold: bool) -> Self {
+        if hold {
+            AffineParam::Held(broadcast_weight(t, n, d))
+        } else {
+            AffineParam::Streamed(t)
+        }
+    }
+
+    /// Columns `c0..c0+cols` on `p` partitions.
+    fn chunk(&self, p: usize, c0: usize, cols: usize) -> TileRegion {
+        match self {
+            AffineParam::Held(t) => t.rows(p).cols(c0, cols),
+            AffineParam::Streamed(t) => {
+                let d = t.dim(0);
+                let c = sbuf([p, cols], t.dtype());
+                dma_copy(
+                    &c,
+                    t.reshape(&[1, d]).cols(c0, cols).broadcast_to(&[p, cols]),
+                );
+                c.region()
+            }
+        }
+    }
+}
+
+/// `total (op)= reduce(data)` per row, fp32, on the vector engine: the first chunk writes
+/// `total`, later ones combine into it.
+fn add_to_row_sum(total: &Tile, data: &TileRegion, first: bool, op: BinOp) {
+    if first {
+        tensor_reduce(total, op, data, 1, false);
+    } else {
+        let part = sbuf([data.np, 1], DType::F32);
+        tensor_reduce(&part, op, data, 1, false);
+        tensor_tensor(total, total, &part, op);
+    }
+}
+
+/// Gradients of `layernorm` from the saved `mean` and `rstd` (`x̂ = (x − mean) · rstd`,
+/// `ĝ = grad_y · weight`, or `grad_y` without a weight):
+/// `grad_x = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂))`, `grad_weight = Σ_rows grad_y · x̂` and
+/// `grad_bias = Σ_rows grad_y`.
+///
+/// `grad_x`: per 128-row tile, a first pass over 2048-column chunks accumulates `Σ ĝ` and
+/// `Σ ĝ·x̂` per row in fp32, a second writes `grad_x` (a row of one chunk stays in SBUF
+/// between them). The weight and bias gradients reduce across rows on the tensor engine. Both
+/// are computed whether or not the forward had a weight or bias (autograd drops them then).
+#[kernel(
+    shape(grad_y = [..B, D], x = [..B, D], weight = [D], mean = [..B], rstd = [..B])
+        -> (grad_x = [..B, D], grad_weight = [D], grad_bias = [D]),
+    dtype(grad_y in {f32, bf16, f16}, x = grad_y, weight = grad_y, mean in {f32}, rstd in {f32})
+        -> (grad_y, grad_y, grad_y),
+    require(D <= 16384),
+    tolerance(reduction(D)),
+)]
+pub fn layernorm_backward(
+    grad_y: &Hbm,
+    x: &Hbm,
+    weight: Option<&Hbm>,
+    mean: &Hbm,
+    rstd: &Hbm,
+) -> (Hbm, Hbm, Hbm) {
+    let (n, d) = rows_of(x);
+    let dt = x.dtype();
+    let grad_x = shared_hbm(x.shape(), dt);
+    let grad_w = shared_hbm(&[d], dt);
+    let grad_b = shared_hbm(&[d], dt);
+    let [gv, xv, dxv] = [grad_y, x, &grad_x].map(|t| t.reshape(&[n, d]));
+    let (mv, rv) = (mean.reshape(&[n, 1]), rstd.reshape(&[n, 1]));
+    let chunks = column_chunks(d);
+    // x̂ and ĝ of one chunk of one row tile, in fp32.
+    let load_chunk = |rows: &TileSpan, mu: &Tile, r: &Tile, (c0, cols): (usize, usize)| {
+        let p = rows.size;
+        let (xt, gt) = (sbuf([p, cols], dt), sbuf([p, cols], dt));
+        dma_copy(&xt, chunk_of(&xv, rows, c0, cols));
+        dma_copy(&gt, chunk_of(&gv, rows, c0, cols));
+        let (xhat, ghat) = (sbuf([p, cols], DType::F32), sbuf([p, cols], DType::F32));
+        tensor_scalar(&xhat, &xt, BinOp::Subtract, mu).then(BinOp::Multiply, r);
+        match weight {
+            Some(w) => {
+                let wt = sbuf([p, cols], dt);
+                dma_copy(
+                    &wt,
+                    w.reshape(&[1, d]).cols(c0, cols).broadcast_to(&[p, cols]),
+                );
+                tensor_tensor(&ghat, &gt, &wt, BinOp::Multiply);
+            }
+            None => tensor_copy(&ghat, &gt),
+        }
+        (xhat, ghat)
+    };
+    for_each_tile(n, PMAX, |rows| {
+        let p = rows.size;
+        let (mu, r) = (sbuf([p, 1], DType::F32), sbuf([p, 1], DType::F32));
+        dma_copy(&mu, mv.clone().rows(rows.start.clone(), p));
+        dma_copy(&r, rv.clone().rows(rows.start.clone(), p));
+        // sum_g = Σ ĝ, dot = Σ ĝ·x̂ per row.
+        let (sum_g, dot) = (sbuf([p, 1], DType::F32), sbuf([p, 1], DType::F32));
+        let prod = sbuf([p, chunks[0].1], DType::F32);
+        let mut kept = None;
+        for (i, &chunk) in chunks.iter().enumerate() {
+            let (xhat, ghat) = load_chunk(&rows, &mu, &r, chunk);
+            add_to_row_sum(&sum_g, &ghat.region(), i == 0, BinOp::Add);
+            let pr = prod.cols(0, chunk.1);
+            tensor_tensor(&pr, &ghat, &xhat, BinOp::Multiply);
+            add_to_row_sum(&dot, &pr, i == 0, BinOp::Add);
+            if chunks.len() == 1 {
+                kept = Some((xhat, ghat));
+            }
+        }
+        // grad_x = (ĝ − x̂ · dot/D − sum_g/D) · rstd.
+        let (coef, shift) = (sbuf([p, 1], DType::F32), sbuf([p, 1], DType::F32));
+        tensor_scalar(&coef, &dot, BinOp::Multiply, 1.0 / d as f32);
+        tensor_scalar(&shift, &sum_g, BinOp::Multiply, 1.0 / d as f32);
+        for &chunk in &chunks {
+            let (xhat, ghat) = kept
+                .take()
+                .unwrap_or_else(|| load_chunk(&rows, &mu, &r, chunk));
+            tensor_scalar(&xhat, &xhat, BinOp::Multiply, &coef).then(BinOp::Add, &shift);
+            tensor_tensor(&ghat, &ghat, &xhat, BinOp::Subtract);
+            let dx = sbuf([p, chunk.1], dt);
+            tensor_scalar(&dx, &ghat, BinOp::Multiply, &r);
+            dma_copy(chunk_of(&dxv, &rows, chunk.0, chunk.1), &dx);
+        }
+    });
+    affine_gradients(&AffineGrads {
+        grad_y: &gv,
+        x: &xv,
+        mean: Some(&mv),
+        rstd: &rv,
+        grad_weight: Some(&grad_w),
+        grad_bias: Some(&grad_b),
+    });
+    (grad_x, grad_w, grad_b)
+}

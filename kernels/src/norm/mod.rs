@@ -1,0 +1,112 @@
+//! Normalisation kernels: RMSNorm (plain and fused with the residual add) and LayerNorm, and
+//! the tiling pieces they share: the broadcast weight, row-tile column chunks, and the
+//! cross-row reductions of their weight and bias gradients on the tensor engine.
+
+pub mod layernorm;
+pub mod rmsnorm;
+
+pub use layernorm::*;
+pub use rmsnorm::*;
+
+use nki_core::prelude::*;
+
+/// `weight` `[D]` loaded once into SBUF, broadcast across the partitions a row tile uses.
+fn broadcast_weight(weight: &Hbm, n: usize, d: usize) -> Tile {
+    let p = n.min(PMAX);
+    let w = sbuf([p, d], weight.dtype());
+    dma_copy(&w, weight.view().broadcast_to(&[p, d]));
+    w
+}
+
+/// Columns `c0..c0+cols` of a row tile of a `[N, D]` view.
+fn chunk_of(v: &HbmView, rows: &TileSpan, c0: impl Into<AffineExpr>, cols: usize) -> HbmView {
+    v.clone().rows(rows.start.clone(), rows.size).cols(c0, cols)
+}
+
+/// The operands of [`affine_gradients`], all `[N, D]` or `[N, 1]` row views.
+struct AffineGrads<'a> {
+    /// The output gradient.
+    grad_y: &'a HbmView,
+    /// The forward input.
+    x: &'a HbmView,
+    /// The saved per-row mean (LayerNorm), subtracted before scaling; `None` for RMSNorm.
+    mean: Option<&'a HbmView>,
+    /// The saved per-row `rstd`, fp32.
+    rstd: &'a HbmView,
+    /// Where `Σ_rows grad_y · x̂` goes, `[D]`.
+    grad_weight: Option<&'a Hbm>,
+    /// Where `Σ_rows grad_y` goes, `[D]`.
+    grad_bias: Option<&'a Hbm>,
+}
+
+/// The cross-row reductions of a normalisation's backward: `grad_weight[c] = Σ_rows grad_y ·
+/// x̂` with `x̂ = (x − mean) · rstd`, and `grad_bias[c] = Σ_rows grad_y`.
+///
+/// The sum over rows crosses partitions, so it runs on the tensor engine: a ones column as the
+/// stationary operand sums each 128-row tile into fp32 PSUM banks (512 columns each), all
+/// eight banks in use per column block.
+fn affine_gradients(g: &AffineGrads) {
+    let [n, d] = [g.x.shape()[0], g.x.shape()[1]];
+    let dt = g.grad_y.dtype();
+    let outs = [g.grad_weight, g.grad_bias];
+    let per_block = PSUM_BANKS / outs.iter().flatten().count().max(1);
+    let ones = sbuf([n.min(PMAX), 1], DType::F32);
+    memset(&ones, 1.0);
+    let ones_dt = sbuf([n.min(PMAX), 1], dt);
+    memset(&ones_dt, 1.0);
+    for_each_tile(d, PSUM_BANK_FMAX * per_block, |blk| {
+        let banks: Vec<(usize, usize)> = (0..blk.size)
+            .step_by(PSUM_BANK_FMAX)
+            .map(|c0| (c0, PSUM_BANK_FMAX.min(blk.size - c0)))
+            .collect();
+        let accs: Vec<Vec<Tile>> = outs
+            .iter()
+            .map(|o| match o {
+                Some(_) => banks
+                    .iter()
+                    .map(|&(_, w)| psum([1, w], DType::F32))
+                    .collect(),
+                None => Vec::new(),
+            })
+            .collect();
+        for acc in accs.iter().flatten() {
+            memset(acc, 0.0);
+        }
+        for_each_tile(n, PMAX, |rows| {
+            let gt = sbuf([rows.size, blk.size], dt);
+            dma_copy(&gt, chunk_of(g.grad_y, &rows, blk.start.clone(), blk.size));
+            if g.grad_weight.is_some() {
+                let xt = sbuf([rows.size, blk.size], g.x.dtype());
+                dma_copy(&xt, chunk_of(g.x, &rows, blk.start.clone(), blk.size));
+                let r = sbuf([rows.size, 1], DType::F32);
+                dma_copy(&r, g.rstd.clone().rows(rows.start.clone(), rows.size));
+                let m = sbuf([rows.size, blk.size], DType::F32);
+                match g.mean {
+                    Some(mean) => {
+                        let mu = sbuf([rows.size, 1], DType::F32);
+                        dma_copy(&mu, mean.clone().rows(rows.start.clone(), rows.size));
+                        tensor_scalar(&m, &xt, BinOp::Subtract, &mu).then(BinOp::Multiply, &r);
+                    }
+                    None => {
+                        tensor_scalar(&m, &xt, BinOp::Multiply, &r);
+                    }
+                }
+                tensor_tensor(&m, &m, &gt, BinOp::Multiply);
+                for (acc, &(c0, w)) in accs[0].iter().zip(&banks) {
+                    nc_matmul(acc, ones.rows(rows.size), m.cols(c0, w), true);
+                }
+            }
+            for (acc, &(c0, w)) in accs[1].iter().zip(&banks) {
+                nc_matmul(acc, ones_dt.rows(rows.size), gt.cols(c0, w), true);
+            }
+        });
+        for (out, accs) in outs.iter().zip(&accs) {
+            let Some(out) = out else { continue };
+            for (acc, &(c0, w)) in accs.iter().zip(&banks) {
+                let res = sbuf([1, w], dt);
+                tensor_copy(&res, acc);
+                dma_copy(out.reshape(&[1, d]).cols(blk.start.clone() + c0, w), &res);
+            }
+        }
+    });
+}
