@@ -15,10 +15,12 @@
 //! | `linear` | [`matmul`] | `F.linear`: `x @ weightᵀ + bias`, optional bias |
 //! | `rope` | [`rope`] | rotary position embedding of `q` and `k` (Llama's rotate-half) |
 //! | `softmax`, `log_softmax` | [`softmax`] | over the last dim, max-subtracted, fp32 inside |
+//! | `flash_attention` | [`attention`] | `softmax(q·kᵀ·scale) · v`, online softmax, causal, grouped-query |
 
 #![warn(missing_docs)]
 
 pub mod activation;
+pub mod attention;
 pub mod elementwise;
 pub mod matmul;
 pub mod norm;

@@ -21,27 +21,50 @@ pub enum ParamKind {
     Tensor,
     /// An optional HBM tensor (`Option<&Hbm>`); schema type `Tensor?`.
     OptionalTensor,
-    /// A float scalar (`f32`/`f64`); schema type `float`.
+    /// A float scalar (`f32`/`f64`); schema type `float` (`float?` when optional).
     Float {
         /// Default value, if any.
         default: Option<f64>,
+        /// `Option<f32>`: the argument may be `None` (its default).
+        #[serde(skip_serializing_if = "is_false")]
+        optional: bool,
     },
-    /// An integer scalar (`i32`/`i64`/`usize`/...); schema type `int`.
+    /// An integer scalar (`i32`/`i64`/`usize`/...); schema type `int` (`int?` when optional).
     Int {
         /// Default value, if any.
         default: Option<i64>,
+        /// `Option<i64>`: the argument may be `None` (its default).
+        #[serde(skip_serializing_if = "is_false")]
+        optional: bool,
     },
-    /// A boolean (`bool`); schema type `bool`.
+    /// A boolean (`bool`); schema type `bool` (`bool?` when optional).
     Bool {
         /// Default value, if any.
         default: Option<bool>,
+        /// `Option<bool>`: the argument may be `None` (its default).
+        #[serde(skip_serializing_if = "is_false")]
+        optional: bool,
     },
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl ParamKind {
     /// Whether the parameter is a tensor (optional or not).
     pub fn is_tensor(self) -> bool {
         matches!(self, ParamKind::Tensor | ParamKind::OptionalTensor)
+    }
+
+    /// Whether the parameter is a scalar that may be `None`.
+    pub fn is_optional_scalar(self) -> bool {
+        matches!(
+            self,
+            ParamKind::Float { optional: true, .. }
+                | ParamKind::Int { optional: true, .. }
+                | ParamKind::Bool { optional: true, .. }
+        )
     }
 }
 
@@ -130,6 +153,8 @@ pub enum ScalarValue {
     Int(i64),
     /// `bool`.
     Bool(bool),
+    /// `None`, for an optional scalar left out.
+    None,
 }
 
 impl ScalarValue {
@@ -148,6 +173,7 @@ impl ScalarValue {
             ScalarValue::Float(v) => (0, v.to_bits()),
             ScalarValue::Int(v) => (1, v as u64),
             ScalarValue::Bool(v) => (2, v as u64),
+            ScalarValue::None => (3, 0),
         }
     }
 }
@@ -275,6 +301,30 @@ impl KernelArgs {
             ref other => {
                 panic!("kernel parameter {i} is {other:?}, not a float (macro/registry mismatch)")
             }
+        }
+    }
+
+    /// The optional float at parameter `i` (`None` when left out).
+    pub fn opt_float(&self, i: usize) -> Option<f64> {
+        match self.values[i] {
+            ArgValue::Scalar(ScalarValue::None) => None,
+            _ => Some(self.float(i)),
+        }
+    }
+
+    /// The optional int at parameter `i` (`None` when left out).
+    pub fn opt_int(&self, i: usize) -> Option<i64> {
+        match self.values[i] {
+            ArgValue::Scalar(ScalarValue::None) => None,
+            _ => Some(self.int(i)),
+        }
+    }
+
+    /// The optional bool at parameter `i` (`None` when left out).
+    pub fn opt_bool(&self, i: usize) -> Option<bool> {
+        match self.values[i] {
+            ArgValue::Scalar(ScalarValue::None) => None,
+            _ => Some(self.bool(i)),
         }
     }
 
@@ -408,14 +458,15 @@ impl KernelDef {
             )));
         }
         for (p, v) in scalars.iter().zip(&sig.scalars) {
-            let ok = matches!(
-                (p.kind, v),
-                (
-                    ParamKind::Float { .. },
-                    ScalarValue::Float(_) | ScalarValue::Int(_)
-                ) | (ParamKind::Int { .. }, ScalarValue::Int(_))
-                    | (ParamKind::Bool { .. }, ScalarValue::Bool(_))
-            );
+            let ok = (p.kind.is_optional_scalar() && matches!(v, ScalarValue::None))
+                || matches!(
+                    (p.kind, v),
+                    (
+                        ParamKind::Float { .. },
+                        ScalarValue::Float(_) | ScalarValue::Int(_)
+                    ) | (ParamKind::Int { .. }, ScalarValue::Int(_))
+                        | (ParamKind::Bool { .. }, ScalarValue::Bool(_))
+                );
             if !ok {
                 return Err(NkiError::Buffers(format!(
                     "{}: argument {} got {v:?}",

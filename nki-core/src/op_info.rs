@@ -99,11 +99,27 @@ impl Sample {
                 (ParamKind::Bool { .. }, Some(SampleArg::Bool(v))) => {
                     scalars.push(ScalarValue::Bool(v))
                 }
-                (ParamKind::Float { default: Some(v) }, None) => {
-                    scalars.push(ScalarValue::Float(v))
+                (
+                    ParamKind::Float {
+                        default: Some(v), ..
+                    },
+                    None,
+                ) => scalars.push(ScalarValue::Float(v)),
+                (
+                    ParamKind::Int {
+                        default: Some(v), ..
+                    },
+                    None,
+                ) => scalars.push(ScalarValue::Int(v)),
+                (
+                    ParamKind::Bool {
+                        default: Some(v), ..
+                    },
+                    None,
+                ) => scalars.push(ScalarValue::Bool(v)),
+                (kind, None | Some(SampleArg::Absent)) if kind.is_optional_scalar() => {
+                    scalars.push(ScalarValue::None)
                 }
-                (ParamKind::Int { default: Some(v) }, None) => scalars.push(ScalarValue::Int(v)),
-                (ParamKind::Bool { default: Some(v) }, None) => scalars.push(ScalarValue::Bool(v)),
                 _ => return None,
             }
         }

@@ -100,7 +100,8 @@ fn emits_name_doc_schema_and_params() {
             (
                 "eps",
                 ParamKind::Float {
-                    default: Some(1e-6)
+                    default: Some(1e-6),
+                    optional: false
                 }
             )
         ]
@@ -119,11 +120,18 @@ fn emits_name_doc_schema_and_params() {
         kinds,
         [
             ParamKind::Tensor,
-            ParamKind::Int { default: Some(2) },
-            ParamKind::Bool {
-                default: Some(true)
+            ParamKind::Int {
+                default: Some(2),
+                optional: false
             },
-            ParamKind::Float { default: None },
+            ParamKind::Bool {
+                default: Some(true),
+                optional: false
+            },
+            ParamKind::Float {
+                default: None,
+                optional: false
+            },
         ]
     );
     assert_eq!(HALF_LAST_KERNEL.schema, "half_last(Tensor x) -> Tensor");

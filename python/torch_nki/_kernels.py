@@ -66,7 +66,7 @@ class Binder:
             if p.name in kwargs:
                 values.append(kwargs[p.name])
             elif p.has_default:
-                values.append(p.default)  # None for an optional tensor
+                values.append(p.default)  # None for an optional tensor or scalar
             else:
                 raise TypeError(f"{self.qualname}: missing argument {p.name}")
         return tuple(values)

@@ -15,11 +15,13 @@ MANIFEST_VERSION = 2
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """One kernel parameter: a tensor or a scalar (``float``, ``int``, ``bool``) with its default."""
+    """One kernel parameter: a tensor or a scalar (``float``, ``int``, ``bool``) with its default;
+    optional tensors and optional scalars (``float?``) default to ``None``."""
 
     name: str
     kind: str
     default: Scalar | None
+    optional_scalar: bool = False
 
     @property
     def is_tensor(self) -> bool:
@@ -28,11 +30,12 @@ class ParamSpec:
 
     @property
     def is_optional(self) -> bool:
-        """An optional tensor (``Tensor?``), which may be ``None``."""
-        return self.kind == "optional_tensor"
+        """An optional tensor (``Tensor?``) or scalar (``float?``), which may be ``None``."""
+        return self.kind == "optional_tensor" or self.optional_scalar
 
     @property
     def has_default(self) -> bool:
+        """Whether a call may leave it out."""
         return self.default is not None or self.is_optional
 
 
@@ -129,7 +132,12 @@ class OpSpec:
 
 def _param(raw: dict[str, Any]) -> ParamSpec:
     kind = raw["kind"]
-    return ParamSpec(name=raw["name"], kind=kind["kind"], default=kind.get("default"))
+    return ParamSpec(
+        name=raw["name"],
+        kind=kind["kind"],
+        default=kind.get("default"),
+        optional_scalar=bool(kind.get("optional", False)),
+    )
 
 
 def _op(op: dict[str, Any]) -> OpSpec:

@@ -88,9 +88,12 @@ def _example_kwargs(
                 return None
         elif p.name in values:
             raw = values.pop(p.name)
-            kwargs[p.name] = (
-                (raw == "true") if p.kind == "bool" else (int(raw) if p.kind == "int" else float(raw))
-            )
+            if p.is_optional and raw == "none":
+                kwargs[p.name] = None
+            else:
+                kwargs[p.name] = (
+                    (raw == "true") if p.kind == "bool" else (int(raw) if p.kind == "int" else float(raw))
+                )
     unknown = sorted(given) + sorted(values)
     if unknown:
         print(f"torch-nki {command}: `{op}` has no parameter {', '.join(unknown)} (schema: {spec.schema})")

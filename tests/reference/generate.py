@@ -230,7 +230,11 @@ def run_case(case: Case) -> tuple[dict[str, object], dict[str, bytes]]:
         "op": case.op,
         "dtype": case.dtype,
         "inputs": [{"name": i.name, "shape": list(i.shape), "seed": i.seed} for i in case.inputs],
-        "scalars": [{"name": n, "value": v} for n, v in case.params if not isinstance(v, Input) and v is not None],
+        "scalars": [
+            {"name": p.name, "value": v}
+            for p, (_, v) in zip(spec.params, case.params, strict=True)
+            if not p.is_tensor
+        ],
         "outputs": outputs,
     }
     return entry, files

@@ -69,8 +69,19 @@ pub struct InputSpec {
 pub struct ScalarArg {
     /// Parameter name.
     pub name: String,
-    /// Its value (converted to the parameter's kind when the kernel is called).
-    pub value: f64,
+    /// Its value (converted to the parameter's kind when the kernel is called); `None` for an
+    /// optional scalar left out.
+    pub value: Option<ScalarJson>,
+}
+
+/// A scalar value as JSON writes it.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum ScalarJson {
+    /// `true` / `false`.
+    Bool(bool),
+    /// Any number (ints included).
+    Number(f64),
 }
 
 /// Where a reference output is and which part of it is stored.

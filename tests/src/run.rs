@@ -2,7 +2,7 @@
 //! validate), CPU simulator.
 
 use crate::Error;
-use crate::fixtures::Case;
+use crate::fixtures::{Case, ScalarJson};
 use crate::prng;
 use nki_core::KernelDef;
 use nki_core::contract::Bindings;
@@ -57,10 +57,11 @@ pub fn run_case(case: &Case) -> Result<CaseRun, Error> {
     let scalars = scalar_params
         .iter()
         .zip(&case.scalars)
-        .map(|(p, s)| match p.kind {
-            ParamKind::Int { .. } => ScalarValue::Int(s.value as i64),
-            ParamKind::Bool { .. } => ScalarValue::Bool(s.value != 0.0),
-            _ => ScalarValue::Float(s.value),
+        .map(|(p, s)| match (p.kind, s.value) {
+            (_, None) => ScalarValue::None,
+            (_, Some(ScalarJson::Bool(b))) => ScalarValue::Bool(b),
+            (ParamKind::Int { .. }, Some(ScalarJson::Number(v))) => ScalarValue::Int(v as i64),
+            (_, Some(ScalarJson::Number(v))) => ScalarValue::Float(v),
         })
         .collect();
     let sig = Signature {

@@ -558,6 +558,16 @@ const fn push_root(m: ConstMsg, r: Root) -> ConstMsg {
     }
 }
 
+/// Whether `kind` is a scalar declared `Option<_>`.
+const fn optional_scalar(kind: ParamKind) -> bool {
+    matches!(
+        kind,
+        ParamKind::Float { optional: true, .. }
+            | ParamKind::Int { optional: true, .. }
+            | ParamKind::Bool { optional: true, .. }
+    )
+}
+
 /// Whether `name` is an optional tensor parameter (`Option<&Hbm>`) of `def`.
 const fn is_optional(def: &KernelDef, name: &str) -> bool {
     let mut i = 0;
@@ -610,6 +620,15 @@ pub const fn check_backward(
                             | (ParamKind::Int { .. }, ParamKind::Int { .. })
                             | (ParamKind::Bool { .. }, ParamKind::Bool { .. })
                     );
+                    if found && optional_scalar(q.kind) && !optional_scalar(p.kind) {
+                        return Err(ctx
+                            .msg()
+                            .push("scalar parameter `")
+                            .push(p.name)
+                            .push("` receives the forward's optional `")
+                            .push(q.name)
+                            .push("`, which may be None: declare it `Option<_>`"));
+                    }
                 }
                 j += 1;
             }

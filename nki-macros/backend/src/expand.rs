@@ -99,7 +99,11 @@ fn param_def(p: &crate::signature::Param) -> TokenStream {
     let kind = match p.kind {
         ParamKind::Tensor => quote!(::nki_core::kernel_def::ParamKind::Tensor),
         ParamKind::OptionalTensor => quote!(::nki_core::kernel_def::ParamKind::OptionalTensor),
-        ParamKind::Scalar { ty, default } => {
+        ParamKind::Scalar {
+            ty,
+            default,
+            optional,
+        } => {
             let variant = match ty.class() {
                 ScalarClass::Float => quote!(Float),
                 ScalarClass::Int => quote!(Int),
@@ -112,7 +116,7 @@ fn param_def(p: &crate::signature::Param) -> TokenStream {
                     quote!(::core::option::Option::Some(#v))
                 }
             };
-            quote!(::nki_core::kernel_def::ParamKind::#variant { default: #default })
+            quote!(::nki_core::kernel_def::ParamKind::#variant { default: #default, optional: #optional })
         }
     };
     quote!(::nki_core::kernel_def::ParamDef { name: #name, kind: #kind })
@@ -355,17 +359,20 @@ fn trace_fn(f: &KernelFn) -> TokenStream {
         match p.kind {
             ParamKind::Tensor => quote!(args.tensor(#i)),
             ParamKind::OptionalTensor => quote!(args.opt_tensor(#i)),
-            ParamKind::Scalar { ty, .. } => {
-                let get = match ty.class() {
-                    ScalarClass::Float => quote!(args.float(#i)),
-                    ScalarClass::Int => quote!(args.int(#i)),
-                    ScalarClass::Bool => quote!(args.bool(#i)),
+            ParamKind::Scalar { ty, optional, .. } => {
+                let get = match (ty.class(), optional) {
+                    (ScalarClass::Float, false) => quote!(args.float(#i)),
+                    (ScalarClass::Int, false) => quote!(args.int(#i)),
+                    (ScalarClass::Bool, false) => quote!(args.bool(#i)),
+                    (ScalarClass::Float, true) => quote!(args.opt_float(#i)),
+                    (ScalarClass::Int, true) => quote!(args.opt_int(#i)),
+                    (ScalarClass::Bool, true) => quote!(args.opt_bool(#i)),
                 };
-                if ty.is_accessor_type() {
-                    get
-                } else {
-                    let ty = Ident::new(ty.rust_name(), Span::call_site());
-                    quote!(#get as #ty)
+                let rust_ty = Ident::new(ty.rust_name(), Span::call_site());
+                match (ty.is_accessor_type(), optional) {
+                    (true, _) => get,
+                    (false, false) => quote!(#get as #rust_ty),
+                    (false, true) => quote!(#get.map(|v| v as #rust_ty)),
                 }
             }
         }
@@ -419,7 +426,7 @@ mod tests {
             "name:\"rmsnorm\"",
             "doc:\"RMSNormoverthelastdim.\\nSecondline.\"",
             "schema:\"rmsnorm(Tensorx,Tensorweight,floateps=1e-06)->Tensor\"",
-            "ParamDef{name:\"eps\",kind:::nki_core::kernel_def::ParamKind::Float{default:::core::option::Option::Some(0.000001)}}",
+            "ParamDef{name:\"eps\",kind:::nki_core::kernel_def::ParamKind::Float{default:::core::option::Option::Some(0.000001),optional:false}}",
             "InputShape{param:\"x\",dims:&[::nki_core::contract::DimPattern::Sym{name:\"N\"},::nki_core::contract::DimPattern::Sym{name:\"D\"}]}",
             "DtypeRule::OneOf{allowed:&[::nki_core::dtype::DType::F32,::nki_core::dtype::DType::BF16,::nki_core::dtype::DType::F16]}",
             "InputDtype{param:\"weight\",rule:::nki_core::contract::DtypeRule::SameAs{param:\"x\"}}",
@@ -450,10 +457,10 @@ mod tests {
             "OutDim::Rest{name:\"S\"}",
             "DimExpr::Binary{op:::nki_core::contract::DimOp::Div,lhs:&::nki_core::contract::DimExpr::Binary{op:::nki_core::contract::DimOp::Add",
             "OutputDtype::Fixed{dtype:::nki_core::dtype::DType::BF16}",
-            "Float{default:::core::option::Option::Some(-0.5)}",
-            "Int{default:::core::option::Option::Some(-7)}",
-            "Bool{default:::core::option::Option::Some(true)}",
-            "Int{default:::core::option::Option::None}",
+            "Float{default:::core::option::Option::Some(-0.5),optional:false}",
+            "Int{default:::core::option::Option::Some(-7),optional:false}",
+            "Bool{default:::core::option::Option::Some(true),optional:false}",
+            "Int{default:::core::option::Option::None,optional:false}",
             "two(args.tensor(0),args.tensor(1),args.int(2)asusize,args.int(3),args.float(4),args.int(5)asi32,args.bool(6))",
         ] {
             assert!(s.contains(&squash(want)), "missing {want}\nin {out}");

@@ -192,6 +192,7 @@ fn check_samples(attr: &KernelAttr, f: &KernelFn, errors: &mut Errors) {
             let ok = match (p.kind, value) {
                 (ParamKind::Tensor | ParamKind::OptionalTensor, SampleValue::Shape(_)) => true,
                 (ParamKind::OptionalTensor, SampleValue::Absent(_)) => true,
+                (ParamKind::Scalar { optional, .. }, SampleValue::Absent(_)) => optional,
                 (ParamKind::Scalar { ty, .. }, SampleValue::Scalar(v, _)) => matches!(
                     (ty.class(), v),
                     (
@@ -206,9 +207,11 @@ fn check_samples(attr: &KernelAttr, f: &KernelFn, errors: &mut Errors) {
                 let want = match p.kind {
                     ParamKind::Tensor => "a shape such as `[2, 64]`".to_string(),
                     ParamKind::OptionalTensor => "a shape such as `[2, 64]` or `None`".to_string(),
-                    ParamKind::Scalar { ty, .. } => {
-                        format!("a `{}` literal", ty.class().schema_type())
-                    }
+                    ParamKind::Scalar { ty, optional, .. } => format!(
+                        "a `{}` literal{}",
+                        ty.class().schema_type(),
+                        if optional { " or `None`" } else { "" }
+                    ),
                 };
                 let span = match value {
                     SampleValue::Shape(_) => name.span(),
@@ -224,7 +227,7 @@ fn check_samples(attr: &KernelAttr, f: &KernelFn, errors: &mut Errors) {
             let n = unraw(&p.name);
             let needed = match p.kind {
                 ParamKind::Tensor | ParamKind::OptionalTensor => true,
-                ParamKind::Scalar { default, .. } => default.is_none(),
+                kind => !kind.has_default(),
             };
             if needed && !given.contains(&n) {
                 errors.push(syn::Error::new(

@@ -22,18 +22,20 @@ pub fn schema_as(f: &KernelFn, name: &str, outputs: usize) -> String {
             let name = unraw(&p.name);
             // `=None` only where every later parameter has a default too (schemas, like Python,
             // put defaulted parameters last).
-            let rest_default = f.params[i + 1..].iter().all(|q| match q.kind {
-                ParamKind::Tensor => false,
-                ParamKind::OptionalTensor => true,
-                ParamKind::Scalar { default, .. } => default.is_some(),
-            });
+            let rest_default = f.params[i + 1..].iter().all(|q| q.kind.has_default());
             match p.kind {
                 ParamKind::Tensor => format!("Tensor {name}"),
                 ParamKind::OptionalTensor if rest_default => format!("Tensor? {name}=None"),
                 ParamKind::OptionalTensor => format!("Tensor? {name}"),
-                ParamKind::Scalar { ty, default } => {
+                ParamKind::Scalar {
+                    ty,
+                    default,
+                    optional,
+                } => {
                     let ty = ty.class().schema_type();
                     match default {
+                        _ if optional && rest_default => format!("{ty}? {name}=None"),
+                        _ if optional => format!("{ty}? {name}"),
                         Some(v) => format!("{ty} {name}={}", python_value(v)),
                         None => format!("{ty} {name}"),
                     }
@@ -148,6 +150,18 @@ mod tests {
         assert_eq!(
             schema(&f),
             "split(Tensor x, int k, int j=-3, bool b=False, float s=2.0) -> (Tensor, Tensor)"
+        );
+        let f = analyze(
+            syn::parse_str(
+                "/// D.\nfn attend(q: &Hbm, s: Option<f32>, causal: bool, n: Option<usize>, \
+                 #[default(true)] b: bool) -> Hbm { todo!() }",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            schema(&f),
+            "attend(Tensor q, float? s, bool causal, int? n=None, bool b=True) -> Tensor"
         );
     }
 }

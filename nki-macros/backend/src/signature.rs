@@ -81,10 +81,25 @@ pub enum ParamKind {
         ty: ScalarType,
         /// Its `#[default(...)]` value.
         default: Option<ScalarValue>,
+        /// Declared `Option<T>`: schema `T?`, default `None`.
+        optional: bool,
     },
 }
 
-const SUPPORTED: &str = "`&Hbm` (a tensor), `Option<&Hbm>` (an optional tensor) or a scalar: f32, f64, i32, i64, u32, u64, usize, isize, bool";
+impl ParamKind {
+    /// Whether a call may leave the parameter out (a default, or `None` for optional ones).
+    pub fn has_default(self) -> bool {
+        match self {
+            ParamKind::Tensor => false,
+            ParamKind::OptionalTensor => true,
+            ParamKind::Scalar {
+                default, optional, ..
+            } => optional || default.is_some(),
+        }
+    }
+}
+
+const SUPPORTED: &str = "`&Hbm` (a tensor), `Option<&Hbm>` (an optional tensor) or a scalar: f32, f64, i32, i64, u32, u64, usize, isize, bool (or `Option<T>` of one)";
 
 /// The identifier without a leading `r#`.
 pub fn unraw(ident: &Ident) -> String {
@@ -238,14 +253,24 @@ fn analyze_param(arg: &FnArg, defaults: &[Attribute]) -> syn::Result<Param> {
         ));
     }
     if let Some(inner) = optional_inner(&pt.ty) {
-        classify(inner, &name)?
-            .map(|_| ())
-            .map_or(Ok(()), |_| {
-                Err(syn::Error::new_spanned(
-                    &pt.ty,
-                    format!("`{name}`: only tensors can be optional (`Option<&Hbm>`); give a scalar a `#[default(...)]`"),
-                ))
-            })?;
+        if let Some(ty) = classify(inner, &name)? {
+            if let Some(d) = defaults.first() {
+                return Err(syn::Error::new_spanned(
+                    d,
+                    format!(
+                        "optional scalar `{name}` cannot have a default; its default is `None`"
+                    ),
+                ));
+            }
+            return Ok(Param {
+                name,
+                kind: ParamKind::Scalar {
+                    ty,
+                    default: None,
+                    optional: true,
+                },
+            });
+        }
         if let Some(d) = defaults.first() {
             return Err(syn::Error::new_spanned(
                 d,
@@ -279,7 +304,11 @@ fn analyze_param(arg: &FnArg, defaults: &[Attribute]) -> syn::Result<Param> {
                 .transpose()?;
             Ok(Param {
                 name,
-                kind: ParamKind::Scalar { ty, default },
+                kind: ParamKind::Scalar {
+                    ty,
+                    default,
+                    optional: false,
+                },
             })
         }
     }
@@ -426,23 +455,28 @@ mod tests {
                 ParamKind::Tensor,
                 ParamKind::Scalar {
                     ty: ScalarType::F32,
-                    default: Some(ScalarValue::Float(1e-6))
+                    default: Some(ScalarValue::Float(1e-6)),
+                    optional: false,
                 },
                 ParamKind::Scalar {
                     ty: ScalarType::I32,
-                    default: Some(ScalarValue::Int(-2))
+                    default: Some(ScalarValue::Int(-2)),
+                    optional: false,
                 },
                 ParamKind::Scalar {
                     ty: ScalarType::Bool,
-                    default: Some(ScalarValue::Bool(true))
+                    default: Some(ScalarValue::Bool(true)),
+                    optional: false,
                 },
                 ParamKind::Scalar {
                     ty: ScalarType::F64,
-                    default: Some(ScalarValue::Float(3.0))
+                    default: Some(ScalarValue::Float(3.0)),
+                    optional: false,
                 },
                 ParamKind::Scalar {
                     ty: ScalarType::Usize,
-                    default: None
+                    default: None,
+                    optional: false,
                 },
             ]
         );

@@ -44,6 +44,7 @@ pub fn scalars(def: &KernelDef, values: &[Bound<'_, PyAny>]) -> PyResult<Vec<Sca
             let is_int = !is_bool && v.is_instance_of::<PyInt>();
             let is_float = v.is_instance_of::<PyFloat>();
             let value = match p.kind {
+                kind if kind.is_optional_scalar() && v.is_none() => Some(ScalarValue::None),
                 ParamKind::Float { .. } if is_int || is_float => {
                     Some(ScalarValue::Float(v.extract::<f64>()?))
                 }
@@ -53,6 +54,9 @@ pub fn scalars(def: &KernelDef, values: &[Bound<'_, PyAny>]) -> PyResult<Vec<Sca
             };
             value.map(ScalarValue::canonical).ok_or_else(|| {
                 let want = match p.kind {
+                    ParamKind::Float { optional: true, .. } => "float or None",
+                    ParamKind::Int { optional: true, .. } => "int or None",
+                    ParamKind::Bool { optional: true, .. } => "bool or None",
                     ParamKind::Float { .. } => "float",
                     ParamKind::Int { .. } => "int",
                     ParamKind::Bool { .. } => "bool",

@@ -43,7 +43,7 @@ pub struct FastTensorMeta {
 /// One scalar argument.
 #[repr(C)]
 pub struct FastScalar {
-    /// 0 float, 1 int, 2 bool.
+    /// 0 float, 1 int, 2 bool, 3 `None` (an optional scalar left out).
     pub kind: u8,
     /// The float value.
     pub f: f64,
@@ -200,6 +200,7 @@ unsafe extern "C" fn plan(
                 0 => Some(ScalarValue::Float(s.f)),
                 1 => Some(ScalarValue::Int(s.i)),
                 2 => Some(ScalarValue::Bool(s.i != 0)),
+                3 => Some(ScalarValue::None),
                 _ => None,
             })
             .collect::<Option<Vec<_>>>()?;

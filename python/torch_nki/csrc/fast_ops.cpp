@@ -155,6 +155,8 @@ class FastCpu final : public c10::OperatorKernel {
           scalars[n_scalars++] = FastScalar{2, 0.0, v.toBool() ? 1 : 0};
         } else if (v.isInt()) {
           scalars[n_scalars++] = FastScalar{1, 0.0, v.toInt()};
+        } else if (v.isNone()) {
+          scalars[n_scalars++] = FastScalar{3, 0.0, 0};
         } else {
           return false;
         }
