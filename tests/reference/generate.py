@@ -231,9 +231,7 @@ def run_case(case: Case) -> tuple[dict[str, object], dict[str, bytes]]:
         "dtype": case.dtype,
         "inputs": [{"name": i.name, "shape": list(i.shape), "seed": i.seed} for i in case.inputs],
         "scalars": [
-            {"name": p.name, "value": v}
-            for p, (_, v) in zip(spec.params, case.params, strict=True)
-            if not p.is_tensor
+            {"name": p.name, "value": v} for p, (_, v) in zip(spec.params, case.params, strict=True) if not p.is_tensor
         ],
         "outputs": outputs,
     }
