@@ -9,11 +9,15 @@
 //! fp32 by the scalar engine as it exponentiates, so no rounded product of `q` and `scale`
 //! enters the scores.
 //!
-//! Forward (per query tile): scores for 512 keys at a time land in one fp32 PSUM bank; the
-//! online softmax keeps the running row maximum and sum in fp32 and rescales the fp32 output
-//! accumulator by `exp(m_old − m_new)`; `p` is transposed in 128 × 128 blocks on the tensor
-//! engine and `p·v` accumulates in PSUM. The output is divided by the row sum once and rounded
-//! once; `lse = m + ln(sum)` is returned in fp32 for the backward (and for callers).
+//! Forward (two 128-row query tiles at a time, their key blocks interleaved): scores for 512
+//! keys at a time land in one fp32 PSUM bank, two banks per 1024-key block; the online softmax
+//! keeps the running row maximum and sum in fp32 and rescales the fp32 output accumulator (in
+//! PSUM) by `exp(m_old − m_new)`; `p` is transposed in 128 × 128 pieces on the tensor engine and
+//! `p·v` accumulates in PSUM. Blocks are software-pipelined across the engines (see
+//! [`attend`]). The output is divided by the row sum once and rounded once;
+//! `lse = m + ln(sum)` is returned in fp32 for the backward (and for callers). On Trn2 at
+//! `S = Sk = 4096`, `Dh = 128`, bf16, the cost model puts the tensor engine at about half its
+//! peak (`torch-nki cost flash_attention`).
 //!
 //! Backward (per kv head; query tiles outer, 128-key tiles inner): `p = exp(s − lse)` is
 //! recomputed from the saved `lse`, `dp = dO·vᵀ`, `ds = p ∘ (dp − Δ)` with
@@ -27,8 +31,14 @@
 
 use nki_core::prelude::*;
 
-/// Keys per score block of the forward: one fp32 PSUM bank of scores per query row.
+/// Keys per score piece of the forward: one fp32 PSUM bank of scores per query row.
 const KEY_BLOCK: usize = PSUM_BANK_FMAX;
+
+/// Score pieces per online-softmax block of the forward (1024 keys).
+const BANKS_PER_BLOCK: usize = 2;
+
+/// Query rows the forward processes together: two 128-row tiles, their blocks interleaved.
+const QUERY_GROUP: usize = 2 * PMAX;
 
 /// Columns of the causal mask: a window of `KEY_BLOCK` columns starting at `MASK_SHIFT − o`
 /// masks keys `k0 + f > q0 + p` for a block whose query tile starts `o = q0 − k0` (a multiple
@@ -105,23 +115,30 @@ fn resolve_scale(scale: Option<f32>, dh: usize) -> f32 {
     scale.unwrap_or(1.0 / (dh as f32).sqrt())
 }
 
-/// Query tiles: every tile for a non-causal kernel (one loop; `sequential` when iterations
-/// accumulate into shared SBUF), or unrolled so each tile knows which keys it attends.
-fn for_each_query_tile(s: usize, unroll: bool, sequential: bool, mut body: impl FnMut(TileSpan)) {
+/// Query row tiles of `tile` rows: one loop for a non-causal kernel (`sequential` when
+/// iterations accumulate into shared SBUF), or unrolled so each tile knows which keys it
+/// attends.
+fn for_each_query_tile(
+    s: usize,
+    tile: usize,
+    unroll: bool,
+    sequential: bool,
+    mut body: impl FnMut(TileSpan),
+) {
     if unroll {
-        for q0 in (0..s).step_by(PMAX) {
+        for q0 in (0..s).step_by(tile) {
             body(TileSpan {
                 start: AffineExpr::from(q0),
-                size: PMAX.min(s - q0),
+                size: tile.min(s - q0),
             });
         }
         return;
     }
-    let full = s / PMAX;
+    let full = s / tile;
     let mut run = |i: AffineExpr| {
         body(TileSpan {
-            start: i * PMAX,
-            size: PMAX,
+            start: i * tile,
+            size: tile,
         })
     };
     if sequential {
@@ -129,10 +146,10 @@ fn for_each_query_tile(s: usize, unroll: bool, sequential: bool, mut body: impl 
     } else {
         affine_range(full, &mut run);
     }
-    if !s.is_multiple_of(PMAX) {
+    if !s.is_multiple_of(tile) {
         body(TileSpan {
-            start: AffineExpr::from(full * PMAX),
-            size: s % PMAX,
+            start: AffineExpr::from(full * tile),
+            size: s % tile,
         });
     }
 }
@@ -164,40 +181,35 @@ fn load_rows(view: &HbmView, row0: AffineExpr, n: usize) -> Tile {
     t
 }
 
-/// One kv head's keys and values on chip: `kᵀ` `[Dh, Sk]`, and `k`, `v` as 128-key tiles side
-/// by side (`[128, tiles · Dh]`, tile `j` at columns `j · Dh`). `vᵀ` too for the backward.
+/// One kv head's keys and values on chip: `kᵀ` `[Dh, Sk]`, and `v` (and `k` for the backward)
+/// as one `[keys, Dh]` tile per 128-key tile, separate tiles so their loads overlap. `vᵀ` too
+/// for the backward.
 struct KvHead {
     k_t: Tile,
-    k: Option<Tile>,
-    v: Option<Tile>,
+    k: Vec<Tile>,
+    v: Vec<Tile>,
     v_t: Option<Tile>,
 }
 
 impl KvHead {
     fn load(kv: &HbmView, vv: &HbmView, row0: &AffineExpr, d: Dims, backward: bool) -> KvHead {
         let dt = kv.dtype();
-        let tiles = d.key_tiles();
-        let side = |n: usize| sbuf([PMAX.min(d.sk), n * d.dh], dt);
         let k_t = sbuf([d.dh, d.sk], dt);
-        let (k, v) = (backward.then(|| side(tiles.len())), Some(side(tiles.len())));
         let v_t = backward.then(|| sbuf([d.dh, d.sk], dt));
-        for (j, &(k0, kw)) in tiles.iter().enumerate() {
-            let kn = match &k {
-                Some(k) => k.rows(kw).cols(j * d.dh, d.dh),
-                None => sbuf([kw, d.dh], dt).region(),
-            };
-            dma_copy(&kn, kv.clone().rows(row0.clone() + k0, kw));
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        for (k0, kw) in d.key_tiles() {
+            let kn = load_rows(kv, row0.clone() + k0, kw);
             let kt = psum([d.dh, kw], dt);
             nc_transpose(&kt, &kn);
             tensor_copy(k_t.cols(k0, kw), &kt);
-            let vn = v.as_ref().map(|v| v.rows(kw).cols(j * d.dh, d.dh));
-            let vn = vn.expect("v is always held");
-            dma_copy(&vn, vv.clone().rows(row0.clone() + k0, kw));
+            let vn = load_rows(vv, row0.clone() + k0, kw);
             if let Some(v_t) = &v_t {
                 let t = psum([d.dh, kw], dt);
                 nc_transpose(&t, &vn);
                 tensor_copy(v_t.cols(k0, kw), &t);
+                k.push(kn);
             }
+            v.push(vn);
         }
         KvHead { k_t, k, v, v_t }
     }
@@ -247,105 +259,336 @@ pub fn flash_attention(
     let group = d.group();
     affine_range(d.b * d.hkv, |bg| {
         let heads = KvHead::load(&kv, &vv, &(bg.clone() * d.sk), d, false);
-        let v_tiles = heads.v.as_ref().expect("v is held");
         affine_range(group, |r| {
             let head_row0 = (bg.clone() * group + r) * d.s;
-            for_each_query_tile(d.s, causal, false, |rows| {
-                let row0 = head_row0.clone() + rows.start.clone();
-                let qs = rows.size;
-                let qn = load_rows(&qv, row0.clone(), qs);
-                let q_t = transposed(&qn, sign, dt);
-                let last_key = static_start(&rows).filter(|_| causal).map(|q0| q0 + qs - 1);
-                let neg_m = sbuf([qs, 1], DType::F32);
-                let sum = sbuf([qs, 1], DType::F32);
-                let acc = sbuf([qs, d.dh], DType::F32);
-                let mut first = true;
-                for k0 in (0..d.sk).step_by(KEY_BLOCK) {
-                    if last_key.is_some_and(|last| k0 > last) {
-                        break;
-                    }
-                    let w = KEY_BLOCK.min(d.sk - k0);
-                    let scores = psum([qs, w], DType::F32);
-                    nc_matmul(&scores, &q_t, heads.k_t.cols(k0, w), false);
-                    // Blocks crossing the diagonal get the mask added.
-                    let masked = match (&mask, static_start(&rows)) {
-                        (Some(mask), Some(q0)) if k0 + w - 1 > q0 => {
-                            let t = sbuf([qs, w], DType::F32);
-                            tensor_tensor(
-                                &t,
-                                &scores,
-                                mask_window(mask, qs, q0 - k0, w),
-                                BinOp::Add,
-                            );
-                            t.region()
-                        }
-                        _ => scores.region(),
-                    };
-                    // Online softmax: new max, p = exp(s − m), rescale the sum and output.
-                    let block_neg_max = sbuf([qs, 1], DType::F32);
-                    tensor_reduce(&block_neg_max, BinOp::Maximum, &masked, 1, true);
-                    tensor_scalar(&block_neg_max, &block_neg_max, BinOp::Multiply, mag);
-                    let alpha = (!first).then(|| {
-                        let new_neg_m = sbuf([qs, 1], DType::F32);
-                        tensor_tensor(&new_neg_m, &neg_m, &block_neg_max, BinOp::Minimum);
-                        let alpha = sbuf([qs, 1], DType::F32);
-                        tensor_tensor(&alpha, &new_neg_m, &neg_m, BinOp::Subtract);
-                        activation(&alpha, ActFn::Exp, &alpha, None, 1.0);
-                        tensor_copy(&neg_m, &new_neg_m);
-                        alpha
-                    });
-                    if first {
-                        tensor_copy(&neg_m, &block_neg_max);
-                    }
-                    let p = sbuf([qs, w], dt);
-                    let block_sum = sbuf([qs, 1], DType::F32);
-                    activation_reduce(
-                        &p,
-                        ActFn::Exp,
-                        &masked,
-                        BinOp::Add,
-                        &block_sum,
-                        Some(neg_m.region()),
+            for_each_query_tile(d.s, QUERY_GROUP, causal, false, |rows| {
+                // The group's 128-row tiles, interleaved by `attend`.
+                let subs: Vec<(usize, usize)> = (0..rows.size)
+                    .step_by(PMAX)
+                    .map(|o| (o, PMAX.min(rows.size - o)))
+                    .collect();
+                let q_ts: Vec<Tile> = subs
+                    .iter()
+                    .map(|&(o, qs)| {
+                        let qn = load_rows(&qv, head_row0.clone() + rows.start.clone() + o, qs);
+                        transposed(&qn, sign, dt)
+                    })
+                    .collect();
+                let tiles: Vec<QueryTile> = subs
+                    .iter()
+                    .zip(&q_ts)
+                    .map(|(&(o, _), q_t)| QueryTile {
+                        q_t,
+                        heads: &heads,
+                        mask: mask.as_ref().zip(static_start(&rows).map(|q0| q0 + o)),
                         mag,
-                    );
-                    let pv = psum([qs, d.dh], DType::F32);
-                    for c0 in (0..w).step_by(PMAX) {
-                        let cw = PMAX.min(w - c0);
-                        let p_t_ps = psum([cw, qs], dt);
-                        nc_transpose(&p_t_ps, p.cols(c0, cw));
-                        let p_t = sbuf([cw, qs], dt);
-                        activation(&p_t, ActFn::Identity, &p_t_ps, None, 1.0);
-                        let j = (k0 + c0) / PMAX;
-                        nc_matmul(&pv, &p_t, v_tiles.rows(cw).cols(j * d.dh, d.dh), c0 > 0);
-                    }
-                    match &alpha {
-                        None => {
-                            tensor_copy(&sum, &block_sum);
-                            tensor_copy(&acc, &pv);
-                        }
-                        Some(alpha) => {
-                            tensor_scalar(&sum, &sum, BinOp::Multiply, alpha)
-                                .then(BinOp::Add, &block_sum);
-                            tensor_scalar(&acc, &acc, BinOp::Multiply, alpha);
-                            tensor_tensor(&acc, &acc, &pv, BinOp::Add);
-                        }
-                    }
-                    first = false;
+                        dh: d.dh,
+                    })
+                    .collect();
+                for (&(o, qs), (acc, sum, neg_m)) in subs.iter().zip(attend(&tiles, d.sk)) {
+                    let row0 = head_row0.clone() + rows.start.clone() + o;
+                    // out = acc / sum (rounded once); lse = m + ln(sum).
+                    let inv = sbuf([qs, 1], DType::F32);
+                    activation(&inv, ActFn::Reciprocal, &sum, None, 1.0);
+                    let o = sbuf([qs, d.dh], dt);
+                    tensor_scalar(&o, &acc, BinOp::Multiply, &inv);
+                    dma_copy(ov.clone().rows(row0.clone(), qs), &o);
+                    let l = sbuf([qs, 1], DType::F32);
+                    activation(&l, ActFn::Log, &sum, None, 1.0);
+                    tensor_tensor(&l, &l, &neg_m, BinOp::Subtract);
+                    dma_copy(lv.clone().rows(row0, qs), &l);
                 }
-                // out = acc / sum (rounded once); lse = m + ln(sum).
-                let inv = sbuf([qs, 1], DType::F32);
-                activation(&inv, ActFn::Reciprocal, &sum, None, 1.0);
-                let o = sbuf([qs, d.dh], dt);
-                tensor_scalar(&o, &acc, BinOp::Multiply, &inv);
-                dma_copy(ov.clone().rows(row0.clone(), qs), &o);
-                let l = sbuf([qs, 1], DType::F32);
-                activation(&l, ActFn::Log, &sum, None, 1.0);
-                tensor_tensor(&l, &l, &neg_m, BinOp::Subtract);
-                dma_copy(lv.clone().rows(row0, qs), &l);
             });
         });
     });
     (out, lse)
+}
+
+/// The online softmax of every query tile of `tiles` over the keys it attends (`sk` keys,
+/// fewer for a causal tile), in blocks of up to [`BANKS_PER_BLOCK`] pieces of up to 512 keys:
+/// returns per tile the fp32 output accumulator `Σ exp(s − m) · v` (in PSUM), the row sums
+/// `Σ exp(s − m)` and `−m` (`m` the running maximum of the scaled scores).
+///
+/// Each block runs in three stages: its scores (tensor engine), [`QueryTile::softmax`]
+/// (maximum and exponentials, vector and scalar engines) and the multiply
+/// ([`QueryTile::transpose_p`], [`QueryTile::rescale`], [`QueryTile::multiply`]: `pᵀ`, the
+/// accumulator's rescale, `p·v`). The blocks of all tiles form one stream, the tiles' blocks
+/// interleaved, issued software-pipelined: while item `n` is multiplied, the scores of item
+/// `n + 3` are computed and item `n + 2` is softmaxed. Within an item the tensor engine's queue
+/// is `pᵀ` transposes, the next scores, then `p·v`, so the vector engine's copy of `pᵀ` out of
+/// PSUM overlaps the scores instead of stalling the tensor engine. With the engines' in-order
+/// queues each link of the chain (max → exp → transpose → copy → multiply) then has an item or
+/// more of slack. Blocks of 1024 keys halve the per-block bookkeeping (the running maximum,
+/// `alpha`, the accumulator's rescale) per key.
+fn attend(tiles: &[QueryTile], sk: usize) -> Vec<(Tile, Tile, Tile)> {
+    let blocks: Vec<Vec<Vec<(usize, usize)>>> = tiles
+        .iter()
+        .map(|t| {
+            let [_, qs] = t.q_t.shape();
+            let last_key = t.mask.map(|(_, q0)| q0 + qs - 1);
+            let pieces: Vec<(usize, usize)> = (0..sk)
+                .step_by(KEY_BLOCK)
+                .map(|k0| (k0, KEY_BLOCK.min(sk - k0)))
+                .take_while(|&(k0, _)| last_key.is_none_or(|last| k0 <= last))
+                .collect();
+            pieces.chunks(BANKS_PER_BLOCK).map(<[_]>::to_vec).collect()
+        })
+        .collect();
+    let most = blocks.iter().map(Vec::len).max().unwrap_or(0);
+    let items: Vec<(usize, &[(usize, usize)])> = (0..most)
+        .flat_map(|b| {
+            blocks
+                .iter()
+                .enumerate()
+                .filter_map(move |(t, bl)| bl.get(b).map(|p| (t, p.as_slice())))
+        })
+        .collect();
+    let accs: Vec<Tile> = tiles
+        .iter()
+        .map(|t| psum([t.q_t.shape()[1], t.dh], DType::F32))
+        .collect();
+    // Scores run three items ahead and the softmax two ahead of the items being multiplied.
+    let mut scored: std::collections::VecDeque<Vec<Tile>> = items
+        .iter()
+        .take(3)
+        .map(|&(t, p)| tiles[t].scores(p))
+        .collect();
+    let mut neg_m: Vec<Option<Tile>> = vec![None; tiles.len()];
+    let mut sum: Vec<Option<Tile>> = vec![None; tiles.len()];
+    let mut softmaxed: std::collections::VecDeque<Softmaxed> = std::collections::VecDeque::new();
+    let mut softmax_next = |n: usize, scored: &mut std::collections::VecDeque<Vec<Tile>>| {
+        let (t, pieces) = items[n];
+        let scores = scored.pop_front().expect("scores issued ahead");
+        let s = tiles[t].softmax(pieces, &scores, neg_m[t].as_ref());
+        neg_m[t] = Some(s.neg_m.clone());
+        s
+    };
+    for n in 0..items.len().min(2) {
+        let s = softmax_next(n, &mut scored);
+        softmaxed.push_back(s);
+    }
+    for (n, &(t, _)) in items.iter().enumerate() {
+        let s = softmaxed
+            .pop_front()
+            .expect("softmax issued two items ahead");
+        let p_t = tiles[t].transpose_p(&s);
+        sum[t] = Some(tiles[t].rescale(&accs[t], &s, sum[t].take()));
+        if let Some(&(lt, lp)) = items.get(n + 3) {
+            scored.push_back(tiles[lt].scores(lp));
+        }
+        tiles[t].multiply(&accs[t], &s, &p_t);
+        if n + 2 < items.len() {
+            let next = softmax_next(n + 2, &mut scored);
+            softmaxed.push_back(next);
+        }
+    }
+    accs.into_iter()
+        .zip(sum)
+        .zip(neg_m)
+        .map(|((acc, sum), neg_m)| {
+            let every = "every query tile attends at least one key";
+            (acc, sum.expect(every), neg_m.expect(every))
+        })
+        .collect()
+}
+
+/// One query tile of the forward against its key blocks.
+struct QueryTile<'a> {
+    /// `±qᵀ` `[Dh, rows]`.
+    q_t: &'a Tile,
+    /// The kv head on chip.
+    heads: &'a KvHead,
+    /// The causal mask and the tile's first query row, when causal.
+    mask: Option<(&'a Tile, usize)>,
+    /// `|scale|`.
+    mag: f32,
+    /// Head dim.
+    dh: usize,
+}
+
+impl QueryTile<'_> {
+    /// Stage 1 of a block: the raw scores `±q·kᵀ` of each piece in fp32 PSUM (a bank each).
+    fn scores(&self, pieces: &[(usize, usize)]) -> Vec<Tile> {
+        let [_, qs] = self.q_t.shape();
+        pieces
+            .iter()
+            .map(|&(k0, w)| {
+                let scores = psum([qs, w], DType::F32);
+                nc_matmul(&scores, self.q_t, self.heads.k_t.cols(k0, w), false);
+                scores
+            })
+            .collect()
+    }
+
+    /// Stage 2 of a block: the mask on pieces crossing the diagonal, the new running
+    /// `−m = min(−|scale|·max, −m_old)` (vector: a reduce and one fused instruction per
+    /// piece), `alpha = exp(m_old − m_new)` and `p = exp(|scale|·s − m)` with its row sums
+    /// (scalar).
+    fn softmax(
+        &self,
+        pieces: &[(usize, usize)],
+        scores: &[Tile],
+        neg_m_old: Option<&Tile>,
+    ) -> Softmaxed {
+        let [_, qs] = self.q_t.shape();
+        let masked: Vec<TileRegion> = pieces
+            .iter()
+            .zip(scores)
+            .map(|(&(k0, w), s)| match self.mask {
+                Some((mask, q0)) if k0 + w - 1 > q0 => {
+                    let t = sbuf([qs, w], DType::F32);
+                    tensor_tensor(&t, s, mask_window(mask, qs, q0 - k0, w), BinOp::Add);
+                    t.region()
+                }
+                _ => s.region(),
+            })
+            .collect();
+        let maxima: Vec<Tile> = masked
+            .iter()
+            .map(|m| {
+                let t = sbuf([qs, 1], DType::F32);
+                tensor_reduce(&t, BinOp::Maximum, m, 1, false);
+                t
+            })
+            .collect();
+        let neg_m = sbuf([qs, 1], DType::F32);
+        for (i, max) in maxima.iter().enumerate() {
+            let step = tensor_scalar(&neg_m, max, BinOp::Multiply, -self.mag);
+            match (i, neg_m_old) {
+                (0, None) => {}
+                (0, Some(old)) => step.then(BinOp::Minimum, old),
+                _ => step.then(BinOp::Minimum, &neg_m),
+            }
+        }
+        let alpha = neg_m_old.map(|old| {
+            let alpha = sbuf([qs, 1], DType::F32);
+            activation(&alpha, ActFn::Exp, old, Some(neg_m.region()), -1.0);
+            alpha
+        });
+        let width: usize = pieces.iter().map(|&(_, w)| w).sum();
+        let p = sbuf([qs, width], self.q_t.dtype());
+        let mut col = 0;
+        let block_sums = pieces
+            .iter()
+            .zip(&masked)
+            .map(|(&(_, w), m)| {
+                let block_sum = sbuf([qs, 1], DType::F32);
+                activation_reduce(
+                    p.cols(col, w),
+                    ActFn::Exp,
+                    m,
+                    BinOp::Add,
+                    &block_sum,
+                    Some(neg_m.region()),
+                    self.mag,
+                );
+                col += w;
+                block_sum
+            })
+            .collect();
+        Softmaxed {
+            k0: pieces[0].0,
+            p,
+            block_sums,
+            neg_m,
+            alpha,
+        }
+    }
+
+    /// Stage 3 of a block, first part: `pᵀ` in 128-key pieces side by side in PSUM (tensor
+    /// engine; one bank holds 2 KiB per partition, so up to eight 16-bit or four fp32 pieces)
+    /// copied to SBUF a bank at a time (vector).
+    fn transpose_p(&self, s: &Softmaxed) -> Tile {
+        let [qs, w] = s.p.shape();
+        let dt = s.p.dtype();
+        let pieces = key_pieces(w);
+        let parts = PMAX.min(w);
+        let per_bank = (nki_core::target::PSUM_BANK_BYTES / (qs * dt.size_bytes())).max(1);
+        let p_t = sbuf([parts, pieces.len() * qs], dt);
+        for (g, group) in pieces.chunks(per_bank).enumerate() {
+            let first = g * per_bank;
+            let p_t_ps = psum([parts, group.len() * qs], dt);
+            for (c, &(c0, cw)) in group.iter().enumerate() {
+                nc_transpose(p_t_ps.region().slice(0, cw, c * qs, qs), s.p.cols(c0, cw));
+            }
+            // Full-height pieces in one copy; a ragged last piece on its own.
+            let full = group.iter().take_while(|&&(_, cw)| cw == parts).count();
+            if full > 0 {
+                tensor_copy(p_t.cols(first * qs, full * qs), p_t_ps.cols(0, full * qs));
+            }
+            if let Some(&(_, cw)) = group.get(full) {
+                tensor_copy(
+                    p_t.region().slice(0, cw, (first + full) * qs, qs),
+                    p_t_ps.region().slice(0, cw, full * qs, qs),
+                );
+            }
+        }
+        p_t
+    }
+
+    /// Stage 3, second part: the accumulator rescaled by `alpha` (vector, in PSUM) and the row
+    /// sum brought to `sum · alpha + Σp` (scalar). Returns the row sum.
+    fn rescale(&self, acc: &Tile, s: &Softmaxed, sum: Option<Tile>) -> Tile {
+        let [qs, _] = s.p.shape();
+        let mut block_sums = s.block_sums.iter();
+        let first_sum = block_sums.next().expect("a block has at least one piece");
+        let mut sum = match (&s.alpha, sum) {
+            (Some(alpha), Some(sum_old)) => {
+                tensor_scalar(acc, acc, BinOp::Multiply, alpha);
+                let sum = sbuf([qs, 1], DType::F32);
+                activation(
+                    &sum,
+                    ActFn::Identity,
+                    &sum_old,
+                    Some(first_sum.region()),
+                    alpha,
+                );
+                sum
+            }
+            _ => first_sum.clone(),
+        };
+        for part in block_sums {
+            let total = sbuf([qs, 1], DType::F32);
+            activation(&total, ActFn::Identity, &sum, Some(part.region()), 1.0);
+            sum = total;
+        }
+        sum
+    }
+
+    /// Stage 3, last part: `p·v` accumulated into the accumulator (tensor engine).
+    fn multiply(&self, acc: &Tile, s: &Softmaxed, p_t: &Tile) {
+        let [qs, w] = s.p.shape();
+        for (c, (c0, cw)) in key_pieces(w).into_iter().enumerate() {
+            nc_matmul(
+                acc,
+                p_t.region().slice(0, cw, c * qs, qs),
+                &self.heads.v[(s.k0 + c0) / PMAX],
+                s.alpha.is_some() || c > 0,
+            );
+        }
+    }
+}
+
+/// `(offset, width)` of the 128-key pieces of a `w`-key block.
+fn key_pieces(w: usize) -> Vec<(usize, usize)> {
+    (0..w)
+        .step_by(PMAX)
+        .map(|c0| (c0, PMAX.min(w - c0)))
+        .collect()
+}
+
+/// A block after stage 2 of the forward's online softmax.
+struct Softmaxed {
+    /// The block's first key.
+    k0: usize,
+    /// `exp(|scale|·s − m)`, `[rows, keys]` in the input dtype.
+    p: Tile,
+    /// Its row sum per piece, fp32.
+    block_sums: Vec<Tile>,
+    /// The running `−m` after this block.
+    neg_m: Tile,
+    /// `exp(m_old − m_new)`, for every block but the first.
+    alpha: Option<Tile>,
 }
 
 /// Gradients of `flash_attention` from the saved `q`, `k`, `v`, `out` and `lse` (see the module
@@ -391,10 +634,7 @@ pub fn flash_attention_backward(
     affine_range(d.b * d.hkv, |bg| {
         let kv_row0 = bg.clone() * d.sk;
         let heads = KvHead::load(&kv, &vv, &kv_row0, d, true);
-        let (k_tiles, v_t) = (
-            heads.k.as_ref().expect("k is held"),
-            heads.v_t.as_ref().expect("vᵀ is held"),
-        );
+        let v_t = heads.v_t.as_ref().expect("vᵀ is held");
         let side = [PMAX.min(d.sk), tiles.len() * d.dh];
         let (dk_acc, dv_acc) = (sbuf(side, DType::F32), sbuf(side, DType::F32));
         memset(&dk_acc, 0.0);
@@ -402,7 +642,7 @@ pub fn flash_attention_backward(
         // Query heads and tiles accumulate into dK and dV: in order.
         sequential_range(group, |r| {
             let head_row0 = (bg.clone() * group + r) * d.s;
-            for_each_query_tile(d.s, causal, true, |rows| {
+            for_each_query_tile(d.s, PMAX, causal, true, |rows| {
                 let row0 = head_row0.clone() + rows.start.clone();
                 let qs = rows.size;
                 let qn = load_rows(&qv, row0.clone(), qs);
@@ -472,7 +712,7 @@ pub fn flash_attention_backward(
                         BinOp::Add,
                     );
                     let ds_t = transposed(&ds, 1.0, dt);
-                    nc_matmul(&dq, &ds_t, k_tiles.rows(kw).cols(cols, d.dh), !first);
+                    nc_matmul(&dq, &ds_t, &heads.k[j], !first);
                     first = false;
                 }
                 let dq_out = sbuf([qs, d.dh], dt);

@@ -54,6 +54,12 @@ class CostReport:
     def __str__(self) -> str:
         return self.text
 
+    @property
+    def tensor_peak_fraction(self) -> float:
+        """The tensor engine's time at peak for the matmuls over the estimated time (the grade of
+        matmul-like kernels whatever their bound resource)."""
+        return self.min_ns.get("tensor", 0.0) / self.total_ns if self.total_ns else 0.0
+
     def utilisation(self, engine: str) -> float:
         """Busy time of ``engine`` over the estimated time."""
         return self.busy_ns.get(engine, 0.0) / self.total_ns if self.total_ns else 0.0

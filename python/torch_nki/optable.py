@@ -45,7 +45,10 @@ def _grade(op: str, target: str) -> str:
     report = torch_nki.cost(op, *sample.args, target=target)
     us = report.total_ns / 1e3
     time = f"{us / 1e3:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
-    return f"{time}, {report.bound}-bound, {report.roofline_fraction:.0%} of roofline"
+    grade = f"{time}, {report.bound}-bound, {report.roofline_fraction:.0%} of roofline"
+    if report.flops:
+        grade += f", tensor engine {report.tensor_peak_fraction:.0%} of peak"
+    return grade
 
 
 def _cell(text: str) -> str:

@@ -238,6 +238,24 @@ fn time_text(ns: f64) -> String {
     }
 }
 
+impl CostReport {
+    /// The tensor engine's time at peak for the program's matmuls over the estimated time: the
+    /// grade of matmul-like kernels whatever their bound resource (flash attention spends
+    /// vector and scalar time on the softmax around its matmuls).
+    pub fn tensor_peak_fraction(&self) -> f64 {
+        let tensor = self
+            .min_ns
+            .iter()
+            .find(|(r, _)| *r == Resource::Tensor)
+            .map_or(0.0, |(_, ns)| *ns);
+        if self.total_ns > 0.0 {
+            tensor / self.total_ns
+        } else {
+            0.0
+        }
+    }
+}
+
 impl fmt::Display for CostReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -253,6 +271,13 @@ impl fmt::Display for CostReport {
             self.bound,
             self.roofline_fraction * 100.0
         )?;
+        if self.flops > 0.0 {
+            writeln!(
+                f,
+                "  tensor engine at {:.0}% of its peak for these operands",
+                100.0 * self.tensor_peak_fraction()
+            )?;
+        }
         writeln!(
             f,
             "  HBM read {:.0} KiB, write {:.0} KiB; {:.3} GFLOP",
