@@ -11,7 +11,7 @@
 //! | `rmsnorm` | [`norm`] | `x * rsqrt(mean(x²) + eps) * weight` over the last dim |
 //! | `add_rmsnorm` | [`norm`] | `h = x + residual`, `y = rmsnorm(h)`: the fused residual of a decoder layer |
 //! | `layernorm` | [`norm`] | `(x − mean) · rsqrt(var + eps) · weight + bias`, weight and bias optional |
-//! | `matmul` | [`matmul`] | `x @ w`, K accumulated in fp32 PSUM |
+//! | `matmul`, `bmm` | [`matmul`] | `x[..B, K] @ w`, and batched `x[b] @ y[b]`; K accumulated in fp32 PSUM |
 //! | `linear` | [`matmul`] | `F.linear`: `x @ weightᵀ + bias`, optional bias |
 //! | `rope` | [`rope`] | rotary position embedding of `q` and `k` (Llama's rotate-half) |
 //! | `softmax`, `log_softmax` | [`softmax`] | over the last dim, max-subtracted, fp32 inside |

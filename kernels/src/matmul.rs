@@ -228,18 +228,20 @@ fn gemm(
     }
 }
 
-/// Matrix product `x @ w` of `x[M, K]` and `w[K, N]`.
+/// Matrix product `x @ w` of `x[..B, K]` (any leading dims, flattened into rows) and `w[K, N]`,
+/// as `torch.matmul` with a 2-D right operand.
 ///
 /// Output blocks of 512 × 1024 (eight fp32 PSUM banks), K tiled by 128 with ragged edges on all
 /// three dimensions; each K step loads four transposed `x` tiles and two `w` tiles once for
 /// eight matmuls.
 #[kernel(
-    shape(x = [M, K], w = [K, N]) -> [M, N],
+    shape(x = [..B, K], w = [K, N]) -> [..B, N],
     dtype(x in {f32, bf16, f16}, w = x) -> x,
     backward(matmul_backward, saves(x, w)),
-    replaces("aten::mm", "torch.nn.functional.linear"),
+    replaces("aten::mm", "aten::matmul"),
     reference("x @ w"),
     sample(x = [130, 200], w = [200, 530]),
+    sample(x = [2, 65, 96], w = [96, 70]),
     sample(x = [1, 5], w = [5, 3]),
     sample(x = [20, 150], w = [150, 4700], dtypes = {f32}),
     tolerance(matmul),
@@ -247,10 +249,14 @@ fn gemm(
     bench(x = [4096, 4096], w = [4096, 4096]),
 )]
 pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
-    let out = shared_hbm(&[x.dim(0), w.dim(1)], x.dtype());
+    let (k, n) = (w.dim(0), w.dim(1));
+    let rows = x.numel() / k.max(1);
+    let mut shape = x.shape()[..x.shape().len() - 1].to_vec();
+    shape.push(n);
+    let out = shared_hbm(&shape, x.dtype());
     gemm(
-        &out.view(),
-        &x.view(),
+        &out.reshape(&[rows, n]),
+        &x.reshape(&[rows, k]),
         Layout::AsIs,
         &w.view(),
         Layout::AsIs,
@@ -259,34 +265,93 @@ pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
     out
 }
 
-/// Gradients of `matmul`: `grad_x = grad_out @ wᵀ` and `grad_w = xᵀ @ grad_out`, two tiled
-/// GEMMs reading the transposed operands through transposed DMA access patterns.
+/// Gradients of `matmul`: `grad_x = grad_out @ wᵀ` and `grad_w = xᵀ @ grad_out` over the
+/// flattened rows, two tiled GEMMs with the transposed operands transposed on chip.
 #[kernel(
-    shape(grad_out = [M, N], x = [M, K], w = [K, N]) -> (grad_x = [M, K], grad_w = [K, N]),
+    shape(grad_out = [..B, N], x = [..B, K], w = [K, N]) -> (grad_x = [..B, K], grad_w = [K, N]),
     dtype(grad_out in {f32, bf16, f16}, x = grad_out, w = grad_out) -> (grad_out, grad_out),
     tolerance(matmul),
 )]
 pub fn matmul_backward(grad_out: &Hbm, x: &Hbm, w: &Hbm) -> (Hbm, Hbm) {
+    let (k, n) = (w.dim(0), w.dim(1));
+    let rows = x.numel() / k.max(1);
     let grad_x = shared_hbm(x.shape(), x.dtype());
     let grad_w = shared_hbm(w.shape(), w.dtype());
-    let (g, x, w) = (grad_out.view(), x.view(), w.view());
-    gemm(
-        &grad_x.view(),
+    let (g, xv) = (grad_out.reshape(&[rows, n]), x.reshape(&[rows, k]));
+    product_gradients(
         &g,
-        Layout::AsIs,
-        &w,
-        Layout::Transposed,
-        None,
-    );
-    gemm(
+        &xv,
+        &w.view(),
+        &grad_x.reshape(&[rows, k]),
         &grad_w.view(),
-        &x,
-        Layout::Transposed,
-        &g,
-        Layout::AsIs,
-        None,
     );
     (grad_x, grad_w)
+}
+
+/// `grad_a = g @ bᵀ` and `grad_b = aᵀ @ g` for the product `g`'s forward `a @ b`.
+fn product_gradients(g: &HbmView, a: &HbmView, b: &HbmView, grad_a: &HbmView, grad_b: &HbmView) {
+    gemm(grad_a, g, Layout::AsIs, b, Layout::Transposed, None);
+    gemm(grad_b, a, Layout::Transposed, g, Layout::AsIs, None);
+}
+
+/// Batched matrix product `x[b] @ y[b]` of `x[B, M, K]` and `y[B, K, N]`, as `torch.bmm`: one
+/// tiled GEMM (as `matmul`) per batch entry, the batch an independent loop.
+#[kernel(
+    shape(x = [B, M, K], y = [B, K, N]) -> [B, M, N],
+    dtype(x in {f32, bf16, f16}, y = x) -> x,
+    backward(bmm_backward, saves(x, y)),
+    replaces("aten::bmm"),
+    reference("torch.bmm(x, y)"),
+    sample(x = [3, 130, 70], y = [3, 70, 200]),
+    sample(x = [2, 5, 300], y = [2, 300, 7]),
+    sample(x = [1, 1, 1], y = [1, 1, 1]),
+    tolerance(matmul),
+    autocast(lower),
+    bench(x = [16, 1024, 1024], y = [16, 1024, 1024]),
+)]
+pub fn bmm(x: &Hbm, y: &Hbm) -> Hbm {
+    let (b, m, k, n) = (x.dim(0), x.dim(1), x.dim(2), y.dim(2));
+    let out = shared_hbm(&[b, m, n], x.dtype());
+    affine_range(b, |i| {
+        let entry = |t: &Hbm, rows: usize, cols: usize| {
+            t.view().slice(0, i.clone(), 1).reshape(&[rows, cols])
+        };
+        gemm(
+            &entry(&out, m, n),
+            &entry(x, m, k),
+            Layout::AsIs,
+            &entry(y, k, n),
+            Layout::AsIs,
+            None,
+        );
+    });
+    out
+}
+
+/// Gradients of `bmm`, per batch entry as `matmul_backward`: `grad_x = grad_out @ yᵀ` and
+/// `grad_y = xᵀ @ grad_out`.
+#[kernel(
+    shape(grad_out = [B, M, N], x = [B, M, K], y = [B, K, N]) -> (grad_x = [B, M, K], grad_y = [B, K, N]),
+    dtype(grad_out in {f32, bf16, f16}, x = grad_out, y = grad_out) -> (grad_out, grad_out),
+    tolerance(matmul),
+)]
+pub fn bmm_backward(grad_out: &Hbm, x: &Hbm, y: &Hbm) -> (Hbm, Hbm) {
+    let (b, m, k, n) = (x.dim(0), x.dim(1), x.dim(2), y.dim(2));
+    let grad_x = shared_hbm(x.shape(), x.dtype());
+    let grad_y = shared_hbm(y.shape(), y.dtype());
+    affine_range(b, |i| {
+        let entry = |t: &Hbm, rows: usize, cols: usize| {
+            t.view().slice(0, i.clone(), 1).reshape(&[rows, cols])
+        };
+        product_gradients(
+            &entry(grad_out, m, n),
+            &entry(x, m, k),
+            &entry(y, k, n),
+            &entry(&grad_x, m, k),
+            &entry(&grad_y, k, n),
+        );
+    });
+    (grad_x, grad_y)
 }
 
 /// `out[n] = Σ_rows g[row, n]` of a `[M, N]` view, on the tensor engine: a ones column as the
