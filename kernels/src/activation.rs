@@ -69,6 +69,107 @@ pub fn silu_backward(grad_out: &Hbm, x: &Hbm) -> Hbm {
     grad_x
 }
 
+/// GELU, `x · Φ(x)`, elementwise, any rank ≥ 1: `approximate = "none"` is the exact form
+/// (`x/2 · (1 + erf(x/√2))`, the scalar engine's `gelu`), `"tanh"` the tanh approximation
+/// (`gelu_apprx_tanh`), as `F.gelu(x, approximate=...)`. fp32 inside, rounded once.
+#[kernel(
+    shape(x = [..S, D]) -> [..S, D],
+    dtype(x in {f32, bf16, f16}) -> x,
+    backward(gelu_backward, saves(x)),
+    replaces("aten::gelu", "torch.nn.GELU"),
+    reference("F.gelu(x.float(), approximate=approximate).to(x.dtype)"),
+    sample(x = [3, 50, 70]),
+    sample(x = [2, 33, 70], approximate = "tanh"),
+    sample(x = [130, 2100], dtypes = {f32}),
+    sample(x = [1], approximate = "tanh"),
+    sample(x = [5]),
+    tolerance(elementwise),
+    bench(x = [8192, 4096]),
+)]
+pub fn gelu(
+    x: &Hbm,
+    #[default("none")]
+    #[choices("none", "tanh")]
+    approximate: &str,
+) -> Hbm {
+    let func = match approximate {
+        "tanh" => ActFn::GeluTanh,
+        _ => ActFn::Gelu,
+    };
+    let out = shared_hbm(x.shape(), x.dtype());
+    let (xv, ov) = (as_rows(x), as_rows(&out));
+    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
+    for_each_chunk(rows, cols, |r, c| {
+        let t = sbuf([r.size, c.size], x.dtype());
+        dma_copy(&t, block(&xv, r, &c));
+        activation(&t, func, &t, None, 1.0);
+        dma_copy(block(&ov, r, &c), &t);
+    });
+    out
+}
+
+/// Gradient of `gelu`: `grad_x = grad_out · gelu'(x)`, with the scalar engine's `gelu_dx`
+/// (`Φ(x) + x·φ(x)`) for the exact form; for the tanh approximation, with
+/// `t = tanh(√(2/π) · (x + 0.044715 x³))`,
+/// `gelu'(x) = (1 + t)/2 + x/2 · (1 − t²) · √(2/π) · (1 + 3 · 0.044715 x²)`, in fp32.
+#[kernel(
+    shape(grad_out = [..S, D], x = [..S, D]) -> grad_x = [..S, D],
+    dtype(grad_out in {f32, bf16, f16}, x = grad_out) -> grad_out,
+    tolerance(elementwise),
+)]
+pub fn gelu_backward(
+    grad_out: &Hbm,
+    x: &Hbm,
+    #[default("none")]
+    #[choices("none", "tanh")]
+    approximate: &str,
+) -> Hbm {
+    let dt = x.dtype();
+    let grad_x = shared_hbm(x.shape(), dt);
+    let (gv, xv, dv) = (as_rows(grad_out), as_rows(x), as_rows(&grad_x));
+    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
+    for_each_chunk(rows, cols, |r, c| {
+        let (g, xt) = (sbuf([r.size, c.size], dt), sbuf([r.size, c.size], dt));
+        dma_copy(&g, block(&gv, r, &c));
+        dma_copy(&xt, block(&xv, r, &c));
+        let d = sbuf([r.size, c.size], DType::F32);
+        if approximate == "tanh" {
+            gelu_tanh_derivative(&d.region(), &xt.region());
+        } else {
+            activation(&d, ActFn::GeluDx, &xt, None, 1.0);
+        }
+        tensor_tensor(&g, &g, &d, BinOp::Multiply);
+        dma_copy(block(&dv, r, &c), &g);
+    });
+    grad_x
+}
+
+/// The derivative of the tanh-approximated GELU into `dst` (fp32), from `x`.
+fn gelu_tanh_derivative(dst: &TileRegion, x: &TileRegion) {
+    const K: f32 = 0.044_715;
+    let c = (2.0f32 / std::f32::consts::PI).sqrt();
+    let [p, f] = x.shape();
+    // x² and u = c · (x + K x³) = c · x · (1 + K x²).
+    let x2 = sbuf([p, f], DType::F32);
+    tensor_tensor(&x2, x, x, BinOp::Multiply);
+    let u = sbuf([p, f], DType::F32);
+    tensor_scalar(&u, &x2, BinOp::Multiply, K).then(BinOp::Add, 1.0);
+    tensor_tensor(&u, &u, x, BinOp::Multiply);
+    let t = sbuf([p, f], DType::F32);
+    activation(&t, ActFn::Tanh, &u, None, c);
+    // du = c · (1 + 3K x²) · x / 2, then (1 − t²) · du.
+    let du = sbuf([p, f], DType::F32);
+    tensor_scalar(&du, &x2, BinOp::Multiply, 3.0 * K).then(BinOp::Add, 1.0);
+    tensor_tensor(&du, &du, x, BinOp::Multiply);
+    tensor_scalar(&du, &du, BinOp::Multiply, 0.5 * c);
+    tensor_tensor(&x2, &t, &t, BinOp::Multiply);
+    tensor_scalar(&x2, &x2, BinOp::Multiply, -1.0).then(BinOp::Add, 1.0);
+    tensor_tensor(&du, &du, &x2, BinOp::Multiply);
+    // + (1 + t) / 2.
+    tensor_scalar(&t, &t, BinOp::Multiply, 0.5).then(BinOp::Add, 0.5);
+    tensor_tensor(dst, &du, &t, BinOp::Add);
+}
+
 /// SwiGLU's product `silu(gate) · up` (the gated MLP of Llama-style models), elementwise, any
 /// rank ≥ 1: the activation and the product in fp32, rounded once.
 #[kernel(

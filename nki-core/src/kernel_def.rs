@@ -37,6 +37,14 @@ pub enum ParamKind {
         #[serde(skip_serializing_if = "is_false")]
         optional: bool,
     },
+    /// A string from a fixed set (`&str` with `#[choices(..)]`); schema type `str`, as
+    /// `F.gelu(approximate="tanh")`.
+    Str {
+        /// The accepted values.
+        choices: &'static [&'static str],
+        /// Default value, if any (one of `choices`).
+        default: Option<&'static str>,
+    },
     /// A boolean (`bool`); schema type `bool` (`bool?` when optional).
     Bool {
         /// Default value, if any.
@@ -155,6 +163,18 @@ pub enum ScalarValue {
     Bool(bool),
     /// `None`, for an optional scalar left out.
     None,
+    /// `str`: one of the parameter's choices (the kernel's own string, so it lives forever).
+    Str(&'static str),
+}
+
+/// A scalar's identity for comparing and hashing (see [`ScalarValue`]).
+#[derive(PartialEq, Eq, Hash)]
+enum ScalarKey {
+    Float(u64),
+    Int(i64),
+    Bool(bool),
+    None,
+    Str(&'static str),
 }
 
 impl ScalarValue {
@@ -168,12 +188,13 @@ impl ScalarValue {
         }
     }
 
-    fn key(self) -> (u8, u64) {
+    fn key(self) -> ScalarKey {
         match self.canonical() {
-            ScalarValue::Float(v) => (0, v.to_bits()),
-            ScalarValue::Int(v) => (1, v as u64),
-            ScalarValue::Bool(v) => (2, v as u64),
-            ScalarValue::None => (3, 0),
+            ScalarValue::Float(v) => ScalarKey::Float(v.to_bits()),
+            ScalarValue::Int(v) => ScalarKey::Int(v),
+            ScalarValue::Bool(v) => ScalarKey::Bool(v),
+            ScalarValue::None => ScalarKey::None,
+            ScalarValue::Str(s) => ScalarKey::Str(s),
         }
     }
 }
@@ -328,6 +349,16 @@ impl KernelArgs {
         }
     }
 
+    /// The string at parameter `i` (one of its choices).
+    pub fn str(&self, i: usize) -> &'static str {
+        match self.values[i] {
+            ArgValue::Scalar(ScalarValue::Str(s)) => s,
+            ref other => {
+                panic!("kernel parameter {i} is {other:?}, not a str (macro/registry mismatch)")
+            }
+        }
+    }
+
     /// The int at parameter `i`.
     pub fn int(&self, i: usize) -> i64 {
         match self.values[i] {
@@ -466,6 +497,10 @@ impl KernelDef {
                         ScalarValue::Float(_) | ScalarValue::Int(_)
                     ) | (ParamKind::Int { .. }, ScalarValue::Int(_))
                         | (ParamKind::Bool { .. }, ScalarValue::Bool(_))
+                )
+                || matches!(
+                    (p.kind, v),
+                    (ParamKind::Str { choices, .. }, ScalarValue::Str(s)) if choices.contains(s)
                 );
             if !ok {
                 return Err(NkiError::Buffers(format!(

@@ -27,6 +27,8 @@ pub enum SampleArg {
     Int(i64),
     /// A `bool` scalar.
     Bool(bool),
+    /// A `str` scalar.
+    Str(&'static str),
 }
 
 /// One set of sample arguments: every tensor parameter's shape and any scalar that should not
@@ -117,6 +119,15 @@ impl Sample {
                     },
                     None,
                 ) => scalars.push(ScalarValue::Bool(v)),
+                (ParamKind::Str { choices, .. }, Some(SampleArg::Str(v))) => {
+                    scalars.push(ScalarValue::Str(choices.iter().find(|c| **c == v)?))
+                }
+                (
+                    ParamKind::Str {
+                        default: Some(v), ..
+                    },
+                    None,
+                ) => scalars.push(ScalarValue::Str(v)),
                 (kind, None | Some(SampleArg::Absent)) if kind.is_optional_scalar() => {
                     scalars.push(ScalarValue::None)
                 }
@@ -179,6 +190,7 @@ impl Serialize for SampleArgs {
                 SampleArg::Float(x) => m.serialize_entry(name, x)?,
                 SampleArg::Int(i) => m.serialize_entry(name, i)?,
                 SampleArg::Bool(b) => m.serialize_entry(name, b)?,
+                SampleArg::Str(v) => m.serialize_entry(name, v)?,
             }
         }
         m.end()

@@ -90,6 +90,8 @@ def _example_kwargs(
             raw = values.pop(p.name)
             if p.is_optional and raw == "none":
                 kwargs[p.name] = None
+            elif p.kind == "str":
+                kwargs[p.name] = raw
             else:
                 kwargs[p.name] = (
                     (raw == "true") if p.kind == "bool" else (int(raw) if p.kind == "int" else float(raw))

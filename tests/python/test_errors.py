@@ -18,7 +18,9 @@ neuron = torch.ops.neuron
 def test_wrong_rank_names_op_argument_and_expectation() -> None:
     with pytest.raises(ValueError) as err:
         neuron.bmm(rand(8, 2), rand(8, 2, 2))
-    assert str(err.value) == "neuron::bmm: x has rank 2 (shape [8, 2]), but the contract x[B, M, K] needs rank 3"
+    assert str(err.value) == (
+        "neuron::bmm: x has rank 2 (shape [8, 2]), but the contract x[B, M, K] needs rank 3"
+    )
     with pytest.raises(
         ValueError, match=r"^neuron::add: x has rank 0 \(shape \[\]\), but the contract x\[\.\.S, D\]"
     ):
@@ -35,7 +37,8 @@ def test_mismatched_dim_gives_the_exact_contract_message() -> None:
     with pytest.raises(ValueError) as err:
         neuron.matmul(rand(3, 4), rand(5, 6))
     assert str(err.value) == (
-        "neuron::matmul: w has shape [5, 6], but the contract w[K, N] needs K = 4 (bound by x[..B, K] = [3, 4])"
+        "neuron::matmul: w has shape [5, 6], but the contract w[K, N] needs K = 4 "
+        "(bound by x[..B, K] = [3, 4])"
     )
     with pytest.raises(ValueError, match=re.escape("y has shape [2, 4], but the contract y[..S, D] needs")):
         neuron.add(rand(2, 3), rand(2, 4))

@@ -11,6 +11,7 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch_nki
 from torch_nki import _fast, _native, testing
@@ -88,6 +89,23 @@ def test_a_panic_in_the_c_abi_takes_the_python_kernel(entry: str) -> None:
     assert torch.equal(torch.ops.neuron.add(x, x), x + x)
     assert _native._armed() is None, "the call did not go through the fast path"
     assert torch.equal(torch.ops.neuron.add(x, x), x + x)
+
+
+def test_string_and_none_scalars_take_the_fast_path() -> None:
+    x = torch.rand(5, 7)
+    for call, expected in [
+        (lambda: torch.ops.neuron.gelu(x, approximate="tanh"), F.gelu(x, approximate="tanh")),
+        (lambda: torch.ops.neuron.gelu(x), F.gelu(x)),
+    ]:
+        _native._force_panic("fast.plan")
+        got = call()
+        assert _native._armed() is None, "the call did not reach the fast path's plan"
+        torch.testing.assert_close(got, expected)
+    q = torch.rand(1, 1, 4, 8)
+    _native._force_panic("fast.plan")
+    out, _ = torch.ops.neuron.flash_attention(q, q, q, False, None)
+    assert _native._armed() is None
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, q, q))
 
 
 def test_hidden_twins_are_not_listed() -> None:

@@ -75,13 +75,15 @@ pub struct ScalarArg {
 }
 
 /// A scalar value as JSON writes it.
-#[derive(Clone, Copy, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(untagged)]
 pub enum ScalarJson {
     /// `true` / `false`.
     Bool(bool),
     /// Any number (ints included).
     Number(f64),
+    /// A string (a `str` parameter's choice).
+    Str(String),
 }
 
 /// Where a reference output is and which part of it is stored.

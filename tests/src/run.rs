@@ -57,13 +57,24 @@ pub fn run_case(case: &Case) -> Result<CaseRun, Error> {
     let scalars = scalar_params
         .iter()
         .zip(&case.scalars)
-        .map(|(p, s)| match (p.kind, s.value) {
-            (_, None) => ScalarValue::None,
-            (_, Some(ScalarJson::Bool(b))) => ScalarValue::Bool(b),
-            (ParamKind::Int { .. }, Some(ScalarJson::Number(v))) => ScalarValue::Int(v as i64),
-            (_, Some(ScalarJson::Number(v))) => ScalarValue::Float(v),
+        .map(|(p, s)| match (p.kind, &s.value) {
+            (_, None) => Ok(ScalarValue::None),
+            (_, Some(ScalarJson::Bool(b))) => Ok(ScalarValue::Bool(*b)),
+            (ParamKind::Int { .. }, Some(ScalarJson::Number(v))) => Ok(ScalarValue::Int(*v as i64)),
+            (_, Some(ScalarJson::Number(v))) => Ok(ScalarValue::Float(*v)),
+            (ParamKind::Str { choices, .. }, Some(ScalarJson::Str(v))) => choices
+                .iter()
+                .find(|c| *c == v)
+                .map(|c| ScalarValue::Str(c))
+                .ok_or_else(|| {
+                    Error::Fixture(format!("{}: `{}` has no choice {v:?}", case.name, p.name))
+                }),
+            (_, Some(ScalarJson::Str(v))) => Err(Error::Fixture(format!(
+                "{}: `{}` is not a str parameter, but the fixture passes {v:?}",
+                case.name, p.name
+            ))),
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
     let sig = Signature {
         tensors: def
             .tensor_params()

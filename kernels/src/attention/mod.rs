@@ -202,13 +202,7 @@ struct KvHead {
 }
 
 impl KvHead {
-    fn load(
-        kv: &HbmView,
-        vv: &HbmView,
-        row0: &AffineExpr,
-        d: Dims,
-        backward: bool,
-    ) -> KvHead {
+    fn load(kv: &HbmView, vv: &HbmView, row0: &AffineExpr, d: Dims, backward: bool) -> KvHead {
         let dt = kv.dtype();
         let k_t = sbuf([d.dh, d.sk], dt);
         let v_t = backward.then(|| sbuf([d.dh, d.sk], dt));

@@ -619,6 +619,7 @@ pub const fn check_backward(
                         (ParamKind::Float { .. }, ParamKind::Float { .. })
                             | (ParamKind::Int { .. }, ParamKind::Int { .. })
                             | (ParamKind::Bool { .. }, ParamKind::Bool { .. })
+                            | (ParamKind::Str { .. }, ParamKind::Str { .. })
                     );
                     if found && optional_scalar(q.kind) && !optional_scalar(p.kind) {
                         return Err(ctx

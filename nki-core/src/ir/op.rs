@@ -105,11 +105,15 @@ pub enum ActFn {
     GeluTanh,
     /// `ln x`
     Log,
+    /// GELU: `x · Φ(x) = x/2 · (1 + erf(x/√2))`.
+    Gelu,
+    /// The derivative of [`ActFn::Gelu`]: `Φ(x) + x · φ(x)`.
+    GeluDx,
 }
 
 impl ActFn {
     /// Every activation function.
-    pub const ALL: [ActFn; 12] = [
+    pub const ALL: [ActFn; 14] = [
         ActFn::Identity,
         ActFn::Exp,
         ActFn::Rsqrt,
@@ -122,6 +126,8 @@ impl ActFn {
         ActFn::Reciprocal,
         ActFn::GeluTanh,
         ActFn::Log,
+        ActFn::Gelu,
+        ActFn::GeluDx,
     ];
 
     /// The function spelled `nl.<name>` (`"exp"` → `Exp`, `"copy"` → `Identity`).
@@ -150,6 +156,16 @@ impl ActFn {
                 0.5 * x * (1.0 + (c * (x + 0.044_715 * x * x * x)).tanh())
             }
             ActFn::Log => x.ln(),
+            ActFn::Gelu => {
+                (0.5 * x as f64 * (1.0 + libm::erf(x as f64 * std::f64::consts::FRAC_1_SQRT_2)))
+                    as f32
+            }
+            ActFn::GeluDx => {
+                let x = x as f64;
+                let cdf = 0.5 * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2));
+                let pdf = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+                (cdf + x * pdf) as f32
+            }
         }
     }
 
@@ -168,6 +184,8 @@ impl ActFn {
             ActFn::Reciprocal => "nl.reciprocal",
             ActFn::GeluTanh => "nl.gelu_apprx_tanh",
             ActFn::Log => "nl.log",
+            ActFn::Gelu => "nl.gelu",
+            ActFn::GeluDx => "nl.gelu_dx",
         }
     }
 }

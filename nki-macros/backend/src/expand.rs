@@ -108,6 +108,23 @@ fn param_def(p: &crate::signature::Param) -> TokenStream {
                 ScalarClass::Float => quote!(Float),
                 ScalarClass::Int => quote!(Int),
                 ScalarClass::Bool => quote!(Bool),
+                ScalarClass::Str => {
+                    let choices = &p.choices;
+                    let default = match default {
+                        Some(ScalarValue::Choice(i)) => {
+                            let d = &p.choices[i];
+                            quote!(::core::option::Option::Some(#d))
+                        }
+                        _ => quote!(::core::option::Option::None),
+                    };
+                    return quote!(::nki_core::kernel_def::ParamDef {
+                        name: #name,
+                        kind: ::nki_core::kernel_def::ParamKind::Str {
+                            choices: &[#(#choices),*],
+                            default: #default,
+                        },
+                    });
+                }
             };
             let default = match default {
                 None => quote!(::core::option::Option::None),
@@ -136,6 +153,7 @@ fn scalar_literal(v: ScalarValue) -> TokenStream {
         }
         ScalarValue::Int(i) => int_literal(i),
         ScalarValue::Bool(b) => quote!(#b),
+        ScalarValue::Choice(i) => int_literal(i as i64),
     }
 }
 
@@ -248,6 +266,10 @@ fn op_info(attr: &KernelAttr) -> TokenStream {
                     quote!(#o::SampleArg::Int(#i))
                 }
                 SampleValue::Scalar(ScalarValue::Bool(b), _) => quote!(#o::SampleArg::Bool(#b)),
+                SampleValue::Scalar(ScalarValue::Choice(_), _) => {
+                    unreachable!("sample literals are never choices")
+                }
+                SampleValue::Str(v, _) => quote!(#o::SampleArg::Str(#v)),
             };
             quote!((#name, #v))
         });
@@ -367,12 +389,16 @@ fn trace_fn(f: &KernelFn) -> TokenStream {
                     (ScalarClass::Float, true) => quote!(args.opt_float(#i)),
                     (ScalarClass::Int, true) => quote!(args.opt_int(#i)),
                     (ScalarClass::Bool, true) => quote!(args.opt_bool(#i)),
+                    (ScalarClass::Str, _) => quote!(args.str(#i)),
                 };
+                if ty.is_accessor_type() {
+                    return get;
+                }
                 let rust_ty = Ident::new(ty.rust_name(), Span::call_site());
-                match (ty.is_accessor_type(), optional) {
-                    (true, _) => get,
-                    (false, false) => quote!(#get as #rust_ty),
-                    (false, true) => quote!(#get.map(|v| v as #rust_ty)),
+                if optional {
+                    quote!(#get.map(|v| v as #rust_ty))
+                } else {
+                    quote!(#get as #rust_ty)
                 }
             }
         }

@@ -201,12 +201,18 @@ fn check_samples(attr: &KernelAttr, f: &KernelFn, errors: &mut Errors) {
                     ) | (ScalarClass::Int, ScalarValue::Int(_))
                         | (ScalarClass::Bool, ScalarValue::Bool(_))
                 ),
+                (ParamKind::Scalar { ty, .. }, SampleValue::Str(v, _)) => {
+                    ty.class() == ScalarClass::Str && p.choices.contains(v)
+                }
                 _ => false,
             };
             if !ok {
                 let want = match p.kind {
                     ParamKind::Tensor => "a shape such as `[2, 64]`".to_string(),
                     ParamKind::OptionalTensor => "a shape such as `[2, 64]` or `None`".to_string(),
+                    ParamKind::Scalar { ty, .. } if ty.class() == ScalarClass::Str => {
+                        format!("one of {}", crate::signature::quoted_list(&p.choices))
+                    }
                     ParamKind::Scalar { ty, optional, .. } => format!(
                         "a `{}` literal{}",
                         ty.class().schema_type(),
@@ -215,7 +221,9 @@ fn check_samples(attr: &KernelAttr, f: &KernelFn, errors: &mut Errors) {
                 };
                 let span = match value {
                     SampleValue::Shape(_) => name.span(),
-                    SampleValue::Absent(s) | SampleValue::Scalar(_, s) => *s,
+                    SampleValue::Absent(s) | SampleValue::Scalar(_, s) | SampleValue::Str(_, s) => {
+                        *s
+                    }
                 };
                 errors.push(syn::Error::new(
                     span,

@@ -51,6 +51,8 @@ pub enum SampleValue {
     Absent(Span),
     /// A scalar literal.
     Scalar(ScalarValue, Span),
+    /// A string literal, for a `&str` parameter.
+    Str(String, Span),
 }
 
 /// `autocast(...)`: the op's policy under `torch.autocast`.
@@ -202,6 +204,9 @@ pub(crate) fn parse_sample(key: &Ident, content: ParseStream<'_>) -> syn::Result
         } else if content.peek(syn::Ident) && content.fork().parse::<Ident>()? == "None" {
             let none: Ident = content.parse()?;
             args.push((name, SampleValue::Absent(none.span())));
+        } else if content.peek(LitStr) {
+            let s: LitStr = content.parse()?;
+            args.push((name, SampleValue::Str(s.value(), s.span())));
         } else {
             let e: Expr = content.parse()?;
             let v = scalar_literal(&e)?;
@@ -230,7 +235,7 @@ fn scalar_literal(e: &Expr) -> syn::Result<ScalarValue> {
     let bad = || {
         syn::Error::new_spanned(
             e,
-            "a sample value is a shape `[2, 64]`, `None`, or a literal number or bool",
+            "a sample value is a shape `[2, 64]`, `None`, or a literal number, bool or string",
         )
     };
     match e {
@@ -243,7 +248,7 @@ fn scalar_literal(e: &Expr) -> syn::Result<ScalarValue> {
         Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => match scalar_literal(&u.expr)? {
             ScalarValue::Int(i) => Ok(ScalarValue::Int(-i)),
             ScalarValue::Float(x) => Ok(ScalarValue::Float(-x)),
-            ScalarValue::Bool(_) => Err(bad()),
+            ScalarValue::Bool(_) | ScalarValue::Choice(_) => Err(bad()),
         },
         _ => Err(bad()),
     }
@@ -318,7 +323,7 @@ mod tests {
             ("reference(\"  \")", "is empty"),
             ("sample()", "needs the shape of every tensor parameter"),
             ("sample(x)", "expected `x = ...`"),
-            ("sample(x = \"a\")", "a sample value is a shape"),
+            ("sample(x = 'a')", "a sample value is a shape"),
             ("sample(x = [2], dtypes = {f33})", "unknown dtype `f33`"),
             ("tolerance(loose)", "expected a tolerance class"),
             ("tolerance(reduction)", "names the reduced length"),

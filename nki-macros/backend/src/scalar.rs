@@ -26,6 +26,8 @@ pub enum ScalarType {
     Isize,
     /// `bool`
     Bool,
+    /// `&str` with `#[choices(..)]`
+    Str,
 }
 
 /// The value class a scalar type belongs to: the schema type and the `KernelArgs` accessor.
@@ -37,10 +39,12 @@ pub enum ScalarClass {
     Int,
     /// Schema `bool`.
     Bool,
+    /// Schema `str` (one of the parameter's choices).
+    Str,
 }
 
 impl ScalarType {
-    /// Every supported scalar type.
+    /// Every primitive scalar type, matched by name (`&str` is matched as a reference).
     pub const ALL: [ScalarType; 9] = [
         ScalarType::F32,
         ScalarType::F64,
@@ -65,6 +69,7 @@ impl ScalarType {
             ScalarType::Usize => "usize",
             ScalarType::Isize => "isize",
             ScalarType::Bool => "bool",
+            ScalarType::Str => "&str",
         }
     }
 
@@ -73,13 +78,17 @@ impl ScalarType {
         match self {
             ScalarType::F32 | ScalarType::F64 => ScalarClass::Float,
             ScalarType::Bool => ScalarClass::Bool,
+            ScalarType::Str => ScalarClass::Str,
             _ => ScalarClass::Int,
         }
     }
 
     /// Whether `KernelArgs` returns exactly this type (`f64`, `i64`, `bool`), so no cast is needed.
     pub fn is_accessor_type(self) -> bool {
-        matches!(self, ScalarType::F64 | ScalarType::I64 | ScalarType::Bool)
+        matches!(
+            self,
+            ScalarType::F64 | ScalarType::I64 | ScalarType::Bool | ScalarType::Str
+        )
     }
 
     /// The inclusive range of integer values this type can hold as an `i64` default.
@@ -100,6 +109,7 @@ impl ScalarClass {
             ScalarClass::Float => "float",
             ScalarClass::Int => "int",
             ScalarClass::Bool => "bool",
+            ScalarClass::Str => "str",
         }
     }
 }
@@ -113,6 +123,8 @@ pub enum ScalarValue {
     Int(i64),
     /// A bool.
     Bool(bool),
+    /// A `str` parameter's choice, by index.
+    Choice(usize),
 }
 
 /// Parses `#[default(lit)]` for parameter `name: ty`, checking that the literal fits the type.
@@ -143,6 +155,7 @@ pub fn parse_default(attr: &Attribute, name: &Ident, ty: ScalarType) -> syn::Res
             ScalarClass::Float => "a number such as `1e-6` or `0.5`",
             ScalarClass::Int => "an integer such as `4`",
             ScalarClass::Bool => "`true` or `false`",
+            ScalarClass::Str => "a string literal",
         };
         syn::Error::new_spanned(
             &expr,

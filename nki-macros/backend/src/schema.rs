@@ -36,6 +36,7 @@ pub fn schema_as(f: &KernelFn, name: &str, outputs: usize) -> String {
                     match default {
                         _ if optional && rest_default => format!("{ty}? {name}=None"),
                         _ if optional => format!("{ty}? {name}"),
+                        Some(ScalarValue::Choice(c)) => format!("{ty} {name}='{}'", p.choices[c]),
                         Some(v) => format!("{ty} {name}={}", python_value(v)),
                         None => format!("{ty} {name}"),
                     }
@@ -57,6 +58,7 @@ pub fn python_value(v: ScalarValue) -> String {
         ScalarValue::Int(i) => i.to_string(),
         ScalarValue::Bool(true) => "True".to_string(),
         ScalarValue::Bool(false) => "False".to_string(),
+        ScalarValue::Choice(i) => format!("<choice {i}>"),
     }
 }
 

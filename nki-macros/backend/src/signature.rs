@@ -7,8 +7,9 @@
 use crate::Errors;
 use crate::scalar::{ScalarType, ScalarValue, parse_default};
 use proc_macro2::{Ident, Span};
+use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Attribute, Expr, FnArg, ItemFn, Lit, Pat, ReturnType, Type};
+use syn::{Attribute, Expr, FnArg, ItemFn, Lit, LitStr, Pat, ReturnType, Token, Type};
 
 /// The analysed kernel function.
 #[derive(Debug)]
@@ -66,6 +67,8 @@ pub struct Param {
     pub name: Ident,
     /// Tensor or scalar.
     pub kind: ParamKind,
+    /// The accepted values of a `&str` parameter (`#[choices(..)]`); empty otherwise.
+    pub choices: Vec<String>,
 }
 
 /// What a parameter takes.
@@ -107,8 +110,8 @@ pub fn unraw(ident: &Ident) -> String {
     s.strip_prefix("r#").map(str::to_string).unwrap_or(s)
 }
 
-/// Removes every `#[default(...)]` attribute from the parameters of `item` and returns them
-/// per parameter position.
+/// Removes every `#[default(...)]` and `#[choices(...)]` attribute from the parameters of
+/// `item` and returns them per parameter position.
 pub fn strip_defaults(item: &mut ItemFn) -> Vec<Vec<Attribute>> {
     item.sig
         .inputs
@@ -117,7 +120,7 @@ pub fn strip_defaults(item: &mut ItemFn) -> Vec<Vec<Attribute>> {
             FnArg::Typed(pt) => {
                 let (defaults, keep) = std::mem::take(&mut pt.attrs)
                     .into_iter()
-                    .partition(|a| a.path().is_ident("default"));
+                    .partition(|a| a.path().is_ident("default") || a.path().is_ident("choices"));
                 pt.attrs = keep;
                 defaults
             }
@@ -227,7 +230,10 @@ fn doc_comment(attrs: &[Attribute]) -> String {
     lines.join("\n")
 }
 
-fn analyze_param(arg: &FnArg, defaults: &[Attribute]) -> syn::Result<Param> {
+fn analyze_param(arg: &FnArg, attrs: &[Attribute]) -> syn::Result<Param> {
+    let (choices_attrs, defaults): (Vec<&Attribute>, Vec<&Attribute>) =
+        attrs.iter().partition(|a| a.path().is_ident("choices"));
+    let defaults: Vec<Attribute> = defaults.into_iter().cloned().collect();
     let pt = match arg {
         FnArg::Typed(pt) => pt,
         FnArg::Receiver(r) => {
@@ -252,6 +258,15 @@ fn analyze_param(arg: &FnArg, defaults: &[Attribute]) -> syn::Result<Param> {
             format!("parameter `{name}` has more than one `#[default(...)]`"),
         ));
     }
+    if is_str_ref(&pt.ty) {
+        return analyze_str_param(name, &pt.ty, &choices_attrs, defaults.first());
+    }
+    if let Some(c) = choices_attrs.first() {
+        return Err(syn::Error::new_spanned(
+            c,
+            format!("`#[choices(...)]` is for `&str` parameters; `{name}` is not one"),
+        ));
+    }
     if let Some(inner) = optional_inner(&pt.ty) {
         if let Some(ty) = classify(inner, &name)? {
             if let Some(d) = defaults.first() {
@@ -269,6 +284,7 @@ fn analyze_param(arg: &FnArg, defaults: &[Attribute]) -> syn::Result<Param> {
                     default: None,
                     optional: true,
                 },
+                choices: Vec::new(),
             });
         }
         if let Some(d) = defaults.first() {
@@ -280,6 +296,7 @@ fn analyze_param(arg: &FnArg, defaults: &[Attribute]) -> syn::Result<Param> {
         return Ok(Param {
             name,
             kind: ParamKind::OptionalTensor,
+            choices: Vec::new(),
         });
     }
     match classify(&pt.ty, &name)? {
@@ -295,6 +312,7 @@ fn analyze_param(arg: &FnArg, defaults: &[Attribute]) -> syn::Result<Param> {
             Ok(Param {
                 name,
                 kind: ParamKind::Tensor,
+                choices: Vec::new(),
             })
         }
         Some(ty) => {
@@ -309,9 +327,106 @@ fn analyze_param(arg: &FnArg, defaults: &[Attribute]) -> syn::Result<Param> {
                     default,
                     optional: false,
                 },
+                choices: Vec::new(),
             })
         }
     }
+}
+
+/// Whether `ty` is `&str`.
+fn is_str_ref(ty: &Type) -> bool {
+    match ty {
+        Type::Group(g) => is_str_ref(&g.elem),
+        Type::Paren(p) => is_str_ref(&p.elem),
+        Type::Reference(r) => {
+            matches!(&*r.elem, Type::Path(p) if p.qself.is_none() && p.path.is_ident("str"))
+        }
+        _ => false,
+    }
+}
+
+/// A `&str` parameter: its `#[choices("a", "b", ..)]` (required, distinct, non-empty) and an
+/// optional `#[default("a")]` among them.
+fn analyze_str_param(
+    name: Ident,
+    ty: &Type,
+    choices_attrs: &[&Attribute],
+    default: Option<&Attribute>,
+) -> syn::Result<Param> {
+    let Some(attr) = choices_attrs.first() else {
+        return Err(syn::Error::new_spanned(
+            ty,
+            format!(
+                "`{name}: &str` needs the values it accepts: `#[choices(\"a\", \"b\")] {name}: &str`"
+            ),
+        ));
+    };
+    if let Some(extra) = choices_attrs.get(1) {
+        return Err(syn::Error::new_spanned(
+            extra,
+            format!("parameter `{name}` has more than one `#[choices(...)]`"),
+        ));
+    }
+    let lits = attr.parse_args_with(Punctuated::<LitStr, Token![,]>::parse_terminated)?;
+    if lits.is_empty() {
+        return Err(syn::Error::new_spanned(
+            attr,
+            format!("`#[choices(...)]` of `{name}` lists no values"),
+        ));
+    }
+    let mut choices: Vec<String> = Vec::new();
+    for lit in &lits {
+        if choices.contains(&lit.value()) {
+            return Err(syn::Error::new_spanned(
+                lit,
+                format!(
+                    "`{}` is listed twice in the choices of `{name}`",
+                    lit.value()
+                ),
+            ));
+        }
+        choices.push(lit.value());
+    }
+    let default = match default {
+        None => None,
+        Some(d) => {
+            let lit: LitStr = d.parse_args().map_err(|_| {
+                syn::Error::new_spanned(
+                    d,
+                    format!("the default of `{name}: &str` must be a string literal, e.g. `#[default(\"{}\")]`", choices[0]),
+                )
+            })?;
+            let Some(i) = choices.iter().position(|c| *c == lit.value()) else {
+                return Err(syn::Error::new_spanned(
+                    &lit,
+                    format!(
+                        "default `{}` of `{name}` is not one of its choices ({})",
+                        lit.value(),
+                        quoted_list(&choices)
+                    ),
+                ));
+            };
+            Some(ScalarValue::Choice(i))
+        }
+    };
+    Ok(Param {
+        name,
+        kind: ParamKind::Scalar {
+            ty: ScalarType::Str,
+            default,
+            optional: false,
+        },
+        choices,
+    })
+}
+
+/// `"a", "b"`.
+pub fn quoted_list(choices: &[String]) -> String {
+    choices
+        .iter()
+        .map(|c| format!("{c:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `T` of an `Option<T>` type.

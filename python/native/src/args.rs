@@ -7,7 +7,7 @@ use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
 use nki_core::{DType, KernelDef, Signature, Target};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyFloat, PyInt};
+use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
 
 /// Parses a dtype short name (`f32`, `bf16`, ...), naming the op and the known names on failure.
 pub fn dtype(op: &str, name: &str) -> PyResult<DType> {
@@ -43,6 +43,24 @@ pub fn scalars(def: &KernelDef, values: &[Bound<'_, PyAny>]) -> PyResult<Vec<Sca
             let is_bool = v.is_instance_of::<PyBool>();
             let is_int = !is_bool && v.is_instance_of::<PyInt>();
             let is_float = v.is_instance_of::<PyFloat>();
+            if let ParamKind::Str { choices, .. } = p.kind
+                && let Ok(s) = v.cast::<PyString>()
+            {
+                let s = s.to_cow()?;
+                return match choices.iter().find(|c| **c == s) {
+                    Some(c) => Ok(ScalarValue::Str(c)),
+                    None => Err(PyValueError::new_err(format!(
+                        "{}: argument {} must be one of {}, got {s:?}",
+                        Qualified(def.name),
+                        p.name,
+                        choices
+                            .iter()
+                            .map(|c| format!("{c:?}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))),
+                };
+            }
             let value = match p.kind {
                 kind if kind.is_optional_scalar() && v.is_none() => Some(ScalarValue::None),
                 ParamKind::Float { .. } if is_int || is_float => {
@@ -54,6 +72,7 @@ pub fn scalars(def: &KernelDef, values: &[Bound<'_, PyAny>]) -> PyResult<Vec<Sca
             };
             value.map(ScalarValue::canonical).ok_or_else(|| {
                 let want = match p.kind {
+                    ParamKind::Str { .. } => "str",
                     ParamKind::Float { optional: true, .. } => "float or None",
                     ParamKind::Int { optional: true, .. } => "int or None",
                     ParamKind::Bool { optional: true, .. } => "bool or None",

@@ -8,7 +8,7 @@
 //! The table's address is handed to the C++ side by `_fast_api()`; each module (the package's
 //! and every loaded kernel crate) has its own table and compile cache.
 
-use nki_core::kernel_def::{ScalarValue, TensorSig};
+use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
 use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
 use nki_core::{Compiled, DType, KernelDef, Signature, Target};
 use nki_registry::CompileCache;
@@ -43,7 +43,8 @@ pub struct FastTensorMeta {
 /// One scalar argument.
 #[repr(C)]
 pub struct FastScalar {
-    /// 0 float, 1 int, 2 bool, 3 `None` (an optional scalar left out).
+    /// 0 float, 1 int, 2 bool, 3 `None` (an optional scalar left out), 4 str (`i` is the
+    /// address of a NUL-terminated string).
     pub kind: u8,
     /// The float value.
     pub f: f64,
@@ -194,13 +195,28 @@ unsafe extern "C" fn plan(
                 }))
             })
             .collect::<Option<Vec<_>>>()?;
+        let params: Vec<_> = def.scalar_params().collect();
+        if params.len() != scalars.len() {
+            return None;
+        }
         let scalars = scalars
             .iter()
-            .map(|s| match s.kind {
-                0 => Some(ScalarValue::Float(s.f)),
-                1 => Some(ScalarValue::Int(s.i)),
-                2 => Some(ScalarValue::Bool(s.i != 0)),
-                3 => Some(ScalarValue::None),
+            .zip(&params)
+            .map(|(s, p)| match (s.kind, p.kind) {
+                (0, _) => Some(ScalarValue::Float(s.f)),
+                (1, _) => Some(ScalarValue::Int(s.i)),
+                (2, _) => Some(ScalarValue::Bool(s.i != 0)),
+                (3, _) => Some(ScalarValue::None),
+                (4, ParamKind::Str { choices, .. }) if s.i != 0 => {
+                    // SAFETY: for kind 4 `i` is the address of the caller's NUL-terminated
+                    // string, alive for the call.
+                    let text = unsafe { CStr::from_ptr(s.i as usize as *const c_char) };
+                    let text = text.to_str().ok()?;
+                    choices
+                        .iter()
+                        .find(|c| **c == text)
+                        .map(|c| ScalarValue::Str(c))
+                }
                 _ => None,
             })
             .collect::<Option<Vec<_>>>()?;

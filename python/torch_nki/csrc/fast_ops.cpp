@@ -157,6 +157,10 @@ class FastCpu final : public c10::OperatorKernel {
           scalars[n_scalars++] = FastScalar{1, 0.0, v.toInt()};
         } else if (v.isNone()) {
           scalars[n_scalars++] = FastScalar{3, 0.0, 0};
+        } else if (v.isString()) {
+          // The string lives on the stack's IValue until the call returns.
+          scalars[n_scalars++] =
+              FastScalar{4, 0.0, static_cast<int64_t>(reinterpret_cast<uintptr_t>(v.toStringRef().c_str()))};
         } else {
           return false;
         }

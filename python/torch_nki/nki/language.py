@@ -79,6 +79,8 @@ sigmoid = Function("sigmoid", "activation")
 reciprocal = Function("reciprocal", "activation")
 gelu_apprx_tanh = Function("gelu_apprx_tanh", "activation")
 log = Function("log", "activation")
+gelu = Function("gelu", "activation")
+gelu_dx = Function("gelu_dx", "activation")
 
 
 class tile_size:
