@@ -72,12 +72,16 @@ pub fn silu_backward(grad_out: &Hbm, x: &Hbm) -> Hbm {
 /// GELU, `x · Φ(x)`, elementwise, any rank ≥ 1: `approximate = "none"` is the exact form
 /// (`x/2 · (1 + erf(x/√2))`, the scalar engine's `gelu`), `"tanh"` the tanh approximation
 /// (`gelu_apprx_tanh`), as `F.gelu(x, approximate=...)`. fp32 inside, rounded once.
+///
+/// `gelu(+inf) = +inf` and `gelu(−inf) = NaN` (the exact formula's `−inf · 0`), as ATen
+/// computes in float64; the reference is evaluated there because ATen's vectorised fp32 path
+/// returns NaN for `+inf` while its scalar path returns `+inf`.
 #[kernel(
     shape(x = [..S, D]) -> [..S, D],
     dtype(x in {f32, bf16, f16}) -> x,
     backward(gelu_backward, saves(x)),
     replaces("aten::gelu", "torch.nn.GELU"),
-    reference("F.gelu(x.float(), approximate=approximate).to(x.dtype)"),
+    reference("F.gelu(x.double(), approximate=approximate).to(x.dtype)"),
     sample(x = [3, 50, 70]),
     sample(x = [2, 33, 70], approximate = "tanh"),
     sample(x = [130, 2100], dtypes = {f32}),

@@ -1,0 +1,71 @@
+"""Special values behave as in ATen: for every op with a reference (read from the registry), its
+first sample in fp32 with NaN, +inf and -inf written into an input, and with the inputs scaled
+to very large magnitudes (logits of 1e4), gives the reference's outputs — NaN where ATen has NaN,
+the same infinities, and the op's tolerance elsewhere.
+
+The reference runs in fp32 on the same inputs, so the comparison is of the special-value
+semantics, not of rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from torch_nki import testing
+
+OPS = testing.ops_with_reference()
+
+
+def _first_sample(op: str) -> testing.SampleInput:
+    samples = testing.sample_inputs(op, dtypes=[torch.float32])
+    return max(samples, key=lambda s: sum(t.numel() for t in s.tensors) if len(s.tensors) else 0)
+
+
+Change = Callable[[int, torch.Tensor], torch.Tensor]
+
+
+def _with(sample: testing.SampleInput, change: Change) -> testing.SampleInput:
+    args = []
+    index = 0
+    for a in sample.args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            a = change(index, a.clone())
+            index += 1
+        args.append(a)
+    return testing.SampleInput(sample.op, sample.dtype, tuple(args), sample.index)
+
+
+def _poison(index: int, t: torch.Tensor) -> torch.Tensor:
+    """NaN, +inf and -inf at three spread-out elements of the first tensor input."""
+    if index == 0 and t.numel() >= 3:
+        flat = t.view(-1)
+        flat[0] = float("nan")
+        flat[t.numel() // 2] = float("inf")
+        flat[-1] = float("-inf")
+    return t
+
+
+def _huge(index: int, t: torch.Tensor) -> torch.Tensor:
+    """The first tensor input at magnitudes around 1e4: exp() of it overflows unless the kernel
+    subtracts the maximum first."""
+    return t * 1e4 if index == 0 else t
+
+
+@pytest.mark.parametrize("pattern", [_poison, _huge], ids=["nan_inf", "huge"])
+@pytest.mark.parametrize("op", OPS)
+def test_special_values_match_aten(op: str, pattern: Change) -> None:
+    sample = _with(_first_sample(op), pattern)
+    got = testing.call(sample)
+    want = testing.reference(sample)
+    for (rtol, atol), g, w in zip(testing.tolerances(sample), got, want, strict=True):
+        assert torch.equal(g.isnan(), w.isnan()), f"{sample}: NaN positions differ"
+        assert torch.equal(g.isposinf(), w.isposinf()) and torch.equal(g.isneginf(), w.isneginf()), (
+            f"{sample}: infinities differ"
+        )
+        finite = w.isfinite()
+        scale = w[finite].abs().max() if finite.any() else torch.tensor(1.0)
+        atol = atol * max(1.0, float(scale))
+        torch.testing.assert_close(g[finite], w[finite], rtol=rtol, atol=atol, msg=lambda m: f"{sample}: {m}")
