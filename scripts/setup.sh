@@ -40,8 +40,8 @@ torch_args=()
 if [[ -n "${TORCH_INDEX_URL:-}" ]]; then
     torch_args=(--extra-index-url "$TORCH_INDEX_URL")
 fi
-say "installing torch, numpy, matplotlib, pytest, maturin, ruff${TORCH_INDEX_URL:+ (torch index: $TORCH_INDEX_URL)}"
-"$vpy" -m pip install --quiet --disable-pip-version-check "${torch_args[@]}" torch numpy matplotlib pytest maturin ruff
+say "installing torch, numpy, matplotlib, pytest, maturin, ruff, transformers${TORCH_INDEX_URL:+ (torch index: $TORCH_INDEX_URL)}"
+"$vpy" -m pip install --quiet --disable-pip-version-check "${torch_args[@]}" torch numpy matplotlib pytest maturin ruff transformers
 
 if [[ "${TORCH_NKI_SKIP_BUILD:-0}" == "1" ]]; then
     say "TORCH_NKI_SKIP_BUILD=1: not building the native module"

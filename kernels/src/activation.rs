@@ -180,7 +180,7 @@ fn gelu_tanh_derivative(dst: &TileRegion, x: &TileRegion) {
     shape(gate = [..S, D], up = [..S, D]) -> [..S, D],
     dtype(gate in {f32, bf16, f16}, up = gate) -> gate,
     backward(silu_mul_backward, saves(gate, up)),
-    replaces("silu(a) * b"),
+    replaces("silu(a) * b", "*MLP"),
     reference("(F.silu(gate.float()) * up.float()).to(gate.dtype)"),
     sample(gate = [3, 50, 70], up = [3, 50, 70]),
     sample(gate = [130, 2100], up = [130, 2100], dtypes = {f32}),

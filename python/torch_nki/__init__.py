@@ -42,9 +42,11 @@ __all__ = [
     "ContractError",
     "ContractShapeError",
     "CostReport",
+    "HotspotReport",
     "NkiError",
     "NoBackwardError",
     "PluginError",
+    "SwapReport",
     "UnsupportedTransformError",
     "ValidationError",
     "__version__",
@@ -55,6 +57,10 @@ __all__ = [
     "load",
     "manifest",
     "ops",
+    "profile",
+    "swap",
+    "swapped",
+    "unswap",
 ]
 
 _LOAD_ERROR: BaseException | None = None
@@ -128,3 +134,24 @@ def cache_capacity(capacity: int | None = None) -> int:
     signatures (shapes, dtypes, scalars) a process calls."""
     _registration()
     return int(_native.cache_capacity(capacity))
+
+
+#: Names served lazily from submodules (the profiling and swapping workflow imports the
+#: profiler and dispatch machinery only when used).
+_LAZY = {
+    "profile": "torch_nki.hotspots",
+    "HotspotReport": "torch_nki.hotspots",
+    "swap": "torch_nki.swapping",
+    "unswap": "torch_nki.swapping",
+    "swapped": "torch_nki.swapping",
+    "SwapReport": "torch_nki.swapping",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'torch_nki' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -206,6 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     table.add_argument("-o", "--output", metavar="PATH", help="write it here instead of printing it")
     cache = sub.add_parser("cache", help="the persistent NKI source cache: info, clear or path")
     cache.add_argument("action", choices=["info", "clear", "path"])
+    swap = sub.add_parser(
+        "swap", help="profile a transformers model, swap in neuron kernels, verify, report before/after"
+    )
+    swap.add_argument("--model", default="llama-tiny", help="model preset (llama-tiny, llama-small)")
+    swap.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
+    swap.add_argument("--report", metavar="PATH", help="write the Markdown report (and a PNG) here")
     bench = sub.add_parser("bench", help="grade every op at its bench shape: estimated device time vs CPU")
     bench.add_argument("--op", action="append", default=[], help="only this op (repeatable)")
     bench.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
@@ -218,6 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except torch_nki.PluginError as err:
             print(f"error: {err}")
             return 2
+    if args.command == "swap":
+        from torch_nki import workflow
+
+        return workflow.run(args.model, args.dtype, args.report)
     if args.command == "bench":
         from torch_nki import bench as bench_mod
 

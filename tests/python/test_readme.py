@@ -15,13 +15,17 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
 
 
-def test_quick_start_runs() -> None:
-    (code,) = _blocks("python")
+def test_python_blocks_run() -> None:
+    swap_block, quick_start = _blocks("python")
     namespace: dict[str, object] = {}
-    exec(compile(code, str(README), "exec"), namespace)
+    exec(compile(quick_start, str(README), "exec"), namespace)
     y, z = namespace["y"], namespace["z"]
     assert isinstance(y, torch.Tensor) and y.shape == (300, 1000)
     assert isinstance(z, torch.Tensor) and z.shape == (300, 512)
+    pytest.importorskip("transformers")
+    namespace = {}
+    exec(compile(swap_block, str(README), "exec"), namespace)
+    assert namespace["swap"].swapped  # type: ignore[attr-defined]
 
 
 def test_sample_error_message_is_real() -> None:

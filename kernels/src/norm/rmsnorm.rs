@@ -19,7 +19,7 @@ use nki_core::prelude::*;
     dtype(x in {f32, bf16, f16}, weight = x) -> (x, f32),
     require(D <= 16384),
     backward(rmsnorm_backward, saves(x, weight, rstd)),
-    replaces("torch.nn.RMSNorm", "*.LlamaRMSNorm"),
+    replaces("torch.nn.RMSNorm", "*RMSNorm"),
     reference("(x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight"),
     sample(x = [130, 96], weight = [96]),
     sample(x = [300, 1000], weight = [1000]),

@@ -1,0 +1,218 @@
+"""Module adapters: how a module instance's forward is computed with ``torch.ops.neuron`` ops.
+
+An adapter recognises a module by **structure** (the parameters and attributes its forward uses)
+and by the ``replaces`` patterns its kernels declare, matched against the module's qualified
+class name; no model family is named here. It then computes that forward with neuron ops,
+reading the module's parameters at call time (so ``model.to(dtype)`` and ``load_state_dict``
+keep working), and returns ``NotImplemented`` for a call it cannot take (a padding mask, a
+KV cache that grows past the queries), which the swap turns into a call of the original
+forward.
+
+Adapters: RMSNorm-like modules (``rmsnorm``), ``nn.Linear`` (``linear``), gated MLPs with a SiLU
+gate (``silu_mul`` and ``linear``) and attention modules with q/k/v/o projections and rotary
+embeddings (``linear``, ``rope``, ``flash_attention``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from torch_nki import testing
+
+__all__ = ["ADAPTERS", "Adapter", "adapter_for", "qualified_name"]
+
+neuron = torch.ops.neuron
+
+
+def qualified_name(module: torch.nn.Module) -> str:
+    """``transformers.models.llama.modeling_llama.LlamaRMSNorm``."""
+    cls = type(module)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _declared(kernel: str, module: torch.nn.Module) -> str | None:
+    """The first ``replaces`` pattern of ``kernel`` that matches the module's class, if any."""
+    spec = testing.op_spec(kernel)
+    name = qualified_name(module)
+    for pattern in spec.replaces:
+        if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(type(module).__name__, pattern):
+            return pattern
+        # `torch.nn.Linear` names the public class, whose instances live in submodules.
+        public = (
+            getattr(torch.nn, pattern.removeprefix("torch.nn."), None)
+            if pattern.startswith("torch.nn.")
+            else None
+        )
+        if isinstance(public, type) and isinstance(module, public):
+            return pattern
+    return None
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One kind of module the neuron ops can compute."""
+
+    kind: str
+    """What it replaces, for reports (``RMSNorm``, ``Linear``, ``MLP``, ``Attention``)."""
+    kernels: tuple[str, ...]
+    """The neuron ops its forward calls; the first is the one whose ``replaces`` must match."""
+    recognise: Callable[[torch.nn.Module], bool]
+    """Whether the module has the structure the forward needs."""
+    forward: Callable[..., Any]
+    """``forward(module, *args, **kwargs)`` with neuron ops, or ``NotImplemented``."""
+
+    def matches(self, module: torch.nn.Module) -> str | None:
+        """The ``replaces`` pattern that matches, when the structure fits too."""
+        pattern = _declared(self.kernels[0], module)
+        return pattern if pattern is not None and self.recognise(module) else None
+
+
+# --- RMSNorm ------------------------------------------------------------------------------------
+
+
+def _rms_eps(module: torch.nn.Module) -> float | None:
+    for attr in ("variance_epsilon", "eps"):
+        value = getattr(module, attr, None)
+        if isinstance(value, float):
+            return value
+    if isinstance(module, torch.nn.RMSNorm):
+        return module.eps if module.eps is not None else torch.finfo(torch.float32).eps
+    return None
+
+
+def _is_rmsnorm(module: torch.nn.Module) -> bool:
+    weight = getattr(module, "weight", None)
+    return isinstance(weight, torch.nn.Parameter) and weight.dim() == 1 and _rms_eps(module) is not None
+
+
+def _rmsnorm_forward(module: torch.nn.Module, x: torch.Tensor) -> Any:
+    eps = _rms_eps(module)
+    weight = module.weight
+    if eps is None or weight.dtype != x.dtype:
+        return NotImplemented
+    return neuron.rmsnorm(x, weight, eps)
+
+
+# --- Linear -------------------------------------------------------------------------------------
+
+
+def _is_linear(module: torch.nn.Module) -> bool:
+    return isinstance(module, torch.nn.Linear)
+
+
+def _linear_forward(module: torch.nn.Module, x: torch.Tensor) -> Any:
+    weight, bias = module.weight, module.bias
+    if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
+        return NotImplemented
+    return neuron.linear(x, weight, bias)
+
+
+# --- Gated MLP ----------------------------------------------------------------------------------
+
+
+def _is_silu(fn: Any) -> bool:
+    return isinstance(fn, torch.nn.SiLU) or type(fn).__name__ in ("SiLUActivation", "SiLU") or fn is F.silu
+
+
+def _is_gated_mlp(module: torch.nn.Module) -> bool:
+    projections = [getattr(module, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
+    return all(isinstance(p, torch.nn.Linear) for p in projections) and _is_silu(
+        getattr(module, "act_fn", None)
+    )
+
+
+def _linear_of(proj: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A projection through its own (possibly swapped) forward."""
+    return proj(x)
+
+
+def _mlp_forward(module: Any, x: torch.Tensor) -> Any:
+    act = neuron.silu_mul(_linear_of(module.gate_proj, x), _linear_of(module.up_proj, x))
+    return _linear_of(module.down_proj, act)
+
+
+# --- Attention ----------------------------------------------------------------------------------
+
+
+def _is_attention(module: torch.nn.Module) -> bool:
+    projections = [getattr(module, n, None) for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    return (
+        all(isinstance(p, torch.nn.Linear) for p in projections)
+        and isinstance(getattr(module, "head_dim", None), int)
+        and isinstance(getattr(module, "scaling", None), float)
+    )
+
+
+def _rotary_table(t: torch.Tensor, seq: int) -> torch.Tensor | None:
+    """``cos``/``sin`` as ``[S, Dh]``: transformers passes ``[B, S, Dh]`` with one row of
+    positions per batch entry; only identical rows (no per-sequence offsets) fit the kernel."""
+    if t.dim() == 2:
+        table = t
+    elif t.dim() == 3 and (t.shape[0] == 1 or bool((t == t[:1]).all())):
+        table = t[0]
+    else:
+        return None
+    return table.contiguous() if table.shape[0] == seq else None
+
+
+def _attention_forward(
+    module: Any,
+    hidden_states: torch.Tensor,
+    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+    attention_mask: torch.Tensor | None = None,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    dropout = module.training and getattr(module, "attention_dropout", 0.0) != 0.0
+    if args or attention_mask is not None or position_embeddings is None or dropout:
+        return NotImplemented
+    cache = kwargs.get("cache", kwargs.get("past_key_values"))
+    *lead, _ = hidden_states.shape
+    if len(lead) != 2:
+        return NotImplemented
+    batch, seq = lead
+    dh = module.head_dim
+    cos, sin = (_rotary_table(t, seq) for t in position_embeddings)
+    if cos is None or sin is None or cos.dtype != hidden_states.dtype:
+        return NotImplemented
+
+    def heads(x: torch.Tensor) -> torch.Tensor:
+        return x.view(batch, seq, -1, dh).transpose(1, 2).contiguous()
+
+    q = heads(_linear_of(module.q_proj, hidden_states))
+    k = heads(_linear_of(module.k_proj, hidden_states))
+    v = heads(_linear_of(module.v_proj, hidden_states))
+    q, k = neuron.rope(q, k, cos, sin)
+    if cache is not None:
+        k, v = cache.update(k, v, module.layer_idx)
+        k, v = k.contiguous(), v.contiguous()
+    keys = k.shape[2]
+    if keys != seq and seq != 1:
+        return NotImplemented  # a prefill after cached keys needs a bottom-right causal mask
+    out, _ = neuron.flash_attention(q, k, v, keys == seq and seq > 1, module.scaling)
+    out = out.transpose(1, 2).reshape(batch, seq, -1)
+    return _linear_of(module.o_proj, out), None
+
+
+ADAPTERS: tuple[Adapter, ...] = (
+    Adapter("Attention", ("flash_attention", "linear", "rope"), _is_attention, _attention_forward),
+    Adapter("MLP", ("silu_mul", "linear"), _is_gated_mlp, _mlp_forward),
+    Adapter("RMSNorm", ("rmsnorm",), _is_rmsnorm, _rmsnorm_forward),
+    Adapter("Linear", ("linear",), _is_linear, _linear_forward),
+)
+"""Every adapter, the most specific first."""
+
+
+def adapter_for(module: torch.nn.Module) -> tuple[Adapter, str] | None:
+    """The adapter for ``module`` and the ``replaces`` pattern that matched, if any."""
+    for adapter in ADAPTERS:
+        pattern = adapter.matches(module)
+        if pattern is not None:
+            return adapter, pattern
+    return None

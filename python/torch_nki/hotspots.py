@@ -1,0 +1,326 @@
+"""``torch_nki.profile``: run a model under ``torch.profiler``, rank its hotspots by self time per
+module instance and per ATen op, and say which kernel could take each one.
+
+A module instance matches when an adapter (:mod:`torch_nki.adapters`) recognises its structure
+and one of its kernels' ``replaces`` patterns names its class; the adapter is then run on the
+inputs captured during profiling, which evaluates every kernel contract on the real shapes and
+dtypes (a rejected shape is listed as ``no kernel: <contract message>``) and gives the cost
+model's Trn2 estimate of the neuron ops it would call. ATen ops match kernels whose ``replaces``
+names them, checked the same way on the recorded input shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from torch_nki import testing
+from torch_nki.adapters import adapter_for, qualified_name
+from torch_nki.errors import ContractError
+
+__all__ = ["Captured", "Hotspot", "HotspotReport", "profile", "record_neuron_calls"]
+
+_MODULE_PREFIX = "nki.module::"
+
+
+@dataclass
+class Captured:
+    """The first call of a module instance: its arguments, detached and cloned."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@dataclass
+class Hotspot:
+    """One row of the report: a module instance or an ATen op (with its input shapes)."""
+
+    kind: str
+    """``module`` or ``aten``."""
+    name: str
+    """The module's qualified name in the model (``model.layers.0.mlp``) or the op (``aten::mm``)."""
+    target: str
+    """The module's class, or the op's input shapes."""
+    calls: int
+    self_ms: float
+    """Self time over all profiled steps, milliseconds (children excluded)."""
+    share: float
+    """Of the total self time of rows of this kind."""
+    kernel: str | None = None
+    """The matching kernel (``rmsnorm``) or adapter (``MLP: silu_mul, linear``), if any."""
+    reason: str = ""
+    """Why nothing matches, or the pattern that did (``*RMSNorm``)."""
+    device_us: float | None = None
+    """The cost model's Trn2 estimate for one call of the matching neuron ops, µs."""
+
+
+@dataclass
+class HotspotReport:
+    """Ranked hotspots of one profiled model (see :func:`profile`)."""
+
+    model: str
+    steps: int
+    modules: list[Hotspot]
+    ops: list[Hotspot]
+    captured: dict[str, Captured] = field(default_factory=dict, repr=False)
+    """Inputs of each module instance's first call, for :func:`torch_nki.swap`'s verification."""
+
+    @property
+    def matched(self) -> list[Hotspot]:
+        """Module rows with a matching kernel."""
+        return [h for h in self.modules if h.kernel is not None]
+
+    def to_markdown(self, top: int = 20) -> str:
+        """The report as Markdown tables (modules, then ATen ops), ``top`` rows each."""
+        lines = [f"# Hotspots of `{self.model}` ({self.steps} steps)", ""]
+        for title, rows in (("Module instances", self.modules), ("ATen ops", self.ops)):
+            lines += [
+                f"## {title}",
+                "",
+                "| # | name | what | calls | self ms | share | kernel | trn2 est. |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for i, h in enumerate(rows[:top], 1):
+                kernel = f"`{h.kernel}` ({h.reason})" if h.kernel else f"no kernel: {h.reason}"
+                kernel = kernel.replace("|", "\\|")
+                device = f"{h.device_us:.1f} µs" if h.device_us is not None else "—"
+                lines.append(
+                    f"| {i} | `{h.name}` | {h.target} | {h.calls} | {h.self_ms:.3f} | {h.share:.0%} "
+                    f"| {kernel} | {device} |"
+                )
+            lines.append("")
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        """The report as JSON (captured inputs left out)."""
+        doc = {
+            "model": self.model,
+            "steps": self.steps,
+            "modules": [asdict(h) for h in self.modules],
+            "ops": [asdict(h) for h in self.ops],
+        }
+        return json.dumps(doc, indent=2)
+
+    def __str__(self) -> str:
+        return self.to_markdown()
+
+
+class _NeuronCalls(TorchDispatchMode):
+    """Records every ``neuron`` op dispatched while active, with its arguments."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func.namespace == "neuron" and not func._opname.startswith("_"):
+            # `<op>_fwd` computes a kernel with saved outputs (`<op>` returns its public part).
+            self.calls.append((func._opname.removesuffix("_fwd"), tuple(args)))
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def record_neuron_calls() -> Iterator[list[tuple[str, tuple[Any, ...]]]]:
+    """Collects ``(op, args)`` of every ``torch.ops.neuron`` call made inside the block."""
+    mode = _NeuronCalls()
+    with mode:
+        yield mode.calls
+
+
+def _detach(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, tuple | list):
+        return type(value)(_detach(v) for v in value)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return None  # caches and other stateful objects are not replayed
+
+
+def _progress(step: int, steps: int) -> None:
+    width = 20
+    done = width * step // max(steps, 1)
+    sys.stderr.write(f"\r[torch-nki] profiling [{'#' * done}{'.' * (width - done)}] {step}/{steps}")
+    if step == steps:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def _estimate(calls: list[tuple[str, tuple[Any, ...]]]) -> float:
+    import torch_nki
+
+    total = 0.0
+    for op, args in calls:
+        meta = tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args)
+        total += torch_nki.cost(op, *meta, target="trn2").total_ns / 1e3
+    return total
+
+
+def _match_module(module: torch.nn.Module, captured: Captured | None) -> tuple[str | None, str, float | None]:
+    found = adapter_for(module)
+    if found is None:
+        return None, "no adapter recognises this module", None
+    adapter, pattern = found
+    label = f"{adapter.kind}: {', '.join(adapter.kernels)}"
+    if captured is None:
+        return label, f"{pattern}; not called while profiling", None
+    try:
+        with torch.no_grad(), record_neuron_calls() as calls:
+            result = adapter.forward(module, *captured.args, **captured.kwargs)
+    except ContractError as err:
+        return None, str(err), None
+    if result is NotImplemented:
+        return None, f"{pattern} matches, but this call is outside what the adapter takes", None
+    return label, pattern, _estimate(calls)
+
+
+def _match_op(op: str, shapes: list[list[int]]) -> tuple[str | None, str, float | None]:
+    import torch_nki
+
+    kernels = [k for k in testing.ops_with_reference() if op in testing.op_spec(k).replaces]
+    if not kernels:
+        return None, "no kernel replaces this op", None
+    reasons = []
+    for kernel in kernels:
+        spec = testing.op_spec(kernel)
+        tensors = [p for p in spec.params if p.is_tensor]
+        given = [torch.empty(s, device="meta") for s in shapes if s][: len(tensors)]
+        try:
+            report = torch_nki.cost(kernel, *given, target="trn2")
+        except (ContractError, TypeError, ValueError) as err:
+            reasons.append(str(err))
+            continue
+        return kernel, f"replaces {op}", report.total_ns / 1e3
+    return None, "; ".join(reasons), None
+
+
+def profile(
+    model: torch.nn.Module, *example_inputs: Any, steps: int = 3, **example_kwargs: Any
+) -> HotspotReport:
+    """Runs ``model(*example_inputs, **example_kwargs)`` ``steps`` times under ``torch.profiler``
+    (input shapes recorded, each module instance in its own profiler range, no autograd) and
+    returns the ranked hotspots: self time per module instance and per ATen op, the matching
+    kernel with its contract checked on the real shapes, and the cost model's Trn2 estimate.
+
+    The inputs of each module instance's first call are captured for
+    :func:`torch_nki.swap`'s verification. A progress bar goes to stderr.
+    """
+    names = {m: n or type(model).__name__ for n, m in model.named_modules()}
+    captured: dict[str, Captured] = {}
+    ranges: dict[int, list[Any]] = {}
+    profiling = False
+
+    def before(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        name = names[module]
+        if not profiling:
+            return
+        if name not in captured:
+            captured[name] = Captured(_detach(args), {k: _detach(v) for k, v in kwargs.items()})
+        r = torch.profiler.record_function(_MODULE_PREFIX + name)
+        r.__enter__()
+        ranges.setdefault(id(module), []).append(r)
+
+    def after(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        if not profiling:
+            return
+        stack = ranges.get(id(module))
+        if stack:
+            stack.pop().__exit__(None, None, None)
+
+    handles = []
+    for module in names:
+        handles.append(module.register_forward_pre_hook(before, with_kwargs=True))
+        handles.append(module.register_forward_hook(after, with_kwargs=True))
+    try:
+        with torch.no_grad():
+            model(*example_inputs, **example_kwargs)  # warm-up (first-call costs), not profiled
+        profiling = True
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        with torch.no_grad(), torch.profiler.profile(activities=activities, record_shapes=True) as prof:
+            for step in range(steps):
+                model(*example_inputs, **example_kwargs)
+                _progress(step + 1, steps)
+    finally:
+        for h in handles:
+            h.remove()
+    by_name = {n: m for m, n in names.items()}
+    return HotspotReport(
+        model=type(model).__name__,
+        steps=steps,
+        modules=_module_rows(prof, by_name, captured),
+        ops=_op_rows(prof),
+        captured=captured,
+    )
+
+
+def _module_rows(
+    prof: Any, modules: dict[str, torch.nn.Module], captured: dict[str, Captured]
+) -> list[Hotspot]:
+    totals: dict[str, float] = {}
+    calls: dict[str, int] = {}
+
+    def nearest_modules(evt: Any) -> Iterator[Any]:
+        for child in evt.cpu_children:
+            if child.name.startswith(_MODULE_PREFIX):
+                yield child
+            else:
+                yield from nearest_modules(child)
+
+    for evt in prof.events():
+        if not evt.name.startswith(_MODULE_PREFIX):
+            continue
+        name = evt.name[len(_MODULE_PREFIX) :]
+        inner = sum(c.cpu_time_total for c in nearest_modules(evt))
+        totals[name] = totals.get(name, 0.0) + max(evt.cpu_time_total - inner, 0.0)
+        calls[name] = calls.get(name, 0) + 1
+    whole = sum(totals.values()) or 1.0
+    rows = []
+    for name, self_us in totals.items():
+        module = modules[name]
+        kernel, reason, device = _match_module(module, captured.get(name))
+        rows.append(
+            Hotspot(
+                "module",
+                name,
+                qualified_name(module),
+                calls[name],
+                self_us / 1e3,
+                self_us / whole,
+                kernel,
+                reason,
+                device,
+            )
+        )
+    rows.sort(key=lambda h: h.self_ms, reverse=True)
+    return rows
+
+
+def _op_rows(prof: Any) -> list[Hotspot]:
+    rows = []
+    averages = [e for e in prof.key_averages(group_by_input_shape=True) if e.key.startswith("aten::")]
+    whole = sum(e.self_cpu_time_total for e in averages) or 1.0
+    for e in averages:
+        shapes = [list(s) for s in e.input_shapes if isinstance(s, list | tuple)]
+        kernel, reason, device = _match_op(e.key, shapes)
+        rows.append(
+            Hotspot(
+                "aten",
+                e.key,
+                str(shapes),
+                e.count,
+                e.self_cpu_time_total / 1e3,
+                e.self_cpu_time_total / whole,
+                kernel,
+                reason,
+                device,
+            )
+        )
+    rows.sort(key=lambda h: h.self_ms, reverse=True)
+    return rows

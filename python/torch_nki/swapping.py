@@ -1,0 +1,228 @@
+"""``torch_nki.swap`` / ``unswap`` / ``swapped``: rebind the forward of matching module
+**instances** (never their classes) to neuron ops, verify each against the original on the
+inputs captured by :func:`torch_nki.profile`, and revert the ones that fail.
+
+A swapped instance carries its original forward in its ``__dict__``; unswapping deletes the
+instance attribute, so the class's forward (or the instance's earlier override) is back exactly.
+Swaps survive ``model.to(dtype)``, ``state_dict()`` round trips and ``copy.deepcopy`` (adapters
+read parameters at call time, and a deep copy rebinds the forward to the copy). Swapping twice is
+a no-op for instances already swapped.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from torch_nki.adapters import Adapter, adapter_for, qualified_name
+from torch_nki.errors import NkiError
+from torch_nki.hotspots import Captured, HotspotReport
+
+__all__ = ["SwapReport", "Swapped", "swap", "swapped", "unswap"]
+
+_STATE = "_torch_nki_swap"
+
+#: Verification tolerances by dtype: matmul-class (the loosest class of the adapters' kernels).
+_TOLERANCE: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1e-4, 1e-4),
+    torch.bfloat16: (1.6e-2, 1e-2),
+    torch.float16: (1e-3, 1e-3),
+}
+
+#: Adapters that call other (possibly swapped) modules are swapped after their children.
+_ORDER = {"Linear": 0, "RMSNorm": 0, "MLP": 1, "Attention": 1}
+
+
+@dataclass
+class _State:
+    kind: str
+    original: Any
+    """The instance's own ``forward`` attribute before the swap (``None``: the class's)."""
+
+
+@dataclass
+class Swapped:
+    """What happened to one module instance."""
+
+    name: str
+    module: str
+    kind: str
+    kernels: tuple[str, ...]
+    status: str
+    """``swapped`` (verified), ``swapped, not verified``, ``reverted`` or ``already swapped``."""
+    reason: str = ""
+    max_abs_error: float | None = None
+
+
+@dataclass
+class SwapReport:
+    """The outcome of :func:`swap`."""
+
+    model: str
+    entries: list[Swapped] = field(default_factory=list)
+
+    @property
+    def swapped(self) -> list[Swapped]:
+        """Instances whose forward now runs neuron ops."""
+        return [e for e in self.entries if e.status.startswith("swapped") or e.status == "already swapped"]
+
+    @property
+    def reverted(self) -> list[Swapped]:
+        """Instances whose verification failed (their original forward is back)."""
+        return [e for e in self.entries if e.status == "reverted"]
+
+    def to_markdown(self) -> str:
+        """The report as a Markdown table."""
+        lines = [
+            f"# Swap report for `{self.model}`",
+            "",
+            f"{len(self.swapped)} swapped, {len(self.reverted)} reverted.",
+            "",
+            "| module | class | adapter | status | max abs error | note |",
+            "|---|---|---|---|---|---|",
+        ]
+        for e in self.entries:
+            err = f"{e.max_abs_error:.2e}" if e.max_abs_error is not None else "—"
+            adapter = f"{e.kind} ({', '.join(e.kernels)})"
+            lines.append(f"| `{e.name}` | {e.module} | {adapter} | {e.status} | {err} | {e.reason} |")
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> str:
+        """The report as JSON."""
+        return json.dumps({"model": self.model, "entries": [asdict(e) for e in self.entries]}, indent=2)
+
+    def __str__(self) -> str:
+        return self.to_markdown()
+
+
+def _install(module: torch.nn.Module, adapter: Adapter) -> None:
+    original = module.__dict__.get("forward")
+
+    def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        result = adapter.forward(self, *args, **kwargs)
+        if result is NotImplemented:
+            return _original_forward(self)(*args, **kwargs)
+        return result
+
+    module.forward = types.MethodType(forward, module)  # type: ignore[method-assign]
+    setattr(module, _STATE, _State(adapter.kind, original))
+
+
+def _original_forward(module: torch.nn.Module) -> Any:
+    state: _State = getattr(module, _STATE)
+    if state.original is not None:
+        return state.original
+    return types.MethodType(type(module).forward, module)
+
+
+def _remove(module: torch.nn.Module) -> None:
+    state: _State | None = module.__dict__.pop(_STATE, None)
+    if state is None:
+        return
+    if state.original is None:
+        module.__dict__.pop("forward", None)
+    else:
+        module.forward = state.original  # type: ignore[method-assign]
+
+
+def _first_tensor(out: Any) -> torch.Tensor | None:
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, tuple | list) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    return None
+
+
+def _verify(module: torch.nn.Module, adapter: Adapter, captured: Captured) -> tuple[bool, str, float | None]:
+    """Runs the adapter and the original forward on the captured inputs; (ok, reason, error)."""
+    with torch.no_grad():
+        try:
+            got = adapter.forward(module, *captured.args, **captured.kwargs)
+        except NkiError as err:
+            return False, f"the kernel rejected the captured call: {err}", None
+        if got is NotImplemented:
+            return True, "the captured call is outside the adapter; it runs the original forward", None
+        want = _original_forward(module)(*captured.args, **captured.kwargs)
+    g, w = _first_tensor(got), _first_tensor(want)
+    if g is None or w is None or g.shape != w.shape or g.dtype != w.dtype:
+        return False, "the output's structure, shape or dtype differs from the original's", None
+    rtol, atol = _TOLERANCE.get(w.dtype, (1e-2, 1e-2))
+    error = float((g.float() - w.float()).abs().max()) if g.numel() else 0.0
+    if not torch.allclose(g.float(), w.float(), rtol=rtol, atol=atol, equal_nan=True):
+        return False, f"outputs differ beyond rtol={rtol}, atol={atol} (max abs error {error:.3g})", error
+    return True, "", error
+
+
+def swap(
+    model: torch.nn.Module, report_or_plan: HotspotReport | None = None, verify: bool = True
+) -> SwapReport:
+    """Swaps every module instance of ``model`` that an adapter recognises and whose kernels'
+    ``replaces`` patterns name its class (or, given a :class:`HotspotReport`, the matched
+    instances of that report), verifying each against its original forward on the inputs the
+    report captured. A failed verification reverts that instance and records why; an instance
+    without captured inputs (no report, or never called while profiling) is swapped unverified.
+    Returns the :class:`SwapReport`; a model with nothing to swap gives an empty report."""
+    report = SwapReport(type(model).__name__)
+    wanted = {h.name for h in report_or_plan.matched} if report_or_plan is not None else None
+    captured = report_or_plan.captured if report_or_plan is not None else {}
+    root = type(model).__name__
+    plan = []
+    for name, module in model.named_modules():
+        name = name or root
+        found = adapter_for(module)
+        if found is None or (wanted is not None and name not in wanted):
+            continue
+        plan.append((name, module, found[0]))
+    plan.sort(key=lambda item: _ORDER.get(item[2].kind, 2))
+    for name, module, adapter in plan:
+        entry = Swapped(name, qualified_name(module), adapter.kind, adapter.kernels, "swapped")
+        report.entries.append(entry)
+        if _STATE in module.__dict__:
+            entry.status = "already swapped"
+            continue
+        _install(module, adapter)
+        inputs = captured.get(name)
+        if not verify or inputs is None:
+            entry.status = "swapped, not verified"
+            entry.reason = (
+                "verification off" if not verify else "no captured inputs (profile the model first)"
+            )
+            continue
+        ok, reason, error = _verify(module, adapter, inputs)
+        entry.reason, entry.max_abs_error = reason, error
+        if not ok:
+            _remove(module)
+            entry.status = "reverted"
+    return report
+
+
+def unswap(model: torch.nn.Module) -> int:
+    """Restores the original forward of every swapped instance in ``model``; returns how many."""
+    count = 0
+    for module in model.modules():
+        if _STATE in module.__dict__:
+            _remove(module)
+            count += 1
+    return count
+
+
+@contextmanager
+def swapped(
+    model: torch.nn.Module, report_or_plan: HotspotReport | None = None, verify: bool = True
+) -> Iterator[SwapReport]:
+    """``with torch_nki.swapped(model, report) as r:`` — swapped inside the block, restored after."""
+    result = swap(model, report_or_plan, verify)
+    modules = dict(model.named_modules())
+    root = type(model).__name__
+    try:
+        yield result
+    finally:
+        for entry in result.entries:
+            if entry.status.startswith("swapped"):
+                _remove(modules["" if entry.name == root else entry.name])

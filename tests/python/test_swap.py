@@ -1,0 +1,182 @@
+"""Profile → swap → verify → revert on a real transformers model (``LlamaForCausalLM`` from a
+small config, random weights, no downloads): hotspots ranked and matched, every RMSNorm, linear,
+MLP and attention instance swapped and verified, logits and gradients as the original's,
+instance-only swaps that survive dtype changes, state-dict round trips and deep copies, and
+failures reverted with the reason."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+
+import torch_nki
+
+transformers = pytest.importorskip("transformers")
+
+
+def tiny_llama(seed: int = 0) -> torch.nn.Module:
+    cfg = transformers.LlamaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    torch.manual_seed(seed)
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def ids() -> torch.Tensor:
+    return torch.randint(0, 128, (2, 17), generator=torch.Generator().manual_seed(3))
+
+
+def kinds(model: torch.nn.Module) -> dict[str, int]:
+    """How many instances of each swappable kind the model has, by structure."""
+    counts = {"RMSNorm": 0, "Linear": 0, "MLP": 0, "Attention": 0}
+    for m in model.modules():
+        name = type(m).__name__
+        if isinstance(m, torch.nn.Linear):
+            counts["Linear"] += 1
+        elif name.endswith("RMSNorm"):
+            counts["RMSNorm"] += 1
+        elif name.endswith("MLP"):
+            counts["MLP"] += 1
+        elif name.endswith("Attention"):
+            counts["Attention"] += 1
+    return counts
+
+
+def test_profile_ranks_and_matches_hotspots(ids: torch.Tensor) -> None:
+    model = tiny_llama()
+    report = torch_nki.profile(model, ids, steps=2)
+    assert [h.self_ms for h in report.modules] == sorted((h.self_ms for h in report.modules), reverse=True)
+    assert abs(sum(h.share for h in report.modules) - 1.0) < 1e-6
+    by_kind: dict[str, int] = {}
+    for h in report.matched:
+        kind = h.kernel.split(":")[0] if h.kernel else ""
+        by_kind[kind] = by_kind.get(kind, 0) + 1
+        assert h.device_us is not None and h.device_us > 0, h
+    assert by_kind == kinds(model)
+    unmatched = [h for h in report.modules if h.kernel is None]
+    assert all(h.reason for h in unmatched)
+    mm = [h for h in report.ops if h.name == "aten::mm"]
+    assert mm and all(h.kernel == "matmul" for h in mm)
+    doc = json.loads(report.to_json())
+    assert doc["model"] == "LlamaForCausalLM" and len(doc["modules"]) == len(report.modules)
+    assert "| # | name |" in report.to_markdown()
+    assert set(report.captured) >= {h.name for h in report.matched}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_swap_verifies_every_instance_and_keeps_the_logits(ids: torch.Tensor, dtype: torch.dtype) -> None:
+    model = tiny_llama().to(dtype)
+    with torch.no_grad():
+        before = model(ids).logits
+    report = torch_nki.profile(model, ids, steps=1)
+    swapped = torch_nki.swap(model, report)
+    assert not swapped.reverted, swapped.to_markdown()
+    counts: dict[str, int] = {}
+    for e in swapped.swapped:
+        assert e.status == "swapped", e
+        counts[e.kind] = counts.get(e.kind, 0) + 1
+    assert counts == kinds(model)
+    with torch.no_grad():
+        after = model(ids).logits
+    tol = {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {"rtol": 5e-2, "atol": 5e-2}
+    torch.testing.assert_close(after, before, **tol)
+    assert torch_nki.unswap(model) == len(swapped.swapped)
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, before), "unswap must restore the original exactly"
+    assert all("forward" not in m.__dict__ for m in model.modules())
+
+
+def test_a_training_step_has_the_original_gradients(ids: torch.Tensor) -> None:
+    original, model = tiny_llama(), tiny_llama()
+    torch_nki.swap(model, torch_nki.profile(model, ids, steps=1))
+    for m in (original, model):
+        m.train()
+        m(ids, labels=ids).loss.backward()
+    grads = dict(original.named_parameters())
+    for name, p in model.named_parameters():
+        assert p.grad is not None, name
+        torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-3, atol=1e-5, msg=name)
+
+
+def test_swaps_are_per_instance_idempotent_and_survive_copies(ids: torch.Tensor) -> None:
+    model, other = tiny_llama(), tiny_llama()
+    report = torch_nki.profile(model, ids, steps=1)
+    first = torch_nki.swap(model, report)
+    assert all("forward" not in m.__dict__ for m in other.modules()), "another instance was touched"
+    again = torch_nki.swap(model, report)
+    assert {e.status for e in again.entries} == {"already swapped"}
+    assert len(again.entries) == len(first.entries)
+    with torch.no_grad():
+        want = model(ids).logits
+        clone = copy.deepcopy(model)
+        torch.testing.assert_close(clone(ids).logits, want)
+        assert clone.model.norm.forward.__self__ is clone.model.norm
+        fresh = tiny_llama(seed=5)
+        torch_nki.swap(fresh)
+        fresh.load_state_dict(model.state_dict())
+        torch.testing.assert_close(fresh(ids).logits, want)
+        half = model.to(torch.bfloat16)
+        torch.testing.assert_close(half(ids).logits.float(), want, rtol=5e-2, atol=5e-2)
+
+
+def test_failed_verification_is_reverted_with_the_reason(ids: torch.Tensor) -> None:
+    class ScaledRMSNorm(torch.nn.Module):
+        """RMSNorm-shaped, but its forward doubles the result: the kernel cannot stand in."""
+
+        def __init__(self, d: int) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(d))
+            self.variance_epsilon = 1e-6
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return 2 * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon) * self.weight
+
+    model = torch.nn.Sequential(ScaledRMSNorm(64))
+    x = torch.randn(3, 64)
+    report = torch_nki.swap(model, torch_nki.profile(model, x, steps=1))
+    (entry,) = report.entries
+    assert entry.status == "reverted" and "outputs differ" in entry.reason
+    assert "forward" not in model[0].__dict__
+    torch.testing.assert_close(model(x), ScaledRMSNorm(64)(x))
+
+
+def test_contract_rejections_are_reasons_and_nothing_matching_is_an_empty_plan() -> None:
+    wide = torch.nn.RMSNorm(16385, eps=1e-6)
+    report = torch_nki.profile(wide, torch.randn(2, 16385), steps=1)
+    (row,) = report.modules
+    assert row.kernel is None and "requires D <= 16384" in row.reason
+    conv = torch.nn.Sequential(torch.nn.Conv1d(3, 4, 3), torch.nn.ReLU())
+    report = torch_nki.profile(conv, torch.randn(1, 3, 8), steps=1)
+    assert not report.matched
+    assert torch_nki.swap(conv, report).entries == []
+
+
+def test_the_context_manager_restores_what_it_swapped(ids: torch.Tensor) -> None:
+    model = tiny_llama()
+    with torch_nki.swapped(model) as report:
+        assert report.swapped and all(e.status == "swapped, not verified" for e in report.swapped)
+        assert "forward" in model.lm_head.__dict__
+    assert all("forward" not in m.__dict__ for m in model.modules())
+
+
+def test_the_cli_runs_the_workflow_and_writes_the_report(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from torch_nki import cli
+
+    out = Path(str(tmp_path)) / "report.md"
+    assert cli.main(["swap", "--model", "llama-tiny", "--report", str(out)]) == 0
+    text = out.read_text()
+    assert "reverted 0" in text and "| Attention |" in text and "![before and after](report.png)" in text
+    assert out.with_suffix(".png").stat().st_size > 1000
+    assert cli.main(["swap", "--model", "gpt-99"]) == 2
