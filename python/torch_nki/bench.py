@@ -55,25 +55,27 @@ def _aten_backward(forward: testing.SampleInput, backward: testing.SampleInput) 
     return run
 
 
-def _bench_call(op: str) -> tuple[testing.SampleInput, Callable[[], object]] | None:
+def _bench_call(
+    op: str, dtype: torch.dtype | None = None
+) -> tuple[testing.SampleInput, Callable[[], object]] | None:
     """The op's bench arguments and the ATen work it is timed against: its reference at its
     ``bench(...)`` shape, or, for a backward kernel, autograd of its forward's reference at the
     forward's bench shape."""
-    sample = testing.bench_input(op)
+    sample = testing.bench_input(op, dtype=dtype)
     if sample is not None:
         return sample, functools.partial(testing.reference, sample)
     forward_op = testing.op_spec(op).backward_of
-    forward = testing.bench_input(forward_op) if forward_op else None
+    forward = testing.bench_input(forward_op, dtype=dtype) if forward_op else None
     if forward is None:
         return None
     backward = testing.backward_sample(forward)
     return backward, _aten_backward(forward, backward)
 
 
-def grade(op: str, target: str = "trn2", repeat: int = 3) -> Grade | None:
-    """Grades one op at its bench shape (a backward kernel at its forward's); ``None`` if there
-    is none."""
-    call = _bench_call(op)
+def grade(op: str, target: str = "trn2", repeat: int = 3, dtype: torch.dtype | None = None) -> Grade | None:
+    """Grades one op at its bench shape (a backward kernel at its forward's), in its bench dtype
+    or ``dtype``; ``None`` if there is none."""
+    call = _bench_call(op, dtype)
     if call is None:
         return None
     sample, aten_fn = call
@@ -97,8 +99,11 @@ def _time(seconds: float) -> str:
     return f"{seconds * 1e3:9.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:9.1f} µs"
 
 
-def run(ops: Sequence[str] | None = None, target: str = "trn2", repeat: int = 3) -> int:
-    """Prints the bench table for ``ops`` (default: every op with a bench shape); returns 0."""
+def run(
+    ops: Sequence[str] | None = None, target: str = "trn2", repeat: int = 3, dtype: torch.dtype | None = None
+) -> int:
+    """Prints the bench table for ``ops`` (default: every op with a bench shape) in each op's
+    bench dtype or ``dtype``; returns 0."""
     names = list(ops) if ops else torch_nki.ops()
     unknown = [op for op in names if op not in torch_nki.ops()]
     if unknown:
@@ -112,7 +117,7 @@ def run(ops: Sequence[str] | None = None, target: str = "trn2", repeat: int = 3)
     print(header)
     print("-" * len(header))
     for op in names:
-        g = grade(op, target, repeat)
+        g = grade(op, target, repeat, dtype)
         if g is None:
             print(f"{op:17} (no bench(...) shape declared)")
             continue

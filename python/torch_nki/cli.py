@@ -216,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--op", action="append", default=[], help="only this op (repeatable)")
     bench.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
     bench.add_argument("--repeat", type=int, default=3, help="timed calls per CPU measurement")
+    bench.add_argument("--dtype", choices=["f32", "bf16", "f16"], help="instead of each op's bench dtype")
     args = parser.parse_args(argv)
     for entry in args.load:
         path, _, namespace = entry.partition("=")
@@ -230,8 +231,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return workflow.run(args.model, args.dtype, args.report)
     if args.command == "bench":
         from torch_nki import bench as bench_mod
+        from torch_nki._dtypes import NKI_TO_TORCH
 
-        return bench_mod.run(args.op, args.target, max(1, args.repeat))
+        dtype = NKI_TO_TORCH[args.dtype] if args.dtype else None
+        return bench_mod.run(args.op, args.target, max(1, args.repeat), dtype)
     if args.command == "cache":
         return run_cache(args.action)
     if args.command == "table":

@@ -144,13 +144,15 @@ def _make_args(
     return tuple(args)
 
 
-def bench_input(op: str, *, make: MakeTensor | None = None) -> SampleInput | None:
-    """The op's declared ``bench(...)`` arguments (its representative large shape, in its one
-    bench dtype), or ``None`` for an op without one (backward kernels)."""
+def bench_input(
+    op: str, *, make: MakeTensor | None = None, dtype: torch.dtype | None = None
+) -> SampleInput | None:
+    """The op's declared ``bench(...)`` arguments (its representative large shape, in its bench
+    dtype or in ``dtype``), or ``None`` for an op without one (backward kernels)."""
     spec = op_spec(op)
     if spec.bench is None:
         return None
-    dtype = NKI_TO_TORCH[spec.bench.dtypes[0]]
+    dtype = dtype or NKI_TO_TORCH[spec.bench.dtypes[0]]
     return SampleInput(op, dtype, _make_args(spec, spec.bench, dtype, make or uniform(), False), -1)
 
 
