@@ -1,5 +1,5 @@
-//! Activation kernels: SiLU and the SwiGLU product `silu(gate) * up` of Llama-style MLPs,
-//! forward and backward.
+//! Activation kernels: SiLU, GELU and the SwiGLU product `silu(gate) * up` of Llama-style
+//! MLPs, forward and backward.
 //!
 //! Tensors are flattened to rows of their last dimension, rows tiled 128 to the partitions and
 //! columns in 2048-wide chunks. The activation runs on the scalar engine in fp32; every output
@@ -20,6 +20,38 @@ fn silu_derivative(dst: &TileRegion, x: &TileRegion) {
     tensor_tensor(dst, dst, &s, BinOp::Multiply);
 }
 
+/// `func(x)` elementwise on the scalar engine, chunk by chunk, rounded once to `x`'s dtype.
+fn map_activation(x: &Hbm, func: ActFn) -> Hbm {
+    let out = shared_hbm(x.shape(), x.dtype());
+    let (xv, ov) = (as_rows(x), as_rows(&out));
+    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
+    for_each_chunk(rows, cols, |r, c| {
+        let t = sbuf([r.size, c.size], x.dtype());
+        dma_copy(&t, block(&xv, r, &c));
+        activation(&t, func, &t, None, 1.0);
+        dma_copy(block(&ov, r, &c), &t);
+    });
+    out
+}
+
+/// `grad_out · f'(x)` chunk by chunk, `derivative(dst, x)` writing `f'(x)` in fp32.
+fn chain_rule(grad_out: &Hbm, x: &Hbm, derivative: impl Fn(&TileRegion, &TileRegion)) -> Hbm {
+    let dt = x.dtype();
+    let grad_x = shared_hbm(x.shape(), dt);
+    let (gv, xv, dv) = (as_rows(grad_out), as_rows(x), as_rows(&grad_x));
+    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
+    for_each_chunk(rows, cols, |r, c| {
+        let (g, xt) = (sbuf([r.size, c.size], dt), sbuf([r.size, c.size], dt));
+        dma_copy(&g, block(&gv, r, &c));
+        dma_copy(&xt, block(&xv, r, &c));
+        let d = sbuf([r.size, c.size], DType::F32);
+        derivative(&d.region(), &xt.region());
+        tensor_tensor(&g, &g, &d, BinOp::Multiply);
+        dma_copy(block(&dv, r, &c), &g);
+    });
+    grad_x
+}
+
 /// SiLU (swish): `x · σ(x)`, elementwise, any rank ≥ 1.
 #[kernel(
     shape(x = [..S, D]) -> [..S, D],
@@ -34,16 +66,7 @@ fn silu_derivative(dst: &TileRegion, x: &TileRegion) {
     bench(x = [8192, 4096]),
 )]
 pub fn silu(x: &Hbm) -> Hbm {
-    let out = shared_hbm(x.shape(), x.dtype());
-    let (xv, ov) = (as_rows(x), as_rows(&out));
-    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
-    for_each_chunk(rows, cols, |r, c| {
-        let t = sbuf([r.size, c.size], x.dtype());
-        dma_copy(&t, block(&xv, r, &c));
-        activation(&t, ActFn::Silu, &t, None, 1.0);
-        dma_copy(block(&ov, r, &c), &t);
-    });
-    out
+    map_activation(x, ActFn::Silu)
 }
 
 /// Gradient of `silu`: `grad_x = grad_out · σ(x) · (1 + x · (1 − σ(x)))`, as ATen computes it.
@@ -53,20 +76,7 @@ pub fn silu(x: &Hbm) -> Hbm {
     tolerance(elementwise),
 )]
 pub fn silu_backward(grad_out: &Hbm, x: &Hbm) -> Hbm {
-    let dt = x.dtype();
-    let grad_x = shared_hbm(x.shape(), dt);
-    let (gv, xv, dv) = (as_rows(grad_out), as_rows(x), as_rows(&grad_x));
-    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
-    for_each_chunk(rows, cols, |r, c| {
-        let (g, xt) = (sbuf([r.size, c.size], dt), sbuf([r.size, c.size], dt));
-        dma_copy(&g, block(&gv, r, &c));
-        dma_copy(&xt, block(&xv, r, &c));
-        let d = sbuf([r.size, c.size], DType::F32);
-        silu_derivative(&d.region(), &xt.region());
-        tensor_tensor(&g, &g, &d, BinOp::Multiply);
-        dma_copy(block(&dv, r, &c), &g);
-    });
-    grad_x
+    chain_rule(grad_out, x, silu_derivative)
 }
 
 /// GELU, `x · Φ(x)`, elementwise, any rank ≥ 1: `approximate = "none"` is the exact form
@@ -100,16 +110,7 @@ pub fn gelu(
         "tanh" => ActFn::GeluTanh,
         _ => ActFn::Gelu,
     };
-    let out = shared_hbm(x.shape(), x.dtype());
-    let (xv, ov) = (as_rows(x), as_rows(&out));
-    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
-    for_each_chunk(rows, cols, |r, c| {
-        let t = sbuf([r.size, c.size], x.dtype());
-        dma_copy(&t, block(&xv, r, &c));
-        activation(&t, func, &t, None, 1.0);
-        dma_copy(block(&ov, r, &c), &t);
-    });
-    out
+    map_activation(x, func)
 }
 
 /// Gradient of `gelu`: `grad_x = grad_out · gelu'(x)`, with the scalar engine's `gelu_dx`
@@ -128,24 +129,13 @@ pub fn gelu_backward(
     #[choices("none", "tanh")]
     approximate: &str,
 ) -> Hbm {
-    let dt = x.dtype();
-    let grad_x = shared_hbm(x.shape(), dt);
-    let (gv, xv, dv) = (as_rows(grad_out), as_rows(x), as_rows(&grad_x));
-    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
-    for_each_chunk(rows, cols, |r, c| {
-        let (g, xt) = (sbuf([r.size, c.size], dt), sbuf([r.size, c.size], dt));
-        dma_copy(&g, block(&gv, r, &c));
-        dma_copy(&xt, block(&xv, r, &c));
-        let d = sbuf([r.size, c.size], DType::F32);
+    chain_rule(grad_out, x, |d, x| {
         if approximate == "tanh" {
-            gelu_tanh_derivative(&d.region(), &xt.region());
+            gelu_tanh_derivative(d, x);
         } else {
-            activation(&d, ActFn::GeluDx, &xt, None, 1.0);
+            activation(d, ActFn::GeluDx, x, None, 1.0);
         }
-        tensor_tensor(&g, &g, &d, BinOp::Multiply);
-        dma_copy(block(&dv, r, &c), &g);
-    });
-    grad_x
+    })
 }
 
 /// The derivative of the tanh-approximated GELU into `dst` (fp32), from `x`.

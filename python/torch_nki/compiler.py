@@ -10,6 +10,8 @@ Dynamo captures (torch-level calls with fake example values on every node) and r
 * ``softmax`` over the last dim → ``neuron.softmax``;
 * RMSNorm's decomposition ``w * (h * rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))`` (with the
   fp32 casts transformers inserts) → ``neuron.rmsnorm``;
+* the rotary pattern ``t * cos + cat((-t[..., h:], t[..., :h]), -1) * sin`` of a query and a key
+  sharing ``cos``/``sin`` → one ``neuron.rope``;
 * ``scaled_dot_product_attention`` without a mask or dropout → ``neuron.flash_attention``.
 
 A pattern is rewritten only when the replacement's contract accepts the example shapes and
@@ -144,6 +146,89 @@ def _rmsnorm(node: fx.Node) -> tuple[Any, Any, float, list[fx.Node]] | None:
     return None
 
 
+def _half_slice(node: Any, t: fx.Node, first: bool, half: int) -> bool:
+    """``node`` is ``t[..., :half]`` (``first``) or ``t[..., half:]``."""
+    if not _is(node, operator.getitem) or node.args[0] is not t:
+        return False
+    index = node.args[1]
+    want = slice(None, half, None) if first else slice(half, None, None)
+    return isinstance(index, tuple) and len(index) == 2 and index[0] is Ellipsis and index[1] == want
+
+
+def _rotary(node: fx.Node) -> tuple[fx.Node, Any, Any, list[fx.Node]] | None:
+    """Matches ``t * cos + cat((-t[..., h:], t[..., :h]), -1) * sin`` (either operand order)
+    at its ``add``; returns ``(t, cos, sin, nodes)``."""
+    if not _is(node, *_ADD) or len(node.args) != 2:
+        return None
+    for a, b in (node.args, tuple(reversed(node.args))):
+        if not (_is(a, *_MUL) and _is(b, *_MUL)):
+            continue
+        for t, cos in (a.args, tuple(reversed(a.args))):
+            value = _value(t)
+            if not isinstance(t, fx.Node) or not isinstance(value, torch.Tensor) or value.dim() != 4:
+                continue
+            half = int(value.shape[-1]) // 2
+            for cat, sin in (b.args, tuple(reversed(b.args))):
+                if not _is(cat, torch.cat):
+                    continue
+                parts = cat.args[0]
+                dim = cat.kwargs.get("dim", cat.args[1] if len(cat.args) > 1 else 0)
+                if dim not in (-1, 3) or not isinstance(parts, list | tuple) or len(parts) != 2:
+                    continue
+                neg, x1 = parts
+                if not _is(neg, operator.neg, torch.neg):
+                    continue
+                x2 = neg.args[0]
+                if _half_slice(x1, t, True, half) and _half_slice(x2, t, False, half):
+                    return t, cos, sin, [node, a, b, cat, neg, x1, x2]
+    return None
+
+
+def _rewrite_rotary(gm: fx.GraphModule, log: list[Rewrite]) -> None:
+    """Pairs the rotary patterns sharing ``cos``/``sin`` (queries, then keys) into one
+    ``neuron.rope`` each; ``cos``/``sin`` broadcast over batch and heads become ``[S, Dh]``."""
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    groups: dict[tuple[Any, Any], list[tuple[fx.Node, list[fx.Node]]]] = {}
+    for node in list(gm.graph.nodes):
+        found = _rotary(node)
+        if found is not None:
+            t, cos, sin, nodes = found
+            groups.setdefault((cos, sin), []).append((t, nodes))
+    for (cos, sin), matches in groups.items():
+        for (q, q_nodes), (k, k_nodes) in zip(matches[::2], matches[1::2], strict=False):
+            first = min(q_nodes[0], k_nodes[0], key=order.__getitem__)
+            cv = _value(cos)
+            if not isinstance(cv, torch.Tensor) or any(int(d) != 1 for d in cv.shape[:-2]):
+                log.append(Rewrite("rotary", q_nodes[0].name, False, "cos/sin differ across batch or heads"))
+                continue
+            if max(order[q], order[k]) > order[first]:
+                log.append(Rewrite("rotary", q_nodes[0].name, False, "q and k are not both ready"))
+                continue
+            s, d = (int(x) for x in cv.shape[-2:])
+            with gm.graph.inserting_before(first):
+                qc, kc = (gm.graph.call_method("contiguous", (t,)) for t in (q, k))
+                c2, s2 = (gm.graph.call_method("reshape", (t, s, d)) for t in (cos, sin))
+            for new, src in ((qc, q), (kc, k)):
+                new.meta = dict(src.meta)
+            for new, src in ((c2, cos), (s2, sin)):
+                value = _value(src)
+                new.meta = {"example_value": value.reshape(s, d)} if isinstance(value, torch.Tensor) else {}
+            reason = _accepts(neuron.rope.default, (qc, kc, c2, s2))
+            if reason is not None:
+                log.append(Rewrite("rotary", q_nodes[0].name, False, reason))
+                for n in (qc, kc, c2, s2):
+                    gm.graph.erase_node(n)
+                continue
+            with gm.graph.inserting_before(first):
+                rope = gm.graph.call_function(neuron.rope.default, (qc, kc, c2, s2))
+                outs = [gm.graph.call_function(operator.getitem, (rope, i)) for i in (0, 1)]
+            for out, nodes in zip(outs, (q_nodes, k_nodes), strict=True):
+                out.meta = dict(nodes[0].meta)
+                nodes[0].replace_all_uses_with(out)
+            log.append(Rewrite("rotary", q_nodes[0].name, True))
+            log.append(Rewrite("rotary", k_nodes[0].name, True))
+
+
 def rewrite(gm: fx.GraphModule) -> list[Rewrite]:
     """Rewrites ``gm`` in place (see the module doc); returns the decisions."""
     log: list[Rewrite] = []
@@ -221,6 +306,8 @@ def rewrite(gm: fx.GraphModule) -> list[Rewrite]:
             if not attempt("sdpa", node, neuron.flash_attention.default, args, take=0):
                 for c in (qc, kc, vc):
                     gm.graph.erase_node(c)
+    _rewrite_rotary(gm, log)
+    gm.graph.eliminate_dead_code()
     gm.graph.lint()
     gm.recompile()
     return log

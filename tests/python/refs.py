@@ -10,3 +10,21 @@ def rand(*shape: int, dtype: torch.dtype = torch.float32, requires_grad: bool = 
     """Uniform in [-1, 1), rounded to ``dtype``."""
     t = (torch.rand(shape) * 2 - 1).to(dtype)
     return t.requires_grad_(requires_grad)
+
+
+def tiny_llama(seed: int = 0) -> torch.nn.Module:
+    """``LlamaForCausalLM`` from a small config (random weights, nothing downloaded), in eval
+    mode; the caller imports transformers first (``pytest.importorskip``)."""
+    import transformers
+
+    cfg = transformers.LlamaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    torch.manual_seed(seed)
+    return transformers.LlamaForCausalLM(cfg).eval()

@@ -12,6 +12,8 @@ import torch.nn.functional as F
 import torch_nki  # noqa: F401
 from torch_nki import compiler
 
+from refs import tiny_llama
+
 
 def decisions() -> Counter[tuple[str, bool]]:
     return Counter((d.pattern, d.rewritten) for d in compiler.last_log())
@@ -69,17 +71,8 @@ def test_a_shape_the_contract_rejects_is_kept_with_its_reason() -> None:
 
 @pytest.mark.usefixtures("dynamo")
 def test_llama_compiles_with_zero_graph_breaks_and_eager_logits() -> None:
-    transformers = pytest.importorskip("transformers")
-    cfg = transformers.LlamaConfig(
-        vocab_size=128,
-        hidden_size=64,
-        intermediate_size=160,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    )
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(cfg).eval()
+    pytest.importorskip("transformers")
+    model = tiny_llama()
     ids = torch.randint(0, 128, (2, 17))
     with torch.no_grad():
         want = model(ids, use_cache=False).logits
@@ -87,6 +80,7 @@ def test_llama_compiles_with_zero_graph_breaks_and_eager_logits() -> None:
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     made = decisions()
     assert made[("linear", True)] == 15 and made[("rmsnorm", True)] == 5 and made[("silu(a) * b", True)] == 2
+    assert made[("rotary", True)] == 4  # query and key of both layers, one rope call per layer
     kept = [d for d in compiler.last_log() if not d.rewritten]
     assert all(d.pattern == "sdpa" and "mask" in d.reason for d in kept)
     torch._dynamo.reset()

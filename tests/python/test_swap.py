@@ -14,21 +14,9 @@ import torch
 
 import torch_nki
 
-transformers = pytest.importorskip("transformers")
+from refs import tiny_llama
 
-
-def tiny_llama(seed: int = 0) -> torch.nn.Module:
-    cfg = transformers.LlamaConfig(
-        vocab_size=128,
-        hidden_size=64,
-        intermediate_size=160,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    torch.manual_seed(seed)
-    return transformers.LlamaForCausalLM(cfg).eval()
+pytest.importorskip("transformers")
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@
 //! two-pass (`Σ (x − mean)²` after the mean, not `E[x²] − mean²`), so rows with a large offset
 //! keep their precision, as ATen's Welford-style moments do.
 
-use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of};
+use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of, reciprocal_rms};
 use crate::tiling::{CHUNK, column_chunks, rows_of};
 use nki_core::prelude::*;
 
@@ -71,29 +71,7 @@ pub fn layernorm(
         }
         tensor_scalar(&neg_mean, &neg_mean, BinOp::Multiply, -1.0 / d as f32);
         // rstd = rsqrt(Σ (x − mean)² / D + eps) (scalar engine).
-        let scratch = sbuf([p, CHUNK.min(d)], DType::F32);
-        let rstd = sbuf([p, 1], DType::F32);
-        for (i, &(c0, cols)) in chunks.iter().enumerate() {
-            let part = if i == 0 {
-                rstd.clone()
-            } else {
-                sbuf([p, 1], DType::F32)
-            };
-            activation_reduce(
-                scratch.cols(0, cols),
-                ActFn::Square,
-                xt.cols(c0, cols),
-                BinOp::Add,
-                &part,
-                Some(neg_mean.region()),
-                1.0,
-            );
-            if i > 0 {
-                tensor_tensor(&rstd, &rstd, &part, BinOp::Add);
-            }
-        }
-        tensor_scalar(&rstd, &rstd, BinOp::Multiply, 1.0 / d as f32).then(BinOp::Add, eps);
-        activation(&rstd, ActFn::Rsqrt, &rstd, None, 1.0);
+        let (rstd, scratch) = reciprocal_rms(&xt, Some(&neg_mean), eps);
         // y = x · rstd + (−mean · rstd), then · weight + bias, rounded once into xt.
         let shift = sbuf([p, 1], DType::F32);
         tensor_tensor(&shift, &neg_mean, &rstd, BinOp::Multiply);

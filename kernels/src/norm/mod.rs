@@ -8,6 +8,7 @@ pub mod rmsnorm;
 pub use layernorm::*;
 pub use rmsnorm::*;
 
+use crate::tiling::{CHUNK, column_chunks};
 use nki_core::prelude::*;
 
 /// `weight` `[D]` loaded once into SBUF, broadcast across the partitions a row tile uses.
@@ -16,6 +17,38 @@ fn broadcast_weight(weight: &Hbm, n: usize, d: usize) -> Tile {
     let w = sbuf([p, d], weight.dtype());
     dma_copy(&w, weight.view().broadcast_to(&[p, d]));
     w
+}
+
+/// `rsqrt(Σ (x + shift)² / D + eps)` per row of the tile `xt` (`[rows, D]`), fp32, with the
+/// squares summed on the scalar engine 2048 columns at a time (`shift` is a per-row bias, the
+/// negated mean for LayerNorm). Returns `(rstd, scratch)`: the `[rows, 2048]` fp32 scratch tile
+/// is free for the caller's normalisation pass.
+fn reciprocal_rms(xt: &Tile, shift: Option<&Tile>, eps: f32) -> (Tile, Tile) {
+    let [rows, d] = xt.shape();
+    let scratch = sbuf([rows, CHUNK.min(d)], DType::F32);
+    let rstd = sbuf([rows, 1], DType::F32);
+    for (i, (c0, cols)) in column_chunks(d).into_iter().enumerate() {
+        let part = if i == 0 {
+            rstd.clone()
+        } else {
+            sbuf([rows, 1], DType::F32)
+        };
+        activation_reduce(
+            scratch.cols(0, cols),
+            ActFn::Square,
+            xt.cols(c0, cols),
+            BinOp::Add,
+            &part,
+            shift.map(Tile::region),
+            1.0,
+        );
+        if i > 0 {
+            tensor_tensor(&rstd, &rstd, &part, BinOp::Add);
+        }
+    }
+    tensor_scalar(&rstd, &rstd, BinOp::Multiply, 1.0 / d as f32).then(BinOp::Add, eps);
+    activation(&rstd, ActFn::Rsqrt, &rstd, None, 1.0);
+    (rstd, scratch)
 }
 
 /// Columns `c0..c0+cols` of a row tile of a `[N, D]` view.

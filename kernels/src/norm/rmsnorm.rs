@@ -1,7 +1,7 @@
 //! RMSNorm and the fused residual add + RMSNorm of Llama-style decoder layers, forward and
 //! backward.
 
-use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of};
+use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of, reciprocal_rms};
 use crate::tiling::{CHUNK, column_chunks, rows_of};
 use nki_core::prelude::*;
 
@@ -118,30 +118,7 @@ pub fn add_rmsnorm(
 fn normalize_in_place(xt: &Tile, w: &Tile, eps: f32) -> Tile {
     let [rows, d] = xt.shape();
     let chunks = column_chunks(d);
-    let scratch = sbuf([rows, CHUNK.min(d)], DType::F32);
-    let rstd = sbuf([rows, 1], DType::F32);
-    for (i, &(c0, cols)) in chunks.iter().enumerate() {
-        let part = if i == 0 {
-            rstd.clone()
-        } else {
-            sbuf([rows, 1], DType::F32)
-        };
-        activation_reduce(
-            scratch.cols(0, cols),
-            ActFn::Square,
-            xt.cols(c0, cols),
-            BinOp::Add,
-            &part,
-            None,
-            1.0,
-        );
-        if i > 0 {
-            tensor_tensor(&rstd, &rstd, &part, BinOp::Add);
-        }
-    }
-    // rstd = rsqrt(sumsq / D + eps), in place.
-    tensor_scalar(&rstd, &rstd, BinOp::Multiply, 1.0 / d as f32).then(BinOp::Add, eps);
-    activation(&rstd, ActFn::Rsqrt, &rstd, None, 1.0);
+    let (rstd, scratch) = reciprocal_rms(xt, None, eps);
     for &(c0, cols) in &chunks {
         let t = scratch.cols(0, cols);
         tensor_scalar(&t, xt.cols(c0, cols), BinOp::Multiply, &rstd);
