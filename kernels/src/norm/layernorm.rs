@@ -52,62 +52,99 @@ pub fn layernorm(
     );
     let (xv, ov) = (x.reshape(&[n, d]), out.reshape(&[n, d]));
     let (mv, rv) = (mean_out.reshape(&[n, 1]), rstd_out.reshape(&[n, 1]));
-    // Weight and bias stay on chip when they fit next to a row tile; otherwise (f32 rows
-    // near the 16384 bound on Trn1) each chunk streams its slice with the row tile.
+    // Row tiles are processed in groups, each stage issued for every tile of the group before
+    // the next stage (the engines run their instructions in order, so the vector engine sums
+    // tile 2 while the scalar engine squares tile 1). Weight and bias stay on chip when they
+    // fit next to the group; otherwise (f32 rows near the 16384 bound) each chunk streams its
+    // slice with the row tile.
     let affine = [weight, bias].iter().flatten().count();
-    let held_bytes = (1 + affine) * d * dt.size_bytes() + CHUNK * 4 + 64;
-    let hold = held_bytes <= current_target().sbuf_bytes_per_partition();
+    let fits = |tiles: usize, held: usize| {
+        (tiles + held) * d * dt.size_bytes() + tiles * (2 * CHUNK + 16) * 4
+            <= current_target().sbuf_bytes_per_partition()
+    };
+    let group = [4, 2, 1].into_iter().find(|&g| fits(2 * g, 0)).unwrap_or(1);
+    let own_out = fits(2 * group, 0);
+    let hold = fits(if own_out { 2 * group } else { group }, affine);
     let w = weight.map(|w| AffineParam::new(w, n, d, hold));
     let b = bias.map(|b| AffineParam::new(b, n, d, hold));
     let chunks = column_chunks(d);
-    for_each_tile(n, PMAX, |rows| {
-        let p = rows.size;
-        let xt = sbuf([p, d], dt);
-        dma_copy(&xt, xv.clone().rows(rows.start.clone(), p));
-        // mean = Σx / D (vector engine), kept negated as the scalar engine's per-row bias.
-        let neg_mean = sbuf([p, 1], DType::F32);
-        for (i, &(c0, cols)) in chunks.iter().enumerate() {
-            add_to_row_sum(&neg_mean, &xt.cols(c0, cols), i == 0, BinOp::Add);
-        }
-        tensor_scalar(&neg_mean, &neg_mean, BinOp::Multiply, -1.0 / d as f32);
-        // rstd = rsqrt(Σ (x − mean)² / D + eps) (scalar engine).
-        let (rstd, scratch) = reciprocal_rms(&xt, Some(&neg_mean), eps);
-        // y = x · rstd + (−mean · rstd), then · weight + bias, rounded once into xt.
-        let shift = sbuf([p, 1], DType::F32);
-        tensor_tensor(&shift, &neg_mean, &rstd, BinOp::Multiply);
-        for &(c0, cols) in &chunks {
-            let t = scratch.cols(0, cols);
-            let dst = if w.is_none() && b.is_none() {
-                xt.cols(c0, cols)
+    for_each_tile(n, group * PMAX, |span| {
+        let tiles: Vec<(usize, usize)> = (0..span.size)
+            .step_by(PMAX)
+            .map(|o| (o, PMAX.min(span.size - o)))
+            .collect();
+        // Stage 1: load, mean (vector), rstd (scalar).
+        let stats: Vec<_> = tiles
+            .iter()
+            .map(|&(o, p)| {
+                let xt = sbuf([p, d], dt);
+                dma_copy(&xt, xv.clone().rows(span.start.clone() + o, p));
+                // mean = Σx / D, kept negated as the scalar engine's per-row bias.
+                let neg_mean = sbuf([p, 1], DType::F32);
+                for (i, &(c0, cols)) in chunks.iter().enumerate() {
+                    add_to_row_sum(&neg_mean, &xt.cols(c0, cols), i == 0, BinOp::Add);
+                }
+                tensor_scalar(&neg_mean, &neg_mean, BinOp::Multiply, -1.0 / d as f32);
+                let (rstd, scratch) = reciprocal_rms(&xt, Some(&neg_mean), eps);
+                (xt, neg_mean, rstd, scratch)
+            })
+            .collect();
+        // Stage 2: y = x · rstd + (−mean · rstd) (scalar), then · weight + bias (vector),
+        // rounded once into xt; stores.
+        for (&(o, p), (xt, neg_mean, rstd, scratch)) in tiles.iter().zip(&stats) {
+            let row0 = span.start.clone() + o;
+            let shift = sbuf([p, 1], DType::F32);
+            tensor_tensor(&shift, neg_mean, rstd, BinOp::Multiply);
+            // Two fp32 scratch tiles in turn, so the scalar engine normalises chunk i + 1 while
+            // the vector engine applies the weight and bias to chunk i. (Keeping them in a
+            // 16-bit input dtype would make the vector passes twice as fast, at the price of two
+            // extra roundings: bf16 results then differ from ATen's by a full ulp; not taken.)
+            let first = scratch.clone();
+            let second = (chunks.len() > 1).then(|| sbuf(scratch.shape(), DType::F32));
+            // The result goes to its own tile when it fits (writing it into `xt` would make the
+            // next chunk's read of `xt` wait for this chunk's write).
+            let yt = if own_out {
+                sbuf([p, d], dt)
             } else {
-                t.clone()
+                xt.clone()
             };
-            activation(
-                &dst,
-                ActFn::Identity,
-                xt.cols(c0, cols),
-                Some(shift.region()),
-                &rstd,
-            );
-            match (&w, &b) {
-                (Some(w), Some(b)) => {
-                    tensor_tensor(&t, &t, w.chunk(p, c0, cols), BinOp::Multiply);
-                    tensor_tensor(xt.cols(c0, cols), &t, b.chunk(p, c0, cols), BinOp::Add);
+            for (i, &(c0, cols)) in chunks.iter().enumerate() {
+                let t = match (&second, i % 2) {
+                    (Some(other), 1) => other.cols(0, cols),
+                    _ => first.cols(0, cols),
+                };
+                let dst = if w.is_none() && b.is_none() {
+                    yt.cols(c0, cols)
+                } else {
+                    t.clone()
+                };
+                activation(
+                    &dst,
+                    ActFn::Identity,
+                    xt.cols(c0, cols),
+                    Some(shift.region()),
+                    rstd,
+                );
+                match (&w, &b) {
+                    (Some(w), Some(b)) => {
+                        tensor_tensor(&t, &t, w.chunk(p, c0, cols), BinOp::Multiply);
+                        tensor_tensor(yt.cols(c0, cols), &t, b.chunk(p, c0, cols), BinOp::Add);
+                    }
+                    (Some(w), None) => {
+                        tensor_tensor(yt.cols(c0, cols), &t, w.chunk(p, c0, cols), BinOp::Multiply);
+                    }
+                    (None, Some(b)) => {
+                        tensor_tensor(yt.cols(c0, cols), &t, b.chunk(p, c0, cols), BinOp::Add);
+                    }
+                    (None, None) => {}
                 }
-                (Some(w), None) => {
-                    tensor_tensor(xt.cols(c0, cols), &t, w.chunk(p, c0, cols), BinOp::Multiply);
-                }
-                (None, Some(b)) => {
-                    tensor_tensor(xt.cols(c0, cols), &t, b.chunk(p, c0, cols), BinOp::Add);
-                }
-                (None, None) => {}
             }
+            dma_copy(ov.clone().rows(row0.clone(), p), &yt);
+            let mean = sbuf([p, 1], DType::F32);
+            tensor_scalar(&mean, neg_mean, BinOp::Multiply, -1.0);
+            dma_copy(mv.clone().rows(row0.clone(), p), &mean);
+            dma_copy(rv.clone().rows(row0, p), rstd);
         }
-        dma_copy(ov.clone().rows(rows.start.clone(), p), &xt);
-        let mean = sbuf([p, 1], DType::F32);
-        tensor_scalar(&mean, &neg_mean, BinOp::Multiply, -1.0);
-        dma_copy(mv.clone().rows(rows.start.clone(), p), &mean);
-        dma_copy(rv.clone().rows(rows.start, p), &rstd);
     });
     (out, mean_out, rstd_out)
 }

@@ -89,22 +89,27 @@ pub fn add_rmsnorm(
     let rv = rstd_out.reshape(&[n, 1]);
     let w = broadcast_weight(weight, n, d);
     let chunks = column_chunks(d);
+    // `y` gets its own tile when it fits next to `h` (bf16 rows, most f32 ones), so normalising
+    // does not wait for `h`'s store to finish reading the tile.
+    let own_y =
+        (3 * d * dt.size_bytes() + (CHUNK + 8) * 4) <= current_target().sbuf_bytes_per_partition();
     for_each_tile(n, PMAX, |rows| {
         let ht = sbuf([rows.size, d], dt);
         dma_copy(&ht, xv.clone().rows(rows.start.clone(), rows.size));
-        let rt = sbuf([rows.size, CHUNK.min(d)], dt);
         for &(c0, cols) in &chunks {
-            dma_copy(rt.cols(0, cols), chunk_of(&resv, &rows, c0, cols));
-            tensor_tensor(
-                ht.cols(c0, cols),
-                ht.cols(c0, cols),
-                rt.cols(0, cols),
-                BinOp::Add,
-            );
+            // A residual tile per chunk: the second load need not wait for the first add.
+            let rt = sbuf([rows.size, cols], dt);
+            dma_copy(&rt, chunk_of(&resv, &rows, c0, cols));
+            tensor_tensor(ht.cols(c0, cols), ht.cols(c0, cols), &rt, BinOp::Add);
         }
         dma_copy(hv.clone().rows(rows.start.clone(), rows.size), &ht);
-        let rstd = normalize_in_place(&ht, &w, eps);
-        dma_copy(yv.clone().rows(rows.start.clone(), rows.size), &ht);
+        let yt = if own_y {
+            sbuf([rows.size, d], dt)
+        } else {
+            ht.clone()
+        };
+        let rstd = normalize_into(&yt, &ht, &w, eps);
+        dma_copy(yv.clone().rows(rows.start.clone(), rows.size), &yt);
         dma_copy(rv.clone().rows(rows.start, rows.size), &rstd);
     });
     (h_out, y_out, rstd_out)
@@ -116,14 +121,19 @@ pub fn add_rmsnorm(
 /// `sum(x²)` runs on the scalar engine, one 2048-column chunk at a time, so the fp32 scratch
 /// stays one chunk wide.
 fn normalize_in_place(xt: &Tile, w: &Tile, eps: f32) -> Tile {
+    normalize_into(xt, xt, w, eps)
+}
+
+/// RMSNorm of the row tile `xt` into `dst` (`xt` itself, or a tile of its shape and dtype);
+/// returns `rstd`, as [`normalize_in_place`].
+fn normalize_into(dst: &Tile, xt: &Tile, w: &Tile, eps: f32) -> Tile {
     let [rows, d] = xt.shape();
-    let chunks = column_chunks(d);
     let (rstd, scratch) = reciprocal_rms(xt, None, eps);
-    for &(c0, cols) in &chunks {
+    for (c0, cols) in column_chunks(d) {
         let t = scratch.cols(0, cols);
         tensor_scalar(&t, xt.cols(c0, cols), BinOp::Multiply, &rstd);
         tensor_tensor(
-            xt.cols(c0, cols),
+            dst.cols(c0, cols),
             &t,
             w.rows(rows).cols(c0, cols),
             BinOp::Multiply,
