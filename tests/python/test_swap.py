@@ -84,16 +84,24 @@ def test_swap_verifies_every_instance_and_keeps_the_logits(ids: torch.Tensor, dt
     assert all("forward" not in m.__dict__ for m in model.modules())
 
 
-def test_a_training_step_has_the_original_gradients(ids: torch.Tensor) -> None:
-    original, model = tiny_llama(), tiny_llama()
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_a_training_step_has_the_original_gradients(ids: torch.Tensor, dtype: torch.dtype) -> None:
+    original, model = tiny_llama().to(dtype), tiny_llama().to(dtype)
     torch_nki.swap(model, torch_nki.profile(model, ids, steps=1))
     for m in (original, model):
         m.train()
         m(ids, labels=ids).loss.backward()
     grads = dict(original.named_parameters())
     for name, p in model.named_parameters():
-        assert p.grad is not None, name
-        torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-3, atol=1e-5, msg=name)
+        want = grads[name].grad
+        assert p.grad is not None and want is not None, name
+        if dtype == torch.float32:
+            torch.testing.assert_close(p.grad, want, rtol=1e-3, atol=1e-5, msg=name)
+        else:
+            # bf16 rounds each kernel's output where eager rounds each ATen op's: compare each
+            # gradient norm-wise, relative to its largest element.
+            error = (p.grad.float() - want.float()).abs().max()
+            assert error <= 3e-2 * want.float().abs().max(), f"{name}: max abs error {error}"
 
 
 def test_swaps_are_per_instance_idempotent_and_survive_copies(ids: torch.Tensor) -> None:
