@@ -12,7 +12,8 @@ Dynamo captures (torch-level calls with fake example values on every node) and r
   fp32 casts transformers inserts) → ``neuron.rmsnorm``;
 * the rotary pattern ``t * cos + cat((-t[..., h:], t[..., :h]), -1) * sin`` of a query and a key
   sharing ``cos``/``sin`` → one ``neuron.rope``;
-* ``scaled_dot_product_attention`` without a mask or dropout → ``neuron.flash_attention``.
+* ``scaled_dot_product_attention`` without dropout, unmasked or with a mask that depends on no
+  graph input and evaluates to exactly the causal mask → ``neuron.flash_attention``.
 
 A pattern is rewritten only when the replacement's contract accepts the example shapes and
 dtypes (checked by calling the op on meta tensors) and the replaced intermediate values have no
@@ -229,6 +230,63 @@ def _rewrite_rotary(gm: fx.GraphModule, log: list[Rewrite]) -> None:
             log.append(Rewrite("rotary", k_nodes[0].name, True))
 
 
+def _constant(gm: fx.GraphModule, node: fx.Node) -> Any:
+    """The value of ``node`` when it depends on no graph input (a mask built from ``arange``),
+    computed now; ``None`` otherwise."""
+    order: list[fx.Node] = []
+    seen: set[fx.Node] = set()
+
+    def visit(n: fx.Node) -> bool:
+        if n in seen:
+            return True
+        seen.add(n)
+        if n.op in ("placeholder", "call_module", "output"):
+            return False
+        if not all(visit(i) for i in n.all_input_nodes):
+            return False
+        order.append(n)
+        return True
+
+    if not visit(node):
+        return None
+    env: dict[fx.Node, Any] = {}
+    try:
+        for n in order:
+            args = fx.node.map_arg(n.args, env.__getitem__)
+            kwargs = fx.node.map_arg(n.kwargs, env.__getitem__)
+            if n.op == "call_function":
+                env[n] = n.target(*args, **kwargs)  # type: ignore[operator]
+            elif n.op == "call_method":
+                env[n] = getattr(args[0], str(n.target))(*args[1:], **kwargs)
+            else:  # get_attr
+                value: Any = gm
+                for part in str(n.target).split("."):
+                    value = getattr(value, part)
+                env[n] = value
+    except Exception:
+        return None
+    return env[node]
+
+
+def _is_static_causal_mask(gm: fx.GraphModule, mask: Any) -> bool:
+    """Whether ``mask`` is computed from constants only and is exactly the top-left causal mask
+    (``True``/``0`` on and below the diagonal, ``False``/``-inf`` above), for every batch entry
+    and head."""
+    if not isinstance(mask, fx.Node):
+        return False
+    with torch.no_grad():
+        value = _constant(gm, mask)
+    if not isinstance(value, torch.Tensor) or value.dim() < 2:
+        return False
+    s, sk = value.shape[-2:]
+    causal = torch.ones(s, sk, dtype=torch.bool).tril()
+    if value.dtype == torch.bool:
+        return bool((value == causal).all())
+    allowed = value == 0
+    blocked = torch.isneginf(value) | (value <= torch.finfo(value.dtype).min / 2)
+    return bool((allowed == causal).all() and (blocked == ~causal).all())
+
+
 def rewrite(gm: fx.GraphModule) -> list[Rewrite]:
     """Rewrites ``gm`` in place (see the module doc); returns the decisions."""
     log: list[Rewrite] = []
@@ -285,10 +343,20 @@ def rewrite(gm: fx.GraphModule) -> list[Rewrite]:
                 attempt("softmax", node, neuron.softmax.default, (x,))
         elif node.target is F.scaled_dot_product_attention:
             q, k, v = node.args[:3]
-            kw = node.kwargs
-            if kw.get("attn_mask") is not None or kw.get("dropout_p", 0.0) != 0.0 or len(node.args) > 3:
-                log.append(Rewrite("sdpa", node.name, False, "an attention mask or dropout"))
+            kw = dict(node.kwargs)
+            if kw.get("dropout_p", 0.0) != 0.0 or len(node.args) > 3:
+                log.append(Rewrite("sdpa", node.name, False, "dropout or positional options"))
                 continue
+            mask = kw.get("attn_mask")
+            if mask is not None:
+                if kw.get("is_causal", False) or not _is_static_causal_mask(gm, mask):
+                    log.append(
+                        Rewrite(
+                            "sdpa", node.name, False, "an attention mask that is not a static causal mask"
+                        )
+                    )
+                    continue
+                kw["is_causal"] = True
             qv, kv = _value(q), _value(k)
             if isinstance(qv, torch.Tensor) and isinstance(kv, torch.Tensor):
                 if qv.shape[1] != kv.shape[1] and not kw.get("enable_gqa", False):
