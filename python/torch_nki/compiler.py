@@ -4,8 +4,8 @@ wherever their contracts accept the shapes, then compile the graph with Inductor
 The backend is registered through the ``torch_dynamo_backends`` entry point. It works on the graph
 Dynamo captures (torch-level calls with fake example values on every node) and rewrites:
 
-* ``F.linear(x, w, b)`` → ``neuron.linear``; ``torch.matmul`` / ``torch.mm`` / ``@`` with a 2-D
-  right operand → ``neuron.matmul``;
+* ``F.linear(x, w, b)`` and ``torch.addmm(b, x, w)`` (1-D bias) → ``neuron.linear``;
+  ``torch.matmul`` / ``torch.mm`` / ``@`` with a 2-D right operand → ``neuron.matmul``;
 * ``silu(a) * b`` → ``neuron.silu_mul``;
 * ``softmax`` over the last dim → ``neuron.softmax``;
 * RMSNorm's decomposition ``w * (h * rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))`` (with the
@@ -307,6 +307,15 @@ def rewrite(gm: fx.GraphModule) -> list[Rewrite]:
             x, w, *rest = node.args
             bias = rest[0] if rest else node.kwargs.get("bias")
             attempt("linear", node, neuron.linear.default, (x, w, bias))
+        elif node.target is torch.addmm and not node.kwargs and len(node.args) == 3:
+            bias, x, w = node.args
+            if isinstance(_value(bias), torch.Tensor) and _value(bias).dim() == 1:
+                with gm.graph.inserting_before(node):
+                    weight = gm.graph.call_method("t", (w,))
+                value = _value(w)
+                weight.meta = {"example_value": value.t()} if isinstance(value, torch.Tensor) else {}
+                if not attempt("addmm", node, neuron.linear.default, (x, weight, bias)):
+                    gm.graph.erase_node(weight)
         elif node.target in (torch.matmul, torch.mm, operator.matmul):
             x, w = node.args
             value = _value(w)

@@ -59,6 +59,17 @@ def test_patterns_are_rewritten_and_results_match_eager() -> None:
 
 
 @pytest.mark.usefixtures("dynamo")
+def test_addmm_with_a_bias_vector_becomes_linear() -> None:
+    def affine(b: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.addmm(b, x, w)
+
+    args = (torch.randn(24), torch.randn(10, 40), torch.randn(40, 24))
+    got = torch.compile(affine, backend="nki", fullgraph=True)(*args)
+    torch.testing.assert_close(got, affine(*args), rtol=1e-4, atol=1e-4)
+    assert decisions() == Counter({("addmm", True): 1})
+
+
+@pytest.mark.usefixtures("dynamo")
 def test_a_shape_the_contract_rejects_is_kept_with_its_reason() -> None:
     def norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
