@@ -20,20 +20,16 @@ from typing import Any
 
 import torch
 
+from torch_nki import testing
+from torch_nki._kernels import Binder
 from torch_nki.adapters import Adapter, adapter_for, qualified_name
 from torch_nki.errors import NkiError
-from torch_nki.hotspots import Captured, HotspotReport
+from torch_nki.hotspots import Captured, HotspotReport, record_neuron_calls
 
 __all__ = ["SwapReport", "Swapped", "swap", "swapped", "unswap"]
 
 _STATE = "_torch_nki_swap"
 
-#: Verification tolerances by dtype: matmul-class (the loosest class of the adapters' kernels).
-_TOLERANCE: dict[torch.dtype, tuple[float, float]] = {
-    torch.float32: (1e-4, 1e-4),
-    torch.bfloat16: (1.6e-2, 1e-2),
-    torch.float16: (1e-3, 1e-3),
-}
 
 #: Adapters that call other (possibly swapped) modules are swapped after their children.
 _ORDER = {"Linear": 0, "RMSNorm": 0, "MLP": 1, "Attention": 1}
@@ -139,11 +135,27 @@ def _first_tensor(out: Any) -> torch.Tensor | None:
     return None
 
 
+def _tolerance(calls: list[tuple[str, tuple[Any, ...]]]) -> tuple[float, float]:
+    """The loosest ``(rtol, atol)`` of the tolerance classes of the neuron calls an adapter made,
+    each evaluated on the call's own shapes and dtypes (a composite forward is held to its
+    loosest kernel)."""
+    rtol = atol = 0.0
+    for op, args in calls:
+        dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+        if dtype is None:
+            continue
+        bound = Binder(testing.op_spec(op))(args, {})  # the dispatcher drops trailing defaults
+        for r, a in testing.tolerances(testing.SampleInput(op, dtype, bound, -1)):
+            rtol, atol = max(rtol, r), max(atol, a)
+    return rtol, atol
+
+
 def _verify(module: torch.nn.Module, adapter: Adapter, captured: Captured) -> tuple[bool, str, float | None]:
     """Runs the adapter and the original forward on the captured inputs; (ok, reason, error)."""
     with torch.no_grad():
         try:
-            got = adapter.forward(module, *captured.args, **captured.kwargs)
+            with record_neuron_calls() as calls:
+                got = adapter.forward(module, *captured.args, **captured.kwargs)
         except NkiError as err:
             return False, f"the kernel rejected the captured call: {err}", None
         if got is NotImplemented:
@@ -152,7 +164,7 @@ def _verify(module: torch.nn.Module, adapter: Adapter, captured: Captured) -> tu
     g, w = _first_tensor(got), _first_tensor(want)
     if g is None or w is None or g.shape != w.shape or g.dtype != w.dtype:
         return False, "the output's structure, shape or dtype differs from the original's", None
-    rtol, atol = _TOLERANCE.get(w.dtype, (1e-2, 1e-2))
+    rtol, atol = _tolerance(calls)
     error = float((g.float() - w.float()).abs().max()) if g.numel() else 0.0
     if not torch.allclose(g.float(), w.float(), rtol=rtol, atol=atol, equal_nan=True):
         return False, f"outputs differ beyond rtol={rtol}, atol={atol} (max abs error {error:.3g})", error
