@@ -181,10 +181,21 @@ def _match_module(module: torch.nn.Module, captured: Captured | None) -> tuple[s
     return label, pattern, _estimate(calls)
 
 
-def _match_op(op: str, shapes: list[list[int]]) -> tuple[str | None, str, float | None]:
+def _replacing() -> dict[str, list[str]]:
+    """ATen op name → the kernels whose ``replaces`` names it."""
+    out: dict[str, list[str]] = {}
+    for kernel in testing.ops_with_reference():
+        for pattern in testing.op_spec(kernel).replaces:
+            out.setdefault(pattern, []).append(kernel)
+    return out
+
+
+def _match_op(
+    op: str, shapes: list[list[int]], replacing: dict[str, list[str]]
+) -> tuple[str | None, str, float | None]:
     import torch_nki
 
-    kernels = [k for k in testing.ops_with_reference() if op in testing.op_spec(k).replaces]
+    kernels = replacing.get(op, [])
     if not kernels:
         return None, "no kernel replaces this op", None
     reasons = []
@@ -303,12 +314,13 @@ def _module_rows(
 
 
 def _op_rows(prof: Any) -> list[Hotspot]:
+    replacing = _replacing()
     rows = []
     averages = [e for e in prof.key_averages(group_by_input_shape=True) if e.key.startswith("aten::")]
     whole = sum(e.self_cpu_time_total for e in averages) or 1.0
     for e in averages:
         shapes = [list(s) for s in e.input_shapes if isinstance(s, list | tuple)]
-        kernel, reason, device = _match_op(e.key, shapes)
+        kernel, reason, device = _match_op(e.key, shapes, replacing)
         rows.append(
             Hotspot(
                 "aten",

@@ -195,13 +195,13 @@ unsafe extern "C" fn plan(
                 }))
             })
             .collect::<Option<Vec<_>>>()?;
-        let params: Vec<_> = def.scalar_params().collect();
-        if params.len() != scalars.len() {
+        // Counted, not collected: this runs on every fast call.
+        if def.scalar_params().count() != scalars.len() {
             return None;
         }
         let scalars = scalars
             .iter()
-            .zip(&params)
+            .zip(def.scalar_params())
             .map(|(s, p)| match (s.kind, p.kind) {
                 (0, _) => Some(ScalarValue::Float(s.f)),
                 (1, _) => Some(ScalarValue::Int(s.i)),
