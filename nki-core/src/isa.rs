@@ -455,6 +455,122 @@ pub fn memset(dst: impl Into<TileRegion>, value: f32) {
     with_builder(|b| b.push_op(Op::Memset { dst, value }, loc));
 }
 
+/// `nisa.iota(dst, pattern=[[step, nf]], offset, channel_multiplier)` on the GpSimd engine:
+/// fills `dst` with `offset + channel_multiplier·p + step·f`, where `p` and `f` are the
+/// partition and free index within `dst` (so `dst[0, 0] = offset`). The values are computed in
+/// int32 and written in `dst`'s dtype (i32, or a float type: rounded like every write). NKI's
+/// `pattern` is the one-dimensional `[[step, nf]]` over `dst`'s free size, so only its `step`
+/// is a parameter here (last, after `offset` and `channel_multiplier`). `dst` must be in SBUF
+/// (GpSimd cannot reach PSUM; checked by [`crate::validate`]).
+#[track_caller]
+pub fn iota(dst: impl Into<TileRegion>, offset: i32, channel_multiplier: i32, step: i32) {
+    let loc = SourceLoc::caller();
+    let dst = dst.into();
+    with_builder(|b| {
+        b.push_op(
+            Op::Iota {
+                dst,
+                offset,
+                channel_multiplier,
+                step,
+            },
+            loc,
+        )
+    });
+}
+
+/// The comparisons `range_select` takes for `comp_op0` / `comp_op1` (`nki.isa.range_select`:
+/// equal, less, less_equal, greater, greater_equal; not `not_equal`).
+pub const RANGE_SELECT_COMPARISONS: [BinOp; 5] = [
+    BinOp::Equal,
+    BinOp::Less,
+    BinOp::LessEqual,
+    BinOp::Greater,
+    BinOp::GreaterEqual,
+];
+
+/// `nisa.range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1,
+/// reduce_cmd=reset_reduce, reduce_res=None, reduce_op=nl.maximum, range_start=0.0,
+/// on_false_value=...)` on the vector engine (NeuronCore-v3 and newer: Trn2, Trn3). For the free
+/// index `f` of row `p` and `i = f + range_start` (in fp32), writes `on_true_tile[p, f]` where
+/// `i comp_op0 bound0[p]` and `i comp_op1 bound1[p]` both hold, and `on_false_value` elsewhere.
+/// `bound0` and `bound1` are fp32 `(P, 1)` columns; `comp_op0`/`comp_op1` are among
+/// [`RANGE_SELECT_COMPARISONS`]. With `reduce_res` (a `(P, 1)` column), each row of the result
+/// is also reduced with `reduce_op` (a reduction operator) into it, starting afresh
+/// (`reduce_cmd=reset_reduce`); `reduce_op` is ignored without `reduce_res`.
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn range_select(
+    dst: impl Into<TileRegion>,
+    on_true_tile: impl Into<TileRegion>,
+    comp_op0: BinOp,
+    comp_op1: BinOp,
+    bound0: impl Into<TileRegion>,
+    bound1: impl Into<TileRegion>,
+    reduce_res: Option<TileRegion>,
+    reduce_op: BinOp,
+    range_start: f32,
+    on_false_value: f32,
+) {
+    let loc = SourceLoc::caller();
+    let (dst, on_true, bound0, bound1) = (
+        dst.into(),
+        on_true_tile.into(),
+        bound0.into(),
+        bound1.into(),
+    );
+    let inst = "range_select";
+    with_builder(|b| {
+        let np = on_true.np;
+        let mut ok = same_shape(b, loc, inst, &[("on_true_tile", &on_true), ("dst", &dst)])
+            && column_ok(b, loc, inst, "bound0", &bound0, np)
+            && column_ok(b, loc, inst, "bound1", &bound1, np);
+        for (name, op) in [("comp_op0", comp_op0), ("comp_op1", comp_op1)] {
+            if ok && !RANGE_SELECT_COMPARISONS.contains(&op) {
+                let allowed: Vec<&str> = RANGE_SELECT_COMPARISONS
+                    .iter()
+                    .map(|c| c.nki_name())
+                    .collect();
+                b.fail(
+                    loc,
+                    format!(
+                        "{inst}: {name} is {}, but it must be one of {}",
+                        op.nki_name(),
+                        allowed.join(", ")
+                    ),
+                );
+                ok = false;
+            }
+        }
+        if let Some(res) = &reduce_res {
+            ok = ok && column_ok(b, loc, inst, "reduce_res", res, np);
+            if ok && reduce_op.reduce_identity().is_none() {
+                b.fail(
+                    loc,
+                    format!("{inst}: {reduce_op:?} is not a reduction operator"),
+                );
+                ok = false;
+            }
+        }
+        if ok {
+            b.push_op(
+                Op::RangeSelect {
+                    dst,
+                    on_true,
+                    comp0: comp_op0,
+                    bound0,
+                    comp1: comp_op1,
+                    bound1,
+                    range_start,
+                    on_false: on_false_value,
+                    reduce: reduce_res.map(|r| (reduce_op, r)),
+                },
+                loc,
+            );
+        }
+    });
+}
+
 /// `nisa.nc_matmul(dst, stationary, moving, accumulate=...)`: `dst (+)= stationaryᵀ · moving`
 /// on the tensor engine, contracting over the partition dim: stationary `[K, M]`, moving
 /// `[K, N]`, dst `[M, N]` in PSUM.

@@ -9,7 +9,9 @@ use crate::ir::{
     Buffer, DmaOperand, HbmAccess, Instruction, Op, Program, Stmt, TileDecl, TileId, TileRegion,
 };
 use crate::loc::SourceLoc;
-use crate::target::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_BYTES, PSUM_BANKS};
+use crate::target::{
+    GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_BYTES, PSUM_BANKS, Target,
+};
 
 /// The names of every rule, for documentation and tests.
 pub const RULES: &[&str] = &[
@@ -24,6 +26,9 @@ pub const RULES: &[&str] = &[
     "psum-banks-live",
     "sbuf-capacity",
     "dma-psum",
+    "gpsimd-psum",
+    "range-select-target",
+    "range-select-dtype",
     "hbm-bounds",
     "tile-scope",
 ];
@@ -119,6 +124,30 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     {
         check_matmul(program, inst, dst, stationary, moving)?;
     }
+    if let Op::Iota { dst, .. } = &inst.op
+        && tile(dst).buffer == Buffer::Psum
+    {
+        return Err(violation(
+            "gpsimd-psum",
+            "sbuf",
+            "psum",
+            name.into(),
+            format!(
+                "iota runs on GpSimd, which cannot access PSUM (dst {}); write to an SBUF tile",
+                tile(dst).name
+            ),
+            inst.loc,
+        ));
+    }
+    if let Op::RangeSelect {
+        on_true,
+        bound0,
+        bound1,
+        ..
+    } = &inst.op
+    {
+        check_range_select(program, inst, on_true, bound0, bound1)?;
+    }
     if let Op::DmaCopy { dst, src } = &inst.op {
         for (role, side) in [("dst", dst), ("src", src)] {
             match side {
@@ -139,6 +168,62 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
                 DmaOperand::Tile { .. } => {}
             }
         }
+    }
+    Ok(())
+}
+
+/// `range_select` exists from NeuronCore-v3 (Trn2) on, compares against fp32 bounds and
+/// selects from a floating-point tile.
+fn check_range_select(
+    program: &Program,
+    inst: &Instruction,
+    on_true: &TileRegion,
+    bound0: &TileRegion,
+    bound1: &TileRegion,
+) -> Result<(), NkiError> {
+    let tile = |r: &TileRegion| &program.tiles[r.tile.0 as usize];
+    let name = inst.op.name();
+    if program.target == Target::Trn1 {
+        return Err(violation(
+            "range-select-target",
+            "NeuronCore-v3 (trn2) or newer",
+            "trn1 (NeuronCore-v2)",
+            name.into(),
+            "range_select needs NeuronCore-v3 (Trn2) or newer; trn1 is NeuronCore-v2 \
+             (compare an iota of the indices with tensor_scalar and select arithmetically instead)"
+                .into(),
+            inst.loc,
+        ));
+    }
+    for (role, r) in [("bound0", bound0), ("bound1", bound1)] {
+        let t = tile(r);
+        if t.dtype != DType::F32 {
+            return Err(violation(
+                "range-select-dtype",
+                "f32",
+                t.dtype,
+                name.into(),
+                format!(
+                    "range_select compares against fp32 bounds; {role} {} is {}",
+                    t.name, t.dtype
+                ),
+                inst.loc,
+            ));
+        }
+    }
+    let t = tile(on_true);
+    if !t.dtype.is_float() {
+        return Err(violation(
+            "range-select-dtype",
+            "a float dtype",
+            t.dtype,
+            name.into(),
+            format!(
+                "range_select selects from a floating-point on_true_tile; {} is {}",
+                t.name, t.dtype
+            ),
+            inst.loc,
+        ));
     }
     Ok(())
 }

@@ -215,6 +215,48 @@ impl Emitter<'_> {
             }
             Op::TensorCopy { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
             Op::Memset { dst, value } => vec![("dst", r(dst)), ("value", float(*value))],
+            Op::Iota {
+                dst,
+                offset,
+                channel_multiplier,
+                step,
+            } => vec![
+                ("dst", r(dst)),
+                ("pattern", format!("[[{step}, {}]]", dst.nf)),
+                ("offset", offset.to_string()),
+                ("channel_multiplier", channel_multiplier.to_string()),
+            ],
+            Op::RangeSelect {
+                dst,
+                on_true,
+                comp0,
+                bound0,
+                comp1,
+                bound1,
+                range_start,
+                on_false,
+                reduce,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("on_true_tile", r(on_true)),
+                    ("comp_op0", comp0.nki_name().into()),
+                    ("comp_op1", comp1.nki_name().into()),
+                    ("bound0", r(bound0)),
+                    ("bound1", r(bound1)),
+                ];
+                if let Some((op, res)) = reduce {
+                    // Explicit: the default differs between NKI releases (idle in some, which
+                    // would fold this row into whatever the accumulator held).
+                    v.push(("reduce_cmd", "nisa.reduce_cmd.reset_reduce".into()));
+                    v.push(("reduce_res", r(res)));
+                    v.push(("reduce_op", op.nki_name().into()));
+                }
+                // Both explicit too: `on_false_value`'s default differs between releases.
+                v.push(("range_start", float(*range_start)));
+                v.push(("on_false_value", float(*on_false)));
+                v
+            }
             Op::NcTranspose { dst, data } => vec![("dst", r(dst)), ("data", r(data))],
             Op::NcMatmul {
                 dst,

@@ -27,11 +27,12 @@ use std::fmt;
 pub enum Engine {
     /// The tensor engine (`nc_matmul`).
     Tensor,
-    /// The vector engine (`tensor_tensor`, `tensor_scalar`, `tensor_reduce`, `tensor_copy`).
+    /// The vector engine (`tensor_tensor`, `tensor_scalar`, `tensor_reduce`, `tensor_copy`,
+    /// `range_select`).
     Vector,
     /// The scalar engine (`activation`).
     Scalar,
-    /// GpSimd (`memset` on SBUF).
+    /// GpSimd (`memset` on SBUF, `iota`).
     GpSimd,
     /// DMA queue `n`.
     Dma(u8),

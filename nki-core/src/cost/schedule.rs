@@ -198,7 +198,9 @@ impl<'p> Scheduler<'p> {
                 let dt = self.dtype(a);
                 (Engine::Vector, vector(2.0, a, dt, &mut self.work))
             }
-            Op::TensorScalar { data, .. } | Op::TensorReduce { data, .. } => {
+            Op::TensorScalar { data, .. }
+            | Op::TensorReduce { data, .. }
+            | Op::RangeSelect { on_true: data, .. } => {
                 let dt = self.dtype(data);
                 (Engine::Vector, vector(1.0, data, dt, &mut self.work))
             }
@@ -215,6 +217,11 @@ impl<'p> Scheduler<'p> {
                     let cycles = t.engine_fixed_cycles + dst.nf as f64;
                     (Engine::GpSimd, cycles / t.gpsimd_ghz)
                 }
+            }
+            Op::Iota { dst, .. } => {
+                // As memset into SBUF (validation keeps iota out of PSUM).
+                let cycles = t.engine_fixed_cycles + dst.nf as f64;
+                (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::Activation { data, .. } => {
                 self.work.scalar_min_ns += data.nf as f64 * (data.np as f64 / 128.0) / t.scalar_ghz;

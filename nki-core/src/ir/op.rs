@@ -4,7 +4,11 @@
 use super::{DmaOperand, HbmAccess, TileRegion};
 use serde::Serialize;
 
-/// Binary arithmetic of the vector engine (`nl.add`, ...).
+/// Binary arithmetic and comparisons of the vector engine (`nl.add`, `nl.greater`, ...).
+///
+/// Comparisons compute in fp32 and produce `1.0` when true and `0.0` when false, with IEEE
+/// semantics for NaN: every comparison with a NaN is false except [`BinOp::NotEqual`], which is
+/// true.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BinOp {
@@ -20,17 +24,35 @@ pub enum BinOp {
     Minimum,
     /// `a / b` (exact division; NKI kernels usually multiply by a reciprocal instead)
     Divide,
+    /// `a == b` (1.0 or 0.0)
+    Equal,
+    /// `a != b` (1.0 or 0.0; true when either side is NaN)
+    NotEqual,
+    /// `a > b` (1.0 or 0.0)
+    Greater,
+    /// `a >= b` (1.0 or 0.0)
+    GreaterEqual,
+    /// `a < b` (1.0 or 0.0)
+    Less,
+    /// `a <= b` (1.0 or 0.0)
+    LessEqual,
 }
 
 impl BinOp {
     /// Every operator.
-    pub const ALL: [BinOp; 6] = [
+    pub const ALL: [BinOp; 12] = [
         BinOp::Add,
         BinOp::Subtract,
         BinOp::Multiply,
         BinOp::Maximum,
         BinOp::Minimum,
         BinOp::Divide,
+        BinOp::Equal,
+        BinOp::NotEqual,
+        BinOp::Greater,
+        BinOp::GreaterEqual,
+        BinOp::Less,
+        BinOp::LessEqual,
     ];
 
     /// The operator spelled `nl.<name>` (`"add"` → `Add`).
@@ -50,7 +72,26 @@ impl BinOp {
             BinOp::Maximum => a.max(b),
             BinOp::Minimum => a.min(b),
             BinOp::Divide => a / b,
+            BinOp::Equal => f32::from(u8::from(a == b)),
+            BinOp::NotEqual => f32::from(u8::from(a != b)),
+            BinOp::Greater => f32::from(u8::from(a > b)),
+            BinOp::GreaterEqual => f32::from(u8::from(a >= b)),
+            BinOp::Less => f32::from(u8::from(a < b)),
+            BinOp::LessEqual => f32::from(u8::from(a <= b)),
         }
+    }
+
+    /// Whether the operator is a comparison (`Equal` ... `LessEqual`), producing 1.0 or 0.0.
+    pub const fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinOp::Equal
+                | BinOp::NotEqual
+                | BinOp::Greater
+                | BinOp::GreaterEqual
+                | BinOp::Less
+                | BinOp::LessEqual
+        )
     }
 
     /// The identity element when used as a reduction (`Add` → 0, `Maximum` → -inf, ...).
@@ -60,7 +101,14 @@ impl BinOp {
             BinOp::Multiply => Some(1.0),
             BinOp::Maximum => Some(f32::NEG_INFINITY),
             BinOp::Minimum => Some(f32::INFINITY),
-            BinOp::Subtract | BinOp::Divide => None,
+            BinOp::Subtract
+            | BinOp::Divide
+            | BinOp::Equal
+            | BinOp::NotEqual
+            | BinOp::Greater
+            | BinOp::GreaterEqual
+            | BinOp::Less
+            | BinOp::LessEqual => None,
         }
     }
 
@@ -73,6 +121,12 @@ impl BinOp {
             BinOp::Maximum => "nl.maximum",
             BinOp::Minimum => "nl.minimum",
             BinOp::Divide => "nl.divide",
+            BinOp::Equal => "nl.equal",
+            BinOp::NotEqual => "nl.not_equal",
+            BinOp::Greater => "nl.greater",
+            BinOp::GreaterEqual => "nl.greater_equal",
+            BinOp::Less => "nl.less",
+            BinOp::LessEqual => "nl.less_equal",
         }
     }
 }
@@ -281,6 +335,42 @@ pub enum Op {
         /// The value.
         value: f32,
     },
+    /// GpSimd engine: `dst[p, f] = offset + channel_multiplier·p + step·f` for partition `p`
+    /// and free index `f` within the destination region, computed in int32 and written in
+    /// `dst`'s dtype (`nisa.iota` with a one-dimensional pattern `[[step, nf]]`).
+    Iota {
+        /// Destination, in SBUF.
+        dst: TileRegion,
+        /// The value at `[0, 0]`.
+        offset: i32,
+        /// Added per partition.
+        channel_multiplier: i32,
+        /// Added per free element.
+        step: i32,
+    },
+    /// Vector engine (NeuronCore-v3 and newer): `dst[p, f] = on_true[p, f]` where
+    /// `i comp0 bound0[p]` and `i comp1 bound1[p]` for `i = f + range_start` (in fp32), and
+    /// `on_false` elsewhere; optionally reducing each row of the result into `reduce_res`.
+    RangeSelect {
+        /// Destination, `on_true`'s shape.
+        dst: TileRegion,
+        /// The values selected where both comparisons hold.
+        on_true: TileRegion,
+        /// First comparison, of the index against `bound0`.
+        comp0: BinOp,
+        /// `(P, 1)` fp32 column.
+        bound0: TileRegion,
+        /// Second comparison, of the index against `bound1`.
+        comp1: BinOp,
+        /// `(P, 1)` fp32 column.
+        bound1: TileRegion,
+        /// Added to the free index before comparing.
+        range_start: f32,
+        /// The value written where either comparison fails.
+        on_false: f32,
+        /// Optional free-dim reduction of the result: operator and `(P, 1)` destination.
+        reduce: Option<(BinOp, TileRegion)>,
+    },
     /// Tensor engine: `dst = dataᵀ`, an SBUF `[P, F]` region into a PSUM `[F, P]` region.
     NcTranspose {
         /// PSUM destination `[F, P]`.
@@ -312,6 +402,8 @@ impl Op {
             Op::TensorReduce { .. } => "tensor_reduce",
             Op::TensorCopy { .. } => "tensor_copy",
             Op::Memset { .. } => "memset",
+            Op::Iota { .. } => "iota",
+            Op::RangeSelect { .. } => "range_select",
             Op::NcMatmul { .. } => "nc_matmul",
             Op::NcTranspose { .. } => "nc_transpose",
         }
@@ -330,9 +422,10 @@ impl Op {
             | Op::TensorReduce { dst, .. }
             | Op::TensorCopy { dst, .. }
             | Op::Memset { dst, .. }
+            | Op::Iota { dst, .. }
             | Op::NcMatmul { dst, .. }
             | Op::NcTranspose { dst, .. } => vec![dst],
-            Op::Activation { dst, reduce, .. } => {
+            Op::Activation { dst, reduce, .. } | Op::RangeSelect { dst, reduce, .. } => {
                 let mut v = vec![dst];
                 if let Some((_, r)) = reduce {
                     v.push(r);
@@ -355,7 +448,7 @@ impl Op {
                 src: DmaOperand::Tile { region },
                 ..
             } => vec![region],
-            Op::DmaCopy { .. } | Op::Memset { .. } => vec![],
+            Op::DmaCopy { .. } | Op::Memset { .. } | Op::Iota { .. } => vec![],
             Op::TensorTensor { a, b, .. } => vec![a, b],
             Op::TensorScalar {
                 data,
@@ -380,6 +473,12 @@ impl Op {
             }
             Op::TensorReduce { data, .. } | Op::NcTranspose { data, .. } => vec![data],
             Op::TensorCopy { src, .. } => vec![src],
+            Op::RangeSelect {
+                on_true,
+                bound0,
+                bound1,
+                ..
+            } => vec![on_true, bound0, bound1],
             Op::NcMatmul {
                 dst,
                 stationary,
@@ -497,6 +596,38 @@ impl Op {
             Op::Memset { dst, value } => Op::Memset {
                 dst: tile(dst),
                 value: *value,
+            },
+            Op::Iota {
+                dst,
+                offset,
+                channel_multiplier,
+                step,
+            } => Op::Iota {
+                dst: tile(dst),
+                offset: *offset,
+                channel_multiplier: *channel_multiplier,
+                step: *step,
+            },
+            Op::RangeSelect {
+                dst,
+                on_true,
+                comp0,
+                bound0,
+                comp1,
+                bound1,
+                range_start,
+                on_false,
+                reduce,
+            } => Op::RangeSelect {
+                dst: tile(dst),
+                on_true: tile(on_true),
+                comp0: *comp0,
+                bound0: tile(bound0),
+                comp1: *comp1,
+                bound1: tile(bound1),
+                range_start: *range_start,
+                on_false: *on_false,
+                reduce: reduce.as_ref().map(|(op, r)| (*op, tile(r))),
             },
             Op::NcTranspose { dst, data } => Op::NcTranspose {
                 dst: tile(dst),

@@ -282,6 +282,68 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 store.row_mut(dst, r)?.fill(v);
             }
         }
+        Op::Iota {
+            dst,
+            offset,
+            channel_multiplier,
+            step,
+        } => {
+            let dt = store.dtype(dst.tile);
+            for r in 0..dst.np {
+                // int32 arithmetic, wrapping as the engine's does, then the write's rounding.
+                let base = offset.wrapping_add(channel_multiplier.wrapping_mul(r as i32));
+                round_into(store.row_mut(dst, r)?, dt, |f| {
+                    base.wrapping_add(step.wrapping_mul(f as i32)) as f32
+                });
+            }
+        }
+        Op::RangeSelect {
+            dst,
+            on_true,
+            comp0,
+            bound0,
+            comp1,
+            bound1,
+            range_start,
+            on_false,
+            reduce,
+        } => {
+            let dt = store.dtype(dst.tile);
+            let b0 = column_values(
+                store,
+                &ScalarOperand::Column {
+                    region: bound0.clone(),
+                },
+                dst.np,
+            )?;
+            let b1 = column_values(
+                store,
+                &ScalarOperand::Column {
+                    region: bound1.clone(),
+                },
+                dst.np,
+            )?;
+            let mut reduced = Vec::with_capacity(if reduce.is_some() { dst.np } else { 0 });
+            rows1(store, dst, on_true, s, |r, out, x| {
+                for (f, (o, v)) in out.iter_mut().zip(x).enumerate() {
+                    let i = f as f32 + range_start;
+                    let selected = comp0.apply(i, b0[r]) != 0.0 && comp1.apply(i, b1[r]) != 0.0;
+                    *o = if selected { *v } else { *on_false };
+                }
+                if let Some((op, _)) = reduce {
+                    // As for activation: the engine reduces the fp32 results, before they are
+                    // rounded to dst (an fp32 reduce_res keeps an fp32 on_false_value exactly).
+                    reduced.push(reduce_row(*op, out));
+                }
+                round_into_in_place(out, dt);
+            })?;
+            if let Some((_, res)) = reduce {
+                let rdt = store.dtype(res.tile);
+                for (r, acc) in reduced.into_iter().enumerate() {
+                    store.row_mut(res, r)?[0] = rdt.round(acc);
+                }
+            }
+        }
         Op::NcMatmul {
             dst,
             stationary,
