@@ -30,12 +30,38 @@ pub enum NkiError {
         /// The kernel source line.
         loc: SourceLoc,
     },
+    /// An integer input holds a value outside the indices its kernel declared
+    /// ([`crate::lang::hbm::Hbm::require_indices`]).
+    #[error("{}: {param}{position} = {value} is out of range: {}", crate::contract::Qualified(.op), domain_text(*.lo, *.hi, *.except))]
+    IndexOutOfRange {
+        /// The kernel.
+        op: String,
+        /// The input.
+        param: String,
+        /// Where, as `[i, j]`.
+        position: String,
+        /// The value found.
+        value: i64,
+        /// Smallest valid index.
+        lo: i64,
+        /// One past the largest valid index.
+        hi: i64,
+        /// The other value accepted.
+        except: Option<i64>,
+    },
     /// Host buffers handed to the simulator do not match the program.
     #[error("{0}")]
     Buffers(String),
     /// A bug in torch-nki or in kernel code (a panic while tracing, an impossible state).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+fn domain_text(lo: i64, hi: i64, except: Option<i64>) -> String {
+    match except {
+        Some(e) => format!("the kernel takes indices in [{lo}, {hi}) or {e}"),
+        None => format!("the kernel takes indices in [{lo}, {hi})"),
+    }
 }
 
 /// A hardware-constraint violation found by [`crate::validate`].

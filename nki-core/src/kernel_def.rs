@@ -477,6 +477,18 @@ impl KernelDef {
     }
 
     /// Checks a signature against the contract and the parameter kinds: the checked signature
+    /// The string parameters among `scalars` (one value per scalar parameter, in order) as
+    /// `(name, value)`: what chooses the shape of a `match` output.
+    pub fn choices(&self, scalars: &[ScalarValue]) -> Vec<(&'static str, &'static str)> {
+        self.scalar_params()
+            .zip(scalars)
+            .filter_map(|(p, v)| match v {
+                ScalarValue::Str(s) => Some((p.name, *s)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// (with its outputs) that tracing takes. Scalars are canonicalised.
     pub fn check(&self, sig: &Signature) -> Result<CheckedSignature<'_>, NkiError> {
         let scalars: Vec<&ParamDef> = self.scalar_params().collect();
@@ -518,7 +530,9 @@ impl KernelDef {
                 }));
             }
         }
-        let outputs = self.contract.check_optional(self.name, &sig.metas())?;
+        let outputs =
+            self.contract
+                .check_call(self.name, &sig.metas(), &self.choices(&sig.scalars))?;
         let mut sig = sig.clone();
         sig.scalars = sig.scalars.iter().map(|s| s.canonical()).collect();
         Ok(CheckedSignature {

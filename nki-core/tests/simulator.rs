@@ -503,3 +503,36 @@ fn nc_transpose_is_exact_in_every_dtype() {
         }
     }
 }
+
+/// Gathers `x[idx[i]]`-style class indices: declares that `idx` holds indices in `[0, 10)` or
+/// `-100`, and copies it through.
+#[nki_core::kernel(shape(idx = [N]) -> [N], dtype(idx in {i32}) -> idx)]
+pub fn checked_index(idx: &Hbm) -> Hbm {
+    idx.require_indices(0..10, Some(-100));
+    let n = idx.dim(0);
+    let out = shared_hbm(&[n], idx.dtype());
+    let t = sbuf([1, n], idx.dtype());
+    dma_copy(&t, idx.reshape(&[1, n]));
+    dma_copy(out.reshape(&[1, n]), &t);
+    out
+}
+
+#[test]
+fn declared_index_domains_are_checked_on_the_data() {
+    use nki_core::testing::{HostArray, run_kernel};
+    let ok = HostArray::new(&[4], DType::I32, [0.0, 9.0, -100.0, 3.0]);
+    let out = run_kernel(&CHECKED_INDEX_KERNEL, &[ok], &[], Target::Trn2).unwrap();
+    assert_eq!(out[0].values, [0.0, 9.0, -100.0, 3.0]);
+    for (bad, at) in [(10.0, 1), (-1.0, 3)] {
+        let mut values = [0.0, 1.0, 2.0, 3.0];
+        values[at] = bad;
+        let idx = HostArray::new(&[4], DType::I32, values);
+        let err = run_kernel(&CHECKED_INDEX_KERNEL, &[idx], &[], Target::Trn2).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "neuron::checked_index: idx[{at}] = {bad} is out of range: the kernel takes indices in [0, 10) or -100"
+            )
+        );
+    }
+}

@@ -137,6 +137,7 @@ fn program(writes: &[Write], trips: [usize; 2], rows: i64, cols: i64) -> Program
             shape: vec![rows as usize, cols as usize],
             dtype: DType::F32,
             loc: Some(loc),
+            domain: None,
         }],
         outputs: vec![HbmId(0)],
         tiles,

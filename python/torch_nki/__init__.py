@@ -11,7 +11,8 @@ shapes) and autograd generated from the kernel's declared backward kernel::
 
 Contract violations raise :class:`ContractShapeError` (a ``ValueError``) or
 :class:`ContractDtypeError` (a ``TypeError``) naming the op, the argument and what the contract
-expected; every error is a :class:`NkiError` (see :mod:`torch_nki.errors`).
+expected, and an index input out of range raises :class:`ContractIndexError` (an ``IndexError``);
+every error is a :class:`NkiError` (see :mod:`torch_nki.errors`).
 """
 
 # First, before anything imports torch: torch's autoload may find this package half-imported and
@@ -28,6 +29,7 @@ from torch_nki._emit import emit
 from torch_nki.errors import (
     ContractDtypeError,
     ContractError,
+    ContractIndexError,
     ContractShapeError,
     NkiError,
     NoBackwardError,
@@ -40,6 +42,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ContractDtypeError",
     "ContractError",
+    "ContractIndexError",
     "ContractShapeError",
     "CostReport",
     "HotspotReport",

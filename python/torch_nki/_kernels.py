@@ -15,7 +15,14 @@ from typing import Any, Protocol
 
 import torch
 
-from torch_nki._dtypes import DOWNCAST, NKI_TO_TORCH, caller_name, warn_downcast
+from torch_nki._dtypes import (
+    DOWNCAST,
+    INDEX_DOWNCAST,
+    NKI_TO_TORCH,
+    caller_name,
+    narrow_indices,
+    warn_downcast,
+)
 from torch_nki._manifest import OpSpec, Scalar
 from torch_nki.errors import ContractShapeError
 
@@ -35,7 +42,9 @@ class Native(Protocol):
         self, name: str, shapes: Sequence[Sequence[int]], dtypes: Sequence[str], scalars: Sequence[Scalar]
     ) -> Metas: ...
 
-    def symbolic(self, name: str, shapes: Sequence[Sequence[Any]], dtypes: Sequence[str]) -> str: ...
+    def symbolic(
+        self, name: str, shapes: Sequence[Sequence[Any]], dtypes: Sequence[str], scalars: Sequence[Any]
+    ) -> str: ...
 
     def run(
         self,
@@ -121,6 +130,8 @@ def make_cpu_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
                 if narrow is not None:
                     warn_downcast(op, t.dtype)
                     tensors[i] = t.to(narrow)
+                elif t.dtype in INDEX_DOWNCAST:
+                    tensors[i] = narrow_indices(op, names_of[i], t)
         outs = [torch.empty(s, dtype=computed) for s, _, computed, _ in metas]
         if any(o.numel() for o in outs):
             # The native side reads device, contiguity, pointer, shape and dtype itself.
@@ -198,7 +209,7 @@ def make_fake_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
             out_shapes = [s for s, _ in metas]
             out_dtypes = [_RETURNED[d] for _, d in metas]
         else:
-            doc = json.loads(native.symbolic(op, shapes, dtypes))
+            doc = json.loads(native.symbolic(op, shapes, dtypes, scalars))
             for c in doc["checks"]:
                 torch._check_with(
                     ContractShapeError,

@@ -24,7 +24,12 @@ def tolerance(
     dtypes: Sequence[str | None],
     scalars: Sequence[Scalar],
 ) -> list[tuple[float, float] | None]: ...
-def symbolic(name: str, shapes: Sequence[Sequence[object] | None], dtypes: Sequence[str | None]) -> str: ...
+def symbolic(
+    name: str,
+    shapes: Sequence[Sequence[object] | None],
+    dtypes: Sequence[str | None],
+    scalars: Sequence[object],
+) -> str: ...
 def _error_example(kind: str) -> None: ...
 def cost(
     name: str,

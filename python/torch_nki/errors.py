@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "ContractDtypeError",
     "ContractError",
+    "ContractIndexError",
     "ContractShapeError",
     "NkiError",
     "NoBackwardError",
@@ -43,6 +44,11 @@ class ContractShapeError(ContractError, ValueError):
 
 class ContractDtypeError(ContractError, TypeError):
     """A dtype the contract does not allow."""
+
+
+class ContractIndexError(ContractError, IndexError):
+    """An integer input holds a value outside the indices the kernel takes (a class target
+    out of range), or one that does not fit the kernel's ``int32`` (an ``int64`` input)."""
 
 
 class TraceError(NkiError):

@@ -70,7 +70,8 @@ def _symbolic(op: str, shapes: Shapes) -> list[tuple[int, ...]] | str:
         return re.sub(r"\bs(\d+)\b", r"\1", message)
 
     try:
-        doc = json.loads(_native.symbolic(op, names, _dtypes(shapes)))
+        scalars = [p.default for p in SPECS[op].scalar_params]
+        doc = json.loads(_native.symbolic(op, names, _dtypes(shapes), scalars))
     except ValueError as err:
         return values(str(err))
     for c in doc["checks"]:
@@ -85,12 +86,12 @@ def test_symbolic_contract_agrees_with_the_concrete_check(op: str, shapes: Shape
 
 
 def test_output_dtypes_come_from_rust() -> None:
-    doc = json.loads(_native.symbolic("rmsnorm", [["s0", 8], [8]], ["bf16", "bf16"]))
+    doc = json.loads(_native.symbolic("rmsnorm", [["s0", 8], [8]], ["bf16", "bf16"], [1e-6]))
     assert doc["dtypes"] == ["bf16", "f32"]
-    doc = json.loads(_native.symbolic("rmsnorm", [["s0", 8], [8]], ["f64", "f64"]))
+    doc = json.loads(_native.symbolic("rmsnorm", [["s0", 8], [8]], ["f64", "f64"], [1e-6]))
     assert doc["dtypes"] == ["f64", "f64"]
     with pytest.raises(TypeError, match=r"^neuron::rmsnorm: x has dtype int8, but the contract allows x in"):
-        _native.symbolic("rmsnorm", [["s0", 8], [8]], ["int8", "int8"])
+        _native.symbolic("rmsnorm", [["s0", 8], [8]], ["int8", "int8"], [1e-6])
 
 
 @pytest.mark.usefixtures("dynamo")

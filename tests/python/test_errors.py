@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -277,6 +278,7 @@ def test_autocast_follows_the_declared_policy(op: str) -> None:
         ),
         ("trace", torch_nki.errors.TraceError, {"location": "kernels/src/example.rs:12", "op": "example"}),
         ("simulation", torch_nki.errors.SimulationError, {"location": "kernels/src/example.rs:12"}),
+        ("index", torch_nki.errors.ContractIndexError, {"op": "example", "param": "target"}),
         ("internal", torch_nki.NkiError, {"op": "example"}),
     ],
 )
@@ -286,4 +288,33 @@ def test_kernel_failures_are_typed_with_their_fields(kind: str, cls: type, attrs
     assert isinstance(err.value, torch_nki.NkiError) and isinstance(err.value, RuntimeError)
     for name, value in attrs.items():
         assert getattr(err.value, name) == value, name
-    assert "kernels/src/example.rs:12" in str(err.value) or kind == "internal"
+    assert "kernels/src/example.rs:12" in str(err.value) or kind in ("internal", "index")
+    if kind == "index":
+        assert isinstance(err.value, IndexError)
+        assert str(err.value) == (
+            "neuron::example: target[3] = 7 is out of range: the kernel takes indices in [0, 5) or -100"
+        )
+
+
+def test_int64_indices_narrow_to_int32_or_raise_an_index_error() -> None:
+    from torch_nki._dtypes import narrow_indices
+
+    t = torch.tensor([0, 5, -100, 2**31 - 1], dtype=torch.int64)
+    narrowed = narrow_indices("cross_entropy", "target", t)
+    assert narrowed.dtype == torch.int32 and narrowed.tolist() == t.tolist()
+    assert narrow_indices("op", "target", torch.empty(0, dtype=torch.int64)).dtype == torch.int32
+    for bad in (2**31, -(2**31) - 1):
+        with pytest.raises(torch_nki.errors.ContractIndexError) as err:
+            narrow_indices("cross_entropy", "target", torch.tensor([1, bad]))
+        assert isinstance(err.value, IndexError)
+        assert (err.value.op, err.value.param) == ("cross_entropy", "target")
+        assert str(err.value).startswith(f"neuron::cross_entropy: target holds {bad}, which does not fit")
+
+
+def test_int64_computes_in_int32_without_widening_float_outputs() -> None:
+    # An int64 input is accepted wherever the contract allows i32, and unlike float64 it does
+    # not make float32 outputs come back as float64.
+    doc = json.loads(_native.symbolic("rmsnorm", [["s0", 8], [8]], ["f32", "f32"], [1e-6]))
+    assert doc["dtypes"] == ["f32", "f32"]
+    with pytest.raises(TypeError, match=r"x has dtype int64, but the contract allows x in"):
+        _native.check("rmsnorm", [[2, 8], [8]], ["int64", "f32"], [1e-6])

@@ -49,7 +49,7 @@ def _calls() -> dict[str, Callable[[], object]]:
         "manifest": _native.manifest,
         "names": _native.names,
         "check": lambda: _native.check("add", SHAPES, DTYPES, []),
-        "symbolic": lambda: _native.symbolic("add", [["s0", 4], ["s0", 4]], DTYPES),
+        "symbolic": lambda: _native.symbolic("add", [["s0", 4], ["s0", 4]], DTYPES, []),
         "tolerance": lambda: _native.tolerance("add", SHAPES, DTYPES, []),
         "run": lambda: _native.run("add", [x, x], [], [torch.empty(4, 4)]),
         "cost": lambda: _native.cost("add", SHAPES, DTYPES, [], "trn2"),

@@ -49,7 +49,9 @@ class Recorder:
         self.calls.append(("check", (list(shapes), list(dtypes))))
         return [(tuple(shapes[0]), dtypes[0])]
 
-    def symbolic(self, name: str, shapes: Sequence[Any], dtypes: Sequence[Any]) -> str:
+    def symbolic(
+        self, name: str, shapes: Sequence[Any], dtypes: Sequence[Any], scalars: Sequence[Any]
+    ) -> str:
         self.calls.append(("symbolic", (list(shapes), list(dtypes))))
         dims = [{"kind": "dim", "tensor": 0, "axis": a} for a in range(len(shapes[0]))]
         return json.dumps({"shapes": [dims], "dtypes": [dtypes[0]], "checks": []})

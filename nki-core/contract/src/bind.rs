@@ -16,6 +16,9 @@ pub struct Bindings {
     pub dims: BTreeMap<&'static str, u64>,
     /// `..S` sequence symbols.
     pub rests: BTreeMap<&'static str, Vec<u64>>,
+    /// The values of the string parameters the call gave, by parameter name (they choose
+    /// between the shapes of a `match` output).
+    pub choices: BTreeMap<&'static str, &'static str>,
 }
 
 /// An actual tensor argument, as the contract sees it.
@@ -227,7 +230,8 @@ pub enum CallerDtype {
     /// A kernel dtype.
     Kernel(DType),
     /// A host dtype computed in a kernel dtype: `f64` runs in `f32` (TorchNeuron's policy), and
-    /// outputs of the computed dtype are returned in the host dtype.
+    /// `f32` outputs are then returned as `f64`; `int64` (indices, class targets) runs in
+    /// `i32`, after a range check on the data at the boundary.
     Downcast {
         /// The kernel dtype it is computed in.
         compute: DType,
@@ -243,6 +247,9 @@ impl CallerDtype {
             Some(d) => CallerDtype::Kernel(d),
             None if name == "f64" || name == "float64" => CallerDtype::Downcast {
                 compute: DType::F32,
+            },
+            None if name == "i64" || name == "int64" => CallerDtype::Downcast {
+                compute: DType::I32,
             },
             None => CallerDtype::Unsupported,
         }
@@ -344,6 +351,17 @@ impl Contract {
         op: &str,
         tensors: &[Option<TensorMeta<'_>>],
     ) -> Result<Bindings, ContractViolation> {
+        self.bind_call(op, tensors, &[])
+    }
+
+    /// [`Contract::bind_optional`] with the call's string parameters as `(name, value)` pairs,
+    /// which an output shape written as a `match` needs.
+    pub fn bind_call(
+        &self,
+        op: &str,
+        tensors: &[Option<TensorMeta<'_>>],
+        choices: &[(&'static str, &'static str)],
+    ) -> Result<Bindings, ContractViolation> {
         let fail = |violation: Box<Violation>| ContractViolation {
             op: op.to_string(),
             violation,
@@ -359,6 +377,7 @@ impl Contract {
         let bindings = Bindings {
             dims: b.dims,
             rests: b.rests,
+            choices: choices.iter().copied().collect(),
         };
         for r in self.requires {
             let (a, c) = (r.lhs.eval(&bindings), r.rhs.eval(&bindings));
@@ -399,8 +418,18 @@ impl Contract {
         self.outputs
             .iter()
             .map(|o| {
+                let param = o.by_choice.map(|m| m.param);
+                let dims = o
+                    .shape_for(param.and_then(|p| b.choices.get(p).copied()))
+                    .ok_or_else(|| ContractViolation {
+                        op: op.to_string(),
+                        violation: Box::new(Violation::MissingChoice {
+                            output: o.name,
+                            param: param.unwrap_or_default(),
+                        }),
+                    })?;
                 let mut shape = Vec::new();
-                for d in o.shape {
+                for d in dims {
                     match d {
                         OutDim::Expr { expr } => {
                             let v = expr.eval(b).filter(|v| *v >= 0).ok_or_else(|| {
@@ -448,13 +477,14 @@ impl Contract {
         self.outputs(op, &b, tensors)
     }
 
-    /// `bind_optional` followed by `optional_outputs`.
-    pub fn check_optional(
+    /// `bind_call` followed by `optional_outputs`.
+    pub fn check_call(
         &self,
         op: &str,
         tensors: &[Option<TensorMeta<'_>>],
+        choices: &[(&'static str, &'static str)],
     ) -> Result<Vec<OutputMeta>, ContractViolation> {
-        let b = self.bind_optional(op, tensors)?;
+        let b = self.bind_call(op, tensors, choices)?;
         self.optional_outputs(op, &b, tensors)
     }
 
@@ -498,6 +528,7 @@ mod tests {
         outputs: &[OutputSpec {
             name: "out",
             saved: false,
+            by_choice: None,
             shape: &[
                 OutDim::Expr {
                     expr: DimExpr::Sym { name: "N" },
@@ -521,6 +552,71 @@ mod tests {
 
     fn meta(shape: &[u64], dtype: DType) -> TensorMeta<'_> {
         TensorMeta { shape, dtype }
+    }
+
+    const N: OutDim = OutDim::Expr {
+        expr: DimExpr::Sym { name: "N" },
+    };
+
+    /// `loss = match reduction { "none" | "keep" => [N], _ => [] }` over `x[N, D]`.
+    static REDUCING: Contract = Contract {
+        inputs: &[InputShape {
+            param: "x",
+            dims: &[DimPattern::Sym { name: "N" }, DimPattern::Sym { name: "D" }],
+        }],
+        dtypes: &[],
+        outputs: &[OutputSpec {
+            name: "loss",
+            saved: false,
+            by_choice: Some(crate::ShapeMatch {
+                param: "reduction",
+                cases: &[crate::ShapeCase {
+                    values: &["none", "keep"],
+                    shape: &[N],
+                }],
+            }),
+            shape: &[],
+            dtype: OutputDtype::SameAs { param: "x" },
+        }],
+        requires: &[],
+    };
+
+    #[test]
+    fn a_string_parameter_chooses_a_match_output_shape() {
+        let x = [Some(meta(&[6, 3], DType::F32))];
+        let shape = |value| {
+            REDUCING
+                .check_call("ce", &x, &[("reduction", value)])
+                .unwrap()[0]
+                .shape
+                .clone()
+        };
+        assert_eq!(shape("none"), vec![6]);
+        assert_eq!(shape("keep"), vec![6]);
+        assert_eq!(shape("mean"), Vec::<u64>::new());
+        let err = REDUCING.check_call("ce", &x, &[]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "neuron::ce: output loss has a shape chosen by reduction, but the call gave no reduction"
+        );
+        assert_eq!(
+            REDUCING.to_string(),
+            r#"x[N, D] -> loss = match reduction { "none" | "keep" => [N], _ => [] }"#
+        );
+        let sym = REDUCING
+            .bind_symbolic(
+                "ce",
+                &[Some(vec![
+                    crate::symbolic::SymInput::Named("s0".into()),
+                    crate::symbolic::SymInput::Known(3),
+                ])],
+                &[("reduction", "none")],
+            )
+            .unwrap();
+        assert_eq!(
+            sym.shapes,
+            vec![vec![crate::symbolic::SymExpr::Dim { tensor: 0, axis: 0 }]]
+        );
     }
 
     #[test]
@@ -597,6 +693,7 @@ mod tests {
             outputs: &[OutputSpec {
                 name: "out",
                 saved: false,
+                by_choice: None,
                 shape: &[OutDim::Rest { name: "S" }],
                 dtype: OutputDtype::Fixed { dtype: DType::F32 },
             }],

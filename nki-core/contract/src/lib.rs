@@ -205,10 +205,49 @@ pub struct OutputSpec {
     /// A `saved` output: computed for the backward kernel only, not returned by the torch op
     /// (rmsnorm's `rstd`).
     pub saved: bool,
-    /// The shape, outermost dimension first.
+    /// The shape, outermost dimension first; with [`OutputSpec::by_choice`], the shape for
+    /// every value no case names (the `_` arm).
     pub shape: &'static [OutDim],
+    /// A shape chosen by a string parameter's value, if the contract writes one
+    /// (`loss = match reduction { "none" => [N], _ => [] }`).
+    pub by_choice: Option<ShapeMatch>,
     /// The dtype.
     pub dtype: OutputDtype,
+}
+
+/// An output shape chosen by the value of a string parameter (declared with `#[choices(..)]`).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ShapeMatch {
+    /// The string parameter.
+    pub param: &'static str,
+    /// The arms other than the default, in order; the first naming the value wins.
+    pub cases: &'static [ShapeCase],
+}
+
+/// One arm of a [`ShapeMatch`]: `"none" => [N]`.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ShapeCase {
+    /// The values that select this arm (`"a" | "b" => ...`).
+    pub values: &'static [&'static str],
+    /// The shape.
+    pub shape: &'static [OutDim],
+}
+
+impl OutputSpec {
+    /// The shape for a call whose string parameter `param` is `value` (`None`: not given,
+    /// which only a shape without [`OutputSpec::by_choice`] allows).
+    pub fn shape_for(&self, value: Option<&str>) -> Option<&'static [OutDim]> {
+        let Some(m) = &self.by_choice else {
+            return Some(self.shape);
+        };
+        let value = value?;
+        Some(
+            m.cases
+                .iter()
+                .find(|c| c.values.contains(&value))
+                .map_or(self.shape, |c| c.shape),
+        )
+    }
 }
 
 /// Comparison operators of `require(...)` clauses.

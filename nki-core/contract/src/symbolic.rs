@@ -117,10 +117,13 @@ impl Contract {
     /// Binds symbolic input shapes (tensor parameters in order). Violations that the known sizes
     /// already decide are returned as errors; the rest become [`SymCheck`]s, `require(...)`
     /// clauses included (asserted on the unknown sizes, which does not specialise them).
+    /// `choices` are the call's string parameters, `(name, value)`, as for
+    /// [`Contract::bind_call`].
     pub fn bind_symbolic(
         &self,
         op: &str,
         shapes: &[Option<Vec<SymInput>>],
+        choices: &[(&'static str, &'static str)],
     ) -> Result<SymbolicOutputs, ContractViolation> {
         let dims: Vec<Option<Vec<SymDim>>> = shapes
             .iter()
@@ -174,8 +177,19 @@ impl Contract {
             .outputs
             .iter()
             .map(|o| {
+                let param = o.by_choice.map(|m| m.param);
+                let value = param
+                    .and_then(|p| choices.iter().find(|c| c.0 == p))
+                    .map(|c| c.1);
+                let dims = o.shape_for(value).ok_or_else(|| ContractViolation {
+                    op: op.to_string(),
+                    violation: Box::new(Violation::MissingChoice {
+                        output: o.name,
+                        param: param.unwrap_or_default(),
+                    }),
+                })?;
                 let mut shape = Vec::new();
-                for d in o.shape {
+                for d in dims {
                     match d {
                         OutDim::Expr { expr } => shape.push(substitute(expr, &b.dims)),
                         OutDim::Rest { name } => {
@@ -183,9 +197,9 @@ impl Contract {
                         }
                     }
                 }
-                shape
+                Ok(shape)
             })
-            .collect();
+            .collect::<Result<_, ContractViolation>>()?;
         let mut checks = checks;
         checks.extend(self.symbolic_requirements(op, &b.dims)?);
         Ok(SymbolicOutputs { shapes, checks })
@@ -259,6 +273,7 @@ mod tests {
         outputs: &[OutputSpec {
             name: "out",
             saved: false,
+            by_choice: None,
             shape: &[
                 OutDim::Rest { name: "S" },
                 OutDim::Expr {
@@ -287,6 +302,7 @@ mod tests {
                     Some(vec![named("s0"), SymInput::Known(3), named("s1")]),
                     Some(vec![named("s2"), SymInput::Known(3), named("s3")]),
                 ],
+                &[],
             )
             .unwrap();
         let dim = |tensor, axis| SymExpr::Dim { tensor, axis };
@@ -333,6 +349,7 @@ mod tests {
                     Some(vec![named("s0"), SymInput::Known(3)]),
                     Some(vec![named("s0"), SymInput::Known(5)]),
                 ],
+                &[],
             )
             .unwrap_err();
         assert_eq!(
@@ -340,7 +357,7 @@ mod tests {
             "neuron::add: y has shape [s0, 5], but the contract y[..S, 4] needs dimension 1 = 4"
         );
         let err = ADD
-            .bind_symbolic("add", &[Some(vec![]), Some(vec![])])
+            .bind_symbolic("add", &[Some(vec![]), Some(vec![])], &[])
             .unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -367,7 +384,9 @@ mod tests {
                 Some(vec![named("s0"), SymInput::Known(4)]),
             ]
         };
-        let out = REQUIRING.bind_symbolic("r", &shapes(named("s1"))).unwrap();
+        let out = REQUIRING
+            .bind_symbolic("r", &shapes(named("s1")), &[])
+            .unwrap();
         let req = out
             .checks
             .iter()
@@ -381,11 +400,11 @@ mod tests {
         );
         assert!(
             REQUIRING
-                .bind_symbolic("r", &shapes(SymInput::Known(8)))
+                .bind_symbolic("r", &shapes(SymInput::Known(8)), &[])
                 .is_ok()
         );
         let err = REQUIRING
-            .bind_symbolic("r", &shapes(SymInput::Known(32)))
+            .bind_symbolic("r", &shapes(SymInput::Known(32)), &[])
             .unwrap_err();
         assert_eq!(
             err.to_string(),

@@ -88,7 +88,27 @@ impl fmt::Display for Contract {
             .iter()
             .map(|o| {
                 let saved = if o.saved { "saved " } else { "" };
-                format!("{saved}{}{}", o.name, list_text(o.shape))
+                match &o.by_choice {
+                    None => format!("{saved}{}{}", o.name, list_text(o.shape)),
+                    Some(m) => {
+                        let arms: Vec<String> = m
+                            .cases
+                            .iter()
+                            .map(|c| {
+                                let values: Vec<String> =
+                                    c.values.iter().map(|v| format!("{v:?}")).collect();
+                                format!("{} => {}", values.join(" | "), list_text(c.shape))
+                            })
+                            .chain([format!("_ => {}", list_text(o.shape))])
+                            .collect();
+                        format!(
+                            "{saved}{} = match {} {{ {} }}",
+                            o.name,
+                            m.param,
+                            arms.join(", ")
+                        )
+                    }
+                }
             })
             .collect();
         write!(f, "{} -> ", ins.join(", "))?;
@@ -199,12 +219,14 @@ mod tests {
                 OutputSpec {
                     name: "y",
                     saved: false,
+                    by_choice: None,
                     shape: &[OutDim::Rest { name: "B" }, OutDim::Expr { expr: TWO_D }],
                     dtype: OutputDtype::SameAs { param: "x" },
                 },
                 OutputSpec {
                     name: "r",
                     saved: true,
+                    by_choice: None,
                     shape: &[OutDim::Rest { name: "B" }],
                     dtype: OutputDtype::Fixed { dtype: DType::F32 },
                 },

@@ -124,6 +124,13 @@ pub enum Violation {
         /// unknown sizes under symbolic shapes).
         symbols: Vec<(&'static str, String)>,
     },
+    /// An output's shape depends on a string parameter the call did not give.
+    MissingChoice {
+        /// The output's name.
+        output: &'static str,
+        /// The string parameter.
+        param: &'static str,
+    },
     /// An output dimension evaluates to no valid size.
     OutputDim {
         /// The output's name.
@@ -272,6 +279,10 @@ impl fmt::Display for Violation {
                     bound.join(", ")
                 )
             }
+            Violation::MissingChoice { output, param } => write!(
+                f,
+                "output {output} has a shape chosen by {param}, but the call gave no {param}"
+            ),
             Violation::OutputDim { output, expr } => write!(
                 f,
                 "output {output} dimension {expr} is not a valid size for these inputs"

@@ -17,7 +17,7 @@
 
 use super::GRAD_PREFIX;
 use super::msg::{ConstMsg, str_eq, strip_prefix};
-use crate::contract::{Contract, DimExpr, DimPattern, DtypeRule, OutDim, OutputDtype};
+use crate::contract::{Contract, DimExpr, DimPattern, DtypeRule, OutDim, OutputDtype, OutputSpec};
 use crate::dtype::DType;
 use crate::kernel_def::{KernelDef, ParamKind};
 
@@ -242,11 +242,30 @@ impl Ctx {
 }
 
 /// Name and dimension list of a source, for messages and unification.
-const fn source_dims(fwd: &Contract, s: Source) -> (&'static str, Dims) {
+const fn source_dims(fwd: &Contract, s: Source, variant: Variant) -> (&'static str, Dims) {
     match s {
         Source::Input(i) => (fwd.inputs[i].param, Dims::In(fwd.inputs[i].dims)),
-        Source::Output(o) => (fwd.outputs[o].name, Dims::Out(fwd.outputs[o].shape)),
+        Source::Output(o) => (
+            fwd.outputs[o].name,
+            Dims::Out(output_dims(&fwd.outputs[o], variant)),
+        ),
     }
+}
+
+/// An output's shape when `variant` chooses it.
+const fn output_dims(o: &OutputSpec, variant: Variant) -> &'static [OutDim] {
+    if let (Some(m), Some((param, value))) = (o.by_choice, variant)
+        && str_eq(m.param, param)
+    {
+        let mut c = 0;
+        while c < m.cases.len() {
+            if contains(m.cases[c].values, value) {
+                return m.cases[c].shape;
+            }
+            c += 1;
+        }
+    }
+    o.shape
 }
 
 const fn find_input(c: &Contract, name: &str) -> Option<usize> {
@@ -643,7 +662,45 @@ pub const fn check_backward(
         }
         i += 1;
     }
-    // Tensor parameters: resolve and unify shapes, then check dtypes.
+    // Tensor parameters, once per shape an output can have: outputs whose shape a string
+    // parameter chooses (`match reduction { .. }`) are checked with each arm.
+    if let Err(e) = check_tensors(ctx, saves, None) {
+        return Err(e);
+    }
+    let mut o = 0;
+    while o < fc.outputs.len() {
+        if let Some(m) = fc.outputs[o].by_choice {
+            let mut c = 0;
+            while c < m.cases.len() {
+                let mut v = 0;
+                while v < m.cases[c].values.len() {
+                    if let Err(e) = check_tensors(ctx, saves, Some((m.param, m.cases[c].values[v])))
+                    {
+                        return Err(e);
+                    }
+                    v += 1;
+                }
+                c += 1;
+            }
+        }
+        o += 1;
+    }
+    Ok(())
+}
+
+/// A string parameter's value that chooses output shapes (`None`: every default arm).
+type Variant = Option<(&'static str, &'static str)>;
+
+/// The shapes of the backward's tensor parameters and outputs against the forward's, with the
+/// forward's `match` outputs taking their shape for `variant`; then the dtypes.
+const fn check_tensors(
+    ctx: Ctx,
+    saves: &'static [&'static str],
+    variant: Variant,
+) -> Result<(), ConstMsg> {
+    let (fwd, bwd) = (ctx.fwd, ctx.bwd);
+    let (fc, bc) = (&fwd.contract, &bwd.contract);
+    let mut i;
     let mut srcs = Sources {
         of: [None; MAX_SYMS],
     };
@@ -668,7 +725,7 @@ pub const fn check_backward(
                 .push(fc.inputs[fi].param)
                 .push("`, which may be None: declare it `Option<&Hbm>`"));
         }
-        b = match unify(ctx, b, inp.param, inp.dims, source_dims(fc, src)) {
+        b = match unify(ctx, b, inp.param, inp.dims, source_dims(fc, src, variant)) {
             Ok(b) => b,
             Err(e) => return Err(e),
         };

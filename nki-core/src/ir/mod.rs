@@ -47,6 +47,31 @@ pub struct HbmDecl {
     pub dtype: DType,
     /// Where an output was allocated (`shared_hbm`); `None` for inputs.
     pub loc: Option<SourceLoc>,
+    /// The values an integer input must hold ([`crate::lang::hbm::Hbm::require_indices`]),
+    /// checked on the data before the program runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<IndexDomain>,
+}
+
+/// The values an integer input may hold: indices in `lo..hi`, or the one `except` value (an
+/// `ignore_index`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IndexDomain {
+    /// Smallest valid index.
+    pub lo: i64,
+    /// One past the largest valid index.
+    pub hi: i64,
+    /// A value outside `lo..hi` that is also accepted.
+    pub except: Option<i64>,
+    /// Where the kernel declared it.
+    pub loc: SourceLoc,
+}
+
+impl IndexDomain {
+    /// Whether `v` is a valid value.
+    pub fn admits(&self, v: i64) -> bool {
+        (self.lo..self.hi).contains(&v) || self.except == Some(v)
+    }
 }
 
 impl HbmDecl {

@@ -108,6 +108,7 @@ impl Builder {
                     shape: i.shape.clone(),
                     dtype: i.dtype,
                     loc: None,
+                    domain: None,
                 });
                 Hbm::new(id, i.shape.clone(), i.dtype)
             })

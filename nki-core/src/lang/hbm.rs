@@ -2,7 +2,7 @@
 
 use crate::affine::AffineExpr;
 use crate::dtype::DType;
-use crate::ir::{HbmAccess, HbmDecl, HbmId, HbmKind};
+use crate::ir::{HbmAccess, HbmDecl, HbmId, HbmKind, IndexDomain};
 use crate::lang::context::with_builder;
 use crate::loc::SourceLoc;
 
@@ -42,6 +42,32 @@ impl Hbm {
     /// Number of elements.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
+    }
+
+    /// Declares that this integer input holds indices in `range`, or `except` (an
+    /// `ignore_index`). The simulator checks the data before running and rejects a call whose
+    /// input holds anything else (an `IndexError` in Python), the way ATen rejects a class
+    /// target out of range; on the device the kernel would read the wrong element instead.
+    #[track_caller]
+    pub fn require_indices(&self, range: std::ops::Range<i64>, except: Option<i64>) {
+        let loc = SourceLoc::caller();
+        with_builder(|b| {
+            let decl = &mut b.hbm[self.id.0 as usize];
+            if decl.kind != HbmKind::Input || decl.dtype != DType::I32 {
+                let what = format!("{} {}", decl.dtype, decl.name);
+                b.fail(
+                    loc,
+                    format!("require_indices needs an i32 kernel input, not {what}"),
+                );
+                return;
+            }
+            decl.domain = Some(IndexDomain {
+                lo: range.start,
+                hi: range.end,
+                except,
+                loc,
+            });
+        });
     }
 
     /// The whole tensor as a view.
@@ -104,6 +130,7 @@ pub fn shared_hbm(shape: &[usize], dtype: DType) -> Hbm {
             shape: shape.to_vec(),
             dtype,
             loc: Some(loc),
+            domain: None,
         })
     });
     Hbm::new(id, shape.to_vec(), dtype)

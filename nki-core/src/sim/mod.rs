@@ -15,7 +15,7 @@ mod store;
 
 use crate::dtype::DType;
 use crate::error::NkiError;
-use crate::ir::{HbmKind, Program, Stmt};
+use crate::ir::{HbmDecl, HbmKind, IndexDomain, Program, Stmt};
 use exec::{Ctx, Scratch, execute};
 use rayon::prelude::*;
 use store::{HbmBuffer, TileStore};
@@ -129,6 +129,41 @@ pub fn simulate_to_vecs(
     Ok(bufs)
 }
 
+/// Every value of an integer input against its declared index domain (the data of an input
+/// whose dtype and length `check_buffer` accepted).
+fn check_indices(
+    op: &str,
+    decl: &HbmDecl,
+    domain: &IndexDomain,
+    data: &[u8],
+) -> Result<(), NkiError> {
+    let bad = data
+        .chunks_exact(4)
+        .map(|b| i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+        .enumerate()
+        .find(|(_, v)| !domain.admits(*v));
+    let Some((flat, value)) = bad else {
+        return Ok(());
+    };
+    let mut index = Vec::with_capacity(decl.shape.len());
+    let mut rest = flat;
+    for &d in decl.shape.iter().rev() {
+        index.push(rest % d.max(1));
+        rest /= d.max(1);
+    }
+    index.reverse();
+    let position: Vec<String> = index.iter().map(ToString::to_string).collect();
+    Err(NkiError::IndexOutOfRange {
+        op: op.to_string(),
+        param: decl.name.clone(),
+        position: format!("[{}]", position.join(", ")),
+        value,
+        lo: domain.lo,
+        hi: domain.hi,
+        except: domain.except,
+    })
+}
+
 /// Executes `program` reading `inputs` (in parameter order) and writing `outputs` (in return
 /// order). Buffers must match the program's shapes and dtypes exactly; nothing is copied.
 pub fn simulate(
@@ -151,6 +186,9 @@ pub fn simulate(
     let mut hbm: Vec<Option<HbmBuffer<'_>>> = vec![None; program.hbm.len()];
     for ((id, decl), t) in input_decls.iter().zip(inputs) {
         check_buffer(decl, t.dtype, t.shape, t.data.len())?;
+        if let Some(domain) = &decl.domain {
+            check_indices(&program.name, decl, domain, t.data)?;
+        }
         hbm[id.0 as usize] = Some(HbmBuffer::input(t.data, t.dtype));
     }
     for (id, t) in program.outputs.iter().zip(outputs.iter_mut()) {

@@ -95,7 +95,32 @@ pub struct OutShape {
     pub name: Option<Ident>,
     /// The `saved` marker, if given.
     pub saved: Option<Ident>,
-    /// The dimensions, outermost first.
+    /// The dimensions, outermost first; for a `match` shape, the default arm's (`_`, or the
+    /// last arm when the arms name every choice).
+    pub dims: Vec<OutDim>,
+    /// `match reduction { "none" => [N], _ => [] }`: a shape chosen by a string parameter.
+    pub by_choice: Option<OutMatch>,
+}
+
+/// An output shape chosen by a string parameter's value.
+#[derive(Debug)]
+pub struct OutMatch {
+    /// The `match` keyword (errors about the whole match point here).
+    pub keyword: Token![match],
+    /// The string parameter.
+    pub param: Ident,
+    /// Every arm, in order (the default arm included, last).
+    pub arms: Vec<OutArm>,
+}
+
+/// One arm of an [`OutMatch`]: `"a" | "b" => [N]`, or `_ => []`.
+#[derive(Debug)]
+pub struct OutArm {
+    /// The values it matches; empty for `_`.
+    pub values: Vec<LitStr>,
+    /// The `_` of a wildcard arm.
+    pub wildcard: Option<Token![_]>,
+    /// Its shape.
     pub dims: Vec<OutDim>,
 }
 
@@ -311,7 +336,7 @@ fn parse_shape(
             ));
         }
         (shapes.into_iter().collect(), paren.span.join())
-    } else if input.peek(token::Bracket) || input.peek(syn::Ident) {
+    } else if input.peek(token::Bracket) || input.peek(syn::Ident) || input.peek(Token![match]) {
         let span = input.span();
         let out: OutShape = input.parse()?;
         (vec![out], span)
@@ -421,27 +446,100 @@ impl Parse for OutShape {
                 "a `saved` output needs a name, e.g. `saved rstd = [N]`",
             ));
         }
-        if !input.peek(token::Bracket) {
-            return Err(input.error("expected an output shape in brackets, e.g. `[N, D]`"));
+        if input.peek(Token![match]) {
+            let m = parse_out_match(input)?;
+            // Arms are non-empty: the parser requires at least one.
+            let dims = m.arms.last().map(|a| a.dims.clone()).unwrap_or_default();
+            return Ok(OutShape {
+                name,
+                saved,
+                dims,
+                by_choice: Some(m),
+            });
         }
-        let content;
-        bracketed!(content in input);
-        let mut dims = Vec::new();
-        while !content.is_empty() {
-            if content.peek(Token![..]) {
-                content.parse::<Token![..]>()?;
-                dims.push(OutDim::Rest(content.parse()?));
-            } else {
-                let e: Expr = content.parse()?;
-                dims.push(OutDim::Expr(DimExpr::from_expr(&e)?));
-            }
-            if content.is_empty() {
-                break;
-            }
-            content.parse::<Token![,]>()?;
-        }
-        Ok(OutShape { name, saved, dims })
+        let dims = parse_out_dims(input)?;
+        Ok(OutShape {
+            name,
+            saved,
+            dims,
+            by_choice: None,
+        })
     }
+}
+
+/// `[N, 2 * D, ..S]`.
+fn parse_out_dims(input: ParseStream<'_>) -> syn::Result<Vec<OutDim>> {
+    if !input.peek(token::Bracket) {
+        return Err(input.error("expected an output shape in brackets, e.g. `[N, D]`"));
+    }
+    let content;
+    bracketed!(content in input);
+    let mut dims = Vec::new();
+    while !content.is_empty() {
+        if content.peek(Token![..]) {
+            content.parse::<Token![..]>()?;
+            dims.push(OutDim::Rest(content.parse()?));
+        } else {
+            let e: Expr = content.parse()?;
+            dims.push(OutDim::Expr(DimExpr::from_expr(&e)?));
+        }
+        if content.is_empty() {
+            break;
+        }
+        content.parse::<Token![,]>()?;
+    }
+    Ok(dims)
+}
+
+/// `match reduction { "none" => [N], "sum" | "mean" => [] }` (a `_` arm may end it).
+fn parse_out_match(input: ParseStream<'_>) -> syn::Result<OutMatch> {
+    let keyword: Token![match] = input.parse()?;
+    let param: Ident = input.parse()?;
+    let body;
+    syn::braced!(body in input);
+    let mut arms = Vec::new();
+    while !body.is_empty() {
+        let mut values = Vec::new();
+        let mut wildcard = None;
+        if body.peek(Token![_]) {
+            wildcard = Some(body.parse::<Token![_]>()?);
+        } else {
+            loop {
+                if !body.peek(LitStr) {
+                    return Err(body.error(
+                        "expected a string value of the parameter, e.g. `\"none\" => [N]`, or `_`",
+                    ));
+                }
+                values.push(body.parse::<LitStr>()?);
+                if !body.peek(Token![|]) {
+                    break;
+                }
+                body.parse::<Token![|]>()?;
+            }
+        }
+        body.parse::<Token![=>]>()?;
+        let dims = parse_out_dims(&body)?;
+        arms.push(OutArm {
+            values,
+            wildcard,
+            dims,
+        });
+        if body.is_empty() {
+            break;
+        }
+        body.parse::<Token![,]>()?;
+    }
+    if arms.is_empty() {
+        return Err(syn::Error::new(
+            keyword.span,
+            "a `match` output shape needs at least one arm, e.g. `\"none\" => [N], _ => []`",
+        ));
+    }
+    Ok(OutMatch {
+        keyword,
+        param,
+        arms,
+    })
 }
 
 fn parse_requirement(e: &Expr) -> syn::Result<Requirement> {

@@ -8,6 +8,7 @@ use crate::Errors;
 use crate::attr::{DimPat, InputPattern, KernelAttr, OutDim};
 use crate::dims::DimExpr;
 use crate::dtype::{DTypeName, DtypeRule, InputDtype};
+use crate::shape_match::check_out_match;
 use crate::signature::{KernelFn, ParamKind, unraw};
 use proc_macro2::Ident;
 
@@ -277,7 +278,14 @@ pub fn check<'a>(attr: &'a KernelAttr, f: &'a KernelFn) -> syn::Result<Checked<'
         }
     };
     for shape in shapes {
-        for d in &shape.dims {
+        let arm_dims: Vec<&OutDim> = match &shape.by_choice {
+            None => shape.dims.iter().collect(),
+            Some(m) => {
+                check_out_match(f, m, &mut errors);
+                m.arms.iter().flat_map(|a| a.dims.iter()).collect()
+            }
+        };
+        for d in arm_dims {
             match d {
                 OutDim::Expr(e) => {
                     for s in expr_symbols(e) {

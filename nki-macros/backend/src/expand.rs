@@ -204,16 +204,36 @@ fn contract(attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
         .zip(&c.output_names)
         .map(|((shape, dt), out_name)| {
             let saved = shape.saved.is_some();
-            let dims = shape.dims.iter().map(|d| match d {
-                OutDim::Expr(e) => {
-                    let e = dim_expr(e);
-                    quote!(#p::OutDim::Expr { expr: #e })
+            let out_dims = |dims: &[OutDim]| {
+                let dims = dims.iter().map(|d| match d {
+                    OutDim::Expr(e) => {
+                        let e = dim_expr(e);
+                        quote!(#p::OutDim::Expr { expr: #e })
+                    }
+                    OutDim::Rest(s) => {
+                        let s = s.to_string();
+                        quote!(#p::OutDim::Rest { name: #s })
+                    }
+                });
+                quote!(&[#(#dims),*])
+            };
+            let dims = out_dims(&shape.dims);
+            let by_choice = match &shape.by_choice {
+                None => quote!(::core::option::Option::None),
+                Some(m) => {
+                    let param = unraw(&m.param);
+                    // The last arm is the default (`shape`); the others are the cases.
+                    let cases = m.arms[..m.arms.len() - 1].iter().map(|a| {
+                        let values = a.values.iter().map(|v| v.value());
+                        let shape = out_dims(&a.dims);
+                        quote!(#p::ShapeCase { values: &[#(#values),*], shape: #shape })
+                    });
+                    quote!(::core::option::Option::Some(#p::ShapeMatch {
+                        param: #param,
+                        cases: &[#(#cases),*],
+                    }))
                 }
-                OutDim::Rest(s) => {
-                    let s = s.to_string();
-                    quote!(#p::OutDim::Rest { name: #s })
-                }
-            });
+            };
             let dtype = match dt {
                 OutDtype::SameAs(param) => {
                     let param = unraw(param);
@@ -224,7 +244,7 @@ fn contract(attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
                     quote!(#p::OutputDtype::Fixed { dtype: #d })
                 }
             };
-            quote!(#p::OutputSpec { name: #out_name, saved: #saved, shape: &[#(#dims),*], dtype: #dtype })
+            quote!(#p::OutputSpec { name: #out_name, saved: #saved, shape: #dims, by_choice: #by_choice, dtype: #dtype })
         });
     let requires = attr.requires.iter().map(|r| {
         let (lhs, rhs) = (dim_expr(&r.lhs), dim_expr(&r.rhs));

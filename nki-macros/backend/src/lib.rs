@@ -27,6 +27,7 @@ pub mod op_check;
 pub mod op_info;
 pub mod scalar;
 pub mod schema;
+pub mod shape_match;
 pub mod signature;
 
 use proc_macro2::TokenStream;

@@ -3,7 +3,7 @@
 
 use nki_core::contract::CallerDtype;
 use nki_core::contract::Qualified;
-use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
+use nki_core::kernel_def::{ParamDef, ParamKind, ScalarValue, TensorSig};
 use nki_core::{DType, KernelDef, Signature, Target};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -19,6 +19,23 @@ pub fn dtype(op: &str, name: &str) -> PyResult<DType> {
             known.join(", ")
         ))
     })
+}
+
+/// The string arguments among a call's scalars (one value per scalar parameter, in order;
+/// the others may be symbolic and are not looked at), as `(name, value)` pairs.
+pub fn choices(
+    def: &KernelDef,
+    values: &[Bound<'_, PyAny>],
+) -> PyResult<Vec<(&'static str, &'static str)>> {
+    let mut out = Vec::new();
+    for (p, v) in def.scalar_params().zip(values) {
+        if let ParamKind::Str { .. } = p.kind
+            && let ScalarValue::Str(s) = scalar(def, p, v)?
+        {
+            out.push((p.name, s));
+        }
+    }
+    Ok(out)
 }
 
 /// Converts the Python scalars of a call (in parameter order, tensors excluded) to the kinds the
@@ -39,62 +56,65 @@ pub fn scalars(def: &KernelDef, values: &[Bound<'_, PyAny>]) -> PyResult<Vec<Sca
     params
         .iter()
         .zip(values)
-        .map(|(p, v)| {
-            let is_bool = v.is_instance_of::<PyBool>();
-            let is_int = !is_bool && v.is_instance_of::<PyInt>();
-            let is_float = v.is_instance_of::<PyFloat>();
-            if let ParamKind::Str { choices, .. } = p.kind
-                && let Ok(s) = v.cast::<PyString>()
-            {
-                let s = s.to_cow()?;
-                return match choices.iter().find(|c| **c == s) {
-                    Some(c) => Ok(ScalarValue::Str(c)),
-                    None => Err(PyValueError::new_err(format!(
-                        "{}: argument {} must be one of {}, got {s:?}",
-                        Qualified(def.name),
-                        p.name,
-                        choices
-                            .iter()
-                            .map(|c| format!("{c:?}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))),
-                };
-            }
-            let value = match p.kind {
-                kind if kind.is_optional_scalar() && v.is_none() => Some(ScalarValue::None),
-                ParamKind::Float { .. } if is_int || is_float => {
-                    Some(ScalarValue::Float(v.extract::<f64>()?))
-                }
-                ParamKind::Int { .. } if is_int => Some(ScalarValue::Int(v.extract::<i64>()?)),
-                ParamKind::Bool { .. } if is_bool => Some(ScalarValue::Bool(v.extract::<bool>()?)),
-                _ => None,
-            };
-            value.map(ScalarValue::canonical).ok_or_else(|| {
-                let want = match p.kind {
-                    ParamKind::Str { .. } => "str",
-                    ParamKind::Float { optional: true, .. } => "float or None",
-                    ParamKind::Int { optional: true, .. } => "int or None",
-                    ParamKind::Bool { optional: true, .. } => "bool or None",
-                    ParamKind::Float { .. } => "float",
-                    ParamKind::Int { .. } => "int",
-                    ParamKind::Bool { .. } => "bool",
-                    ParamKind::Tensor => "Tensor",
-                    ParamKind::OptionalTensor => "Tensor?",
-                };
-                let got = v
-                    .get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_else(|_| "?".into());
-                PyTypeError::new_err(format!(
-                    "{}: argument {} expects {want}, got {got}",
-                    Qualified(def.name),
-                    p.name
-                ))
-            })
-        })
+        .map(|(p, v)| scalar(def, p, v))
         .collect()
+}
+
+/// One scalar argument converted for parameter `p` (checked against its kind and choices).
+fn scalar(def: &KernelDef, p: &ParamDef, v: &Bound<'_, PyAny>) -> PyResult<ScalarValue> {
+    let is_bool = v.is_instance_of::<PyBool>();
+    let is_int = !is_bool && v.is_instance_of::<PyInt>();
+    let is_float = v.is_instance_of::<PyFloat>();
+    if let ParamKind::Str { choices, .. } = p.kind
+        && let Ok(s) = v.cast::<PyString>()
+    {
+        let s = s.to_cow()?;
+        return match choices.iter().find(|c| **c == s) {
+            Some(c) => Ok(ScalarValue::Str(c)),
+            None => Err(PyValueError::new_err(format!(
+                "{}: argument {} must be one of {}, got {s:?}",
+                Qualified(def.name),
+                p.name,
+                choices
+                    .iter()
+                    .map(|c| format!("{c:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        };
+    }
+    let value = match p.kind {
+        kind if kind.is_optional_scalar() && v.is_none() => Some(ScalarValue::None),
+        ParamKind::Float { .. } if is_int || is_float => {
+            Some(ScalarValue::Float(v.extract::<f64>()?))
+        }
+        ParamKind::Int { .. } if is_int => Some(ScalarValue::Int(v.extract::<i64>()?)),
+        ParamKind::Bool { .. } if is_bool => Some(ScalarValue::Bool(v.extract::<bool>()?)),
+        _ => None,
+    };
+    value.map(ScalarValue::canonical).ok_or_else(|| {
+        let want = match p.kind {
+            ParamKind::Str { .. } => "str",
+            ParamKind::Float { optional: true, .. } => "float or None",
+            ParamKind::Int { optional: true, .. } => "int or None",
+            ParamKind::Bool { optional: true, .. } => "bool or None",
+            ParamKind::Float { .. } => "float",
+            ParamKind::Int { .. } => "int",
+            ParamKind::Bool { .. } => "bool",
+            ParamKind::Tensor => "Tensor",
+            ParamKind::OptionalTensor => "Tensor?",
+        };
+        let got = v
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        PyTypeError::new_err(format!(
+            "{}: argument {} expects {want}, got {got}",
+            Qualified(def.name),
+            p.name
+        ))
+    })
 }
 
 /// A call as the caller made it, resolved to the kernel's signature.
@@ -113,11 +133,17 @@ impl CallerSignature {
     }
 }
 
-/// Whether any caller dtype is computed in a narrower kernel dtype.
+/// Whether any caller dtype is a float computed in a narrower kernel dtype (`f64` → `f32`), so
+/// `f32` outputs go back as `f64` (an `int64` index input computed in `i32` widens nothing).
 pub fn widened(names: &[&str]) -> bool {
-    names
-        .iter()
-        .any(|n| matches!(CallerDtype::resolve(n), CallerDtype::Downcast { .. }))
+    names.iter().any(|n| {
+        matches!(
+            CallerDtype::resolve(n),
+            CallerDtype::Downcast {
+                compute: DType::F32
+            }
+        )
+    })
 }
 
 /// `f64` for `f32` outputs of a widened call, the kernel dtype's name otherwise.

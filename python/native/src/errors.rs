@@ -7,6 +7,7 @@
 //! | `NkiError::Validation` | `ValidationError`: `.rule`, `.limit`, `.actual`, `.instruction`, `.location` |
 //! | `NkiError::Trace` | `TraceError`: `.location` |
 //! | `NkiError::Simulation` | `SimulationError`: `.location` |
+//! | `NkiError::IndexOutOfRange` | `ContractIndexError` (an `IndexError`), `.op`, `.param` |
 //! | `NkiError::Buffers`, `NkiError::Internal` | `NkiError` |
 //! | `RegistryError::Unknown` | `KeyError` |
 //! | `RegistryError::Duplicate` | `NkiError` |
@@ -83,6 +84,11 @@ pub fn to_py_err(err: CoreError, op: &str) -> PyErr {
             err.to_string(),
             &[op_attr, ("location", Some(loc.to_string()))],
         ),
+        CoreError::IndexOutOfRange { param, .. } => raise(
+            "ContractIndexError",
+            err.to_string(),
+            &[op_attr, ("param", Some(param.clone()))],
+        ),
         CoreError::Buffers(_) | CoreError::Internal(_) => {
             raise("NkiError", err.to_string(), &[op_attr])
         }
@@ -137,10 +143,19 @@ pub fn _error_example(kind: &str) -> PyResult<()> {
                 instruction: "tensor_copy",
                 loc,
             },
+            "index" => CoreError::IndexOutOfRange {
+                op: "example".into(),
+                param: "target".into(),
+                position: "[3]".into(),
+                value: 7,
+                lo: 0,
+                hi: 5,
+                except: Some(-100),
+            },
             "internal" => CoreError::Internal("neuron::example: an impossible state".into()),
             other => {
                 return Err(PyKeyError::new_err(format!(
-                    "no error example `{other}` (validation, trace, simulation, internal)"
+                    "no error example `{other}` (validation, trace, simulation, index, internal)"
                 )));
             }
         };

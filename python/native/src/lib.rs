@@ -114,6 +114,7 @@ fn symbolic(
     name: &str,
     shapes: Vec<Option<Vec<Bound<'_, PyAny>>>>,
     dtypes: Vec<Option<String>>,
+    scalars: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<String> {
     crate::guard::guard("symbolic", || {
         let def = errors::registry()?
@@ -150,7 +151,7 @@ fn symbolic(
             .collect();
         let out = def
             .contract
-            .bind_symbolic(def.name, &dims)
+            .bind_symbolic(def.name, &dims, &args::choices(def, &scalars)?)
             .map_err(|v| errors::violation_err(&v))?;
         let widened = args::widened(&names.iter().flatten().copied().collect::<Vec<_>>());
         let out_dtypes: Vec<&str> = def
@@ -186,7 +187,7 @@ fn tolerance(
         let metas = call.sig.metas();
         let bindings = def
             .contract
-            .bind_optional(def.name, &metas)
+            .bind_call(def.name, &metas, &def.choices(&call.sig.scalars))
             .map_err(|v| errors::violation_err(&v))?;
         let outputs = def
             .contract

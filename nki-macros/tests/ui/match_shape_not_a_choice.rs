@@ -1,0 +1,13 @@
+#![allow(unused_variables)]
+use nki_core::prelude::*;
+
+/// Matches on a value `reduction` never takes.
+#[kernel(
+    shape(x = [N, D]) -> match reduction { "none" => [N], "avg" => [] },
+    dtype(x in {f32}) -> x,
+)]
+pub fn reduce(x: &Hbm, #[default("none")] #[choices("none", "mean")] reduction: &str) -> Hbm {
+    shared_hbm(x.shape(), x.dtype())
+}
+
+fn main() {}
