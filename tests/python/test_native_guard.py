@@ -43,6 +43,7 @@ def _calls() -> dict[str, Callable[[], object]]:
     program = _native.program("add", SHAPES, DTYPES, [], "trn2")
     data = x.numpy().tobytes()
     psum = lambda t: t.tile(4, 4, "f32", "psum", "k.py", 1)  # noqa: E731
+    col = lambda t: (t.tile(4, 1, "f32", "sbuf", "k.py", 1), 0, 4, 0, 1)  # noqa: E731
     return {
         "versions": _native.versions,
         "set_namespace": lambda: _native.set_namespace("neuron"),
@@ -78,6 +79,12 @@ def _calls() -> dict[str, Callable[[], object]]:
         ),
         "Tracer.tensor_copy": _with_tile(lambda t, r: t.tensor_copy(r, r, *AT)),
         "Tracer.memset": _with_tile(lambda t, r: t.memset(r, 0.0, *AT)),
+        "Tracer.iota": _with_tile(lambda t, r: t.iota(r, 0, 4, 1, *AT)),
+        "Tracer.range_select": _with_tile(
+            lambda t, r: t.range_select(
+                r, r, "greater_equal", "less", col(t), col(t), None, "maximum", 0.0, 0.0, *AT
+            )
+        ),
         "Tracer.nc_transpose": _with_tile(lambda t, r: t.nc_transpose((psum(t), 0, 4, 0, 4), r, *AT)),
         "Tracer.nc_matmul": _with_tile(lambda t, r: t.nc_matmul((psum(t), 0, 4, 0, 4), r, r, False, *AT)),
         "Tracer.finish": lambda: _tracer().finish([]),

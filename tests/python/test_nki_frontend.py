@@ -86,13 +86,13 @@ def _line_of(fn: Any, marker: str) -> str:
 
 def test_unsupported_api_names_the_call_and_line() -> None:
     @nki.jit
-    def uses_iota(x):
+    def uses_arange(x):
         nl.arange(128)  # unsupported
         return x
 
     with pytest.raises(NotImplementedError, match=r"nl\.arange") as info:
-        nki.simulate(uses_iota)(_rand(4, 4))
-    assert _line_of(uses_iota, "# unsupported") in str(info.value)
+        nki.simulate(uses_arange)(_rand(4, 4))
+    assert _line_of(uses_arange, "# unsupported") in str(info.value)
 
     @nki.jit
     def transposing_matmul(x):
@@ -106,8 +106,8 @@ def test_unsupported_api_names_the_call_and_line() -> None:
         nki.simulate(transposing_matmul)(_rand(4, 4))
     assert _line_of(transposing_matmul, "# unsupported") in str(info.value)
 
-    with pytest.raises(NotImplementedError, match=r"nisa\.iota"):
-        nisa.iota  # noqa: B018
+    with pytest.raises(NotImplementedError, match=r"nisa\.select_reduce"):
+        nisa.select_reduce  # noqa: B018
 
 
 def test_hardware_limits_are_validation_errors_at_the_python_line() -> None:
@@ -212,8 +212,10 @@ def test_every_name_codegen_emits_is_implemented_with_its_keywords() -> None:
     for name, keywords, doc in api:
         assert doc.startswith("https://awsdocs-neuron.readthedocs-hosted.com/"), name
         if "." in name:
-            prefix, attr = name.split(".", 1)
-            target = getattr(modules[prefix], attr)
+            prefix, *attrs = name.split(".")
+            target = modules[prefix]
+            for attr in attrs:  # `nisa.reduce_cmd.reset_reduce`
+                target = getattr(target, attr)
         else:
             target = getattr(nki._values.HbmView, name)  # `tensor.ap(...)`
         if keywords:
@@ -232,3 +234,173 @@ def test_as_nki_makes_import_nki_resolve_to_the_frontend_and_restores() -> None:
 
         assert imported is nki and imported_nl is nl
     assert sys.modules.get("nki") is before
+
+
+@nki.jit
+def one_hot_and_gather(x, idx):
+    """``(one_hot, picked, selected)`` of ``x`` ``[P, N]`` at the per-row column ``idx`` ``[P, 1]``:
+    an iota of the column indices compared with ``idx`` (``nl.equal``), and ``x[p, idx[p]]``
+    through two ``range_select`` calls over the halves of the row (the second with
+    ``range_start``) reduced with max."""
+    p, n = x.shape
+    half = n // 2
+    one_hot = nl.ndarray((p, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    picked = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    selected = nl.ndarray((p, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    lo = nl.load(idx)
+    hi = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=hi, data=lo, op0=nl.add, operand0=1.0)
+    cols = nl.ndarray((p, n), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=cols, pattern=[[half, 2], [1, half]], offset=0)
+    hot = nl.ndarray((p, n), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=hot, data=cols, op0=nl.equal, operand0=lo)
+    nl.store(one_hot, value=hot)
+    xt = nl.load(x)
+    out = nl.ndarray((p, n), dtype=nl.float32, buffer=nl.sbuf)
+    halves = nl.ndarray((p, 2), dtype=nl.float32, buffer=nl.sbuf)
+    for k in nl.static_range(2):
+        nisa.range_select(
+            dst=out[:, k * half : (k + 1) * half],
+            on_true_tile=xt[:, k * half : (k + 1) * half],
+            comp_op0=nl.greater_equal,
+            comp_op1=nl.less,
+            bound0=lo,
+            bound1=hi,
+            reduce_cmd=nisa.reduce_cmd.reset_reduce,
+            reduce_res=halves[:, k : k + 1],
+            reduce_op=nl.maximum,
+            range_start=float(k * half),
+            on_false_value=float("-inf"),
+        )
+    best = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=best, op=nl.maximum, data=halves, axis=1)
+    nl.store(picked, value=best)
+    nl.store(selected, value=out)
+    return one_hot, picked, selected
+
+
+def _indices(p: int, n: int) -> np.ndarray:
+    idx = (np.arange(p) * 13 % n).astype(np.float32)
+    idx[3] = n  # past the end: no hot column, nothing selected
+    return idx.reshape(p, 1)
+
+
+def test_iota_comparisons_and_range_select_match_numpy() -> None:
+    p, n = 96, 80
+    x, idx = _rand(p, n), _indices(p, n)
+    one_hot, picked, selected = nki.simulate(one_hot_and_gather)(x, idx)
+    cols = np.arange(n, dtype=np.float32)[None, :]
+    hit = cols == idx
+    np.testing.assert_array_equal(one_hot, hit.astype(np.float32))
+    np.testing.assert_array_equal(selected, np.where(hit, x, -np.inf).astype(np.float32))
+    want = np.where(hit, x, -np.inf).max(axis=1, keepdims=True)
+    np.testing.assert_array_equal(picked, want)
+    assert picked[3, 0] == -np.inf
+
+    # iota's partition term and int32 offset; every comparison, NaN comparing false except
+    # not_equal.
+    @nki.jit
+    def grid_and_compare(a, b):
+        grid = nl.ndarray((4, 6), dtype=nl.int32, buffer=nl.shared_hbm)
+        g = nl.ndarray((4, 6), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.iota(dst=g, pattern=[[2, 6]], offset=5, channel_multiplier=-3)
+        nl.store(grid, value=g)
+        ops = (nl.equal, nl.not_equal, nl.greater, nl.greater_equal, nl.less, nl.less_equal)
+        out = nl.ndarray((len(ops), 6), dtype=nl.float32, buffer=nl.shared_hbm)
+        ta, tb = nl.load(a), nl.load(b)
+        for i, op in enumerate(ops):
+            r = nl.ndarray((1, 6), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=r, data1=ta, data2=tb, op=op)
+            nl.store(out[i : i + 1, :], value=r)
+        return grid, out
+
+    nan = np.float32("nan")
+    a = np.array([[1, 1, 2, nan, 1, nan]], np.float32)
+    b = np.array([[1, 2, 1, 1, nan, nan]], np.float32)
+    grid, compared = nki.simulate(grid_and_compare)(a, b)
+    np.testing.assert_array_equal(grid, 5 - 3 * np.arange(4)[:, None] + 2 * np.arange(6)[None, :])
+    with np.errstate(invalid="ignore"):
+        want = [np.equal, np.not_equal, np.greater, np.greater_equal, np.less, np.less_equal]
+        np.testing.assert_array_equal(compared, np.concatenate([f(a, b) for f in want]).astype(np.float32))
+
+
+def test_iota_and_range_select_emit_and_trace_back_to_the_same_program() -> None:
+    x, idx = _rand(64, 40), _indices(64, 40)
+    program = nki.trace(one_hot_and_gather, x, idx)
+    source = program.emit()
+    assert "nisa.iota(dst=t2, pattern=[[1, 40]], offset=0, channel_multiplier=0)" in source
+    assert (
+        "nisa.range_select(dst=t5[0:64, 20:40], on_true_tile=t4[0:64, 20:40], comp_op0=nl.greater_equal, "
+        "comp_op1=nl.less, bound0=t0, bound1=t1, reduce_cmd=nisa.reduce_cmd.reset_reduce, "
+        "reduce_res=t6[0:64, 1:2], reduce_op=nl.maximum, range_start=20.0, on_false_value=float('-inf'))"
+    ) in source
+    assert "op0=nl.equal" in source
+    again = nki.trace(nki.load_source(source, "one_hot_and_gather").one_hot_and_gather, x, idx)
+    assert again.difference(program) is None
+    text, _, _ = program.cost()
+    assert "gpsimd" in text and "range_select" in program.to_json()
+
+
+def test_range_select_needs_trn2_and_iota_cannot_write_psum() -> None:
+    x, idx = _rand(8, 10), _indices(8, 10)
+    with pytest.raises(ValidationError, match=r"range_select needs NeuronCore-v3 \(Trn2\) or newer") as info:
+        nki.simulate(nki.jit(one_hot_and_gather.fn, target="trn1"))(x, idx)
+    assert info.value.rule == "range-select-target"
+
+    @nki.jit
+    def iota_into_psum(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        acc = nl.ndarray((8, 10), dtype=nl.float32, buffer=nl.psum)
+        nisa.iota(dst=acc, pattern=[[1, 10]], offset=0)  # psum
+        t = nl.ndarray((8, 10), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=t, src=acc)
+        nl.store(out, value=t)
+        return out
+
+    with pytest.raises(ValidationError, match="iota runs on GpSimd, which cannot access PSUM") as info:
+        nki.simulate(iota_into_psum)(x)
+    assert info.value.rule == "gpsimd-psum"
+    assert info.value.location == _line_of(iota_into_psum, "# psum")
+
+
+def test_iota_and_range_select_operand_errors() -> None:
+    def kernel(body: Any) -> Any:
+        @nki.jit
+        def k(x):
+            out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+            t = nl.load(x)
+            body(t)
+            nl.store(out, value=t)
+            return out
+
+        return nki.simulate(k)
+
+    x = _rand(8, 16)
+    with pytest.raises(NotImplementedError, match="not one arithmetic progression"):
+        kernel(lambda t: nisa.iota(dst=t, pattern=[[1, 4], [1, 4]], offset=0))(x)
+    with pytest.raises(ValueError, match="covers 12 elements per partition but dst has 16"):
+        kernel(lambda t: nisa.iota(dst=t, pattern=[[1, 12]], offset=0))(x)
+    with pytest.raises(TypeError, match="offset must be an int32"):
+        kernel(lambda t: nisa.iota(dst=t, pattern=[[1, 16]], offset=0.5))(x)
+
+    def select(t: Any, comp: Any, **kwargs: Any) -> None:
+        b = nl.ndarray((8, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=b, value=3.0)
+        nisa.range_select(
+            dst=t, on_true_tile=t, comp_op0=comp, comp_op1=nl.less, bound0=b, bound1=b, **kwargs
+        )
+
+    with pytest.raises(TraceError, match=r"comp_op0 is nl\.not_equal, but it must be one of nl\.equal"):
+        kernel(lambda t: select(t, nl.not_equal))(x)
+    with pytest.raises(NotImplementedError, match="reduce_cmd"):
+        kernel(
+            lambda t: select(
+                t,
+                nl.greater,
+                reduce_cmd=nisa.reduce_cmd.idle,
+                reduce_res=nl.ndarray((8, 1), dtype=nl.float32, buffer=nl.sbuf),
+            )
+        )(x)
+    # Without a reduction, on_false_value defaults to 0.0 (NKI's latest documented default).
+    got = kernel(lambda t: select(t, nl.greater_equal))(x)
+    np.testing.assert_array_equal(got, np.zeros_like(x))

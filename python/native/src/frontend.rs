@@ -61,7 +61,7 @@ fn binop(name: &str) -> PyResult<BinOp> {
     BinOp::from_nki_name(name).ok_or_else(|| {
         let known: Vec<&str> = BinOp::ALL.iter().map(|o| o.nki_name()).collect();
         PyValueError::new_err(format!(
-            "nl.{name} is not an arithmetic operator here (known: {})",
+            "nl.{name} is not an arithmetic or comparison operator here (known: {})",
             known.join(", ")
         ))
     })
@@ -373,6 +373,63 @@ impl Tracer {
     fn memset(&mut self, dst: RegionArg, value: f64, file: &str, line: u32) -> PyResult<()> {
         crate::guard::guard("Tracer.memset", || {
             self.at(file, line, || isa::memset(region(dst), value as f32))
+        })
+    }
+
+    /// `nisa.iota(dst, pattern=[[step, nf]], offset, channel_multiplier)` (the Python side
+    /// reduces the pattern to its one `step`).
+    #[allow(clippy::too_many_arguments)]
+    fn iota(
+        &mut self,
+        dst: RegionArg,
+        offset: i32,
+        channel_multiplier: i32,
+        step: i32,
+        file: &str,
+        line: u32,
+    ) -> PyResult<()> {
+        crate::guard::guard("Tracer.iota", || {
+            self.at(file, line, || {
+                isa::iota(region(dst), offset, channel_multiplier, step)
+            })
+        })
+    }
+
+    /// `nisa.range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1,
+    /// reduce_cmd=reset_reduce, reduce_res, reduce_op, range_start, on_false_value)`.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_res, reduce_op, range_start, on_false_value, file, line))]
+    fn range_select(
+        &mut self,
+        dst: RegionArg,
+        on_true_tile: RegionArg,
+        comp_op0: &str,
+        comp_op1: &str,
+        bound0: RegionArg,
+        bound1: RegionArg,
+        reduce_res: Option<RegionArg>,
+        reduce_op: &str,
+        range_start: f64,
+        on_false_value: f64,
+        file: &str,
+        line: u32,
+    ) -> PyResult<()> {
+        crate::guard::guard("Tracer.range_select", || {
+            let (comp0, comp1, op) = (binop(comp_op0)?, binop(comp_op1)?, binop(reduce_op)?);
+            self.at(file, line, || {
+                isa::range_select(
+                    region(dst),
+                    region(on_true_tile),
+                    comp0,
+                    comp1,
+                    region(bound0),
+                    region(bound1),
+                    reduce_res.map(region),
+                    op,
+                    range_start as f32,
+                    on_false_value as f32,
+                )
+            })
         })
     }
 

@@ -46,6 +46,8 @@ pub const ENTRY_POINTS: &[&str] = &[
     "Tracer.tensor_reduce",
     "Tracer.tensor_copy",
     "Tracer.memset",
+    "Tracer.iota",
+    "Tracer.range_select",
     "Tracer.nc_transpose",
     "Tracer.nc_matmul",
     "Tracer.finish",

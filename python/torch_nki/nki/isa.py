@@ -5,11 +5,27 @@ frontend does not implement raise ``NotImplementedError`` naming them."""
 
 from __future__ import annotations
 
+import enum
+from numbers import Integral
 from typing import Any
 
 from torch_nki.nki._trace import current, location, unsupported
 from torch_nki.nki._values import HbmView, TileRegion
-from torch_nki.nki.language import Function
+from torch_nki.nki.language import Function, maximum
+
+
+class reduce_cmd(enum.Enum):
+    """``nisa.reduce_cmd``: what an instruction's reduction does with the vector engine's
+    accumulator. The frontend implements ``reset_reduce`` (start afresh, reduce this
+    instruction's result and write it), which is what generated code passes."""
+
+    idle = "idle"
+    reset = "reset"
+    reduce = "reduce"
+    reset_reduce = "reset_reduce"
+
+
+_RESET_REDUCE = reduce_cmd.reset_reduce
 
 
 def _region(value: Any, instruction: str, role: str) -> tuple[int, int, int, int, int]:
@@ -205,6 +221,103 @@ def memset(dst: TileRegion, value: float, **kwargs: Any) -> None:
     _no_extra("memset", kwargs)
     current().native.memset(_region(dst, "memset", "dst"), float(value), *location())
     _wrote(dst)
+
+
+def _int32(value: Any, role: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or not -(2**31) <= int(value) < 2**31:
+        raise TypeError(f"nisa.iota: {role} must be an int32, got {value!r} ({_at()})")
+    return int(value)
+
+
+def _iota_step(pattern: Any, free: int) -> int:
+    """The one step of ``pattern`` (``[[step, num], ...]``, outermost first) over ``free``
+    elements: dimensions of size 1 drop out, and an outer dimension whose step is the inner
+    dimension's step times its size continues it."""
+    pairs = list(pattern) if isinstance(pattern, list | tuple) else None
+    if pairs is None or not all(isinstance(d, list | tuple) and len(d) == 2 for d in pairs):
+        raise TypeError(f"nisa.iota: pattern must be [[step, num], ...], got {pattern!r} ({_at()})")
+    dims = [(_int32(step, "a pattern step"), _int32(num, "a pattern size")) for step, num in pairs]
+    total = 1
+    for _, num in dims:
+        total *= num
+    if total != free:
+        raise ValueError(
+            f"nisa.iota: pattern {pattern!r} covers {total} elements per partition "
+            f"but dst has {free} ({_at()})"
+        )
+    step, size = 0, 1
+    for outer_step, num in reversed([d for d in dims if d[1] != 1]):
+        if size == 1:
+            step, size = outer_step, num
+        elif outer_step == step * size:
+            size *= num
+        else:
+            raise unsupported(
+                "nisa.iota with a pattern that is not one arithmetic progression",
+                f"pattern={pattern!r}",
+            )
+    return step
+
+
+def iota(dst: TileRegion, pattern: Any, offset: Any, channel_multiplier: Any = 0, **kwargs: Any) -> None:
+    """Fills ``dst`` on GpSimd with ``offset + channel_multiplier * p + (w * step_w + ... + x *
+    step_x)`` over the free elements the ``pattern`` ``[[step, num], ...]`` walks (int32
+    arithmetic, written in ``dst``'s dtype). The pattern must be one arithmetic progression
+    over the free elements (``[[step, nf]]``, which generated code passes); ``dst`` must be in
+    SBUF."""
+    _no_extra("iota", kwargs)
+    region = _region(dst, "iota", "dst")
+    current().native.iota(
+        region,
+        _int32(offset, "offset"),
+        _int32(channel_multiplier, "channel_multiplier"),
+        _iota_step(pattern, region[4]),
+        *location(),
+    )
+    _wrote(dst)
+
+
+def range_select(
+    dst: TileRegion,
+    on_true_tile: TileRegion,
+    comp_op0: Function,
+    comp_op1: Function,
+    bound0: TileRegion,
+    bound1: TileRegion,
+    reduce_cmd: reduce_cmd = _RESET_REDUCE,
+    reduce_res: TileRegion | None = None,
+    reduce_op: Function = maximum,
+    range_start: float = 0.0,
+    on_false_value: float = 0.0,
+    **kwargs: Any,
+) -> None:
+    """On the vector engine (NeuronCore-v3 and newer): ``dst[p, f] = on_true_tile[p, f]`` where
+    ``i comp_op0 bound0[p]`` and ``i comp_op1 bound1[p]`` for ``i = f + range_start`` (fp32), and
+    ``on_false_value`` elsewhere; with ``reduce_res``, each row of the result is reduced with
+    ``reduce_op`` into it (``reduce_cmd`` must then be ``reduce_cmd.reset_reduce``, the
+    default here)."""
+    _no_extra("range_select", kwargs)
+    name = "range_select"
+    if reduce_res is not None and reduce_cmd is not _RESET_REDUCE:
+        raise unsupported(f"nisa.range_select(reduce_cmd={reduce_cmd!r})", "only reduce_cmd.reset_reduce")
+    for role, value in (("range_start", range_start), ("on_false_value", on_false_value)):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"nisa.range_select: {role} must be a number, got {value!r} ({_at()})")
+    current().native.range_select(
+        _region(dst, name, "dst"),
+        _region(on_true_tile, name, "on_true_tile"),
+        _function(comp_op0, name, "comp_op0", "operator"),
+        _function(comp_op1, name, "comp_op1", "operator"),
+        _region(bound0, name, "bound0"),
+        _region(bound1, name, "bound1"),
+        None if reduce_res is None else _region(reduce_res, name, "reduce_res"),
+        _function(reduce_op, name, "reduce_op", "operator"),
+        float(range_start),
+        float(on_false_value),
+        *location(),
+    )
+    _wrote(dst)
+    _wrote(reduce_res)
 
 
 def nc_transpose(dst: TileRegion, data: TileRegion, **kwargs: Any) -> None:

@@ -48,7 +48,8 @@ class Function:
     def __init__(self, name: str, kind: str) -> None:
         self.name = name
         self.kind = kind
-        """``operator`` (tensor_tensor, tensor_scalar, reductions) or ``activation``."""
+        """``operator`` (tensor_tensor, tensor_scalar, reductions, range_select comparisons; the
+        comparisons give 1.0 or 0.0) or ``activation``."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise unsupported(
@@ -66,6 +67,12 @@ multiply = Function("multiply", "operator")
 maximum = Function("maximum", "operator")
 minimum = Function("minimum", "operator")
 divide = Function("divide", "operator")
+equal = Function("equal", "operator")
+not_equal = Function("not_equal", "operator")
+greater = Function("greater", "operator")
+greater_equal = Function("greater_equal", "operator")
+less = Function("less", "operator")
+less_equal = Function("less_equal", "operator")
 
 copy = Function("copy", "activation")
 exp = Function("exp", "activation")
