@@ -15,6 +15,7 @@
 //! | `linear` | [`matmul`] | `F.linear`: `x @ weightᵀ + bias`, optional bias |
 //! | `rope` | [`rope`] | rotary position embedding of `q` and `k` (Llama's rotate-half) |
 //! | `softmax`, `log_softmax` | [`softmax`] | over the last dim, max-subtracted, fp32 inside |
+//! | `cross_entropy` | [`loss`] | `F.cross_entropy` over `logits[N, V]` and int targets, `ignore_index`, mean/sum/none; V chunked |
 //! | `flash_attention` | [`attention`] | `softmax(q·kᵀ·scale) · v`, online softmax, causal, grouped-query |
 
 #![warn(missing_docs)]
@@ -22,6 +23,7 @@
 pub mod activation;
 pub mod attention;
 pub mod elementwise;
+pub mod loss;
 pub mod matmul;
 pub mod norm;
 pub mod rope;

@@ -13,7 +13,12 @@ use crate::tiling::{column_chunks, rows_of};
 use nki_core::prelude::*;
 
 /// Loads columns `c0..c0+cols` of a row tile.
-fn load(view: &HbmView, rows: &TileSpan, (c0, cols): (usize, usize), dtype: DType) -> Tile {
+pub(crate) fn load(
+    view: &HbmView,
+    rows: &TileSpan,
+    (c0, cols): (usize, usize),
+    dtype: DType,
+) -> Tile {
     let t = sbuf([rows.size, cols], dtype);
     dma_copy(
         &t,
@@ -54,52 +59,68 @@ fn row_statistics(
     chunks: &[(usize, usize)],
     dtype: DType,
 ) -> (Tile, Tile, Option<Tile>) {
-    let neg_max = sbuf([rows.size, 1], DType::F32);
-    let sum = sbuf([rows.size, 1], DType::F32);
-    let scratch = sbuf([rows.size, chunks[0].1], DType::F32);
     let mut kept = None;
+    let (neg_max, sum) = online_statistics(xv, rows, chunks, dtype, |i, xt| {
+        if i == 0 && chunks.len() == 1 {
+            kept = Some(xt.clone());
+        }
+    });
+    (neg_max, sum, kept)
+}
+
+/// The online max and sum of [`row_statistics`] over the chunks of one row tile, calling
+/// `visit(i, chunk_tile)` on each loaded chunk after its statistics are taken (cross-entropy
+/// picks its target logit there; the visitor may overwrite the tile).
+pub(crate) fn online_statistics(
+    xv: &HbmView,
+    rows: &TileSpan,
+    chunks: &[(usize, usize)],
+    dtype: DType,
+    mut visit: impl FnMut(usize, &Tile),
+) -> (Tile, Tile) {
+    let (r, k) = (rows.size, chunks.len());
+    // Column i: the running −max after chunk i, and Σ exp(x + that) over chunk i. Each chunk's
+    // sum is taken against the running max as it stood and rescaled once at the end, so the
+    // vector engine never waits for the scalar engine's sum of the previous chunk.
+    let neg_maxes = sbuf([r, k], DType::F32);
+    let sums = sbuf([r, k], DType::F32);
+    let scratch = sbuf([r, chunks[0].1], DType::F32);
     for (i, &chunk) in chunks.iter().enumerate() {
         let xt = load(xv, rows, chunk, dtype);
-        let e = scratch.cols(0, chunk.1);
+        let neg_max_i = neg_maxes.cols(i, 1);
         if i == 0 {
-            tensor_reduce(&neg_max, BinOp::Maximum, &xt, 1, true);
-            activation_reduce(
-                &e,
-                ActFn::Exp,
-                &xt,
-                BinOp::Add,
-                &sum,
-                Some(neg_max.region()),
-                1.0,
-            );
+            tensor_reduce(neg_max_i.clone(), BinOp::Maximum, &xt, 1, true);
         } else {
-            // neg_max' = min(neg_max, −max(chunk)); sum = sum · exp(neg_max' − neg_max) + Σ exp.
-            let chunk_neg_max = sbuf([rows.size, 1], DType::F32);
+            let chunk_neg_max = sbuf([r, 1], DType::F32);
             tensor_reduce(&chunk_neg_max, BinOp::Maximum, &xt, 1, true);
-            let new_neg_max = sbuf([rows.size, 1], DType::F32);
-            tensor_tensor(&new_neg_max, &neg_max, &chunk_neg_max, BinOp::Minimum);
-            let rescale = sbuf([rows.size, 1], DType::F32);
-            tensor_tensor(&rescale, &new_neg_max, &neg_max, BinOp::Subtract);
-            activation(&rescale, ActFn::Exp, &rescale, None, 1.0);
-            tensor_tensor(&sum, &sum, &rescale, BinOp::Multiply);
-            let part = sbuf([rows.size, 1], DType::F32);
-            activation_reduce(
-                &e,
-                ActFn::Exp,
-                &xt,
-                BinOp::Add,
-                &part,
-                Some(new_neg_max.region()),
-                1.0,
-            );
-            tensor_tensor(&sum, &sum, &part, BinOp::Add);
-            tensor_copy(&neg_max, &new_neg_max);
+            let before = neg_maxes.cols(i - 1, 1);
+            tensor_tensor(neg_max_i.clone(), before, &chunk_neg_max, BinOp::Minimum);
         }
-        if chunks.len() == 1 {
-            kept = Some(xt);
-        }
+        activation_reduce(
+            scratch.cols(0, chunk.1),
+            ActFn::Exp,
+            &xt,
+            BinOp::Add,
+            sums.cols(i, 1),
+            Some(neg_max_i),
+            1.0,
+        );
+        visit(i, &xt);
     }
-    (neg_max, sum, kept)
+    let neg_max = sbuf([r, 1], DType::F32);
+    tensor_copy(&neg_max, neg_maxes.cols(k - 1, 1));
+    let sum = sbuf([r, 1], DType::F32);
+    if k == 1 {
+        tensor_copy(&sum, &sums);
+    } else {
+        // sum = Σ_i sums_i · exp(neg_max − neg_max_i).
+        let rescale = sbuf([r, k], DType::F32);
+        tensor_scalar(&rescale, &neg_maxes, BinOp::Subtract, &neg_max);
+        activation(&rescale, ActFn::Exp, &rescale, None, -1.0);
+        tensor_tensor(&rescale, &rescale, &sums, BinOp::Multiply);
+        tensor_reduce(&sum, BinOp::Add, &rescale, 1, false);
+    }
+    (neg_max, sum)
 }
 
 /// Softmax over the last dim: `exp(x − max(x)) / Σ exp(x − max(x))`, for `x` of any rank ≥ 1,

@@ -85,7 +85,7 @@ impl Sample {
                 (ParamKind::Tensor | ParamKind::OptionalTensor, Some(SampleArg::Tensor(shape))) => {
                     tensors.push(Some(TensorSig {
                         shape: shape.to_vec(),
-                        dtype,
+                        dtype: def.contract.fixed_dtype(p.name).unwrap_or(dtype),
                     }))
                 }
                 (ParamKind::OptionalTensor, Some(SampleArg::Absent)) => tensors.push(None),

@@ -114,7 +114,8 @@ def make_cpu_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
                 )
         shapes = tuple(None if t is None else t.shape for t in tensors)
         dtypes = tuple(None if t is None else caller_name(t.dtype) for t in tensors)
-        key = (shapes, dtypes)
+        # String arguments may choose output shapes (`match reduction { .. }`).
+        key = (shapes, dtypes, *(s for s in scalars if type(s) is str))
         metas = cache.get(key)
         if metas is None:
             metas = []

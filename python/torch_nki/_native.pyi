@@ -24,6 +24,12 @@ def tolerance(
     dtypes: Sequence[str | None],
     scalars: Sequence[Scalar],
 ) -> list[tuple[float, float] | None]: ...
+def index_domains(
+    name: str,
+    shapes: Sequence[Sequence[int] | None],
+    dtypes: Sequence[str | None],
+    scalars: Sequence[Scalar],
+) -> list[tuple[int, int, int | None] | None]: ...
 def symbolic(
     name: str,
     shapes: Sequence[Sequence[object] | None],

@@ -29,6 +29,7 @@ import torch
 
 import torch_nki
 from torch_nki._cost import example_arguments
+from torch_nki._dtypes import INDEX_DOWNCAST, narrow_indices
 from torch_nki._manifest import OpSpec
 
 __all__ = ["CompiledKernel", "NeuronDevice", "available", "enable"]
@@ -98,7 +99,12 @@ class NeuronDevice:
 
         def neuron_kernel(*args: Any) -> Any:
             compiled = self.kernel(op, args)
-            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            # The kernel takes index inputs as int32, as the CPU kernel does.
+            tensors = [
+                narrow_indices(op, p.name, a) if a.dtype in INDEX_DOWNCAST else a
+                for p, a in zip(spec.params, args, strict=False)
+                if isinstance(a, torch.Tensor)
+            ]
             return compiled.function(*tensors)
 
         neuron_kernel.__name__ = f"neuron_{spec.name}_device"

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 import torch_nki
-from torch_nki._dtypes import NKI_TO_TORCH, TORCH_TO_NKI
+from torch_nki._dtypes import NKI_TO_TORCH, TORCH_TO_NKI, caller_name
 from torch_nki._manifest import OpSpec, SampleSpec
 from torch_nki._register import Registration
 
@@ -36,6 +36,9 @@ __all__ = [
     "backward_sample_inputs",
     "bench_input",
     "call",
+    "fixed_dtype",
+    "index_domains",
+    "index_values",
     "op_spec",
     "ops_with_reference",
     "public_outputs",
@@ -128,6 +131,31 @@ def uniform(seed: int = 0) -> MakeTensor:
     return make
 
 
+def fixed_dtype(spec: OpSpec, param: str) -> str | None:
+    """The one dtype tensor parameter ``param`` allows (``target in {i32}``), if its rule allows
+    only one: samples give it that dtype whatever dtype the case runs in."""
+    for rule in spec.contract["dtypes"]:
+        if rule["param"] == param and rule["rule"]["kind"] == "one_of" and len(rule["rule"]["allowed"]) == 1:
+            return str(rule["rule"]["allowed"][0])
+    return None
+
+
+#: The index range of an integer input with no declared domain.
+DEFAULT_INDEX_DOMAIN = (0, 100, None)
+
+
+def index_values(u: torch.Tensor, domain: tuple[int, int, int | None] | None) -> torch.Tensor:
+    """Integer sample values (int64, as torch's class targets) from uniform values ``u`` in
+    [-1, 1): ``lo + floor((u + 1) / 2 * (hi - lo))`` in float64, and the domain's ``except``
+    value (an ``ignore_index``) at every flat position ``i % 4 == 3``. The fixture generator and
+    the Rust tests (``tests/src/prng.rs``) apply the same rule to the same values."""
+    lo, hi, except_ = domain or DEFAULT_INDEX_DOMAIN
+    v = (lo + torch.floor((u.double() + 1) / 2 * (hi - lo))).long().clamp(max=hi - 1)
+    if except_ is not None:
+        v.reshape(-1)[3::4] = except_
+    return v
+
+
 def _make_args(
     spec: OpSpec, sample: SampleSpec, dtype: torch.dtype, make: MakeTensor, requires_grad: bool
 ) -> tuple[Any, ...]:
@@ -135,13 +163,52 @@ def _make_args(
     for p in spec.params:
         if p.is_tensor:
             shape = sample.args[p.name]
-            t = None if shape is None else make(shape, dtype)
+            t = None if shape is None or fixed_dtype(spec, p.name) == "i32" else make(shape, dtype)
             if t is not None and requires_grad and t.is_floating_point():
                 t.requires_grad_(True)
             args.append(t)
         else:
             args.append(sample.args.get(p.name, p.default))
+    index_params = [
+        i
+        for i, p in enumerate(spec.params)
+        if p.is_tensor and sample.args[p.name] is not None and args[i] is None
+    ]
+    if index_params:
+        tensor_shapes = [sample.args[p.name] for p in spec.params if p.is_tensor]
+        scalars = [a for p, a in zip(spec.params, args, strict=True) if not p.is_tensor]
+        domains = dict(
+            zip(tensor_params(spec), index_domains(spec, tensor_shapes, dtype, scalars), strict=True)
+        )
+        gen = uniform(0)
+        # On the device the maker makes tensors on (``meta`` for shape-only callers).
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        for i in index_params:
+            p = spec.params[i]
+            args[i] = index_values(gen(sample.args[p.name], torch.float32), domains[p.name]).to(device)
     return tuple(args)
+
+
+def tensor_params(spec: OpSpec) -> list[str]:
+    """The names of ``spec``'s tensor parameters, in order."""
+    return [p.name for p in spec.params if p.is_tensor]
+
+
+def index_domains(
+    spec: OpSpec, shapes: Sequence[Sequence[int] | None], dtype: torch.dtype, scalars: Sequence[Any]
+) -> list[tuple[int, int, int | None] | None]:
+    """The index range each tensor parameter of ``spec`` declares (``Hbm::require_indices``) for
+    a call with these tensor ``shapes`` (``None``: left out), in ``dtype`` and with these
+    scalars; ``None`` where it declares none. Integer sample inputs are drawn from it."""
+    names = tensor_params(spec)
+    dtypes = [
+        None if shape is None else fixed_dtype(spec, name) or TORCH_TO_NKI[dtype]
+        for name, shape in zip(names, shapes, strict=True)
+    ]
+    native = _lookup(_qualified(spec, spec.name))[0].native
+    return list(
+        native.index_domains(spec.name, [None if s is None else list(s) for s in shapes], dtypes, scalars)
+    )
 
 
 def bench_input(
@@ -241,7 +308,7 @@ def tolerances(sample: SampleInput) -> list[tuple[float, float]]:
     per_output = reg.native.tolerance(
         spec.name,
         [None if t is None else tuple(t.shape) for t in tensors],
-        [None if t is None else TORCH_TO_NKI[t.dtype] for t in tensors],
+        [None if t is None else caller_name(t.dtype) for t in tensors],
         scalars,
     )
     result = []

@@ -78,7 +78,7 @@ def test_double_backward_raises_naming_the_backward_kernel(op: str) -> None:
     sample = testing.sample_inputs(op, dtypes=[torch.float32])[0]
     args = _float_leaves(sample.args)
     outs = testing.public_outputs(getattr(torch.ops.neuron, op)(*args))
-    leaves = [a for a in args if isinstance(a, torch.Tensor)]
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     seeds = [torch.ones_like(o).requires_grad_(True) for o in outs]
     grads = torch.autograd.grad(outs, leaves, grad_outputs=seeds, create_graph=True)
     with pytest.raises(autograd.NoBackwardError, match=rf"neuron::{bwd.kernel}: cannot compute gradients"):

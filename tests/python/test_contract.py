@@ -49,14 +49,19 @@ def _cases() -> list[tuple[str, Shapes]]:
 CASES = _cases()
 
 
-def _dtypes(shapes: Shapes) -> list[str | None]:
-    return [None if s is None else "f32" for s in shapes]
+def _dtypes(op: str, shapes: Shapes) -> list[str | None]:
+    """f32 for every tensor, or the one dtype its rule allows (an index input's i32)."""
+    names = [p.name for p in SPECS[op].tensor_params]
+    return [
+        None if s is None else testing.fixed_dtype(SPECS[op], n) or "f32"
+        for n, s in zip(names, shapes, strict=True)
+    ]
 
 
 def _concrete(op: str, shapes: Shapes) -> list[tuple[int, ...]] | str:
     scalars = [p.default for p in SPECS[op].scalar_params]
     try:
-        return [tuple(s) for s, _ in _native.check(op, shapes, _dtypes(shapes), scalars)]
+        return [tuple(s) for s, _ in _native.check(op, shapes, _dtypes(op, shapes), scalars)]
     except ValueError as err:
         return str(err)
 
@@ -71,7 +76,7 @@ def _symbolic(op: str, shapes: Shapes) -> list[tuple[int, ...]] | str:
 
     try:
         scalars = [p.default for p in SPECS[op].scalar_params]
-        doc = json.loads(_native.symbolic(op, names, _dtypes(shapes), scalars))
+        doc = json.loads(_native.symbolic(op, names, _dtypes(op, shapes), scalars))
     except ValueError as err:
         return values(str(err))
     for c in doc["checks"]:

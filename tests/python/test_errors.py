@@ -173,7 +173,7 @@ def test_every_op_reports_contract_violations_as_value_and_type_errors(op: str) 
     sample = testing.sample_inputs(op, dtypes=[torch.float32])[0]
     last = max(i for i, a in enumerate(sample.args) if isinstance(a, torch.Tensor))
     t = sample.args[last]
-    wider = torch.zeros((*t.shape[:-1], t.shape[-1] + 1)) if t.dim() else t
+    wider = torch.zeros((*t.shape[:-1], t.shape[-1] + 1), dtype=t.dtype) if t.dim() else t
     args = tuple(wider if i == last else a for i, a in enumerate(sample.args))
     fn = getattr(neuron, op)
     if t.dim():

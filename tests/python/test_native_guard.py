@@ -56,6 +56,7 @@ def _calls() -> dict[str, Callable[[], object]]:
         "cost": lambda: _native.cost("add", SHAPES, DTYPES, [], "trn2"),
         "emit": lambda: _native.emit("add", SHAPES, DTYPES, [], "trn2"),
         "program": lambda: _native.program("add", SHAPES, DTYPES, [], "trn2"),
+        "index_domains": lambda: _native.index_domains("add", SHAPES, DTYPES, []),
         "nki_api": _native.nki_api,
         "cache_size": _native.cache_size,
         "cache_capacity": lambda: _native.cache_capacity(None),

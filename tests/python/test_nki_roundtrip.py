@@ -14,6 +14,7 @@ import torch
 import torch_nki
 from torch_nki import cli, nki, testing
 from torch_nki._cost import example_arguments
+from torch_nki._dtypes import INDEX_DOWNCAST
 
 MIN_SIGNATURES = 4
 
@@ -58,7 +59,8 @@ def test_generated_source_traces_back_to_the_same_program_and_bits(op: str, inde
     source = torch_nki.emit(op, *sample.args)
     module = nki.load_source(source, op)
     kernel = getattr(module, _kernel_name(op))
-    tensors = sample.tensors
+    # An NKI kernel takes index inputs as int32 (the torch op narrows torch's int64).
+    tensors = [t.to(INDEX_DOWNCAST.get(t.dtype, t.dtype)) for t in sample.tensors]
 
     traced = kernel.trace(*tensors)
     shapes, dtypes, scalars = example_arguments(op, sample.args, {})

@@ -10,6 +10,7 @@ import torch
 
 import torch_nki
 from torch_nki import testing
+from torch_nki._dtypes import caller_name
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -59,7 +60,7 @@ def test_every_forward_has_a_reference_and_samples_that_pass_the_contract() -> N
             tensors = [a for p, a in pairs if p.is_tensor]  # None for an optional tensor left out
             scalars = [a for p, a in pairs if not p.is_tensor]
             shapes = [None if t is None else t.shape for t in tensors]
-            names = [None if t is None else testing.TORCH_TO_NKI[t.dtype] for t in tensors]
+            names = [None if t is None else caller_name(t.dtype) for t in tensors]
             torch_nki._native.check(op, shapes, names, scalars)
 
 

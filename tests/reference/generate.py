@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 from torch_nki import testing
+from torch_nki._manifest import OpSpec
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 """Where the fixtures live (committed)."""
@@ -88,6 +89,20 @@ def prng_tensor(seed: int, shape: Sequence[int], dtype: torch.dtype) -> torch.Te
     """A row-major tensor of ``shape`` filled from ``seed``, rounded (RNE) to ``dtype``."""
     n = int(np.prod(shape, dtype=np.int64))
     return torch.from_numpy(prng_f32(seed, n)).reshape(tuple(shape)).to(dtype)
+
+
+def input_tensor(
+    spec: OpSpec, name: str, v: Input, dtype: torch.dtype, domain: tuple[int, int, int | None] | None
+) -> torch.Tensor:
+    """A case input: PRNG values in ``dtype``.
+
+    A tensor whose contract allows only i32 gets indices drawn from its declared domain instead
+    (``testing.index_values``, which the Rust side mirrors).
+    """
+    if testing.fixed_dtype(spec, name) == "i32":
+        u = torch.from_numpy(prng_f32(v.seed, int(np.prod(v.shape, dtype=np.int64)))).reshape(v.shape)
+        return testing.index_values(u, domain)
+    return prng_tensor(v.seed, v.shape, dtype)
 
 
 def self_check() -> None:
@@ -200,11 +215,22 @@ def build_cases() -> list[Case]:
 def run_case(case: Case) -> tuple[dict[str, object], dict[str, bytes]]:
     """Computes one case: its ``cases.json`` entry and its ``.bin`` files (one per output)."""
     dtype = DTYPES[case.dtype]
-    args = [prng_tensor(v.seed, v.shape, dtype) if isinstance(v, Input) else v for _, v in case.params]
+    spec = testing.op_spec(case.op)
+    tensor_shapes = [
+        v.shape if isinstance(v, Input) else None
+        for p, (_, v) in zip(spec.params, case.params, strict=True)
+        if p.is_tensor
+    ]
+    scalars = [v for p, (_, v) in zip(spec.params, case.params, strict=True) if not p.is_tensor]
+    domains = dict(
+        zip(testing.tensor_params(spec), testing.index_domains(spec, tensor_shapes, dtype, scalars), strict=True)
+    )
+    args = [
+        input_tensor(spec, name, v, dtype, domains.get(name)) if isinstance(v, Input) else v for name, v in case.params
+    ]
     sample = testing.SampleInput(case.op, dtype, tuple(args), 0)
     with torch.no_grad():
         outs = testing.reference(sample)
-    spec = testing.op_spec(case.op)
     public = spec.public_outputs
     if len(outs) != len(public):
         raise AssertionError(f"{case.name}: reference returned {len(outs)} outputs, the op returns {len(public)}")

@@ -182,14 +182,6 @@ impl Case {
             .map(|o| o.reference_from(&dir))
             .collect()
     }
-
-    /// The case's input values (rounded to the case dtype), in [`Case::inputs`] order.
-    pub fn input_values(&self) -> Vec<Vec<f32>> {
-        self.inputs
-            .iter()
-            .map(|i| crate::prng::values(i.seed, i.shape.iter().product(), self.dtype))
-            .collect()
-    }
 }
 
 impl OutputSpec {

@@ -27,6 +27,58 @@ pub fn values(seed: u64, n: usize, dtype: DType) -> Vec<f32> {
     (0..n as u64).map(|i| dtype.round(value(seed, i))).collect()
 }
 
+/// The index range of an integer input with no declared domain (`DEFAULT_INDEX_DOMAIN` in
+/// `torch_nki.testing`).
+pub const DEFAULT_INDEX_DOMAIN: IndexDomain = IndexDomain {
+    lo: 0,
+    hi: 100,
+    except: None,
+};
+
+/// The values an integer input is drawn from: `lo..hi`, and `except` at every fourth element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexDomain {
+    /// Smallest index.
+    pub lo: i64,
+    /// One past the largest.
+    pub hi: i64,
+    /// The value at every flat position `i % 4 == 3` (an `ignore_index`).
+    pub except: Option<i64>,
+}
+
+/// Elements `0..n` of an integer input (as `f32`, exact below 2^24): the stream of `seed` mapped
+/// to `lo + floor((u + 1) / 2 · (hi − lo))` in `f64`, and `except` at every `i % 4 == 3`, as
+/// `torch_nki.testing.index_values` computes them.
+pub fn indices(seed: u64, n: usize, d: IndexDomain) -> Vec<f32> {
+    (0..n as u64)
+        .map(|i| match d.except {
+            Some(e) if i % 4 == 3 => e as f32,
+            _ => {
+                let u = f64::from(value(seed, i));
+                let v = d.lo + ((u + 1.0) / 2.0 * (d.hi - d.lo) as f64).floor() as i64;
+                v.min(d.hi - 1) as f32
+            }
+        })
+        .collect()
+}
+
+/// The values of kernel input `decl` from the stream of `seed`: [`indices`] from its declared
+/// domain (or [`DEFAULT_INDEX_DOMAIN`]) for an `i32` input, [`values`] otherwise.
+pub fn input_values(seed: u64, decl: &nki_core::ir::HbmDecl) -> Vec<f32> {
+    if decl.dtype != DType::I32 {
+        return values(seed, decl.numel(), decl.dtype);
+    }
+    let d = decl
+        .domain
+        .as_ref()
+        .map_or(DEFAULT_INDEX_DOMAIN, |d| IndexDomain {
+            lo: d.lo,
+            hi: d.hi,
+            except: d.except,
+        });
+    indices(seed, decl.numel(), d)
+}
+
 /// `values` as a little-endian buffer of `dtype`, as the simulator takes it.
 pub fn encode(values: &[f32], dtype: DType) -> Vec<u8> {
     let mut bytes = vec![0u8; values.len() * dtype.size_bytes()];
@@ -46,6 +98,20 @@ pub fn decode(bytes: &[u8], dtype: DType) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `torch_nki.testing.index_values` on the stream of seed 12345 gives these (computed there).
+    #[test]
+    fn index_values_match_the_python_rule() {
+        let d = |lo, hi, except| IndexDomain { lo, hi, except };
+        assert_eq!(
+            indices(12345, 8, d(0, 10, Some(-100))),
+            [1.0, 7.0, 3.0, -100.0, 1.0, 5.0, 6.0, -100.0]
+        );
+        assert_eq!(
+            indices(12345, 8, d(3, 1000, None)),
+            [135.0, 795.0, 321.0, 541.0, 163.0, 562.0, 644.0, 973.0]
+        );
+    }
 
     /// The same literals as `PINNED` in `tests/reference/generate.py`.
     #[test]

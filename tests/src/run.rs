@@ -8,7 +8,7 @@ use nki_core::KernelDef;
 use nki_core::contract::Bindings;
 use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
 use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
-use nki_core::{Signature, Target};
+use nki_core::{DType, Signature, Target};
 use nki_registry::{CompileCache, Registry};
 
 /// The target every accuracy case is compiled for.
@@ -84,7 +84,7 @@ pub fn run_case(case: &Case) -> Result<CaseRun, Error> {
                     .find(|i| i.name == p.name)
                     .map(|i| TensorSig {
                         shape: i.shape.iter().map(|&d| d as u64).collect(),
-                        dtype: case.dtype,
+                        dtype: def.contract.fixed_dtype(p.name).unwrap_or(case.dtype),
                     })
             })
             .collect(),
@@ -94,20 +94,26 @@ pub fn run_case(case: &Case) -> Result<CaseRun, Error> {
     let metas = sig.metas();
     let bindings = def
         .contract
-        .bind_optional(def.name, &metas)
+        .bind_call(def.name, &metas, &def.choices(&sig.scalars))
         .map_err(nki_core::NkiError::from)?;
     let compiled = CompileCache::global().get_or_compile(def, &sig)?;
-    let data: Vec<Vec<u8>> = case
-        .input_values()
+    // Present inputs in order, with their dtypes and the index domain the kernel declares.
+    let decls: Vec<_> = compiled.program.inputs().map(|(_, d)| d).collect();
+    let data: Vec<(DType, Vec<u8>)> = case
+        .inputs
         .iter()
-        .map(|v| prng::encode(v, case.dtype))
+        .zip(&decls)
+        .map(|(spec, decl)| {
+            let values = prng::input_values(spec.seed, decl);
+            (decl.dtype, prng::encode(&values, decl.dtype))
+        })
         .collect();
     let inputs: Vec<HostTensor<'_>> = case
         .inputs
         .iter()
         .zip(&data)
-        .map(|(spec, bytes)| HostTensor {
-            dtype: case.dtype,
+        .map(|(spec, (dtype, bytes))| HostTensor {
+            dtype: *dtype,
             shape: &spec.shape,
             data: bytes,
         })

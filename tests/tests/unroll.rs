@@ -33,12 +33,7 @@ fn outputs(program: &Program) -> Vec<Vec<u8>> {
     let inputs: Vec<Vec<u8>> = program
         .inputs()
         .enumerate()
-        .map(|(i, (_, d))| {
-            prng::encode(
-                &prng::values(i as u64 * 7919 + 1, d.numel(), d.dtype),
-                d.dtype,
-            )
-        })
+        .map(|(i, (_, d))| prng::encode(&prng::input_values(i as u64 * 7919 + 1, d), d.dtype))
         .collect();
     let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
     simulate_to_vecs(program, &inputs, SimOptions::default()).unwrap()

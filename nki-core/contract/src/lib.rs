@@ -233,6 +233,20 @@ pub struct ShapeCase {
     pub shape: &'static [OutDim],
 }
 
+impl Contract {
+    /// The one dtype tensor parameter `param` allows (`target in {i32}`), if its rule allows one
+    /// only: samples give it that dtype whatever dtype the case runs in.
+    pub fn fixed_dtype(&self, param: &str) -> Option<DType> {
+        self.dtypes
+            .iter()
+            .find(|d| d.param == param)
+            .and_then(|d| match d.rule {
+                DtypeRule::OneOf { allowed: [only] } => Some(*only),
+                _ => None,
+            })
+    }
+}
+
 impl OutputSpec {
     /// The shape for a call whose string parameter `param` is `value` (`None`: not given,
     /// which only a shape without [`OutputSpec::by_choice`] allows).

@@ -25,6 +25,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "cost",
     "emit",
     "program",
+    "index_domains",
     "nki_api",
     "cache_size",
     "cache_capacity",

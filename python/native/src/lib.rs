@@ -297,6 +297,33 @@ fn program(
     })
 }
 
+/// The index range each tensor input of op `name` declares for these arguments
+/// (`Hbm::require_indices`): per tensor parameter `(lo, hi, except)`, or `None` (no
+/// declaration, or a tensor left out). Test inputs are drawn from it.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn index_domains(
+    py: Python<'_>,
+    name: &str,
+    shapes: Vec<Option<Vec<u64>>>,
+    dtypes: Vec<Option<String>>,
+    scalars: Vec<Bound<'_, PyAny>>,
+) -> PyResult<Vec<Option<(i64, i64, Option<i64>)>>> {
+    crate::guard::guard("index_domains", || {
+        let present: Vec<bool> = shapes.iter().map(Option::is_some).collect();
+        let domains = with_program(py, name, shapes, dtypes, scalars, "trn2", |p| {
+            p.inputs()
+                .map(|(_, d)| d.domain.as_ref().map(|d| (d.lo, d.hi, d.except)))
+                .collect::<Vec<_>>()
+        })?;
+        let mut given = domains.into_iter();
+        Ok(present
+            .into_iter()
+            .map(|p| if p { given.next().flatten() } else { None })
+            .collect())
+    })
+}
+
 /// Every `nki` / `nl` / `nisa` name codegen may emit: `[(name, keywords, doc_url), ...]`.
 #[pyfunction]
 fn nki_api() -> PyResult<Vec<(&'static str, Vec<&'static str>, &'static str)>> {
@@ -447,6 +474,7 @@ pub fn init_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cost, m)?)?;
     m.add_function(wrap_pyfunction!(emit, m)?)?;
     m.add_function(wrap_pyfunction!(program, m)?)?;
+    m.add_function(wrap_pyfunction!(index_domains, m)?)?;
     m.add_function(wrap_pyfunction!(nki_api, m)?)?;
     m.add_class::<frontend::Tracer>()?;
     m.add_class::<frontend::Program>()?;

@@ -245,7 +245,9 @@ def _iota_step(pattern: Any, free: int) -> int:
             f"nisa.iota: pattern {pattern!r} covers {total} elements per partition "
             f"but dst has {free} ({_at()})"
         )
-    step, size = 0, 1
+    # With one element per partition the step is never applied: keep the innermost one given
+    # (what generated code writes for a one-column tile), so a round trip finds the same value.
+    step, size = (dims[-1][0] if dims else 0), 1
     for outer_step, num in reversed([d for d in dims if d[1] != 1]):
         if size == 1:
             step, size = outer_step, num
