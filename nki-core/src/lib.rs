@@ -3,7 +3,8 @@
 //! NKI (Neuron Kernel Interface) kernels in Rust. This crate owns the tile language kernel
 //! authors write ([`language`] and [`isa`], mirroring `nki.language` and `nki.isa`, built on
 //! [`lang`]), the Program IR it traces to ([`ir`]), the hardware targets and their constraints
-//! ([`target`], [`validate`]), output coverage ([`coverage`]), the CPU simulator ([`sim`]),
+//! ([`target`], [`validate`]), output coverage ([`coverage`]), the CPU simulator ([`sim`], with
+//! its engine arithmetic in [`engine_math`]),
 //! kernel definitions ([`kernel_def`], [`op_info`], [`autodiff`]) and re-exports the contract
 //! vocabulary ([`contract`]). The `#[kernel]` attribute is re-exported from `nki-macros`; test
 //! helpers are in [`testing`].
@@ -36,6 +37,7 @@ pub mod codegen;
 pub mod compile;
 pub mod cost;
 pub mod coverage;
+pub mod engine_math;
 pub mod error;
 pub mod ir;
 pub mod isa;

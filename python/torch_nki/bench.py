@@ -82,7 +82,7 @@ def grade(op: str, target: str = "trn2", repeat: int = 3, dtype: torch.dtype | N
     report = torch_nki.cost(op, *sample.args, target=target)
     fn = getattr(torch.ops.neuron, op)
     sim, aten = median_times(functools.partial(fn, *sample.args), aten_fn, repeat)
-    shapes = ", ".join("x".join(map(str, t.shape)) for t in sample.tensors)
+    shapes = ", ".join("x".join(map(str, t.shape)) or "[]" for t in sample.tensors)
     return Grade(
         op=op,
         shapes=shapes,

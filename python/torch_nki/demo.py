@@ -51,7 +51,7 @@ def _largest(op: str, dtype: torch.dtype) -> testing.SampleInput | None:
 
 
 def _shape_text(sample: testing.SampleInput) -> str:
-    return ", ".join("x".join(map(str, t.shape)) for t in sample.tensors)
+    return ", ".join("x".join(map(str, t.shape)) or "[]" for t in sample.tensors)
 
 
 def _within(

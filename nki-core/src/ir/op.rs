@@ -196,14 +196,14 @@ impl ActFn {
     pub fn apply(self, x: f32) -> f32 {
         match self {
             ActFn::Identity => x,
-            ActFn::Exp => x.exp(),
+            ActFn::Exp => crate::engine_math::exp(x),
             ActFn::Rsqrt => 1.0 / x.sqrt(),
             ActFn::Sqrt => x.sqrt(),
-            ActFn::Silu => x / (1.0 + (-x).exp()),
+            ActFn::Silu => x / (1.0 + crate::engine_math::exp(-x)),
             ActFn::Square => x * x,
             ActFn::Relu => x.max(0.0),
             ActFn::Tanh => x.tanh(),
-            ActFn::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            ActFn::Sigmoid => 1.0 / (1.0 + crate::engine_math::exp(-x)),
             ActFn::Reciprocal => 1.0 / x,
             ActFn::GeluTanh => {
                 let c = (2.0f32 / std::f32::consts::PI).sqrt();

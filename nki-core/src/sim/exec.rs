@@ -325,11 +325,13 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
             )?;
             let mut reduced = Vec::with_capacity(if reduce.is_some() { dst.np } else { 0 });
             rows1(store, dst, on_true, s, |r, out, x| {
-                for (f, (o, v)) in out.iter_mut().zip(x).enumerate() {
-                    let i = f as f32 + range_start;
-                    let selected = comp0.apply(i, b0[r]) != 0.0 && comp1.apply(i, b1[r]) != 0.0;
-                    *o = if selected { *v } else { *on_false };
-                }
+                // Both comparisons are monotone in the index, so the selected columns are one
+                // contiguous range.
+                let (lo, hi) =
+                    selected_columns(out.len(), *range_start, (*comp0, b0[r]), (*comp1, b1[r]));
+                out[..lo].fill(*on_false);
+                out[lo..hi].copy_from_slice(&x[lo..hi]);
+                out[hi..].fill(*on_false);
                 if let Some((op, _)) = reduce {
                     // As for activation: the engine reduces the fp32 results, before they are
                     // rounded to dst (an fp32 reduce_res keeps an fp32 on_false_value exactly).
@@ -381,7 +383,7 @@ fn apply_activation(func: ActFn, x: &[f32], scale: f32, bias: f32, out: &mut [f3
             let t = pre(*v);
             *o = t * t
         }),
-        ActFn::Exp => out.iter_mut().zip(x).for_each(|(o, v)| *o = pre(*v).exp()),
+        ActFn::Exp => crate::engine_math::exp_row(x, scale, bias, out),
         f => out
             .iter_mut()
             .zip(x)
@@ -389,11 +391,63 @@ fn apply_activation(func: ActFn, x: &[f32], scale: f32, bias: f32, out: &mut [f3
     }
 }
 
-/// Reduces a row with a reduction operator (sequential, left to right: deterministic).
+/// The columns `lo..hi` of an `n`-column row that `range_select` keeps: those whose index
+/// `i = f + range_start` (in fp32) satisfies both comparisons. Each comparison holds on a
+/// contiguous range of `f` (`i` does not decrease with `f`), so their intersection is one too;
+/// the ranges are found by binary search and agree element for element with evaluating the
+/// comparisons (a NaN bound selects nothing).
+fn selected_columns(
+    n: usize,
+    range_start: f32,
+    a: (BinOp, f32),
+    b: (BinOp, f32),
+) -> (usize, usize) {
+    let holds =
+        |f: usize, (op, bound): (BinOp, f32)| op.apply(f as f32 + range_start, bound) != 0.0;
+    // The first column where `cond` holds, for a `cond` false up to some column and true after.
+    let first = |cond: &dyn Fn(usize) -> bool| {
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if cond(mid) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    };
+    let range = |c: (BinOp, f32)| -> (usize, usize) {
+        match c.0 {
+            // True from some column on.
+            BinOp::Greater | BinOp::GreaterEqual => (first(&|f| holds(f, c)), n),
+            // True up to some column.
+            BinOp::Less | BinOp::LessEqual => (0, first(&|f| !holds(f, c))),
+            // i == bound: from the first i >= bound to the first i > bound.
+            BinOp::Equal => (
+                first(&|f| holds(f, (BinOp::GreaterEqual, c.1))),
+                first(&|f| holds(f, (BinOp::Greater, c.1))),
+            ),
+            // Trace rejects other operators; evaluate them column by column anyway.
+            _ => {
+                let lo = (0..n).find(|&f| holds(f, c)).unwrap_or(n);
+                let hi = (lo..n).find(|&f| !holds(f, c)).unwrap_or(n);
+                (lo, hi)
+            }
+        }
+    };
+    let ((a0, a1), (b0, b1)) = (range(a), range(b));
+    let (lo, hi) = (a0.max(b0), a1.min(b1));
+    if lo < hi { (lo, hi) } else { (0, 0) }
+}
+
+/// Reduces a row with a reduction operator, deterministically: sums in eight interleaved
+/// partial sums (lane `k` adds elements `k`, `k + 8`, ...), then the lanes in order, then the
+/// tail; other operators in any order (their result does not depend on it).
 fn reduce_row(op: BinOp, row: &[f32]) -> f32 {
     match op {
-        BinOp::Add => row.iter().fold(0.0, |a, v| a + v),
-        BinOp::Maximum => row.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v)),
+        BinOp::Add => sum_of(row),
+        BinOp::Maximum => max_of(row),
         op => {
             let init = op
                 .reduce_identity()
@@ -401,6 +455,35 @@ fn reduce_row(op: BinOp, row: &[f32]) -> f32 {
             row.iter().fold(init, |a, v| op.apply(a, *v))
         }
     }
+}
+
+/// The sum of a row in eight interleaved lanes (see [`reduce_row`]).
+fn sum_of(row: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let chunks = row.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l += v;
+        }
+    }
+    let total = lanes.iter().fold(0.0, |a, v| a + v);
+    tail.iter().fold(total, |a, v| a + v)
+}
+
+/// The maximum of a row as a left-to-right `f32::max` fold from `-inf` computes it (NaN elements
+/// are passed over); the maximum does not depend on the order, so eight lanes run independently.
+fn max_of(row: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let chunks = row.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l = l.max(*v);
+        }
+    }
+    let m = tail.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v));
+    lanes.iter().fold(m, |a, v| a.max(*v))
 }
 
 fn matmul(
