@@ -30,9 +30,10 @@ fn exp_in_range(x: f32) -> f32 {
     p = p * r + 1.666_666_5e-1;
     p = p * r + 0.5;
     let y = p * (r * r) + r + 1.0;
-    // 2^n for n in [-126, 127]: the exponent field directly.
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
-    y * scale
+    // 2^n for n in [-126, 127]: the biased exponent n + 127 read off the bits of
+    // n + 127 + 2^23 (an integer-valued float), shifted into the exponent field.
+    let biased = (n + (127.0 + 8_388_608.0)).to_bits() - 0x4B00_0000;
+    y * f32::from_bits(biased << 23)
 }
 
 /// `e^x` in fp32, as the simulated scalar engine computes it.
@@ -46,10 +47,19 @@ pub fn exp(x: f32) -> f32 {
 }
 
 /// `out[i] = exp(x[i] · scale + bias)` with the bits of [`exp`], vectorised.
+// `max(LOW).min(HIGH)` rather than `clamp`: it vectorises, and maps NaN into the range (the
+// element is recomputed from its NaN afterwards) where `clamp` would keep it.
+#[allow(clippy::manual_clamp)]
 pub fn exp_row(x: &[f32], scale: f32, bias: f32, out: &mut [f32]) {
+    let mut outside = false;
     for (o, v) in out.iter_mut().zip(x) {
         let t = *v * scale + bias;
-        *o = exp_in_range(t.clamp(LOW, HIGH));
+        // max/min (not clamp) vectorise; NaN becomes LOW here and is redone below.
+        *o = exp_in_range(t.max(LOW).min(HIGH));
+        outside |= !(LOW..=HIGH).contains(&t);
+    }
+    if !outside {
+        return;
     }
     for (o, v) in out.iter_mut().zip(x) {
         let t = *v * scale + bias;

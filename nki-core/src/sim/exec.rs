@@ -384,6 +384,17 @@ fn apply_activation(func: ActFn, x: &[f32], scale: f32, bias: f32, out: &mut [f3
             *o = t * t
         }),
         ActFn::Exp => crate::engine_math::exp_row(x, scale, bias, out),
+        // exp(−t) for the whole row first (vectorised, the bits of `ActFn::apply`), then t / (1 + ·).
+        ActFn::Silu => {
+            crate::engine_math::exp_row(x, -scale, -bias, out);
+            out.iter_mut()
+                .zip(x)
+                .for_each(|(o, v)| *o = pre(*v) / (1.0 + *o));
+        }
+        ActFn::Sigmoid => {
+            crate::engine_math::exp_row(x, -scale, -bias, out);
+            out.iter_mut().for_each(|o| *o = 1.0 / (1.0 + *o));
+        }
         f => out
             .iter_mut()
             .zip(x)
