@@ -97,6 +97,20 @@ fn input_row<'t>(
     }
 }
 
+/// Writes one value per partition into the `(P, 1)` column `res`, rounded to its dtype (a
+/// `reduce_res`).
+fn write_column(
+    store: &mut TileStore<'_>,
+    res: &TileRegion,
+    values: Vec<f32>,
+) -> Result<(), StoreError> {
+    let dt = store.dtype(res.tile);
+    for (r, v) in values.into_iter().enumerate() {
+        store.row_mut(res, r)?[0] = dt.round(v);
+    }
+    Ok(())
+}
+
 /// Calls `f(r, out_row, in_row)` for every row of `dst`, writing the destination in place.
 fn rows1(
     store: &mut TileStore<'_>,
@@ -252,10 +266,7 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 round_into_in_place(out, dt);
             })?;
             if let Some((_, res)) = reduce {
-                let rdt = store.dtype(res.tile);
-                for (r, acc) in reduced.into_iter().enumerate() {
-                    store.row_mut(res, r)?[0] = rdt.round(acc);
-                }
+                write_column(store, res, reduced)?;
             }
         }
         Op::TensorReduce {
@@ -340,10 +351,7 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 round_into_in_place(out, dt);
             })?;
             if let Some((_, res)) = reduce {
-                let rdt = store.dtype(res.tile);
-                for (r, acc) in reduced.into_iter().enumerate() {
-                    store.row_mut(res, r)?[0] = rdt.round(acc);
-                }
+                write_column(store, res, reduced)?;
             }
         }
         Op::NcMatmul {
