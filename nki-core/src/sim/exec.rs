@@ -48,6 +48,44 @@ fn round_into(dst: &mut [f32], dtype: DType, f: impl Fn(usize) -> f32) {
     }
 }
 
+/// Runs `body` with `$f` bound to operator `$op` as a concrete closure, so the per-element loop
+/// in `body` is compiled once per arithmetic operator (and vectorised) instead of matching the
+/// operator on every element; comparisons share one generic instance.
+macro_rules! with_op {
+    ($op:expr, |$f:ident| $body:expr) => {
+        match $op {
+            BinOp::Add => {
+                let $f = |a: f32, b: f32| a + b;
+                $body
+            }
+            BinOp::Subtract => {
+                let $f = |a: f32, b: f32| a - b;
+                $body
+            }
+            BinOp::Multiply => {
+                let $f = |a: f32, b: f32| a * b;
+                $body
+            }
+            BinOp::Maximum => {
+                let $f = |a: f32, b: f32| a.max(b);
+                $body
+            }
+            BinOp::Minimum => {
+                let $f = |a: f32, b: f32| a.min(b);
+                $body
+            }
+            BinOp::Divide => {
+                let $f = |a: f32, b: f32| a / b;
+                $body
+            }
+            other => {
+                let $f = move |a: f32, b: f32| other.apply(a, b);
+                $body
+            }
+        }
+    };
+}
+
 /// The per-partition values of a scalar operand for `np` rows (read before the destination is
 /// taken out of the store, since a column may live in the destination tile).
 fn column_values(
@@ -207,11 +245,8 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
         Op::DmaCopy { dst, src } => dma(ctx, store, dst, src, s)?,
         Op::TensorTensor { dst, a, b, op } => {
             let dt = store.dtype(dst.tile);
-            rows2(store, dst, a, b, s, |out, x, y| match op {
-                BinOp::Add => round_into(out, dt, |i| x[i] + y[i]),
-                BinOp::Subtract => round_into(out, dt, |i| x[i] - y[i]),
-                BinOp::Multiply => round_into(out, dt, |i| x[i] * y[i]),
-                op => round_into(out, dt, |i| op.apply(x[i], y[i])),
+            rows2(store, dst, a, b, s, |out, x, y| {
+                with_op!(*op, |f| round_into(out, dt, |i| f(x[i], y[i])))
             })?;
         }
         Op::TensorScalar {
@@ -229,13 +264,13 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
             };
             rows1(store, dst, data, s, |r, out, x| {
                 let v0 = v0[r];
-                match (op0, &second) {
-                    (BinOp::Multiply, None) => round_into(out, dt, |i| x[i] * v0),
-                    (BinOp::Add, None) => round_into(out, dt, |i| x[i] + v0),
-                    (op0, None) => round_into(out, dt, |i| op0.apply(x[i], v0)),
-                    (op0, Some((op, v1))) => {
+                match &second {
+                    None => with_op!(*op0, |f0| round_into(out, dt, |i| f0(x[i], v0))),
+                    Some((op1, v1)) => {
                         let v1 = v1[r];
-                        round_into(out, dt, |i| op.apply(op0.apply(x[i], v0), v1))
+                        with_op!(*op0, |f0| with_op!(*op1, |f1| {
+                            round_into(out, dt, |i| f1(f0(x[i], v0), v1))
+                        }))
                     }
                 }
             })?;
