@@ -2,12 +2,13 @@
 //!
 //! Rows (every leading dim flattened) are tiled 128 to the partitions; each row is processed in
 //! 2048-column chunks, so any `D` fits in SBUF. The forward is the online (one-pass) form of
-//! the max-subtracted softmax: per chunk the row maximum is updated, the running sum of
-//! `exp(x − max)` is rescaled by `exp(max_old − max_new)` and the chunk's sum added (the
-//! exponential and its row sum are one `activation_reduce` on the scalar engine, the max
-//! subtracted through its per-row bias); a second pass writes `exp(x − max) / sum`. Statistics
-//! are fp32; each output is rounded once to the input dtype. When the row is a single chunk it
-//! stays in SBUF between the passes.
+//! the max-subtracted softmax: per chunk the running row maximum is updated and the chunk's
+//! `Σ exp(x − max)` taken against it (the exponential and its row sum are one
+//! `activation_reduce` on the scalar engine, the max subtracted through its per-row bias); the
+//! chunks' sums are rescaled to the final maximum once at the end. A second pass writes
+//! `exp(x − max) / sum` (the exponential on the scalar engine, the scaling on the vector
+//! engine). Statistics are fp32; each output is rounded once to the input dtype. Rows up to
+//! 32 KiB per partition stay in SBUF between the passes.
 
 use crate::tiling::{column_chunks, rows_of};
 use nki_core::prelude::*;
@@ -50,19 +51,31 @@ fn add_row_sum(total: &Tile, data: &TileRegion, first: bool) {
     }
 }
 
+/// Rows up to this many bytes per partition (all the tensors a kernel keeps together) stay in
+/// SBUF between a kernel's first pass and its second (16384 bf16 or 8192 fp32 columns of one
+/// tensor); longer rows are loaded twice.
+const KEEP_ROW_BYTES: usize = 32 * 1024;
+
+/// Whether `tensors` rows of `d` elements of `dtype` fit [`KEEP_ROW_BYTES`] together.
+fn keeps_rows(d: usize, dtype: DType, tensors: usize) -> bool {
+    tensors * d * dtype.size_bytes() <= KEEP_ROW_BYTES
+}
+
 /// Per-row statistics of the online softmax: `neg_max = −max(x)` and
-/// `sum = Σ exp(x − max)`, both `[rows, 1]` fp32. Returns the first chunk's tile when the row
-/// is one chunk (so the second pass need not reload it).
+/// `sum = Σ exp(x − max)`, both `[rows, 1]` fp32. Returns each chunk's tile when the whole row
+/// fits [`KEEP_ROW_BYTES`] (so the second pass need not reload it), `None`s otherwise.
 fn row_statistics(
     xv: &HbmView,
     rows: &TileSpan,
     chunks: &[(usize, usize)],
     dtype: DType,
-) -> (Tile, Tile, Option<Tile>) {
-    let mut kept = None;
+) -> (Tile, Tile, Vec<Option<Tile>>) {
+    let d: usize = chunks.iter().map(|c| c.1).sum();
+    let keep = keeps_rows(d, dtype, 1);
+    let mut kept = vec![None; chunks.len()];
     let (neg_max, sum) = online_statistics(xv, rows, chunks, dtype, |i, xt| {
-        if i == 0 && chunks.len() == 1 {
-            kept = Some(xt.clone());
+        if keep {
+            kept[i] = Some(xt.clone());
         }
     });
     (neg_max, sum, kept)
@@ -148,14 +161,19 @@ pub fn softmax(x: &Hbm) -> Hbm {
     let chunks = column_chunks(d);
     for_each_tile(n, PMAX, |rows| {
         let (neg_max, sum, mut kept) = row_statistics(&xv, &rows, &chunks, dt);
+        // y = exp(x − max) · (1 / sum): `x − max` is exact near the maximum, where the mass is
+        // (folding `− log(sum)` into the exponent would round it at the logits' magnitude).
         let inv = sbuf([rows.size, 1], DType::F32);
         activation(&inv, ActFn::Reciprocal, &sum, None, 1.0);
-        let e = sbuf([rows.size, chunks[0].1], DType::F32);
-        for &chunk in &chunks {
-            let xt = kept.take().unwrap_or_else(|| load(&xv, &rows, chunk, dt));
-            let ec = e.cols(0, chunk.1);
-            activation(&ec, ActFn::Exp, &xt, Some(neg_max.region()), 1.0);
-            tensor_scalar(&xt, &ec, BinOp::Multiply, &inv);
+        for (i, &chunk) in chunks.iter().enumerate() {
+            let xt = kept[i]
+                .take()
+                .unwrap_or_else(|| load(&xv, &rows, chunk, dt));
+            // Each chunk its own fp32 tile, so the next exponential need not wait for this
+            // chunk's multiply to read it.
+            let e = sbuf([rows.size, chunk.1], DType::F32);
+            activation(&e, ActFn::Exp, &xt, Some(neg_max.region()), 1.0);
+            tensor_scalar(&xt, &e, BinOp::Multiply, &inv);
             store(&ov, &rows, chunk, &xt);
         }
     });
@@ -178,18 +196,19 @@ pub fn softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
     for_each_tile(n, PMAX, |rows| {
         let dot = sbuf([rows.size, 1], DType::F32);
         let prod = sbuf([rows.size, chunks[0].1], DType::F32);
-        let mut kept = None;
+        let keep = keeps_rows(d, dt, 2);
+        let mut kept = vec![None; chunks.len()];
         for (i, &chunk) in chunks.iter().enumerate() {
             let (gt, yt) = (load(&gv, &rows, chunk, dt), load(&yv, &rows, chunk, dt));
             let p = prod.cols(0, chunk.1);
             tensor_tensor(&p, &gt, &yt, BinOp::Multiply);
             add_row_sum(&dot, &p, i == 0);
-            if chunks.len() == 1 {
-                kept = Some((gt, yt));
+            if keep {
+                kept[i] = Some((gt, yt));
             }
         }
-        for &chunk in &chunks {
-            let (gt, yt) = kept
+        for (i, &chunk) in chunks.iter().enumerate() {
+            let (gt, yt) = kept[i]
                 .take()
                 .unwrap_or_else(|| (load(&gv, &rows, chunk, dt), load(&yv, &rows, chunk, dt)));
             let p = prod.cols(0, chunk.1);
@@ -230,8 +249,10 @@ pub fn log_softmax(x: &Hbm) -> Hbm {
         let shift = sbuf([rows.size, 1], DType::F32);
         activation(&shift, ActFn::Log, &sum, None, 1.0);
         tensor_tensor(&shift, &neg_max, &shift, BinOp::Subtract);
-        for &chunk in &chunks {
-            let xt = kept.take().unwrap_or_else(|| load(&xv, &rows, chunk, dt));
+        for (i, &chunk) in chunks.iter().enumerate() {
+            let xt = kept[i]
+                .take()
+                .unwrap_or_else(|| load(&xv, &rows, chunk, dt));
             tensor_scalar(&xt, &xt, BinOp::Add, &shift);
             store(&ov, &rows, chunk, &xt);
         }
@@ -254,19 +275,23 @@ pub fn log_softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
     let chunks = column_chunks(d);
     for_each_tile(n, PMAX, |rows| {
         let total = sbuf([rows.size, 1], DType::F32);
-        let mut kept = None;
+        let keep = keeps_rows(d, dt, 1);
+        let mut kept = vec![None; chunks.len()];
         for (i, &chunk) in chunks.iter().enumerate() {
             let gt = load(&gv, &rows, chunk, dt);
             add_row_sum(&total, &gt.region(), i == 0);
-            if chunks.len() == 1 {
-                kept = Some(gt);
+            if keep {
+                kept[i] = Some(gt);
             }
         }
-        let p = sbuf([rows.size, chunks[0].1], DType::F32);
-        for &chunk in &chunks {
-            let gt = kept.take().unwrap_or_else(|| load(&gv, &rows, chunk, dt));
+        for (i, &chunk) in chunks.iter().enumerate() {
+            let gt = kept[i]
+                .take()
+                .unwrap_or_else(|| load(&gv, &rows, chunk, dt));
             let yt = load(&yv, &rows, chunk, dt);
-            let pc = p.cols(0, chunk.1);
+            // Each chunk its own fp32 tile: the next exponential need not wait for this one's
+            // vector passes.
+            let pc = sbuf([rows.size, chunk.1], DType::F32);
             // exp(y) · total, then grad_y − it.
             activation(&pc, ActFn::Exp, &yt, None, 1.0);
             tensor_scalar(&pc, &pc, BinOp::Multiply, &total);
