@@ -11,6 +11,7 @@ mod exec;
 mod parallel;
 mod plan;
 mod pool;
+mod row_math;
 mod store;
 
 use crate::dtype::DType;

@@ -1,0 +1,169 @@
+//! The arithmetic the engines apply to one row of a tile: binary operators as concrete
+//! closures (`with_op!`), activations, row reductions (their order is the simulator's numerics
+//! model), and which columns `range_select` keeps.
+
+use crate::ir::{ActFn, BinOp};
+
+/// Runs `body` with `$f` bound to operator `$op` as a concrete closure, so the per-element loop
+/// in `body` is compiled once per arithmetic operator (and vectorised) instead of matching the
+/// operator on every element; comparisons share one generic instance.
+macro_rules! with_op {
+    ($op:expr, |$f:ident| $body:expr) => {
+        match $op {
+            $crate::ir::BinOp::Add => {
+                let $f = |a: f32, b: f32| a + b;
+                $body
+            }
+            $crate::ir::BinOp::Subtract => {
+                let $f = |a: f32, b: f32| a - b;
+                $body
+            }
+            $crate::ir::BinOp::Multiply => {
+                let $f = |a: f32, b: f32| a * b;
+                $body
+            }
+            $crate::ir::BinOp::Maximum => {
+                let $f = |a: f32, b: f32| a.max(b);
+                $body
+            }
+            $crate::ir::BinOp::Minimum => {
+                let $f = |a: f32, b: f32| a.min(b);
+                $body
+            }
+            $crate::ir::BinOp::Divide => {
+                let $f = |a: f32, b: f32| a / b;
+                $body
+            }
+            other => {
+                let $f = move |a: f32, b: f32| other.apply(a, b);
+                $body
+            }
+        }
+    };
+}
+
+pub(crate) use with_op;
+
+/// `out[i] = func(x[i] * scale + bias)`, with the common functions in their own loops so they
+/// vectorise.
+pub(crate) fn apply_activation(func: ActFn, x: &[f32], scale: f32, bias: f32, out: &mut [f32]) {
+    let pre = |v: f32| v * scale + bias;
+    match func {
+        ActFn::Identity => out.iter_mut().zip(x).for_each(|(o, v)| *o = pre(*v)),
+        ActFn::Square => out.iter_mut().zip(x).for_each(|(o, v)| {
+            let t = pre(*v);
+            *o = t * t
+        }),
+        ActFn::Exp => crate::engine_math::exp_row(x, scale, bias, out),
+        // exp(−t) for the whole row first (vectorised, the bits of `ActFn::apply`), then t / (1 + ·).
+        ActFn::Silu => {
+            crate::engine_math::exp_row(x, -scale, -bias, out);
+            out.iter_mut()
+                .zip(x)
+                .for_each(|(o, v)| *o = pre(*v) / (1.0 + *o));
+        }
+        ActFn::Sigmoid => {
+            crate::engine_math::exp_row(x, -scale, -bias, out);
+            out.iter_mut().for_each(|o| *o = 1.0 / (1.0 + *o));
+        }
+        f => out
+            .iter_mut()
+            .zip(x)
+            .for_each(|(o, v)| *o = f.apply(pre(*v))),
+    }
+}
+
+/// The columns `lo..hi` of an `n`-column row that `range_select` keeps: those whose index
+/// `i = f + range_start` (in fp32) satisfies both comparisons. Each comparison holds on a
+/// contiguous range of `f` (`i` does not decrease with `f`), so their intersection is one too;
+/// the ranges are found by binary search and agree element for element with evaluating the
+/// comparisons (a NaN bound selects nothing).
+pub(crate) fn selected_columns(
+    n: usize,
+    range_start: f32,
+    a: (BinOp, f32),
+    b: (BinOp, f32),
+) -> (usize, usize) {
+    let holds =
+        |f: usize, (op, bound): (BinOp, f32)| op.apply(f as f32 + range_start, bound) != 0.0;
+    // The first column where `cond` holds, for a `cond` false up to some column and true after.
+    let first = |cond: &dyn Fn(usize) -> bool| {
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if cond(mid) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    };
+    let range = |c: (BinOp, f32)| -> (usize, usize) {
+        match c.0 {
+            // True from some column on.
+            BinOp::Greater | BinOp::GreaterEqual => (first(&|f| holds(f, c)), n),
+            // True up to some column.
+            BinOp::Less | BinOp::LessEqual => (0, first(&|f| !holds(f, c))),
+            // i == bound: from the first i >= bound to the first i > bound.
+            BinOp::Equal => (
+                first(&|f| holds(f, (BinOp::GreaterEqual, c.1))),
+                first(&|f| holds(f, (BinOp::Greater, c.1))),
+            ),
+            // Trace rejects other operators; evaluate them column by column anyway.
+            _ => {
+                let lo = (0..n).find(|&f| holds(f, c)).unwrap_or(n);
+                let hi = (lo..n).find(|&f| !holds(f, c)).unwrap_or(n);
+                (lo, hi)
+            }
+        }
+    };
+    let ((a0, a1), (b0, b1)) = (range(a), range(b));
+    let (lo, hi) = (a0.max(b0), a1.min(b1));
+    if lo < hi { (lo, hi) } else { (0, 0) }
+}
+
+/// Reduces a row with a reduction operator, deterministically: sums in eight interleaved
+/// partial sums (lane `k` adds elements `k`, `k + 8`, ...), then the lanes in order, then the
+/// tail; other operators in any order (their result does not depend on it).
+pub(crate) fn reduce_row(op: BinOp, row: &[f32]) -> f32 {
+    match op {
+        BinOp::Add => sum_of(row),
+        BinOp::Maximum => max_of(row),
+        op => {
+            let init = op
+                .reduce_identity()
+                .expect("trace checked the reduce operator");
+            row.iter().fold(init, |a, v| op.apply(a, *v))
+        }
+    }
+}
+
+/// The sum of a row in eight interleaved lanes (see [`reduce_row`]).
+fn sum_of(row: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let chunks = row.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l += v;
+        }
+    }
+    let total = lanes.iter().fold(0.0, |a, v| a + v);
+    tail.iter().fold(total, |a, v| a + v)
+}
+
+/// The maximum of a row as a left-to-right `f32::max` fold from `-inf` computes it (NaN elements
+/// are passed over); the maximum does not depend on the order, so eight lanes run independently.
+fn max_of(row: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let chunks = row.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l = l.max(*v);
+        }
+    }
+    let m = tail.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v));
+    lanes.iter().fold(m, |a, v| a.max(*v))
+}
