@@ -10,7 +10,7 @@
 //! engine). Statistics are fp32; each output is rounded once to the input dtype. Rows up to
 //! 32 KiB per partition stay in SBUF between the passes.
 
-use crate::tiling::{column_chunks, rows_of};
+use crate::tiling::{column_chunks, keeps_rows, rows_of};
 use nki_core::prelude::*;
 
 /// Loads columns `c0..c0+cols` of a row tile.
@@ -49,16 +49,6 @@ fn add_row_sum(total: &Tile, data: &TileRegion, first: bool) {
         tensor_reduce(&part, BinOp::Add, data, 1, false);
         tensor_tensor(total, total, &part, BinOp::Add);
     }
-}
-
-/// Rows up to this many bytes per partition (all the tensors a kernel keeps together) stay in
-/// SBUF between a kernel's first pass and its second (16384 bf16 or 8192 fp32 columns of one
-/// tensor); longer rows are loaded twice.
-const KEEP_ROW_BYTES: usize = 32 * 1024;
-
-/// Whether `tensors` rows of `d` elements of `dtype` fit [`KEEP_ROW_BYTES`] together.
-fn keeps_rows(d: usize, dtype: DType, tensors: usize) -> bool {
-    tensors * d * dtype.size_bytes() <= KEEP_ROW_BYTES
 }
 
 /// Per-row statistics of the online softmax: `neg_max = −max(x)` and

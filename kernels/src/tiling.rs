@@ -5,6 +5,16 @@ use nki_core::prelude::*;
 /// Columns per chunk of the row kernels: 2048 fp32 = 8 KiB per partition per tile.
 pub(crate) const CHUNK: usize = 2048;
 
+/// Rows up to this many bytes per partition (all the tensors a kernel keeps together) stay in
+/// SBUF between a kernel's first pass and its second (16384 bf16 or 8192 fp32 columns of one
+/// tensor); longer rows are loaded twice.
+pub(crate) const KEEP_ROW_BYTES: usize = 32 * 1024;
+
+/// Whether `tensors` rows of `d` elements of `dtype` fit [`KEEP_ROW_BYTES`] together.
+pub(crate) fn keeps_rows(d: usize, dtype: DType, tensors: usize) -> bool {
+    tensors * d * dtype.size_bytes() <= KEEP_ROW_BYTES
+}
+
 /// `[..B, D]` as `(N, D)`: every leading dim flattened into rows of the last one.
 pub(crate) fn rows_of(x: &Hbm) -> (usize, usize) {
     let d = *x.shape().last().unwrap_or(&1);

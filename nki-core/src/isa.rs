@@ -4,7 +4,9 @@
 //! instruction with the caller's source line; operand shapes are checked here, hardware limits
 //! later by [`crate::validate`].
 
-use crate::ir::{ActFn, BinOp, DmaOperand, HbmKind, Op, ScalarOperand, TileRegion};
+use crate::ir::{
+    ActFn, BinOp, DmaOperand, ElementwiseEngine, HbmKind, Op, ScalarOperand, TileRegion,
+};
 use crate::ir::{Instruction, Stmt};
 use crate::lang::context::{Builder, StmtRef, with_builder};
 use crate::lang::hbm::{Hbm, HbmView};
@@ -192,26 +194,71 @@ pub fn dma_copy(dst: impl Into<DmaArg>, src: impl Into<DmaArg>) {
     });
 }
 
-/// `nisa.tensor_tensor(dst, a, b, op)`: elementwise `a <op> b` on the vector engine.
+/// `nisa.tensor_tensor(dst, a, b, op)`: elementwise `a <op> b` on the vector engine. Chain
+/// [`.on(ElementwiseEngine::GpSimd)`](TensorTensor::on) for NKI's `engine=nisa.engine.gpsimd`.
 #[track_caller]
 pub fn tensor_tensor(
     dst: impl Into<TileRegion>,
     a: impl Into<TileRegion>,
     b: impl Into<TileRegion>,
     op: BinOp,
-) {
+) -> TensorTensor {
     let loc = SourceLoc::caller();
     let (dst, a, bb) = (dst.into(), a.into(), b.into());
-    with_builder(|b| {
-        if same_shape(
+    let at = with_builder(|b| {
+        same_shape(
             b,
             loc,
             "tensor_tensor",
             &[("dst", &dst), ("a", &a), ("b", &bb)],
-        ) {
-            b.push_op(Op::TensorTensor { dst, a, b: bb, op }, loc);
-        }
+        )
+        .then(|| {
+            b.push_op(
+                Op::TensorTensor {
+                    dst,
+                    a,
+                    b: bb,
+                    op,
+                    engine: ElementwiseEngine::Vector,
+                },
+                loc,
+            )
+        })
     });
+    TensorTensor { at, loc }
+}
+
+/// A recorded `tensor_tensor`, to choose its engine with [`TensorTensor::on`].
+#[derive(Debug)]
+pub struct TensorTensor {
+    at: Option<StmtRef>,
+    loc: SourceLoc,
+}
+
+impl TensorTensor {
+    /// Runs the instruction on `engine` (NKI's `engine=`) instead of the vector engine. Chain it
+    /// directly on the `tensor_tensor(...)` call. GpSimd cannot reach PSUM; the validator
+    /// rejects PSUM operands there.
+    #[track_caller]
+    pub fn on(self, engine: ElementwiseEngine) {
+        let loc = SourceLoc::caller();
+        with_builder(|b| {
+            let Some(at) = self.at else {
+                return; // the tensor_tensor itself failed and was reported
+            };
+            match b.stmt_mut(at) {
+                Some(Stmt::Inst(Instruction {
+                    op: Op::TensorTensor { engine: slot, .. },
+                    loc: recorded,
+                })) if *recorded == self.loc => *slot = engine,
+                _ => b.fail(
+                    loc,
+                    "tensor_tensor(...).on(...): chain `.on` directly on the `tensor_tensor` call"
+                        .into(),
+                ),
+            }
+        });
+    }
 }
 
 /// `nisa.tensor_scalar(dst, data, op0, operand0)`: `data <op0> operand0`, where the operand is

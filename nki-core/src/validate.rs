@@ -6,7 +6,8 @@
 use crate::dtype::DType;
 use crate::error::{NkiError, ValidationError};
 use crate::ir::{
-    Buffer, DmaOperand, HbmAccess, Instruction, Op, Program, Stmt, TileDecl, TileId, TileRegion,
+    Buffer, DmaOperand, ElementwiseEngine, HbmAccess, Instruction, Op, Program, Stmt, TileDecl,
+    TileId, TileRegion,
 };
 use crate::loc::SourceLoc;
 use crate::target::{
@@ -123,6 +124,29 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     } = &inst.op
     {
         check_matmul(program, inst, dst, stationary, moving)?;
+    }
+    if let Op::TensorTensor {
+        dst,
+        a,
+        b,
+        engine: ElementwiseEngine::GpSimd,
+        ..
+    } = &inst.op
+        && let Some((role, r)) = [("dst", dst), ("data1", a), ("data2", b)]
+            .into_iter()
+            .find(|(_, r)| tile(r).buffer == Buffer::Psum)
+    {
+        return Err(violation(
+            "gpsimd-psum",
+            "sbuf",
+            "psum",
+            name.into(),
+            format!(
+                "tensor_tensor on GpSimd cannot access PSUM ({role} {}); run it on the vector engine or use SBUF tiles",
+                tile(r).name
+            ),
+            inst.loc,
+        ));
     }
     if let Op::Iota { dst, .. } = &inst.op
         && tile(dst).buffer == Buffer::Psum

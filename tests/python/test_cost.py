@@ -86,7 +86,7 @@ def test_plot_draws_every_track_and_the_roofline(tmp_path: Path, capsys: pytest.
     # One row per engine and queue the trace has, every slice on one of them.
     assert sum(len(spans) for _, spans in tracks) == report.instructions
     assert {name for name, _ in tracks} == set(report.busy_ns)
-    assert set(report.min_ns) == {"dma", "tensor", "vector", "scalar"}
+    assert set(report.min_ns) == {"dma", "tensor", "vector", "scalar", "gpsimd"}
     png = tmp_path / "r.png"
     argv = ["cost", "rmsnorm", "--shape", "x=512x1024", "--shape", "weight=1024", "--plot", str(png)]
     assert cli.main(argv) == 0

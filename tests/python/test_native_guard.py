@@ -72,7 +72,7 @@ def _calls() -> dict[str, Callable[[], object]]:
         "Tracer.open_loop": lambda: _tracer().open_loop(1, "affine", "k.py", 1),
         "Tracer.close_loop": _closing,
         "Tracer.dma_copy": _with_tile(lambda t, r: t.dma_copy(("tile", *r), WHOLE_X, *AT)),
-        "Tracer.tensor_tensor": _with_tile(lambda t, r: t.tensor_tensor(r, r, r, "add", *AT)),
+        "Tracer.tensor_tensor": _with_tile(lambda t, r: t.tensor_tensor(r, r, r, "add", "vector", *AT)),
         "Tracer.tensor_scalar": _with_tile(lambda t, r: t.tensor_scalar(r, r, "add", 1.0, None, None, *AT)),
         "Tracer.activation": _with_tile(lambda t, r: t.activation(r, "exp", r, None, 1.0, None, None, *AT)),
         "Tracer.tensor_reduce": _with_tile(

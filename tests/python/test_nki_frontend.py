@@ -404,3 +404,54 @@ def test_iota_and_range_select_operand_errors() -> None:
     # Without a reduction, on_false_value defaults to 0.0 (NKI's latest documented default).
     got = kernel(lambda t: select(t, nl.greater_equal))(x)
     np.testing.assert_array_equal(got, np.zeros_like(x))
+
+
+def test_tensor_tensor_on_gpsimd_computes_the_same_emits_its_engine_and_stays_out_of_psum() -> None:
+    @nki.jit
+    def scaled_sum(a, b):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        ta, tb = nl.load(a), nl.load(b)
+        t = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=t, data1=ta, data2=tb, op=nl.multiply, engine=nisa.engine.gpsimd)
+        nisa.tensor_tensor(dst=t, data1=t, data2=ta, op=nl.add, engine=nisa.engine.vector)
+        nl.store(out, value=t)
+        return out
+
+    a, b = _rand(16, 24, seed=1), _rand(16, 24, seed=2)
+    got = nki.simulate(scaled_sum)(a, b)
+    np.testing.assert_array_equal(got, a * b + a)
+    program = nki.trace(scaled_sum, a, b)
+    source = program.emit()
+    assert "op=nl.multiply, engine=nisa.engine.gpsimd)" in source
+    assert "op=nl.add)" in source  # the vector engine is the default: no keyword
+    again = nki.trace(nki.load_source(source, "scaled_sum").scaled_sum, a, b)
+    assert again.difference(program) is None
+    text, _, _ = program.cost()
+    assert "gpsimd" in text
+
+    @nki.jit
+    def sum_into_psum(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        ta = nl.load(a)
+        acc = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_tensor(dst=acc, data1=ta, data2=ta, op=nl.add, engine=nisa.engine.gpsimd)  # psum
+        t = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=t, src=acc)
+        nl.store(out, value=t)
+        return out
+
+    with pytest.raises(ValidationError, match="tensor_tensor on GpSimd cannot access PSUM") as info:
+        nki.simulate(sum_into_psum)(a)
+    assert info.value.rule == "gpsimd-psum"
+    assert info.value.location == _line_of(sum_into_psum, "# psum")
+
+    @nki.jit
+    def on_the_scalar_engine(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        ta = nl.load(a)
+        nisa.tensor_tensor(dst=ta, data1=ta, data2=ta, op=nl.add, engine=nisa.engine.scalar)
+        nl.store(out, value=ta)
+        return out
+
+    with pytest.raises(ValueError, match=r"nisa\.tensor_tensor: engine must be one of .*engine\.gpsimd"):
+        nki.simulate(on_the_scalar_engine)(a)

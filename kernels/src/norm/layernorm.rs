@@ -6,7 +6,7 @@
 //! keep their precision, as ATen's Welford-style moments do.
 
 use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of, reciprocal_rms};
-use crate::tiling::{CHUNK, column_chunks, rows_of};
+use crate::tiling::{CHUNK, column_chunks, keeps_rows, rows_of};
 use nki_core::prelude::*;
 
 /// LayerNorm over the last dim: `(x − mean) · rsqrt(var + eps) · weight + bias` (biased
@@ -73,40 +73,48 @@ pub fn layernorm(
             .step_by(PMAX)
             .map(|o| (o, PMAX.min(span.size - o)))
             .collect();
-        // Stage 1: load, mean (vector), rstd (scalar).
-        let stats: Vec<_> = tiles
-            .iter()
-            .map(|&(o, p)| {
-                let xt = sbuf([p, d], dt);
-                dma_copy(&xt, xv.clone().rows(span.start.clone() + o, p));
-                // mean = Σx / D, kept negated as the scalar engine's per-row bias.
-                let neg_mean = sbuf([p, 1], DType::F32);
-                for (i, &(c0, cols)) in chunks.iter().enumerate() {
-                    add_to_row_sum(&neg_mean, &xt.cols(c0, cols), i == 0, BinOp::Add);
-                }
-                tensor_scalar(&neg_mean, &neg_mean, BinOp::Multiply, -1.0 / d as f32);
-                let (rstd, scratch) = reciprocal_rms(&xt, Some(&neg_mean), eps);
-                (xt, neg_mean, rstd, scratch)
-            })
-            .collect();
-        // Stage 2: y = x · rstd + (−mean · rstd) (scalar), then · weight + bias (vector),
-        // rounded once into xt; stores.
-        for (&(o, p), (xt, neg_mean, rstd, scratch)) in tiles.iter().zip(&stats) {
+        // Stage A: load, mean = Σx / D on the vector engine, kept negated as the scalar
+        // engine's per-row bias.
+        let mean_of = |&(o, p): &(usize, usize)| {
+            let xt = sbuf([p, d], dt);
+            dma_copy(&xt, xv.clone().rows(span.start.clone() + o, p));
+            let neg_mean = sbuf([p, 1], DType::F32);
+            for (i, &(c0, cols)) in chunks.iter().enumerate() {
+                add_to_row_sum(&neg_mean, &xt.cols(c0, cols), i == 0, BinOp::Add);
+            }
+            tensor_scalar(&neg_mean, &neg_mean, BinOp::Multiply, -1.0 / d as f32);
+            (xt, neg_mean)
+        };
+        // Stage B: rstd (squares summed on the scalar engine) and the normalisation's per-row
+        // bias −mean · rstd.
+        let rstd_of = |(xt, neg_mean): (Tile, Tile)| {
+            let (rstd, scratch) = reciprocal_rms(&xt, Some(&neg_mean), eps);
+            let shift = sbuf([xt.shape()[0], 1], DType::F32);
+            tensor_tensor(&shift, &neg_mean, &rstd, BinOp::Multiply);
+            RowStats {
+                xt,
+                neg_mean,
+                rstd,
+                shift,
+                scratch,
+            }
+        };
+        // Stage C: y = x · rstd + (−mean · rstd) (scalar), then · weight (vector) + bias
+        // (GpSimd), rounded once; stores.
+        let normalise = |&(o, p): &(usize, usize), st: RowStats| {
             let row0 = span.start.clone() + o;
-            let shift = sbuf([p, 1], DType::F32);
-            tensor_tensor(&shift, neg_mean, rstd, BinOp::Multiply);
             // Two fp32 scratch tiles in turn, so the scalar engine normalises chunk i + 1 while
-            // the vector engine applies the weight and bias to chunk i. (Keeping them in a
-            // 16-bit input dtype would make the vector passes twice as fast, at the price of two
-            // extra roundings: bf16 results then differ from ATen's by a full ulp; not taken.)
-            let first = scratch.clone();
-            let second = (chunks.len() > 1).then(|| sbuf(scratch.shape(), DType::F32));
+            // the vector engine applies the weight to chunk i. (Keeping them in a 16-bit input
+            // dtype would make the vector passes twice as fast, at the price of two extra
+            // roundings: bf16 results then differ from ATen's by a full ulp; not taken.)
+            let first = st.scratch.clone();
+            let second = (chunks.len() > 1).then(|| sbuf(st.scratch.shape(), DType::F32));
             // The result goes to its own tile when it fits (writing it into `xt` would make the
             // next chunk's read of `xt` wait for this chunk's write).
             let yt = if own_out {
                 sbuf([p, d], dt)
             } else {
-                xt.clone()
+                st.xt.clone()
             };
             for (i, &(c0, cols)) in chunks.iter().enumerate() {
                 let t = match (&second, i % 2) {
@@ -121,14 +129,15 @@ pub fn layernorm(
                 activation(
                     &dst,
                     ActFn::Identity,
-                    xt.cols(c0, cols),
-                    Some(shift.region()),
-                    rstd,
+                    st.xt.cols(c0, cols),
+                    Some(st.shift.region()),
+                    &st.rstd,
                 );
                 match (&w, &b) {
                     (Some(w), Some(b)) => {
                         tensor_tensor(&t, &t, w.chunk(p, c0, cols), BinOp::Multiply);
-                        tensor_tensor(yt.cols(c0, cols), &t, b.chunk(p, c0, cols), BinOp::Add);
+                        tensor_tensor(yt.cols(c0, cols), &t, b.chunk(p, c0, cols), BinOp::Add)
+                            .on(ElementwiseEngine::GpSimd);
                     }
                     (Some(w), None) => {
                         tensor_tensor(yt.cols(c0, cols), &t, w.chunk(p, c0, cols), BinOp::Multiply);
@@ -141,12 +150,44 @@ pub fn layernorm(
             }
             dma_copy(ov.clone().rows(row0.clone(), p), &yt);
             let mean = sbuf([p, 1], DType::F32);
-            tensor_scalar(&mean, neg_mean, BinOp::Multiply, -1.0);
+            tensor_scalar(&mean, &st.neg_mean, BinOp::Multiply, -1.0);
             dma_copy(mv.clone().rows(row0.clone(), p), &mean);
-            dma_copy(rv.clone().rows(row0, p), rstd);
+            dma_copy(rv.clone().rows(row0, p), &st.rstd);
+        };
+        // Software-pipelined over the group's row tiles: tile i + 2's mean and tile i + 1's rstd
+        // are issued before tile i's output, so the scalar engine squares the next tile while
+        // the vector engine and GpSimd finish this one, and never waits for the vector engine's
+        // weight pass to reach the next mean.
+        let mut means: std::collections::VecDeque<_> = tiles.iter().take(2).map(mean_of).collect();
+        let mut stats: std::collections::VecDeque<_> =
+            means.pop_front().map(rstd_of).into_iter().collect();
+        for (i, tile) in tiles.iter().enumerate() {
+            if let Some(ahead) = tiles.get(i + 2) {
+                means.push_back(mean_of(ahead));
+            }
+            if let Some(m) = means.pop_front() {
+                stats.push_back(rstd_of(m));
+            }
+            if let Some(st) = stats.pop_front() {
+                normalise(tile, st);
+            }
         }
     });
     (out, mean_out, rstd_out)
+}
+
+/// One row tile's statistics between the forward's pipeline stages.
+struct RowStats {
+    /// The row tile.
+    xt: Tile,
+    /// `−mean` per row, fp32.
+    neg_mean: Tile,
+    /// `rsqrt(var + eps)` per row, fp32.
+    rstd: Tile,
+    /// `−mean · rstd` per row: the normalisation's bias.
+    shift: Tile,
+    /// `[rows, 2048]` fp32 scratch, free for the normalisation.
+    scratch: Tile,
 }
 
 /// A weight or bias `[D]` of the forward, broadcast across a row tile's partitions: held in
@@ -202,7 +243,7 @@ fn add_to_row_sum(total: &Tile, data: &TileRegion, first: bool, op: BinOp) {
 /// `grad_bias = Σ_rows grad_y`.
 ///
 /// `grad_x`: per 128-row tile, a first pass over 2048-column chunks accumulates `Σ ĝ` and
-/// `Σ ĝ·x̂` per row in fp32, a second writes `grad_x` (a row of one chunk stays in SBUF
+/// `Σ ĝ·x̂` per row in fp32, a second writes `grad_x` (rows up to 4096 columns stay in SBUF
 /// between them). The weight and bias gradients reduce across rows on the tensor engine. Both
 /// are computed whether or not the forward had a weight or bias (autograd drops them then).
 #[kernel(
@@ -228,6 +269,9 @@ pub fn layernorm_backward(
     let [gv, xv, dxv] = [grad_y, x, &grad_x].map(|t| t.reshape(&[n, d]));
     let (mv, rv) = (mean.reshape(&[n, 1]), rstd.reshape(&[n, 1]));
     let chunks = column_chunks(d);
+    // Rows whose fp32 x̂ and ĝ fit the keep budget together stay in SBUF between the two
+    // passes; longer rows are loaded and recomputed chunk by chunk in the second.
+    let keep_rows = keeps_rows(d, DType::F32, 2);
     // x̂ and ĝ of one chunk of one row tile, in fp32.
     let load_chunk = |rows: &TileSpan, mu: &Tile, r: &Tile, (c0, cols): (usize, usize)| {
         let p = rows.size;
@@ -257,15 +301,15 @@ pub fn layernorm_backward(
         // sum_g = Σ ĝ, dot = Σ ĝ·x̂ per row.
         let (sum_g, dot) = (sbuf([p, 1], DType::F32), sbuf([p, 1], DType::F32));
         let prod = sbuf([p, chunks[0].1], DType::F32);
-        let mut kept = None;
+        let mut kept = std::collections::VecDeque::new();
         for (i, &chunk) in chunks.iter().enumerate() {
             let (xhat, ghat) = load_chunk(&rows, &mu, &r, chunk);
             add_to_row_sum(&sum_g, &ghat.region(), i == 0, BinOp::Add);
             let pr = prod.cols(0, chunk.1);
             tensor_tensor(&pr, &ghat, &xhat, BinOp::Multiply);
             add_to_row_sum(&dot, &pr, i == 0, BinOp::Add);
-            if chunks.len() == 1 {
-                kept = Some((xhat, ghat));
+            if keep_rows {
+                kept.push_back((xhat, ghat));
             }
         }
         // grad_x = (ĝ − x̂ · dot/D − sum_g/D) · rstd.
@@ -274,7 +318,7 @@ pub fn layernorm_backward(
         tensor_scalar(&shift, &sum_g, BinOp::Multiply, 1.0 / d as f32);
         for &chunk in &chunks {
             let (xhat, ghat) = kept
-                .take()
+                .pop_front()
                 .unwrap_or_else(|| load_chunk(&rows, &mu, &r, chunk));
             tensor_scalar(&xhat, &xhat, BinOp::Multiply, &coef).then(BinOp::Add, &shift);
             tensor_tensor(&ghat, &ghat, &xhat, BinOp::Subtract);

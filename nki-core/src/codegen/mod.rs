@@ -15,7 +15,8 @@ pub use names::{EMITTED, NkiName};
 
 use crate::affine::AffineExpr;
 use crate::ir::{
-    Buffer, DmaOperand, HbmAccess, HbmKind, LoopKind, Op, Program, ScalarOperand, Stmt, TileRegion,
+    Buffer, DmaOperand, ElementwiseEngine, HbmAccess, HbmKind, LoopKind, Op, Program,
+    ScalarOperand, Stmt, TileRegion,
 };
 use crate::loc::SourceLoc;
 use std::fmt::Write as _;
@@ -145,12 +146,24 @@ impl Emitter<'_> {
         let r = |t: &TileRegion| self.region(t);
         let args: Vec<(&str, String)> = match op {
             Op::DmaCopy { dst, src } => vec![("dst", self.dma(dst)), ("src", self.dma(src))],
-            Op::TensorTensor { dst, a, b, op } => vec![
-                ("dst", r(dst)),
-                ("data1", r(a)),
-                ("data2", r(b)),
-                ("op", op.nki_name().into()),
-            ],
+            Op::TensorTensor {
+                dst,
+                a,
+                b,
+                op,
+                engine,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("data1", r(a)),
+                    ("data2", r(b)),
+                    ("op", op.nki_name().into()),
+                ];
+                if *engine != ElementwiseEngine::Vector {
+                    v.push(("engine", format!("nisa.engine.{}", engine.nki_name())));
+                }
+                v
+            }
             Op::TensorScalar {
                 dst,
                 data,

@@ -32,7 +32,7 @@ pub enum Engine {
     Vector,
     /// The scalar engine (`activation`).
     Scalar,
-    /// GpSimd (`memset` on SBUF, `iota`).
+    /// GpSimd (`memset` on SBUF, `iota`, `tensor_tensor` placed there).
     GpSimd,
     /// DMA queue `n`.
     Dma(u8),
@@ -84,6 +84,9 @@ pub enum Resource {
     Vector,
     /// Scalar-engine element throughput.
     Scalar,
+    /// GpSimd element throughput (elementwise instructions placed there).
+    #[serde(rename = "gpsimd")]
+    GpSimd,
 }
 
 impl fmt::Display for Resource {
@@ -93,6 +96,7 @@ impl fmt::Display for Resource {
             Resource::Tensor => "tensor engine",
             Resource::Vector => "vector engine",
             Resource::Scalar => "scalar engine",
+            Resource::GpSimd => "gpsimd engine",
         })
     }
 }
@@ -169,6 +173,7 @@ pub fn estimate_with(program: &Program, table: CostTable) -> CostReport {
         (Resource::Tensor, work.tensor_min_ns),
         (Resource::Vector, work.vector_min_ns),
         (Resource::Scalar, work.scalar_min_ns),
+        (Resource::GpSimd, work.gpsimd_min_ns),
     ];
     let (bound, bound_ns) = min_ns
         .iter()

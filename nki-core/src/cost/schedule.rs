@@ -9,7 +9,10 @@
 use super::table::CostTable;
 use super::{Engine, Slice};
 use crate::dtype::DType;
-use crate::ir::{Buffer, DmaOperand, HbmAccess, HbmKind, Op, Program, Stmt, TileId, TileRegion};
+use crate::ir::{
+    Buffer, DmaOperand, ElementwiseEngine, HbmAccess, HbmKind, Op, Program, Stmt, TileId,
+    TileRegion,
+};
 use std::collections::HashMap;
 
 /// A tile buffer instance: the tile and which allocation of it (one per loop iteration).
@@ -49,6 +52,9 @@ pub(crate) struct Work {
     pub vector_min_ns: f64,
     /// Scalar-engine time at peak rate without fixed costs, ns.
     pub scalar_min_ns: f64,
+    /// GpSimd time at peak rate without fixed costs, ns (its elementwise arithmetic; `memset`
+    /// and `iota` are setup, not counted).
+    pub gpsimd_min_ns: f64,
 }
 
 pub(crate) struct Scheduler<'p> {
@@ -194,9 +200,25 @@ impl<'p> Scheduler<'p> {
                     charged_bytes(access, size, &t) / t.dma_queue_bytes_per_ns,
                 )
             }
-            Op::TensorTensor { a, .. } => {
+            Op::TensorTensor {
+                a,
+                engine: ElementwiseEngine::Vector,
+                ..
+            } => {
                 let dt = self.dtype(a);
                 (Engine::Vector, vector(2.0, a, dt, &mut self.work))
+            }
+            Op::TensorTensor {
+                a,
+                engine: ElementwiseEngine::GpSimd,
+                ..
+            } => {
+                // Eight 512-bit cores: 128 fp32 lanes, one element per partition per cycle for
+                // each input (the vector engine's two-input rule), whatever the dtype.
+                let per_input = a.nf as f64;
+                self.work.gpsimd_min_ns += 2.0 * per_input * (a.np as f64 / 128.0) / t.gpsimd_ghz;
+                let cycles = t.engine_fixed_cycles + 2.0 * per_input;
+                (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::TensorScalar { data, .. }
             | Op::TensorReduce { data, .. }

@@ -13,7 +13,7 @@ use serde::Serialize;
 mod op;
 mod unroll;
 
-pub use op::{ActFn, BinOp, Op, ScalarOperand};
+pub use op::{ActFn, BinOp, ElementwiseEngine, Op, ScalarOperand};
 pub use unroll::{stream_difference, unroll};
 
 /// Index of an HBM tensor in [`Program::hbm`].

@@ -260,6 +260,30 @@ pub enum ScalarOperand {
     },
 }
 
+/// The engine an elementwise two-tensor instruction runs on: NKI's `engine=` argument of
+/// `nisa.tensor_tensor`. The arithmetic is the same (fp32 inside, rounded on write); what differs
+/// is throughput, and that GpSimd cannot reach PSUM. Kernels move work to GpSimd when the vector
+/// engine is their bottleneck and GpSimd is idle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElementwiseEngine {
+    /// The vector engine (NKI's default for floating-point data).
+    #[default]
+    Vector,
+    /// The GpSimd engine: eight general-purpose SIMD cores, no PSUM access.
+    GpSimd,
+}
+
+impl ElementwiseEngine {
+    /// The NKI spelling, `nisa.engine.<name>`.
+    pub fn nki_name(self) -> &'static str {
+        match self {
+            ElementwiseEngine::Vector => "vector",
+            ElementwiseEngine::GpSimd => "gpsimd",
+        }
+    }
+}
+
 /// One engine instruction, destination first.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "inst", rename_all = "snake_case")]
@@ -271,7 +295,7 @@ pub enum Op {
         /// Source.
         src: DmaOperand,
     },
-    /// Vector engine: `dst = a <op> b` elementwise.
+    /// Vector (or GpSimd) engine: `dst = a <op> b` elementwise.
     TensorTensor {
         /// Destination.
         dst: TileRegion,
@@ -281,6 +305,8 @@ pub enum Op {
         b: TileRegion,
         /// Operator.
         op: BinOp,
+        /// The engine that runs it (NKI's `engine=`).
+        engine: ElementwiseEngine,
     },
     /// Vector engine: `dst = (data <op0> operand0) <op1> operand1`.
     TensorScalar {
@@ -544,11 +570,18 @@ impl Op {
                 let dst = dma(dst);
                 Op::DmaCopy { dst, src: dma(src) }
             }
-            Op::TensorTensor { dst, a, b, op } => Op::TensorTensor {
+            Op::TensorTensor {
+                dst,
+                a,
+                b,
+                op,
+                engine,
+            } => Op::TensorTensor {
                 dst: tile(dst),
                 a: tile(a),
                 b: tile(b),
                 op: *op,
+                engine: *engine,
             },
             Op::TensorScalar {
                 dst,

@@ -206,7 +206,8 @@ fn copy_row(
 fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<(), ExecError> {
     match &ctx.inst.op {
         Op::DmaCopy { dst, src } => dma(ctx, store, dst, src, s)?,
-        Op::TensorTensor { dst, a, b, op } => {
+        // Both engines compute in fp32 and round on write.
+        Op::TensorTensor { dst, a, b, op, .. } => {
             let dt = store.dtype(dst.tile);
             rows2(store, dst, a, b, s, |out, x, y| {
                 with_op!(*op, |f| round_into(out, dt, |i| f(x[i], y[i])))

@@ -13,7 +13,9 @@
 
 use crate::errors::to_py_err;
 use nki_core::affine::AffineExpr;
-use nki_core::ir::{ActFn, BinOp, HbmId, LoopKind, ScalarOperand, TileId, TileRegion};
+use nki_core::ir::{
+    ActFn, BinOp, ElementwiseEngine, HbmId, LoopKind, ScalarOperand, TileId, TileRegion,
+};
 use nki_core::isa::{self, DmaArg};
 use nki_core::lang::{InputSpec, Recorder, ViewDim};
 use nki_core::language::{psum, sbuf};
@@ -247,7 +249,7 @@ impl Tracer {
         })
     }
 
-    /// `nisa.tensor_tensor(dst, data1, data2, op)`.
+    /// `nisa.tensor_tensor(dst, data1, data2, op, engine)`, `engine` `"vector"` or `"gpsimd"`.
     #[allow(clippy::too_many_arguments)]
     fn tensor_tensor(
         &mut self,
@@ -255,13 +257,23 @@ impl Tracer {
         data1: RegionArg,
         data2: RegionArg,
         op: &str,
+        engine: &str,
         file: &str,
         line: u32,
     ) -> PyResult<()> {
         crate::guard::guard("Tracer.tensor_tensor", || {
             let op = binop(op)?;
+            let engine = match engine {
+                "vector" => ElementwiseEngine::Vector,
+                "gpsimd" => ElementwiseEngine::GpSimd,
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "nisa.tensor_tensor: engine must be nisa.engine.vector or nisa.engine.gpsimd, got {other:?}"
+                    )));
+                }
+            };
             self.at(file, line, || {
-                isa::tensor_tensor(region(dst), region(data1), region(data2), op)
+                isa::tensor_tensor(region(dst), region(data1), region(data2), op).on(engine)
             })
         })
     }

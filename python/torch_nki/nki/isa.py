@@ -28,6 +28,30 @@ class reduce_cmd(enum.Enum):
 _RESET_REDUCE = reduce_cmd.reset_reduce
 
 
+class engine(enum.Enum):
+    """``nisa.engine``: the engine an instruction runs on. ``tensor_tensor`` takes ``vector``
+    (the default for floating-point data, as ``unknown`` leaves it) or ``gpsimd`` (same
+    arithmetic, no PSUM access); other instructions run on their fixed engine."""
+
+    unknown = "unknown"
+    tensor = "tensor"
+    vector = "vector"
+    scalar = "scalar"
+    gpsimd = "gpsimd"
+    dma = "dma"
+    sync = "sync"
+
+
+_TENSOR_TENSOR_ENGINES = (engine.unknown, engine.vector, engine.gpsimd)
+
+
+def _engine(value: Any, instruction: str, allowed: tuple[engine, ...]) -> str:
+    if isinstance(value, engine) and value in allowed:
+        return value.value
+    names = ", ".join(f"nisa.engine.{e.name}" for e in allowed)
+    raise ValueError(f"nisa.{instruction}: engine must be one of {names}, got {value!r} ({_at()})")
+
+
 def _region(value: Any, instruction: str, role: str) -> tuple[int, int, int, int, int]:
     if isinstance(value, TileRegion):
         return value.operand()
@@ -85,14 +109,24 @@ def dma_copy(dst: Any, src: Any, **kwargs: Any) -> None:
     _wrote(dst)
 
 
-def tensor_tensor(dst: TileRegion, data1: TileRegion, data2: TileRegion, op: Function, **kwargs: Any) -> None:
-    """Elementwise ``data1 <op> data2`` on the vector engine."""
+def tensor_tensor(
+    dst: TileRegion,
+    data1: TileRegion,
+    data2: TileRegion,
+    op: Function,
+    engine: engine = engine.unknown,
+    **kwargs: Any,
+) -> None:
+    """Elementwise ``data1 <op> data2`` on the vector engine, or GpSimd with
+    ``engine=nisa.engine.gpsimd``."""
     _no_extra("tensor_tensor", kwargs)
+    chosen = _engine(engine, "tensor_tensor", _TENSOR_TENSOR_ENGINES)
     current().native.tensor_tensor(
         _region(dst, "tensor_tensor", "dst"),
         _region(data1, "tensor_tensor", "data1"),
         _region(data2, "tensor_tensor", "data2"),
         _function(op, "tensor_tensor", "op", "operator"),
+        "vector" if chosen == "unknown" else chosen,
         *location(),
     )
     _wrote(dst)
