@@ -30,6 +30,10 @@ fn pieces(total: usize, tile: usize) -> Vec<(usize, usize)> {
 /// (`K / 128` tiles of `[128, block]`); larger K reads it through transposed DMA instead.
 const TRANSPOSED_BLOCK_BUDGET: usize = 64 * 1024;
 
+/// SBUF bytes per partition a held `bᵀ` block may take when `aᵀ` blocks are transposed on chip
+/// as well (two to four 1024-column blocks, so each `aᵀ` block serves several).
+const HELD_COLUMNS_BUDGET: usize = 128 * 1024;
+
 /// `out[M, N] = op(a)[M, K] · op(b)[K, N]`, accumulated over K in fp32 PSUM.
 ///
 /// The output is taken in blocks of up to 512 × 1024: four 128-row stationary tiles by two
@@ -38,9 +42,11 @@ const TRANSPOSED_BLOCK_BUDGET: usize = 64 * 1024;
 /// as `[N, K]`, whose moving tiles are `bᵀ`) are transposed on chip when a block's transposed
 /// copy fits [`TRANSPOSED_BLOCK_BUDGET`]: loaded with plain row DMAs and transposed on the tensor
 /// engine (`nc_transpose` through PSUM) once per block, then reused by every block on the other
-/// side. Held `bᵀ` column blocks make the column blocks the outer loop. Otherwise each K step
-/// loads its tiles, through a transposed DMA access pattern where needed. Each K step issues
-/// eight matmuls on the block's loaded tiles. Ragged edges on all three dimensions; results are
+/// side. Held `bᵀ` column blocks make the column blocks the outer loop; when `aᵀ` is transposed
+/// on chip too, a held `bᵀ` block spans up to four output blocks ([`HELD_COLUMNS_BUDGET`]), so
+/// each `aᵀ` block is transposed once per held block rather than once per output block.
+/// Otherwise each K step loads its tiles, through a transposed DMA access pattern where needed.
+/// Each K step issues eight matmuls on the block's loaded tiles. Ragged edges on all three dimensions; results are
 /// copied PSUM → SBUF with a cast to `out`'s dtype and stored. Transposes are exact, so the
 /// result does not depend on the path.
 ///
@@ -107,8 +113,13 @@ fn gemm(
                     .collect()
             })
             .collect();
-        for acc in accs.iter().flatten() {
-            memset(acc, 0.0);
+        // Unrolled K steps (held tiles) start each accumulator with an overwriting matmul; a K
+        // loop accumulates into zeroed banks.
+        let unrolled = st_held.is_some() || mv_held.is_some();
+        if !unrolled {
+            for acc in accs.iter().flatten() {
+                memset(acc, 0.0);
+            }
         }
         let step = |kt: &TileSpan, ki: Option<usize>| {
             let loaded_st: Vec<Tile>;
@@ -165,11 +176,11 @@ fn gemm(
             };
             for (row_accs, s) in accs.iter().zip(st) {
                 for (acc, mv) in row_accs.iter().zip(moving) {
-                    nc_matmul(acc, s, mv, true);
+                    nc_matmul(acc, s, mv, ki.is_none_or(|i| i > 0));
                 }
             }
         };
-        if st_held.is_some() || mv_held.is_some() {
+        if unrolled {
             // Held tiles are indexed by K tile, so the K steps are unrolled.
             for (ki, &(k0, kn)) in k_tiles.iter().enumerate() {
                 step(
@@ -198,7 +209,10 @@ fn gemm(
                         );
                         tensor_tensor(&res, acc, &bt, BinOp::Add);
                     }
-                    None => tensor_copy(&res, acc),
+                    // On the scalar engine, which a GEMM leaves idle: the vector engine's
+                    // copies of the next block's transposed tiles then never queue behind
+                    // this block's evacuation.
+                    None => activation(&res, ActFn::Identity, acc, None, 1.0),
                 }
                 dma_copy(
                     out.clone()
@@ -213,11 +227,41 @@ fn gemm(
         a_on_chip.then(|| transposed_block(a, &mb.start, &pieces(mb.size, GEMM_STATIONARY_FMAX)))
     };
     if b_on_chip {
-        for_each_tile(n, BLOCK_N, |nb| {
-            let mv = transposed_block(b, &nb.start, &pieces(nb.size, GEMM_MOVING_FMAX));
+        // With `aᵀ` transposed on chip too, a wider held `bᵀ` block amortises each row block's
+        // transposes over more output blocks: as many 1024-column blocks as fit
+        // [`HELD_COLUMNS_BUDGET`].
+        let held_n = if a_on_chip {
+            (1..=4)
+                .rev()
+                .map(|w| w * BLOCK_N)
+                .find(|&w| k_tiles.len() * w * dt.size_bytes() <= HELD_COLUMNS_BUDGET)
+                .unwrap_or(BLOCK_N)
+        } else {
+            BLOCK_N
+        };
+        let per_block = BLOCK_N / GEMM_MOVING_FMAX;
+        for_each_tile(n, held_n, |hb| {
+            let mv = transposed_block(b, &hb.start, &pieces(hb.size, GEMM_MOVING_FMAX));
             for_each_tile(m, BLOCK_M, |mb| {
                 let st = stationary(&mb);
-                output_block(&mb, &nb, st.as_ref(), Some(&mv));
+                for (j, (c0, cols)) in pieces(hb.size, BLOCK_N).into_iter().enumerate() {
+                    let nb = TileSpan {
+                        start: hb.start.clone() + c0,
+                        size: cols,
+                    };
+                    let block: Vec<Vec<Tile>> = mv
+                        .iter()
+                        .map(|k_row| {
+                            k_row
+                                .iter()
+                                .skip(j * per_block)
+                                .take(per_block)
+                                .cloned()
+                                .collect()
+                        })
+                        .collect();
+                    output_block(&mb, &nb, st.as_ref(), Some(&block));
+                }
             });
         });
     } else {
@@ -399,9 +443,10 @@ fn column_sums(out: &HbmView, g: &HbmView) {
 /// `F.linear`: `x @ weightᵀ + bias` for `x[..B, K]`, `weight[N, K]` (PyTorch's layout) and an
 /// optional `bias[N]`.
 ///
-/// The leading dims of `x` are flattened into rows; the same tiled GEMM as `matmul` reads
-/// `weightᵀ` through a transposed DMA access pattern, and the bias is added to each output tile
-/// as it leaves PSUM (fp32), so the result is rounded once.
+/// The leading dims of `x` are flattened into rows; the same tiled GEMM as `matmul` transposes
+/// both operands on chip (`weightᵀ` in blocks of up to 4096 columns held while every row block
+/// of `x` passes by, each `xᵀ` row block serving all of them), and the bias is added to each
+/// output tile as it leaves PSUM (fp32), so the result is rounded once.
 #[kernel(
     shape(x = [..B, K], weight = [N, K], bias = [N]) -> [..B, N],
     dtype(x in {f32, bf16, f16}, weight = x, bias = x) -> x,
@@ -562,5 +607,27 @@ mod tests {
         let gw = naive(&x.values, true, &g.values, false, k, m, n);
         close(&out[0].values, &gx, 1e-5, "grad_x");
         close(&out[1].values, &gw, 1e-5, "grad_w");
+    }
+
+    #[test]
+    fn linear_weight_blocks_held_on_chip_serve_several_output_blocks() {
+        // 4700 output columns: one held 4096-column `weightᵀ` block (four 1024-column output
+        // blocks) and a ragged held block of 604 (512 + 92), over two row blocks of `x`.
+        let (m, k, n) = (520, 40, 4700);
+        let (x, w) = (arr(&[m, k], DType::F32, 0), arr(&[n, k], DType::F32, 5));
+        let bias = arr(&[n], DType::F32, 9);
+        let y = run_kernel(
+            &LINEAR_KERNEL,
+            &[x.clone(), w.clone(), bias.clone()],
+            &[],
+            Target::Trn2,
+        )
+        .unwrap();
+        assert_eq!(y[0].shape, vec![m, n]);
+        let mut want = naive(&x.values, false, &w.values, true, m, k, n);
+        for (i, v) in want.iter_mut().enumerate() {
+            *v += bias.values[i % n] as f64;
+        }
+        close(&y[0].values, &want, 1e-5, "y");
     }
 }
