@@ -7,8 +7,9 @@
 //! `activation_reduce` on the scalar engine, the max subtracted through its per-row bias); the
 //! chunks' sums are rescaled to the final maximum once at the end. A second pass writes
 //! `exp(x − max) / sum` (the exponential on the scalar engine, the scaling on the vector
-//! engine). Statistics are fp32; each output is rounded once to the input dtype. Rows up to
-//! 32 KiB per partition stay in SBUF between the passes.
+//! engine); when a row's fp32 exponentials fit 32 KiB per partition, softmax keeps them from the
+//! first pass and only rescales them. Statistics are fp32; each output is rounded once to the
+//! input dtype. Rows up to 32 KiB per partition stay in SBUF between the passes.
 
 use crate::tiling::{column_chunks, keeps_rows, rows_of};
 use nki_core::prelude::*;
@@ -81,13 +82,39 @@ pub(crate) fn online_statistics(
     dtype: DType,
     mut visit: impl FnMut(usize, &Tile),
 ) -> (Tile, Tile) {
+    let stats = online_statistics_into(xv, rows, chunks, dtype, None, &mut visit);
+    (stats.neg_max, stats.sum)
+}
+
+/// What [`online_statistics_into`] leaves: the row statistics, and per chunk the running `−max`
+/// its exponentials were taken against.
+pub(crate) struct OnlineStats {
+    /// `−max(x)` per row, `[rows, 1]` fp32.
+    pub(crate) neg_max: Tile,
+    /// `Σ exp(x − max)` per row, `[rows, 1]` fp32.
+    pub(crate) sum: Tile,
+    /// Column i: the running `−max` after chunk i, `[rows, chunks]` fp32.
+    pub(crate) neg_maxes: Tile,
+}
+
+/// [`online_statistics`], writing chunk i's `exp(x − running max)` into `exps[i]` (fp32,
+/// `[rows, chunk width]`) when given, for a caller that rescales them instead of exponentiating
+/// again.
+pub(crate) fn online_statistics_into(
+    xv: &HbmView,
+    rows: &TileSpan,
+    chunks: &[(usize, usize)],
+    dtype: DType,
+    exps: Option<&[Tile]>,
+    mut visit: impl FnMut(usize, &Tile),
+) -> OnlineStats {
     let (r, k) = (rows.size, chunks.len());
     // Column i: the running −max after chunk i, and Σ exp(x + that) over chunk i. Each chunk's
     // sum is taken against the running max as it stood and rescaled once at the end, so the
     // vector engine never waits for the scalar engine's sum of the previous chunk.
     let neg_maxes = sbuf([r, k], DType::F32);
     let sums = sbuf([r, k], DType::F32);
-    let scratch = sbuf([r, chunks[0].1], DType::F32);
+    let scratch = exps.is_none().then(|| sbuf([r, chunks[0].1], DType::F32));
     for (i, &chunk) in chunks.iter().enumerate() {
         let xt = load(xv, rows, chunk, dtype);
         let neg_max_i = neg_maxes.cols(i, 1);
@@ -99,8 +126,13 @@ pub(crate) fn online_statistics(
             let before = neg_maxes.cols(i - 1, 1);
             tensor_tensor(neg_max_i.clone(), before, &chunk_neg_max, BinOp::Minimum);
         }
+        let exp_dst = match (exps, &scratch) {
+            (Some(tiles), _) => tiles[i].region(),
+            (None, Some(scratch)) => scratch.cols(0, chunk.1),
+            (None, None) => unreachable!("a scratch tile is allocated when no exps are given"),
+        };
         activation_reduce(
-            scratch.cols(0, chunk.1),
+            exp_dst,
             ActFn::Exp,
             &xt,
             BinOp::Add,
@@ -123,7 +155,11 @@ pub(crate) fn online_statistics(
         tensor_tensor(&rescale, &rescale, &sums, BinOp::Multiply);
         tensor_reduce(&sum, BinOp::Add, &rescale, 1, false);
     }
-    (neg_max, sum)
+    OnlineStats {
+        neg_max,
+        sum,
+        neg_maxes,
+    }
 }
 
 /// Softmax over the last dim: `exp(x − max(x)) / Σ exp(x − max(x))`, for `x` of any rank ≥ 1,
@@ -149,7 +185,14 @@ pub fn softmax(x: &Hbm) -> Hbm {
     let out = shared_hbm(x.shape(), dt);
     let (xv, ov) = (x.reshape(&[n, d]), out.reshape(&[n, d]));
     let chunks = column_chunks(d);
+    // Rows whose fp32 exponentials fit the keep budget keep them from the statistics pass and
+    // rescale them: one exponential per element on the scalar engine instead of two.
+    let keep_exps = keeps_rows(d, DType::F32, 1);
     for_each_tile(n, PMAX, |rows| {
+        if keep_exps {
+            rescaled_softmax(&xv, &ov, &rows, &chunks, dt);
+            return;
+        }
         let (neg_max, sum, mut kept) = row_statistics(&xv, &rows, &chunks, dt);
         // y = exp(x − max) · (1 / sum): `x − max` is exact near the maximum, where the mass is
         // (folding `− log(sum)` into the exponent would round it at the logits' magnitude).
@@ -168,6 +211,41 @@ pub fn softmax(x: &Hbm) -> Hbm {
         }
     });
     out
+}
+
+/// One row tile of `softmax` from the statistics pass's exponentials: chunk i's `exp(x − mᵢ)`
+/// (`mᵢ` the running max after it) times `exp(mᵢ − max) / sum`, one per-row factor per chunk on
+/// the vector engine. For a single chunk `mᵢ` is the max and the factor is `1 / sum`, as
+/// `exp(x − max) · (1 / sum)`; otherwise the product rounds once more in fp32.
+fn rescaled_softmax(
+    xv: &HbmView,
+    ov: &HbmView,
+    rows: &TileSpan,
+    chunks: &[(usize, usize)],
+    dt: DType,
+) {
+    let r = rows.size;
+    let exps: Vec<Tile> = chunks
+        .iter()
+        .map(|&(_, cols)| sbuf([r, cols], DType::F32))
+        .collect();
+    let stats = online_statistics_into(xv, rows, chunks, dt, Some(&exps), |_, _| {});
+    let inv = sbuf([r, 1], DType::F32);
+    activation(&inv, ActFn::Reciprocal, &stats.sum, None, 1.0);
+    // factors_i = exp(mᵢ − max) / sum = exp(−(neg_maxᵢ − neg_max)) · inv.
+    let factors = sbuf([r, chunks.len()], DType::F32);
+    if chunks.len() == 1 {
+        tensor_copy(&factors, &inv);
+    } else {
+        tensor_scalar(&factors, &stats.neg_maxes, BinOp::Subtract, &stats.neg_max);
+        activation(&factors, ActFn::Exp, &factors, None, -1.0);
+        tensor_scalar(&factors, &factors, BinOp::Multiply, &inv);
+    }
+    for (i, (&chunk, e)) in chunks.iter().zip(&exps).enumerate() {
+        let y = sbuf([r, chunk.1], dt);
+        tensor_scalar(&y, e, BinOp::Multiply, factors.cols(i, 1));
+        store(ov, rows, chunk, &y);
+    }
 }
 
 /// Gradient of `softmax` from its output: `grad_x = y · (grad_y − Σ grad_y · y)` per row, the
