@@ -455,3 +455,41 @@ def test_tensor_tensor_on_gpsimd_computes_the_same_emits_its_engine_and_stays_ou
 
     with pytest.raises(ValueError, match=r"nisa\.tensor_tensor: engine must be one of .*engine\.gpsimd"):
         nki.simulate(on_the_scalar_engine)(a)
+
+
+def test_bn_stats_and_bn_aggr_give_mean_and_variance_and_trace_back() -> None:
+    @nki.jit
+    def moments(x):
+        out = nl.ndarray((x.shape[0], 2), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        stats = nl.ndarray((x.shape[0], 12), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.bn_stats(dst=stats[:, 0:6], data=t[:, 0:512])
+        nisa.bn_stats(dst=stats[:, 6:12], data=t[:, 512 : x.shape[1]])
+        m = nl.ndarray((x.shape[0], 2), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.bn_aggr(dst=m, data=stats)
+        nl.store(out, value=m)
+        return out
+
+    x = _rand(20, 700, seed=3) + np.arange(20, dtype=np.float32)[:, None]
+    got = nki.simulate(moments)(x)
+    np.testing.assert_allclose(got[:, 0], x.astype(np.float64).mean(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(got[:, 1], x.astype(np.float64).var(axis=1), rtol=1e-4)
+    program = nki.trace(moments, x)
+    source = program.emit()
+    assert "nisa.bn_stats(dst=t1[0:20, 6:12], data=t0[0:20, 512:700])" in source
+    assert "nisa.bn_aggr(dst=t2, data=t1)" in source
+    again = nki.trace(nki.load_source(source, "moments").moments, x)
+    assert again.difference(program) is None
+
+    @nki.jit
+    def too_wide(x):
+        out = nl.ndarray((x.shape[0], 6), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        stats = nl.ndarray((x.shape[0], 6), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.bn_stats(dst=stats, data=t)  # wide
+        nl.store(out, value=stats)
+        return out
+
+    with pytest.raises(TraceError, match="bn_stats: data has 700 elements per partition") as info:
+        nki.simulate(too_wide)(x)
+    assert _line_of(too_wide, "# wide") in str(info.value)

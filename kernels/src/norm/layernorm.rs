@@ -1,11 +1,12 @@
 //! LayerNorm over the last dim with optional elementwise weight and bias, forward and backward.
 //!
 //! Rows (every leading dim flattened) are tiled 128 to the partitions; the row stays whole on
-//! the free dim and its statistics are computed in 2048-column chunks in fp32. The variance is
-//! two-pass (`Σ (x − mean)²` after the mean, not `E[x²] − mean²`), so rows with a large offset
-//! keep their precision, as ATen's Welford-style moments do.
+//! the free dim. The forward's mean and variance come from the vector engine's `bn_stats` (per
+//! 512 columns: mean, then squared deviations from it) combined by `bn_aggr` (Chan's pairwise
+//! update), in fp32: never `E[x²] − mean²`, so rows with a large offset keep their precision,
+//! as ATen's Welford-style moments do. The backward's sums run in 2048-column chunks in fp32.
 
-use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of, reciprocal_rms};
+use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of};
 use crate::tiling::{CHUNK, column_chunks, keeps_rows, rows_of};
 use nki_core::prelude::*;
 
@@ -13,11 +14,10 @@ use nki_core::prelude::*;
 /// variance, `weight` and `bias` optional), for `x` of any rank ≥ 1, as
 /// `F.layer_norm(x, x.shape[-1:], weight, bias, eps)`.
 ///
-/// Per row tile: the row sum on the vector engine gives the mean; `Σ (x − mean)²` is one
-/// scalar-engine pass (square with the negated mean as its per-row bias, summed as it goes);
-/// the normalisation `x · rstd − mean · rstd` is one more scalar pass (per-row scale and bias);
-/// the weight and bias are applied on the vector engine, and the result is rounded once.
-/// `mean` and `rstd` per row are saved in fp32 for the backward.
+/// Per row tile: `bn_stats` and `bn_aggr` on the vector engine give the mean and variance; the
+/// normalisation `x · rstd − mean · rstd` is one scalar-engine pass (per-row scale and bias);
+/// the weight is applied on the vector engine and the bias on GpSimd, and the result is rounded
+/// once. `mean` and `rstd` per row are saved in fp32 for the backward.
 #[kernel(
     shape(x = [..B, D], weight = [D], bias = [D])
         -> (y = [..B, D], saved mean = [..B], saved rstd = [..B]),
@@ -73,30 +73,38 @@ pub fn layernorm(
             .step_by(PMAX)
             .map(|o| (o, PMAX.min(span.size - o)))
             .collect();
-        // Stage A: load, mean = Σx / D on the vector engine, kept negated as the scalar
-        // engine's per-row bias.
-        let mean_of = |&(o, p): &(usize, usize)| {
+        // Stage A: load; mean and variance on the vector engine (`bn_stats` per 512 columns,
+        // combined by `bn_aggr`).
+        let moments_of = |&(o, p): &(usize, usize)| {
             let xt = sbuf([p, d], dt);
             dma_copy(&xt, xv.clone().rows(span.start.clone() + o, p));
-            let neg_mean = sbuf([p, 1], DType::F32);
-            for (i, &(c0, cols)) in chunks.iter().enumerate() {
-                add_to_row_sum(&neg_mean, &xt.cols(c0, cols), i == 0, BinOp::Add);
+            let groups = d.div_ceil(BN_STATS_FMAX);
+            let stats = sbuf([p, 6 * groups], DType::F32);
+            for g in 0..groups {
+                let c0 = g * BN_STATS_FMAX;
+                bn_stats(stats.cols(6 * g, 6), xt.cols(c0, BN_STATS_FMAX.min(d - c0)));
             }
-            tensor_scalar(&neg_mean, &neg_mean, BinOp::Multiply, -1.0 / d as f32);
-            (xt, neg_mean)
+            let moments = sbuf([p, 2], DType::F32);
+            bn_aggr(&moments, &stats);
+            (xt, moments)
         };
-        // Stage B: rstd (squares summed on the scalar engine) and the normalisation's per-row
-        // bias −mean · rstd.
-        let rstd_of = |(xt, neg_mean): (Tile, Tile)| {
-            let (rstd, scratch) = reciprocal_rms(&xt, Some(&neg_mean), eps);
-            let shift = sbuf([xt.shape()[0], 1], DType::F32);
+        // Stage B: rstd = rsqrt(var + eps), −mean, and the normalisation's per-row bias
+        // −mean · rstd.
+        let rstd_of = |(xt, moments): (Tile, Tile)| {
+            let p = xt.shape()[0];
+            let rstd = sbuf([p, 1], DType::F32);
+            tensor_scalar(&rstd, moments.cols(1, 1), BinOp::Add, eps);
+            activation(&rstd, ActFn::Rsqrt, &rstd, None, 1.0);
+            let neg_mean = sbuf([p, 1], DType::F32);
+            tensor_scalar(&neg_mean, moments.cols(0, 1), BinOp::Multiply, -1.0);
+            let shift = sbuf([p, 1], DType::F32);
             tensor_tensor(&shift, &neg_mean, &rstd, BinOp::Multiply);
             RowStats {
                 xt,
                 neg_mean,
                 rstd,
                 shift,
-                scratch,
+                scratch: sbuf([p, CHUNK.min(d)], DType::F32),
             }
         };
         // Stage C: y = x · rstd + (−mean · rstd) (scalar), then · weight (vector) + bias
@@ -158,14 +166,15 @@ pub fn layernorm(
         // are issued before tile i's output, so the scalar engine squares the next tile while
         // the vector engine and GpSimd finish this one, and never waits for the vector engine's
         // weight pass to reach the next mean.
-        let mut means: std::collections::VecDeque<_> = tiles.iter().take(2).map(mean_of).collect();
+        let mut moments: std::collections::VecDeque<_> =
+            tiles.iter().take(2).map(moments_of).collect();
         let mut stats: std::collections::VecDeque<_> =
-            means.pop_front().map(rstd_of).into_iter().collect();
+            moments.pop_front().map(rstd_of).into_iter().collect();
         for (i, tile) in tiles.iter().enumerate() {
             if let Some(ahead) = tiles.get(i + 2) {
-                means.push_back(mean_of(ahead));
+                moments.push_back(moments_of(ahead));
             }
-            if let Some(m) = means.pop_front() {
+            if let Some(m) = moments.pop_front() {
                 stats.push_back(rstd_of(m));
             }
             if let Some(st) = stats.pop_front() {

@@ -227,6 +227,9 @@ impl Emitter<'_> {
                 v
             }
             Op::TensorCopy { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
+            Op::BnStats { dst, data } | Op::BnAggr { dst, data } => {
+                vec![("dst", r(dst)), ("data", r(data))]
+            }
             Op::Memset { dst, value } => vec![("dst", r(dst)), ("value", float(*value))],
             Op::Iota {
                 dst,

@@ -46,6 +46,8 @@ pub const EMITTED: &[NkiName] = &[
     api!("nisa.nc_matmul", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.nc_matmul.html", ["dst", "stationary", "moving", "accumulate"]),
     api!("nisa.iota", "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.iota.html", ["dst", "pattern", "offset", "channel_multiplier"]),
     api!("nisa.range_select", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/api/generated/nki.isa.range_select.html", ["dst", "on_true_tile", "comp_op0", "comp_op1", "bound0", "bound1", "reduce_cmd", "reduce_res", "reduce_op", "range_start", "on_false_value"]),
+    api!("nisa.bn_stats", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.bn_stats.html", ["dst", "data"]),
+    api!("nisa.bn_aggr", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.bn_aggr.html", ["dst", "data"]),
     api!("nisa.engine.gpsimd", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.engine.html", []),
     api!("nisa.reduce_cmd.reset_reduce", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/api/generated/nki.isa.range_select.html", []),
     api!("nisa.nc_transpose", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.nc_transpose.html", ["dst", "data"]),

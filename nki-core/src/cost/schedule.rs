@@ -226,6 +226,20 @@ impl<'p> Scheduler<'p> {
                 let dt = self.dtype(data);
                 (Engine::Vector, vector(1.0, data, dt, &mut self.work))
             }
+            Op::BnStats { data, .. } => {
+                // One pass over its (at most 512) elements, as a one-input vector instruction.
+                let dt = self.dtype(data);
+                (Engine::Vector, vector(1.0, data, dt, &mut self.work))
+            }
+            Op::BnAggr { data, .. } => {
+                // NKI's estimate: max(64, 13 · N / 3) vector cycles for N elements per partition.
+                let busy = 13.0 * (data.nf as f64 / 3.0);
+                self.work.vector_min_ns += busy * (data.np as f64 / 128.0) / t.vector_ghz;
+                (
+                    Engine::Vector,
+                    busy.max(t.engine_fixed_cycles) / t.vector_ghz,
+                )
+            }
             Op::TensorCopy { src, .. } => {
                 let dt = self.dtype(src);
                 (Engine::Vector, vector(1.0, src, dt, &mut self.work))

@@ -347,6 +347,24 @@ pub enum Op {
         /// Negate the result.
         negate: bool,
     },
+    /// Vector engine: mean and variance statistics of each partition of `data` (free size at
+    /// most 512), as two `(count, mean, variance · count)` triples, of its even-indexed and of
+    /// its odd-indexed elements: `dst` is `(P, 6)`. Feeds [`Op::BnAggr`].
+    BnStats {
+        /// Destination, `(P, 6)`.
+        dst: TileRegion,
+        /// Input.
+        data: TileRegion,
+    },
+    /// Vector engine: combines the `(count, mean, variance · count)` triples of `data`
+    /// (`(P, 3k)`, from [`Op::BnStats`]) into `dst` `(P, 2)`: the mean, then the biased
+    /// variance.
+    BnAggr {
+        /// Destination, `(P, 2)`.
+        dst: TileRegion,
+        /// The triples.
+        data: TileRegion,
+    },
     /// Copy with a dtype cast (e.g. PSUM fp32 → SBUF bf16).
     TensorCopy {
         /// Destination.
@@ -426,6 +444,8 @@ impl Op {
             Op::TensorScalar { .. } => "tensor_scalar",
             Op::Activation { .. } => "activation",
             Op::TensorReduce { .. } => "tensor_reduce",
+            Op::BnStats { .. } => "bn_stats",
+            Op::BnAggr { .. } => "bn_aggr",
             Op::TensorCopy { .. } => "tensor_copy",
             Op::Memset { .. } => "memset",
             Op::Iota { .. } => "iota",
@@ -446,6 +466,8 @@ impl Op {
             Op::TensorTensor { dst, .. }
             | Op::TensorScalar { dst, .. }
             | Op::TensorReduce { dst, .. }
+            | Op::BnStats { dst, .. }
+            | Op::BnAggr { dst, .. }
             | Op::TensorCopy { dst, .. }
             | Op::Memset { dst, .. }
             | Op::Iota { dst, .. }
@@ -497,7 +519,10 @@ impl Op {
                 v.extend(bias.as_ref());
                 v
             }
-            Op::TensorReduce { data, .. } | Op::NcTranspose { data, .. } => vec![data],
+            Op::TensorReduce { data, .. }
+            | Op::BnStats { data, .. }
+            | Op::BnAggr { data, .. }
+            | Op::NcTranspose { data, .. } => vec![data],
             Op::TensorCopy { src, .. } => vec![src],
             Op::RangeSelect {
                 on_true,
@@ -621,6 +646,14 @@ impl Op {
                 op: *op,
                 data: tile(data),
                 negate: *negate,
+            },
+            Op::BnStats { dst, data } => Op::BnStats {
+                dst: tile(dst),
+                data: tile(data),
+            },
+            Op::BnAggr { dst, data } => Op::BnAggr {
+                dst: tile(dst),
+                data: tile(data),
             },
             Op::TensorCopy { dst, src } => Op::TensorCopy {
                 dst: tile(dst),

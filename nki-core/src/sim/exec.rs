@@ -5,7 +5,9 @@
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{DmaOperand, HbmAccess, Instruction, Op, ScalarOperand, TileRegion};
-use crate::sim::row_math::{apply_activation, reduce_row, selected_columns, with_op};
+use crate::sim::row_math::{
+    apply_activation, bn_aggr_row, bn_stats_row, reduce_row, selected_columns, with_op,
+};
 use crate::sim::store::{HbmBuffer, StoreError, TileStore};
 
 pub(crate) struct Ctx<'a, 'b> {
@@ -278,6 +280,20 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
             for r in 0..data.np {
                 let acc = reduce_row(*op, store.row(data, r)?);
                 store.row_mut(dst, r)?[0] = dt.round(if *negate { -acc } else { acc });
+            }
+        }
+        Op::BnStats { dst, data } => {
+            let dt = store.dtype(dst.tile);
+            for r in 0..data.np {
+                let stats = bn_stats_row(store.row(data, r)?);
+                round_into(store.row_mut(dst, r)?, dt, |i| stats[i]);
+            }
+        }
+        Op::BnAggr { dst, data } => {
+            let dt = store.dtype(dst.tile);
+            for r in 0..data.np {
+                let stats = bn_aggr_row(store.row(data, r)?);
+                round_into(store.row_mut(dst, r)?, dt, |i| stats[i]);
             }
         }
         Op::TensorCopy { dst, src } => {

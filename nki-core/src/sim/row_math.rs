@@ -167,3 +167,45 @@ fn max_of(row: &[f32]) -> f32 {
     let m = tail.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v));
     lanes.iter().fold(m, |a, v| a.max(*v))
 }
+
+/// `bn_stats` of one partition's row: `(count, mean, variance · count)` of its even-indexed
+/// elements, then of its odd-indexed ones, in fp32: the mean from the sum, then the squared
+/// deviations from that mean summed (two passes; the hardware's own order of operations is not
+/// documented). An empty half (a one-element row's odd half) is `(0, 0, 0)`.
+pub(crate) fn bn_stats_row(row: &[f32]) -> [f32; 6] {
+    let mut out = [0.0f32; 6];
+    for (half, stats) in out.chunks_exact_mut(3).enumerate() {
+        let values: Vec<f32> = row.iter().skip(half).step_by(2).copied().collect();
+        if values.is_empty() {
+            continue;
+        }
+        let count = values.len() as f32;
+        let mean = sum_of(&values) / count;
+        let squares: Vec<f32> = values.iter().map(|v| (v - mean) * (v - mean)).collect();
+        stats.copy_from_slice(&[count, mean, sum_of(&squares)]);
+    }
+    out
+}
+
+/// `bn_aggr` of one partition's `(count, mean, variance · count)` triples: their combined mean
+/// and biased variance, in fp32, merging the triples in order with Chan et al.'s pairwise
+/// update (`δ = mean_b − mean_a`, `mean += δ · n_b / n`, `M2 = M2_a + M2_b + δ² · n_a · n_b / n`).
+/// Triples with a zero count are skipped; with none left the result is NaN.
+pub(crate) fn bn_aggr_row(triples: &[f32]) -> [f32; 2] {
+    let (mut n, mut mean, mut m2) = (0.0f32, 0.0f32, 0.0f32);
+    for t in triples.chunks_exact(3) {
+        let (nb, mb, m2b) = (t[0], t[1], t[2]);
+        if nb == 0.0 {
+            continue;
+        }
+        let total = n + nb;
+        let delta = mb - mean;
+        mean += delta * (nb / total);
+        m2 += m2b + delta * delta * (n * nb / total);
+        n = total;
+    }
+    if n == 0.0 {
+        return [f32::NAN, f32::NAN];
+    }
+    [mean, m2 / n]
+}

@@ -368,6 +368,20 @@ impl Tracer {
         })
     }
 
+    /// `nisa.bn_stats(dst, data)`.
+    fn bn_stats(&mut self, dst: RegionArg, data: RegionArg, file: &str, line: u32) -> PyResult<()> {
+        crate::guard::guard("Tracer.bn_stats", || {
+            self.at(file, line, || isa::bn_stats(region(dst), region(data)))
+        })
+    }
+
+    /// `nisa.bn_aggr(dst, data)`.
+    fn bn_aggr(&mut self, dst: RegionArg, data: RegionArg, file: &str, line: u32) -> PyResult<()> {
+        crate::guard::guard("Tracer.bn_aggr", || {
+            self.at(file, line, || isa::bn_aggr(region(dst), region(data)))
+        })
+    }
+
     /// `nisa.tensor_copy(dst, src)`.
     fn tensor_copy(
         &mut self,

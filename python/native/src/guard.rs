@@ -45,6 +45,8 @@ pub const ENTRY_POINTS: &[&str] = &[
     "Tracer.tensor_scalar",
     "Tracer.activation",
     "Tracer.tensor_reduce",
+    "Tracer.bn_stats",
+    "Tracer.bn_aggr",
     "Tracer.tensor_copy",
     "Tracer.memset",
     "Tracer.iota",

@@ -241,6 +241,22 @@ def tensor_reduce(
     _wrote(dst)
 
 
+def bn_stats(dst: TileRegion, data: TileRegion, **kwargs: Any) -> None:
+    """Per-partition ``(count, mean, variance·count)`` of the even and of the odd elements of
+    ``data`` (at most 512 per partition) into ``dst`` ``(P, 6)``, on the vector engine."""
+    _no_extra("bn_stats", kwargs)
+    current().native.bn_stats(_region(dst, "bn_stats", "dst"), _region(data, "bn_stats", "data"), *location())
+    _wrote(dst)
+
+
+def bn_aggr(dst: TileRegion, data: TileRegion, **kwargs: Any) -> None:
+    """Combines the ``bn_stats`` triples of ``data`` ``(P, 3k)`` into ``dst`` ``(P, 2)``: mean,
+    then biased variance, on the vector engine."""
+    _no_extra("bn_aggr", kwargs)
+    current().native.bn_aggr(_region(dst, "bn_aggr", "dst"), _region(data, "bn_aggr", "data"), *location())
+    _wrote(dst)
+
+
 def tensor_copy(dst: TileRegion, src: TileRegion, **kwargs: Any) -> None:
     """Copies with a cast to ``dst``'s dtype (e.g. PSUM fp32 into SBUF bf16)."""
     _no_extra("tensor_copy", kwargs)

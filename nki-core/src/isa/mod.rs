@@ -13,6 +13,9 @@ use crate::lang::hbm::{Hbm, HbmView};
 use crate::lang::tile::Tile;
 use crate::loc::SourceLoc;
 
+mod statistics;
+pub use statistics::{BN_STATS_FMAX, bn_aggr, bn_stats};
+
 /// Either side of a `dma_copy`: an HBM view or a tile region.
 #[derive(Clone, Debug)]
 pub enum DmaArg {
