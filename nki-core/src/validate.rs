@@ -125,14 +125,26 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     {
         check_matmul(program, inst, dst, stationary, moving)?;
     }
-    if let Op::TensorTensor {
-        dst,
-        a,
-        b,
-        engine: ElementwiseEngine::GpSimd,
-        ..
-    } = &inst.op
-        && let Some((role, r)) = [("dst", dst), ("data1", a), ("data2", b)]
+    // GpSimd cannot reach PSUM: the operands of the instructions that run there.
+    let on_gpsimd: Option<(Vec<(&str, &TileRegion)>, &str)> = match &inst.op {
+        Op::TensorTensor {
+            dst,
+            a,
+            b,
+            engine: ElementwiseEngine::GpSimd,
+            ..
+        } => Some((
+            vec![("dst", dst), ("data1", a), ("data2", b)],
+            "tensor_tensor on GpSimd cannot access PSUM; run it on the vector engine or use SBUF tiles",
+        )),
+        Op::Iota { dst, .. } => Some((
+            vec![("dst", dst)],
+            "iota runs on GpSimd, which cannot access PSUM; write to an SBUF tile",
+        )),
+        _ => None,
+    };
+    if let Some((operands, why)) = on_gpsimd
+        && let Some((role, r)) = operands
             .into_iter()
             .find(|(_, r)| tile(r).buffer == Buffer::Psum)
     {
@@ -141,25 +153,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             "sbuf",
             "psum",
             name.into(),
-            format!(
-                "tensor_tensor on GpSimd cannot access PSUM ({role} {}); run it on the vector engine or use SBUF tiles",
-                tile(r).name
-            ),
-            inst.loc,
-        ));
-    }
-    if let Op::Iota { dst, .. } = &inst.op
-        && tile(dst).buffer == Buffer::Psum
-    {
-        return Err(violation(
-            "gpsimd-psum",
-            "sbuf",
-            "psum",
-            name.into(),
-            format!(
-                "iota runs on GpSimd, which cannot access PSUM (dst {}); write to an SBUF tile",
-                tile(dst).name
-            ),
+            format!("{why} ({role} {})", tile(r).name),
             inst.loc,
         ));
     }

@@ -135,7 +135,8 @@ fn gpsimd_tensor_tensor_cannot_touch_psum() {
     );
     assert!(
         v.message
-            .starts_with("tensor_tensor on GpSimd cannot access PSUM (dst "),
+            .starts_with("tensor_tensor on GpSimd cannot access PSUM;")
+            && v.message.ends_with("(dst t1)"),
         "{}",
         v.message
     );

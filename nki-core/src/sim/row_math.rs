@@ -171,20 +171,56 @@ fn max_of(row: &[f32]) -> f32 {
 /// `bn_stats` of one partition's row: `(count, mean, variance · count)` of its even-indexed
 /// elements, then of its odd-indexed ones, in fp32: the mean from the sum, then the squared
 /// deviations from that mean summed (two passes; the hardware's own order of operations is not
-/// documented). An empty half (a one-element row's odd half) is `(0, 0, 0)`.
+/// documented). Sums run in eight lanes per half, as [`reduce_row`]'s do. An empty half (a
+/// one-element row's odd half) is `(0, 0, 0)`.
 pub(crate) fn bn_stats_row(row: &[f32]) -> [f32; 6] {
-    let mut out = [0.0f32; 6];
-    for (half, stats) in out.chunks_exact_mut(3).enumerate() {
-        let values: Vec<f32> = row.iter().skip(half).step_by(2).copied().collect();
-        if values.is_empty() {
-            continue;
+    let sums = half_sums(row, |v| v);
+    let counts = [row.len().div_ceil(2) as f32, (row.len() / 2) as f32];
+    let means = [0, 1].map(|h| {
+        if counts[h] > 0.0 {
+            sums[h] / counts[h]
+        } else {
+            0.0
         }
-        let count = values.len() as f32;
-        let mean = sum_of(&values) / count;
-        let squares: Vec<f32> = values.iter().map(|v| (v - mean) * (v - mean)).collect();
-        stats.copy_from_slice(&[count, mean, sum_of(&squares)]);
+    });
+    let (me, mo) = (means[0], means[1]);
+    let squares = half_sums_pairs(row, |e, o| ((e - me) * (e - me), (o - mo) * (o - mo)));
+    let mut out = [0.0f32; 6];
+    for h in 0..2 {
+        if counts[h] > 0.0 {
+            out[3 * h..3 * h + 3].copy_from_slice(&[counts[h], means[h], squares[h]]);
+        }
     }
     out
+}
+
+/// `[Σ f(even elements), Σ f(odd elements)]` of a row, eight lanes per half.
+fn half_sums(row: &[f32], f: impl Fn(f32) -> f32) -> [f32; 2] {
+    half_sums_pairs(row, |e, o| (f(e), f(o)))
+}
+
+/// `[Σ first, Σ second]` of `f(even, odd)` over a row's element pairs (a trailing even element
+/// pairs with nothing: its odd term is dropped), eight lanes per half.
+fn half_sums_pairs(row: &[f32], f: impl Fn(f32, f32) -> (f32, f32)) -> [f32; 2] {
+    let (mut even, mut odd) = ([0.0f32; 8], [0.0f32; 8]);
+    let chunks = row.chunks_exact(16);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for j in 0..8 {
+            let (e, o) = f(c[2 * j], c[2 * j + 1]);
+            even[j] += e;
+            odd[j] += o;
+        }
+    }
+    let mut totals = [even.iter().sum::<f32>(), odd.iter().sum::<f32>()];
+    for pair in tail.chunks(2) {
+        let (e, o) = f(pair[0], pair.get(1).copied().unwrap_or(0.0));
+        totals[0] += e;
+        if pair.len() == 2 {
+            totals[1] += o;
+        }
+    }
+    totals
 }
 
 /// `bn_aggr` of one partition's `(count, mean, variance · count)` triples: their combined mean
