@@ -20,7 +20,9 @@ fn rotate(dst: &Tile, x: &Tile, cos: &TileRegion, rsin: &TileRegion) {
     tensor_tensor(r.cols(0, h), x.cols(h, h), rsin.cols(0, h), BinOp::Multiply);
     tensor_tensor(r.cols(h, h), x.cols(0, h), rsin.cols(h, h), BinOp::Multiply);
     let t = sbuf([rows, d], x.dtype());
-    tensor_tensor(&t, x, cos, BinOp::Multiply);
+    // `x · cos` on GpSimd, next to the vector engine's two half products: per (head, position
+    // tile) the instructions are small, and their fixed cost, not their elements, is the bound.
+    tensor_tensor(&t, x, cos, BinOp::Multiply).on(ElementwiseEngine::GpSimd);
     tensor_tensor(dst, &t, &r, BinOp::Add);
 }
 
@@ -79,18 +81,21 @@ fn apply(xs: &[(&Hbm, Option<&Hbm>, &Hbm)], cos: &Hbm, sin: &Hbm, grads: Option<
                 if let (Some((ac, asn)), Some(xv)) = (&accs, &xv) {
                     let xt = sbuf([pos.size, d], dt);
                     dma_copy(&xt, xv.clone().rows(row0, pos.size));
+                    // The fp32 accumulations run on GpSimd, the products on the vector engine.
                     let t = sbuf([pos.size, d], DType::F32);
                     tensor_tensor(&t, &gt, &xt, BinOp::Multiply);
-                    tensor_tensor(ac, ac, &t, BinOp::Add);
-                    // g · rotate_half(x) = [−g₁ · x₂, g₂ · x₁].
-                    tensor_tensor(t.cols(0, h), gt.cols(0, h), xt.cols(h, h), BinOp::Multiply);
-                    tensor_scalar(t.cols(0, h), t.cols(0, h), BinOp::Multiply, -1.0);
-                    tensor_tensor(t.cols(h, h), gt.cols(h, h), xt.cols(0, h), BinOp::Multiply);
-                    tensor_tensor(asn, asn, &t, BinOp::Add);
+                    tensor_tensor(ac, ac, &t, BinOp::Add).on(ElementwiseEngine::GpSimd);
+                    // g · rotate_half(x) = [−g₁ · x₂, g₂ · x₁]: accumulated as [g₁ · x₂, g₂ · x₁],
+                    // the first half negated once after the last head (negation is exact).
+                    let u = sbuf([pos.size, d], DType::F32);
+                    tensor_tensor(u.cols(0, h), gt.cols(0, h), xt.cols(h, h), BinOp::Multiply);
+                    tensor_tensor(u.cols(h, h), gt.cols(h, h), xt.cols(0, h), BinOp::Multiply);
+                    tensor_tensor(asn, asn, &u, BinOp::Add).on(ElementwiseEngine::GpSimd);
                 }
             });
         }
         if let (Some((ac, asn)), Some((grad_cos, grad_sin))) = (accs, grads) {
+            tensor_scalar(asn.cols(0, h), asn.cols(0, h), BinOp::Multiply, -1.0);
             for (acc, out) in [(ac, grad_cos), (asn, grad_sin)] {
                 let res = sbuf([pos.size, d], dt);
                 tensor_copy(&res, &acc);
