@@ -46,8 +46,9 @@ const HELD_COLUMNS_BUDGET: usize = 128 * 1024;
 /// on chip too, a held `bᵀ` block spans up to four output blocks ([`HELD_COLUMNS_BUDGET`]), so
 /// each `aᵀ` block is transposed once per held block rather than once per output block.
 /// Otherwise each K step loads its tiles, through a transposed DMA access pattern where needed.
-/// Each K step issues eight matmuls on the block's loaded tiles. Ragged edges on all three dimensions; results are
-/// copied PSUM → SBUF with a cast to `out`'s dtype and stored. Transposes are exact, so the
+/// Each K step issues eight matmuls on the block's loaded tiles. Ragged edges on all three
+/// dimensions; results leave PSUM through the scalar engine with a cast to `out`'s dtype (the
+/// vector engine adds the bias when there is one) and are stored. Transposes are exact, so the
 /// result does not depend on the path.
 ///
 /// With `bias` (`[N]`), each output tile gets the bias row added (broadcast across partitions

@@ -114,7 +114,17 @@ pub(crate) fn online_statistics_into(
     // vector engine never waits for the scalar engine's sum of the previous chunk.
     let neg_maxes = sbuf([r, k], DType::F32);
     let sums = sbuf([r, k], DType::F32);
-    let scratch = exps.is_none().then(|| sbuf([r, chunks[0].1], DType::F32));
+    // Where each chunk's exponentials go: the caller's tiles, or one shared scratch tile.
+    let exp_dsts: Vec<TileRegion> = match exps {
+        Some(tiles) => tiles.iter().map(Tile::region).collect(),
+        None => {
+            let scratch = sbuf([r, chunks[0].1], DType::F32);
+            chunks
+                .iter()
+                .map(|&(_, cols)| scratch.cols(0, cols))
+                .collect()
+        }
+    };
     for (i, &chunk) in chunks.iter().enumerate() {
         let xt = load(xv, rows, chunk, dtype);
         let neg_max_i = neg_maxes.cols(i, 1);
@@ -126,13 +136,8 @@ pub(crate) fn online_statistics_into(
             let before = neg_maxes.cols(i - 1, 1);
             tensor_tensor(neg_max_i.clone(), before, &chunk_neg_max, BinOp::Minimum);
         }
-        let exp_dst = match (exps, &scratch) {
-            (Some(tiles), _) => tiles[i].region(),
-            (None, Some(scratch)) => scratch.cols(0, chunk.1),
-            (None, None) => unreachable!("a scratch tile is allocated when no exps are given"),
-        };
         activation_reduce(
-            exp_dst,
+            exp_dsts[i].clone(),
             ActFn::Exp,
             &xt,
             BinOp::Add,

@@ -163,9 +163,9 @@ pub fn layernorm(
             dma_copy(rv.clone().rows(row0, p), &st.rstd);
         };
         // Software-pipelined over the group's row tiles: tile i + 2's mean and tile i + 1's rstd
-        // are issued before tile i's output, so the scalar engine squares the next tile while
-        // the vector engine and GpSimd finish this one, and never waits for the vector engine's
-        // weight pass to reach the next mean.
+        // are issued before tile i's output, so no engine waits for another's pass over the
+        // previous tile (the vector engine's weight pass would otherwise hold up the next
+        // statistics, and the scalar engine's normalisation with them).
         let mut moments: std::collections::VecDeque<_> =
             tiles.iter().take(2).map(moments_of).collect();
         let mut stats: std::collections::VecDeque<_> =

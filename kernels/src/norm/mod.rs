@@ -19,11 +19,10 @@ fn broadcast_weight(weight: &Hbm, n: usize, d: usize) -> Tile {
     w
 }
 
-/// `rsqrt(Σ (x + shift)² / D + eps)` per row of the tile `xt` (`[rows, D]`), fp32, with the
-/// squares summed on the scalar engine 2048 columns at a time (`shift` is a per-row bias, the
-/// negated mean for LayerNorm). Returns `(rstd, scratch)`: the `[rows, 2048]` fp32 scratch tile
-/// is free for the caller's normalisation pass.
-fn reciprocal_rms(xt: &Tile, shift: Option<&Tile>, eps: f32) -> (Tile, Tile) {
+/// `rsqrt(Σ x² / D + eps)` per row of the tile `xt` (`[rows, D]`), fp32, with the squares
+/// summed on the scalar engine 2048 columns at a time. Returns `(rstd, scratch)`: the
+/// `[rows, 2048]` fp32 scratch tile is free for the caller's normalisation pass.
+fn reciprocal_rms(xt: &Tile, eps: f32) -> (Tile, Tile) {
     let [rows, d] = xt.shape();
     let scratch = sbuf([rows, CHUNK.min(d)], DType::F32);
     let rstd = sbuf([rows, 1], DType::F32);
@@ -39,7 +38,7 @@ fn reciprocal_rms(xt: &Tile, shift: Option<&Tile>, eps: f32) -> (Tile, Tile) {
             xt.cols(c0, cols),
             BinOp::Add,
             &part,
-            shift.map(Tile::region),
+            None,
             1.0,
         );
         if i > 0 {

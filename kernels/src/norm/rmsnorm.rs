@@ -128,7 +128,7 @@ fn normalize_in_place(xt: &Tile, w: &Tile, eps: f32) -> Tile {
 /// returns `rstd`, as [`normalize_in_place`].
 fn normalize_into(dst: &Tile, xt: &Tile, w: &Tile, eps: f32) -> Tile {
     let [rows, d] = xt.shape();
-    let (rstd, scratch) = reciprocal_rms(xt, None, eps);
+    let (rstd, scratch) = reciprocal_rms(xt, eps);
     for (c0, cols) in column_chunks(d) {
         let t = scratch.cols(0, cols);
         tensor_scalar(&t, xt.cols(c0, cols), BinOp::Multiply, &rstd);
