@@ -53,3 +53,18 @@ pub(crate) fn block(v: &HbmView, r: &TileSpan, c: &TileSpan) -> HbmView {
         .rows(r.start.clone(), r.size)
         .cols(c.start.clone(), c.size)
 }
+
+/// `xᵀ` of an SBUF tile `[p, f]` (`p, f ≤ 128`) into a new SBUF tile `[f, p]` of `dtype`,
+/// multiplied by `scale` on the way out of PSUM.
+pub(crate) fn transposed(x: &Tile, scale: f32, dtype: DType) -> Tile {
+    let [p, f] = x.shape();
+    let t = psum([f, p], x.dtype());
+    nc_transpose(&t, x);
+    let out = sbuf([f, p], dtype);
+    if scale == 1.0 {
+        tensor_copy(&out, &t);
+    } else {
+        tensor_scalar(&out, &t, BinOp::Multiply, scale);
+    }
+    out
+}

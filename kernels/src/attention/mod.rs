@@ -35,6 +35,7 @@ mod forward;
 pub use backward::*;
 pub use forward::*;
 
+pub(crate) use crate::tiling::transposed;
 use nki_core::prelude::*;
 
 /// Keys per score piece of the forward: one fp32 PSUM bank of scores per query row.
@@ -163,21 +164,6 @@ fn for_each_query_tile(
 /// The first query row of an unrolled tile.
 fn static_start(rows: &TileSpan) -> Option<usize> {
     rows.start.as_constant().map(|v| v as usize)
-}
-
-/// `xᵀ` of an SBUF tile `[p, f]` (`p, f ≤ 128`) into a new SBUF tile `[f, p]` of `dtype`,
-/// multiplied by `scale` on the way out of PSUM.
-fn transposed(x: &Tile, scale: f32, dtype: DType) -> Tile {
-    let [p, f] = x.shape();
-    let t = psum([f, p], x.dtype());
-    nc_transpose(&t, x);
-    let out = sbuf([f, p], dtype);
-    if scale == 1.0 {
-        tensor_copy(&out, &t);
-    } else {
-        tensor_scalar(&out, &t, BinOp::Multiply, scale);
-    }
-    out
 }
 
 /// Loads rows `row0..row0+n` of a `[rows, Dh]` view into a new `[n, Dh]` tile.

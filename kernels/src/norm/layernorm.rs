@@ -7,7 +7,7 @@
 //! as ATen's Welford-style moments do. The backward's sums run in 2048-column chunks in fp32.
 
 use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of};
-use crate::tiling::{CHUNK, column_chunks, keeps_rows, rows_of};
+use crate::tiling::{CHUNK, column_chunks, keeps_rows, rows_of, transposed};
 use nki_core::prelude::*;
 
 /// LayerNorm over the last dim: `(x − mean) · rsqrt(var + eps) · weight + bias` (biased
@@ -65,8 +65,20 @@ pub fn layernorm(
     let group = [4, 2, 1].into_iter().find(|&g| fits(2 * g, 0)).unwrap_or(1);
     let own_out = fits(2 * group, 0);
     let hold = fits(if own_out { 2 * group } else { group }, affine);
-    let w = weight.map(|w| AffineParam::new(w, n, d, hold));
-    let b = bias.map(|b| AffineParam::new(b, n, d, hold));
+    // bf16 with both a weight and a bias held on chip: the bias joins through the tensor
+    // engine (see `AffineOnPe`). Otherwise the scalar engine normalises, the vector engine
+    // applies the weight and GpSimd the bias.
+    let on_pe = match (weight, bias) {
+        (Some(w), Some(b)) if hold && dt == DType::BF16 => Some(AffineOnPe::new(w, b, n, d)),
+        _ => None,
+    };
+    let (w, b) = match on_pe {
+        Some(_) => (None, None),
+        None => (
+            weight.map(|w| AffineParam::new(w, n, d, hold)),
+            bias.map(|b| AffineParam::new(b, n, d, hold)),
+        ),
+    };
     let chunks = column_chunks(d);
     for_each_tile(n, group * PMAX, |span| {
         let tiles: Vec<(usize, usize)> = (0..span.size)
@@ -88,35 +100,31 @@ pub fn layernorm(
             bn_aggr(&moments, &stats);
             (xt, moments)
         };
-        // Stage B: rstd = rsqrt(var + eps), −mean, and the normalisation's per-row bias
-        // −mean · rstd.
+        // Stage B: rstd = rsqrt(var + eps), and what the affine path needs per row.
         let rstd_of = |(xt, moments): (Tile, Tile)| {
             let p = xt.shape()[0];
             let rstd = sbuf([p, 1], DType::F32);
             tensor_scalar(&rstd, moments.cols(1, 1), BinOp::Add, eps);
             activation(&rstd, ActFn::Rsqrt, &rstd, None, 1.0);
-            let neg_mean = sbuf([p, 1], DType::F32);
-            tensor_scalar(&neg_mean, moments.cols(0, 1), BinOp::Multiply, -1.0);
-            let shift = sbuf([p, 1], DType::F32);
-            tensor_tensor(&shift, &neg_mean, &rstd, BinOp::Multiply);
+            let affine = match &on_pe {
+                Some(pe) => RowAffine::OnPe {
+                    pe,
+                    factors: AffineOnPe::row_factors(&moments.cols(0, 1), &rstd),
+                },
+                None => RowAffine::OnEngines {
+                    scratch: sbuf([p, CHUNK.min(d)], DType::F32),
+                },
+            };
             RowStats {
                 xt,
-                neg_mean,
+                moments,
                 rstd,
-                shift,
-                scratch: sbuf([p, CHUNK.min(d)], DType::F32),
+                affine,
             }
         };
-        // Stage C: y = x · rstd + (−mean · rstd) (scalar), then · weight (vector) + bias
-        // (GpSimd), rounded once; stores.
+        // Stage C: the normalised, scaled and shifted rows, rounded once; stores.
         let normalise = |&(o, p): &(usize, usize), st: RowStats| {
             let row0 = span.start.clone() + o;
-            // Two fp32 scratch tiles in turn, so the scalar engine normalises chunk i + 1 while
-            // the vector engine applies the weight to chunk i. (Keeping them in a 16-bit input
-            // dtype would make the vector passes twice as fast, at the price of two extra
-            // roundings: bf16 results then differ from ATen's by a full ulp; not taken.)
-            let first = st.scratch.clone();
-            let second = (chunks.len() > 1).then(|| sbuf(st.scratch.shape(), DType::F32));
             // The result goes to its own tile when it fits (writing it into `xt` would make the
             // next chunk's read of `xt` wait for this chunk's write).
             let yt = if own_out {
@@ -124,41 +132,56 @@ pub fn layernorm(
             } else {
                 st.xt.clone()
             };
-            for (i, &(c0, cols)) in chunks.iter().enumerate() {
-                let t = match (&second, i % 2) {
-                    (Some(other), 1) => other.cols(0, cols),
-                    _ => first.cols(0, cols),
-                };
-                let dst = if w.is_none() && b.is_none() {
-                    yt.cols(c0, cols)
-                } else {
-                    t.clone()
-                };
-                activation(
-                    &dst,
-                    ActFn::Identity,
-                    st.xt.cols(c0, cols),
-                    Some(st.shift.region()),
-                    &st.rstd,
-                );
-                match (&w, &b) {
-                    (Some(w), Some(b)) => {
-                        tensor_tensor(&t, &t, w.chunk(p, c0, cols), BinOp::Multiply);
-                        tensor_tensor(yt.cols(c0, cols), &t, b.chunk(p, c0, cols), BinOp::Add)
-                            .on(ElementwiseEngine::GpSimd);
+            match &st.affine {
+                RowAffine::OnPe { pe, factors } => pe.apply(&yt, &st.xt, factors, &st.rstd),
+                RowAffine::OnEngines { scratch } => {
+                    // y = (x − mean) · rstd, then · weight (vector) + bias (GpSimd), in fp32
+                    // and rounded once. The subtraction comes first, as in ATen: the scalar
+                    // engine's one-instruction form `x · rstd + (−mean · rstd)` loses the
+                    // digits of rows far from zero (10× ATen's error at mean/std ≈ 1000).
+                    // Two fp32 scratch tiles in turn, so GpSimd adds the bias to chunk i while
+                    // the vector engine works on chunk i + 1. (Keeping them in a 16-bit input
+                    // dtype would make the vector passes twice as fast, at the price of two
+                    // extra roundings: bf16 results then differ from ATen's by a full ulp.)
+                    let second = (chunks.len() > 1).then(|| sbuf(scratch.shape(), DType::F32));
+                    for (i, &(c0, cols)) in chunks.iter().enumerate() {
+                        let t = match (&second, i % 2) {
+                            (Some(other), 1) => other.cols(0, cols),
+                            _ => scratch.cols(0, cols),
+                        };
+                        let dst = if w.is_none() && b.is_none() {
+                            yt.cols(c0, cols)
+                        } else {
+                            t.clone()
+                        };
+                        let x = st.xt.cols(c0, cols);
+                        tensor_scalar(&dst, x, BinOp::Subtract, st.moments.cols(0, 1))
+                            .then(BinOp::Multiply, &st.rstd);
+                        let y = yt.cols(c0, cols);
+                        match (&w, &b) {
+                            (Some(w), Some(b)) => {
+                                tensor_tensor(&t, &t, w.chunk(p, c0, cols), BinOp::Multiply);
+                                tensor_tensor(y, &t, b.chunk(p, c0, cols), BinOp::Add)
+                                    .on(ElementwiseEngine::GpSimd);
+                            }
+                            (Some(w), None) => {
+                                tensor_tensor(y, &t, w.chunk(p, c0, cols), BinOp::Multiply);
+                            }
+                            (None, Some(b)) => {
+                                tensor_tensor(y, &t, b.chunk(p, c0, cols), BinOp::Add);
+                            }
+                            (None, None) => {}
+                        }
                     }
-                    (Some(w), None) => {
-                        tensor_tensor(yt.cols(c0, cols), &t, w.chunk(p, c0, cols), BinOp::Multiply);
-                    }
-                    (None, Some(b)) => {
-                        tensor_tensor(yt.cols(c0, cols), &t, b.chunk(p, c0, cols), BinOp::Add);
-                    }
-                    (None, None) => {}
                 }
             }
             dma_copy(ov.clone().rows(row0.clone(), p), &yt);
+            // The mean leaves through its own tile, written after the row's last chunk: a store
+            // straight from `moments` is ready as soon as the statistics are, and the early
+            // small transfer then takes a DMA queue gap the next row tile's load needed (fp32
+            // 990 → 1044 µs in the cost model).
             let mean = sbuf([p, 1], DType::F32);
-            tensor_scalar(&mean, &st.neg_mean, BinOp::Multiply, -1.0);
+            tensor_copy(&mean, st.moments.cols(0, 1));
             dma_copy(mv.clone().rows(row0.clone(), p), &mean);
             dma_copy(rv.clone().rows(row0, p), &st.rstd);
         };
@@ -186,17 +209,150 @@ pub fn layernorm(
 }
 
 /// One row tile's statistics between the forward's pipeline stages.
-struct RowStats {
+struct RowStats<'a> {
     /// The row tile.
     xt: Tile,
-    /// `−mean` per row, fp32.
-    neg_mean: Tile,
+    /// `(mean, variance)` per row, fp32.
+    moments: Tile,
     /// `rsqrt(var + eps)` per row, fp32.
     rstd: Tile,
-    /// `−mean · rstd` per row: the normalisation's bias.
-    shift: Tile,
-    /// `[rows, 2048]` fp32 scratch, free for the normalisation.
-    scratch: Tile,
+    /// What the affine path needs of the tile.
+    affine: RowAffine<'a>,
+}
+
+/// A row tile's inputs to the forward's affine step.
+enum RowAffine<'a> {
+    /// Through the tensor engine.
+    OnPe {
+        /// The kernel's held operands.
+        pe: &'a AffineOnPe,
+        /// The tile's stationary operands.
+        factors: RowFactors,
+    },
+    /// The vector/GpSimd path.
+    OnEngines {
+        /// `[rows, 2048]` fp32 scratch for the normalised chunks.
+        scratch: Tile,
+    },
+}
+
+/// The bf16 forward's weight and bias applied with the tensor engine's help. Per 512-column
+/// chunk of a row tile:
+///
+/// 1. the vector engine writes `x · weight` into an fp32 PSUM bank (exact for bf16 inputs);
+/// 2. two matmuls accumulate `−mean ⊗ weight + std ⊗ bias` into it (outer products, with
+///    `std = 1 / rstd`): `mean` and `std` of the tile's rows are each split into [`PIECES`]
+///    bf16 pieces that sum to their fp32 values. The first matmul subtracts the mean's leading
+///    piece alone, so `x · w − mean₁ · w` cancels exactly before anything small is added; the
+///    second adds the other mean pieces and the `std ⊗ bias` pieces. (In one matmul, the
+///    `std · bias` term of a near-constant row, where `std` is about `sqrt(eps)`, drowned in
+///    the rounding of `mean · w` before the cancellation: 2% errors.)
+/// 3. the scalar engine reads the bank back as `psum · rstd`, rounded once to bf16:
+///    `(x − mean) · rstd · weight + bias`.
+///
+/// The vector engine makes one pass instead of two (no separate bias pass on GpSimd), and the
+/// scalar engine's pass is the one the plain normalisation needs anyway. bf16 only: fp32
+/// inputs would need fp32 matmuls (a quarter of the rate) for a few percent, and f16's narrow
+/// exponent range cannot hold the pieces of every `std`.
+struct AffineOnPe {
+    /// `weight` broadcast across 128 partitions, for the vector engine's product.
+    weight: Tile,
+    /// `[1, D]`: `−weight`, the moving operand of the first matmul.
+    lead_moving: Tile,
+    /// `[2 · PIECES − 1, D]`: `−weight` for the other mean pieces, then `bias` for each `std`
+    /// piece.
+    rest_moving: Tile,
+}
+
+/// The stationary operands of one row tile's [`AffineOnPe::apply`].
+struct RowFactors {
+    /// `[1, rows]`: the mean's leading piece.
+    lead: Tile,
+    /// `[2 · PIECES − 1, rows]`: the mean's other pieces, then those of `std`.
+    rest: Tile,
+}
+
+/// bf16 pieces per fp32 value: 3 × 8 significant bits carry all 24 (with two pieces of `std`,
+/// its 2⁻¹⁷ error alone flipped the rounding of 0.14% of the outputs against ATen's).
+const PIECES: usize = 3;
+
+impl AffineOnPe {
+    /// Loads the operands once for the whole kernel.
+    fn new(weight: &Hbm, bias: &Hbm, n: usize, d: usize) -> Self {
+        let dt = weight.dtype();
+        let lead_moving = sbuf([1, d], dt);
+        let rest_moving = sbuf([2 * PIECES - 1, d], dt);
+        let neg_weight = |dst: TileRegion| {
+            dma_copy(&dst, weight.view().broadcast_to(&dst.shape()));
+            tensor_scalar(&dst, &dst, BinOp::Multiply, -1.0);
+        };
+        neg_weight(lead_moving.region());
+        neg_weight(rest_moving.region().slice(0, PIECES - 1, 0, d));
+        dma_copy(
+            rest_moving.region().slice(PIECES - 1, PIECES, 0, d),
+            bias.view().broadcast_to(&[PIECES, d]),
+        );
+        AffineOnPe {
+            weight: broadcast_weight(weight, n, d),
+            lead_moving,
+            rest_moving,
+        }
+    }
+
+    /// The stationary operands of a row tile from its `mean` (`[rows, 1]`, fp32) and `rstd`:
+    /// the pieces of the mean and of `std = 1 / rstd`, transposed to lie along the free dim.
+    fn row_factors(mean: &TileRegion, rstd: &Tile) -> RowFactors {
+        let p = rstd.shape()[0];
+        let std = sbuf([p, 1], DType::F32);
+        activation(&std, ActFn::Reciprocal, rstd, None, 1.0);
+        let lead = sbuf([p, 1], DType::BF16);
+        let rest = sbuf([p, 2 * PIECES - 1], DType::BF16);
+        let mean_pieces: Vec<TileRegion> = std::iter::once(lead.region())
+            .chain((0..PIECES - 1).map(|i| rest.cols(i, 1)))
+            .collect();
+        let std_pieces: Vec<TileRegion> = (PIECES - 1..2 * PIECES - 1)
+            .map(|i| rest.cols(i, 1))
+            .collect();
+        split_into_pieces(&mean_pieces, mean);
+        split_into_pieces(&std_pieces, &std.region());
+        RowFactors {
+            lead: transposed(&lead, 1.0, DType::BF16),
+            rest: transposed(&rest, 1.0, DType::BF16),
+        }
+    }
+
+    /// `yt = (xt · weight − mean ⊗ weight + std ⊗ bias) · rstd`, chunk by chunk through PSUM.
+    fn apply(&self, yt: &Tile, xt: &Tile, factors: &RowFactors, rstd: &Tile) {
+        let [p, d] = xt.shape();
+        for c0 in (0..d).step_by(PSUM_BANK_FMAX) {
+            let cols = PSUM_BANK_FMAX.min(d - c0);
+            let acc = psum([p, cols], DType::F32);
+            tensor_tensor(
+                &acc,
+                xt.cols(c0, cols),
+                self.weight.rows(p).cols(c0, cols),
+                BinOp::Multiply,
+            );
+            nc_matmul(&acc, &factors.lead, self.lead_moving.cols(c0, cols), true);
+            nc_matmul(&acc, &factors.rest, self.rest_moving.cols(c0, cols), true);
+            activation(yt.cols(c0, cols), ActFn::Identity, &acc, None, rstd);
+        }
+    }
+}
+
+/// Writes `value` (`[P, 1]`, fp32) into the `[P, 1]` bf16 columns `pieces` so that their sum
+/// is `value` to `pieces.len()` times bf16's precision: each piece is the rounded remainder of
+/// the ones before it (the remainders are exact in fp32; GpSimd takes the subtractions).
+fn split_into_pieces(pieces: &[TileRegion], value: &TileRegion) {
+    let mut rest = value.clone();
+    for (i, piece) in pieces.iter().enumerate() {
+        tensor_copy(piece, &rest);
+        if i + 1 < pieces.len() {
+            let next = sbuf([value.np, 1], DType::F32);
+            tensor_tensor(&next, &rest, piece, BinOp::Subtract).on(ElementwiseEngine::GpSimd);
+            rest = next.region();
+        }
+    }
 }
 
 /// A weight or bias `[D]` of the forward, broadcast across a row tile's partitions: held in
