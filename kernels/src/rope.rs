@@ -47,6 +47,14 @@ fn chunks(width: usize, d: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..width).step_by(d).map(move |c0| (c0, d / 2))
 }
 
+/// The rotate-half pairs of a `[rows, G · D]` tile: `(chunk, dst, src, half width)` for both
+/// halves of each head chunk in turn, the half at `dst` paired with the other one, at `src`.
+fn half_pairs(width: usize, d: usize) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+    chunks(width, d)
+        .enumerate()
+        .flat_map(|(i, (c0, h))| [(i, c0, c0 + h, h), (i, c0 + h, c0, h)])
+}
+
 /// One head tile between the two stages of [`apply`]'s pipeline.
 struct Rotating {
     /// The input rows, `[rows, G · D]`.
@@ -68,21 +76,19 @@ fn start_rotation(x: Tile, cos: &Tile, rsin: &Tile, d: usize) -> Rotating {
     tensor_tensor(&x_cos, &x, cos, BinOp::Multiply);
     let swapped = sbuf([rows, width], x.dtype());
     let on_vector = vector_chunks(width / d, x.dtype());
-    for (i, (c0, h)) in chunks(width, d).enumerate() {
-        let engine = if i < on_vector {
+    for (chunk, dst, src, h) in half_pairs(width, d) {
+        let engine = if chunk < on_vector {
             ElementwiseEngine::Vector
         } else {
             ElementwiseEngine::GpSimd
         };
-        for (dst, src) in [(c0, c0 + h), (c0 + h, c0)] {
-            tensor_tensor(
-                swapped.cols(dst, h),
-                x.cols(src, h),
-                rsin.cols(dst, h),
-                BinOp::Multiply,
-            )
-            .on(engine);
-        }
+        tensor_tensor(
+            swapped.cols(dst, h),
+            x.cols(src, h),
+            rsin.cols(dst, h),
+            BinOp::Multiply,
+        )
+        .on(engine);
     }
     Rotating { x, x_cos, swapped }
 }
@@ -130,15 +136,13 @@ fn accumulate_position_grads(ac: &Tile, asn: &Tile, g: &Tile, x: HbmView, d: usi
     tensor_tensor(&t, g, &xt, BinOp::Multiply);
     tensor_tensor(ac, ac, &t, BinOp::Add).on(ElementwiseEngine::GpSimd);
     let u = sbuf([rows, width], DType::F32);
-    for (c0, h) in chunks(width, d) {
-        for (dst, src) in [(c0, c0 + h), (c0 + h, c0)] {
-            tensor_tensor(
-                u.cols(dst, h),
-                g.cols(dst, h),
-                xt.cols(src, h),
-                BinOp::Multiply,
-            );
-        }
+    for (_, dst, src, h) in half_pairs(width, d) {
+        tensor_tensor(
+            u.cols(dst, h),
+            g.cols(dst, h),
+            xt.cols(src, h),
+            BinOp::Multiply,
+        );
     }
     tensor_tensor(asn, asn, &u, BinOp::Add).on(ElementwiseEngine::GpSimd);
 }
