@@ -51,6 +51,16 @@ pub fn exp(x: f32) -> f32 {
 // element is recomputed from its NaN afterwards) where `clamp` would keep it.
 #[allow(clippy::manual_clamp)]
 pub fn exp_row(x: &[f32], scale: f32, bias: f32, out: &mut [f32]) {
+    crate::wide::wide(
+        #[inline(always)]
+        || exp_row_inline(x, scale, bias, out),
+    );
+}
+
+/// [`exp_row`]'s loop, for callers that compile it into their own vector loops.
+#[allow(clippy::manual_clamp)]
+#[inline(always)]
+pub(crate) fn exp_row_inline(x: &[f32], scale: f32, bias: f32, out: &mut [f32]) {
     let mut outside = false;
     for (o, v) in out.iter_mut().zip(x) {
         let t = *v * scale + bias;

@@ -51,6 +51,7 @@ pub mod sim;
 pub mod target;
 pub mod testing;
 pub mod validate;
+mod wide;
 
 pub use compile::{CheckedSignature, Compiled, compile};
 pub use dtype::DType;

@@ -40,6 +40,11 @@ class CostReport:
     """The resource whose peak-rate time is largest (``dma``, ``tensor``, ``vector``, ``scalar``)."""
     roofline_fraction: float
     """That resource's time at peak over the estimated time (1.0 = at the roofline)."""
+    hbm_roofline_fraction: float
+    """Every tensor the kernel touches moved once at peak HBM bandwidth, over the estimated time:
+    the op's HBM roofline fraction (repeated reads count against it, not as work)."""
+    hbm_compulsory_bytes: float
+    """Bytes of every tensor the kernel reads or writes, each counted once."""
     min_ns: dict[str, float]
     """Each resource's time at its peak rate for the program's work, ns (the roofline)."""
     busy_ns: dict[str, float]
@@ -120,6 +125,8 @@ def cost(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> CostReport
         total_ns=s["total_ns"],
         bound=bound,
         roofline_fraction=s["roofline_fraction"],
+        hbm_roofline_fraction=s["hbm_roofline_fraction"],
+        hbm_compulsory_bytes=s["hbm_compulsory_bytes"],
         min_ns={str(name): float(ns) for name, ns in s["min_ns"]},
         busy_ns={_engine_name(e["engine"]): e["busy_ns"] for e in s["engines"]},
         hbm_read_bytes=s["hbm_read_bytes"],

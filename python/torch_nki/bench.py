@@ -1,7 +1,8 @@
 """``torch-nki bench``: every op graded at its declared ``bench(...)`` shape.
 
 For every registered op: the cost model's estimated device time on the target, its bound
-resource and roofline fraction (all **estimates**: nothing ran on Trainium), next to the CPU
+resource and roofline fraction, and its HBM roofline fraction (every tensor moved once at peak
+bandwidth over the estimated time; all **estimates**: nothing ran on Trainium), next to the CPU
 simulator's time and ATen's time for the same work, measured side by side in this run
 (alternating blocks, medians; see :func:`torch_nki.demo.median_times`). A forward op runs at its
 ``bench(...)`` shape against its reference expression; a backward kernel runs at its forward's
@@ -31,6 +32,7 @@ class Grade:
     device_ns: float
     bound: str
     roofline_fraction: float
+    hbm_fraction: float
     simulator_s: float
     aten_s: float
 
@@ -90,6 +92,7 @@ def grade(op: str, target: str = "trn2", repeat: int = 3, dtype: torch.dtype | N
         device_ns=report.total_ns,
         bound=report.bound,
         roofline_fraction=report.roofline_fraction,
+        hbm_fraction=report.hbm_roofline_fraction,
         simulator_s=sim,
         aten_s=aten,
     )
@@ -111,7 +114,7 @@ def run(
         print(f"torch-nki bench: no kernel named {', '.join(unknown)} (registered: {registered})")
         return 2
     header = (
-        f"{'op':17} {'shapes':38} {'dtype':9} {target + ' est.':>12} {'bound':7} {'roofline':>8} "
+        f"{'op':17} {'shapes':38} {'dtype':9} {target + ' est.':>12} {'bound':7} {'roofline':>8} {'HBM':>4} "
         f"{'cpu sim':>12} {'cpu aten':>12} {'sim/aten':>9}"
     )
     print(header)
@@ -123,8 +126,8 @@ def run(
             continue
         print(
             f"{g.op:17} {g.shapes:38} {g.dtype:9} {_time(g.device_ns / 1e9):>12} {g.bound:7} "
-            f"{g.roofline_fraction:8.0%} {_time(g.simulator_s):>12} {_time(g.aten_s):>12} "
-            f"{g.simulator_s / g.aten_s:8.1f}x",
+            f"{g.roofline_fraction:8.0%} {g.hbm_fraction:4.0%} {_time(g.simulator_s):>12} "
+            f"{_time(g.aten_s):>12} {g.simulator_s / g.aten_s:8.1f}x",
             flush=True,
         )
     print(

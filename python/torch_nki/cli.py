@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import torch_nki
+from torch_nki.errors import NkiError
 
 
 def print_registry() -> None:
@@ -56,15 +57,18 @@ def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
     return pairs
 
 
-def _example_kwargs(
+def _example_args(
     command: str, op: str, shapes: Sequence[str], scalars: Sequence[str], dtype: str
-) -> dict[str, object] | None:
-    """Meta tensors of the given shapes and the given scalars, by parameter name, for ``op``;
-    prints what is wrong and returns ``None`` for an unknown op or dtype, a missing shape or an
-    unknown parameter."""
+) -> list[object] | None:
+    """``op``'s arguments in parameter order: meta tensors of the given shapes (``None`` for an
+    optional tensor left out) and the given scalars or their defaults. Positional, since a
+    parameter may share a name with a keyword of ``cost``/``emit`` (cross_entropy's ``target``).
+    Prints what is wrong and returns ``None`` for an unknown op or dtype, a missing shape or
+    scalar, or an unknown parameter."""
     import torch
 
     from torch_nki._dtypes import NKI_TO_TORCH
+    from torch_nki.testing import fixed_dtype
 
     reg = torch_nki._registration()
     if op not in reg.ops:
@@ -76,31 +80,45 @@ def _example_kwargs(
         return None
     given = _parse_pairs(shapes, "shape")
     values = _parse_pairs(scalars, "scalar")
-    kwargs: dict[str, object] = {}
+    by_name: dict[str, object] = {}
     for p in spec.params:
         if p.is_tensor:
             if p.name in given:
                 dims = [int(d) for d in given.pop(p.name).split("x")]
-                kwargs[p.name] = torch.empty(dims, dtype=NKI_TO_TORCH[dtype], device="meta")
-            elif not p.is_optional:
+                # A parameter whose contract allows one dtype (`mean in {f32}`, class targets
+                # in {i32}, which callers pass as int64) gets that one whatever --dtype says.
+                fixed = fixed_dtype(spec, p.name)
+                torch_dtype = (
+                    torch.int64 if fixed == "i32" else NKI_TO_TORCH[fixed] if fixed else NKI_TO_TORCH[dtype]
+                )
+                by_name[p.name] = torch.empty(dims, dtype=torch_dtype, device="meta")
+            elif p.is_optional:
+                by_name[p.name] = None
+            else:
                 hint = f"--shape {p.name}=AxB (schema: {spec.schema})"
                 print(f"torch-nki {command}: give the shape of `{p.name}`: {hint}")
                 return None
         elif p.name in values:
             raw = values.pop(p.name)
             if p.is_optional and raw == "none":
-                kwargs[p.name] = None
+                by_name[p.name] = None
             elif p.kind == "str":
-                kwargs[p.name] = raw
+                by_name[p.name] = raw
             else:
-                kwargs[p.name] = (
+                by_name[p.name] = (
                     (raw == "true") if p.kind == "bool" else (int(raw) if p.kind == "int" else float(raw))
                 )
+        elif p.has_default:
+            by_name[p.name] = p.default
+        else:
+            hint = f"--scalar {p.name}=VALUE (schema: {spec.schema})"
+            print(f"torch-nki {command}: give the value of `{p.name}`: {hint}")
+            return None
     unknown = sorted(given) + sorted(values)
     if unknown:
         print(f"torch-nki {command}: `{op}` has no parameter {', '.join(unknown)} (schema: {spec.schema})")
         return None
-    return kwargs
+    return [by_name[p.name] for p in spec.params]
 
 
 def run_cost(
@@ -113,10 +131,14 @@ def run_cost(
     plot: str | None = None,
 ) -> int:
     """``torch-nki cost``: builds meta tensors of the given shapes and prints the estimate."""
-    kwargs = _example_kwargs("cost", op, shapes, scalars, dtype)
-    if kwargs is None:
+    args = _example_args("cost", op, shapes, scalars, dtype)
+    if args is None:
         return 2
-    report = torch_nki.cost(op, target=target, **kwargs)
+    try:
+        report = torch_nki.cost(op, *args, target=target)
+    except NkiError as e:
+        print(f"torch-nki cost: {e}")
+        return 2
     print(report, end="")
     if trace:
         print(f"  trace: {report.write_trace(trace)} (open in https://ui.perfetto.dev)")
@@ -133,10 +155,14 @@ def run_emit(
     op: str, shapes: Sequence[str], scalars: Sequence[str], dtype: str, target: str, output: str | None
 ) -> int:
     """``torch-nki emit``: prints (or writes) the op's NKI Python source for the given shapes."""
-    kwargs = _example_kwargs("emit", op, shapes, scalars, dtype)
-    if kwargs is None:
+    args = _example_args("emit", op, shapes, scalars, dtype)
+    if args is None:
         return 2
-    source = torch_nki.emit(op, target=target, **kwargs)
+    try:
+        source = torch_nki.emit(op, *args, target=target)
+    except NkiError as e:
+        print(f"torch-nki emit: {e}")
+        return 2
     if output:
         Path(output).write_text(source)
         print(f"wrote {output}")

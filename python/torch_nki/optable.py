@@ -1,7 +1,7 @@
 """``torch-nki table``: the table of every op, generated from the registry — contract, dtypes,
 backward kernel, what it replaces, and its grade (the cost model's estimate on Trn2 at the op's
-``bench(...)`` shape: time, bound, roofline fraction). ``docs/ops.md`` is this table; a test
-keeps it current."""
+``bench(...)`` shape: time, bound, roofline fraction, HBM roofline fraction). ``docs/ops.md`` is
+this table; a test keeps it current."""
 
 from __future__ import annotations
 
@@ -45,7 +45,10 @@ def _grade(op: str, target: str) -> str:
     report = torch_nki.cost(op, *sample.args, target=target)
     us = report.total_ns / 1e3
     time = f"{us / 1e3:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
-    grade = f"{time}, {report.bound}-bound, {report.roofline_fraction:.0%} of roofline"
+    grade = (
+        f"{time}, {report.bound}-bound, {report.roofline_fraction:.0%} of roofline, "
+        f"{report.hbm_roofline_fraction:.0%} of HBM roofline"
+    )
     if report.flops:
         grade += f", tensor engine {report.tensor_peak_fraction:.0%} of peak"
     return grade

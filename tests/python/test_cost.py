@@ -30,6 +30,10 @@ def test_every_op_gets_an_estimate(op: str, target: str) -> None:
     assert report.total_ns > 0 and report.instructions > 0
     assert report.bound in {"dma", "tensor", "vector", "scalar"}
     assert 0 < report.roofline_fraction <= 1.0 + 1e-9
+    # Moving each tensor once is a lower bound on the traffic, so the HBM roofline fraction
+    # is at most the DMA resource's.
+    assert 0 < report.hbm_compulsory_bytes <= report.hbm_read_bytes + report.hbm_write_bytes
+    assert 0 < report.hbm_roofline_fraction <= report.min_ns["dma"] / report.total_ns + 1e-9
     kernel_dtypes = [INDEX_DOWNCAST.get(t.dtype, t.dtype) for t in sample.tensors]
     assert report.hbm_read_bytes >= sum(
         t.numel() * d.itemsize for t, d in zip(sample.tensors, kernel_dtypes, strict=True)
@@ -72,6 +76,42 @@ def test_cli_cost_prints_the_estimate_and_writes_a_trace(
         cli.main(["cost", "rmsnorm", "--shape", "x=8x4", "--shape", "weight=4", "--scalar", "bogus=1"]) == 2
     )
     assert "has no parameter bogus" in capsys.readouterr().out
+
+
+def test_hbm_roofline_counts_each_tensor_once() -> None:
+    # add reads x and y and writes the sum once: its compulsory bytes are its traffic.
+    x = torch.empty(512, 1024, device="meta")
+    add = torch_nki.cost("add", x, x)
+    assert add.hbm_compulsory_bytes == 3 * x.numel() * 4
+    assert add.hbm_compulsory_bytes == add.hbm_read_bytes + add.hbm_write_bytes
+    assert add.hbm_roofline_fraction == pytest.approx(add.min_ns["dma"] / add.total_ns)
+    # rmsnorm: x, weight, y and the rstd [rows] it saves for its backward.
+    w = torch.empty(1024, device="meta")
+    rms = torch_nki.cost("rmsnorm", x, w)
+    assert rms.hbm_compulsory_bytes == (2 * x.numel() + w.numel() + x.shape[0]) * 4
+    assert "HBM roofline (each tensor moved once" in str(rms)
+
+
+def test_cli_cost_gives_single_dtype_parameters_their_dtype_and_reports_contract_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # mean and rstd are f32 only: --dtype bf16 applies to the other tensors.
+    shapes = ["grad_y=256x512", "x=256x512", "weight=512", "mean=256", "rstd=256"]
+    argv = ["cost", "layernorm_backward", *[a for s in shapes for a in ("--shape", s)], "--dtype", "bf16"]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out.startswith("layernorm_backward on trn2")
+    # Class targets are i32 in the kernel and int64 for callers.
+    argv = ["cost", "cross_entropy", "--shape", "logits=64x1000", "--shape", "target=64"]
+    assert cli.main(argv) == 0
+    capsys.readouterr()
+    # A contract violation is a message and exit code 2, not a traceback.
+    argv = ["cost", "rmsnorm", "--shape", "x=8x4", "--shape", "weight=5"]
+    assert cli.main(argv) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("torch-nki cost: ") and "weight has shape" in out
+    argv = ["emit", "rmsnorm", "--shape", "x=8x4", "--shape", "weight=5"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().out.startswith("torch-nki emit: ")
 
 
 def test_plot_draws_every_track_and_the_roofline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,7 +3,8 @@
 //!
 //! [`estimate`] schedules every instruction (see the `schedule` module) and reports the
 //! estimated time, per-engine busy time, HBM bytes and FLOPs, the bound resource and the
-//! roofline fraction (the bound resource's time at peak over the estimated time), the critical
+//! roofline fraction (the bound resource's time at peak over the estimated time), the HBM
+//! roofline fraction (each tensor moved once, at peak bandwidth, over the estimated time), the critical
 //! path, and a Chrome/Perfetto trace ([`CostReport::chrome_trace`]). Every figure is an
 //! **estimate**: nothing here has been timed on hardware, and the model does not see DMA
 //! descriptor generation, semaphore waits or instruction issue queues beyond a fixed cost per
@@ -127,6 +128,13 @@ pub struct CostReport {
     pub hbm_read_bytes: f64,
     /// Bytes written to HBM.
     pub hbm_write_bytes: f64,
+    /// The HBM traffic no kernel for this op can avoid: every tensor the program touches read
+    /// (inputs) or written (outputs) once, bytes.
+    pub hbm_compulsory_bytes: f64,
+    /// That traffic at peak HBM bandwidth over the estimated time: the op's HBM roofline
+    /// fraction (a kernel that reads its inputs twice stays below 50% however well its
+    /// transfers overlap, where `roofline_fraction` would count the repeated reads as work).
+    pub hbm_roofline_fraction: f64,
     /// Tensor-engine FLOPs.
     pub flops: f64,
     /// Each resource's time if it ran at peak with nothing else in the way, ns.
@@ -179,11 +187,11 @@ pub fn estimate_with(program: &Program, table: CostTable) -> CostReport {
         .iter()
         .copied()
         .fold((Resource::Dma, -1.0), |a, b| if b.1 > a.1 { b } else { a });
-    let roofline_fraction = if total_ns > 0.0 {
-        bound_ns / total_ns
-    } else {
-        0.0
-    };
+    let fraction = |ns: f64| if total_ns > 0.0 { ns / total_ns } else { 0.0 };
+    let roofline_fraction = fraction(bound_ns);
+    let hbm_compulsory_bytes = compulsory_bytes(program);
+    let hbm_roofline_fraction =
+        fraction(hbm_compulsory_bytes / table.dma_peak_bytes_per_s() * 1e9);
     let mut critical_path = Vec::new();
     let mut cur = slices
         .iter()
@@ -202,6 +210,8 @@ pub fn estimate_with(program: &Program, table: CostTable) -> CostReport {
         engines,
         hbm_read_bytes: work.hbm_read,
         hbm_write_bytes: work.hbm_write,
+        hbm_compulsory_bytes,
+        hbm_roofline_fraction,
         flops: work.flops,
         min_ns,
         bound,
@@ -209,6 +219,23 @@ pub fn estimate_with(program: &Program, table: CostTable) -> CostReport {
         critical_path,
         slices,
     }
+}
+
+/// Bytes of every HBM tensor the program reads or writes, each counted once.
+fn compulsory_bytes(program: &Program) -> f64 {
+    let mut touched = vec![false; program.hbm.len()];
+    program.visit_instructions(&mut |inst, _| {
+        for (access, _) in inst.op.hbm_accesses() {
+            touched[access.tensor.0 as usize] = true;
+        }
+    });
+    program
+        .hbm
+        .iter()
+        .zip(touched)
+        .filter(|(_, t)| *t)
+        .map(|(d, _)| (d.numel() * d.dtype.size_bytes()) as f64)
+        .sum()
 }
 
 impl CostReport {
@@ -290,6 +317,12 @@ impl fmt::Display for CostReport {
             self.hbm_read_bytes / 1024.0,
             self.hbm_write_bytes / 1024.0,
             self.flops / 1e9
+        )?;
+        writeln!(
+            f,
+            "  HBM roofline (each tensor moved once, {:.0} KiB): {:.0}%",
+            self.hbm_compulsory_bytes / 1024.0,
+            100.0 * self.hbm_roofline_fraction
         )?;
         let dma_busy: f64 = self
             .engines

@@ -36,7 +36,7 @@ impl Ctx<'_, '_> {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn round_into(dst: &mut [f32], dtype: DType, f: impl Fn(usize) -> f32) {
     match dtype {
         DType::F32 => dst.iter_mut().enumerate().for_each(|(i, d)| *d = f(i)),
@@ -64,6 +64,7 @@ fn column_values(
     }
 }
 
+#[inline(always)]
 fn round_into_in_place(row: &mut [f32], dtype: DType) {
     match dtype {
         DType::F32 => {}
@@ -127,7 +128,11 @@ fn rows1(
         for r in 0..dst.np {
             let x = input_row(store, &out, dst, stride, a, r, &mut s.a)?;
             let start = (dst.p0 + r) * stride + dst.f0;
-            f(r, &mut out[start..start + dst.nf], x);
+            let out = &mut out[start..start + dst.nf];
+            crate::wide::wide(
+                #[inline(always)]
+                || f(r, out, x),
+            );
         }
         Ok(())
     })();
@@ -150,7 +155,11 @@ fn rows2(
             let x = input_row(store, &out, dst, stride, a, r, &mut s.a)?;
             let y = input_row(store, &out, dst, stride, b, r, &mut s.b)?;
             let start = (dst.p0 + r) * stride + dst.f0;
-            f(&mut out[start..start + dst.nf], x, y);
+            let out = &mut out[start..start + dst.nf];
+            crate::wide::wide(
+                #[inline(always)]
+                || f(out, x, y),
+            );
         }
         Ok(())
     })();
@@ -211,9 +220,15 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
         // Both engines compute in fp32 and round on write.
         Op::TensorTensor { dst, a, b, op, .. } => {
             let dt = store.dtype(dst.tile);
-            rows2(store, dst, a, b, s, |out, x, y| {
-                with_op!(*op, |f| round_into(out, dt, |i| f(x[i], y[i])))
-            })?;
+            rows2(
+                store,
+                dst,
+                a,
+                b,
+                s,
+                #[inline(always)]
+                |out, x, y| with_op!(*op, |f| round_into(out, dt, |i| f(x[i], y[i]))),
+            )?;
         }
         Op::TensorScalar {
             dst,
@@ -228,18 +243,25 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 Some((op, o)) => Some((*op, column_values(store, o, dst.np)?)),
                 None => None,
             };
-            rows1(store, dst, data, s, |r, out, x| {
-                let v0 = v0[r];
-                match &second {
-                    None => with_op!(*op0, |f0| round_into(out, dt, |i| f0(x[i], v0))),
-                    Some((op1, v1)) => {
-                        let v1 = v1[r];
-                        with_op!(*op0, |f0| with_op!(*op1, |f1| {
-                            round_into(out, dt, |i| f1(f0(x[i], v0), v1))
-                        }))
+            rows1(
+                store,
+                dst,
+                data,
+                s,
+                #[inline(always)]
+                |r, out, x| {
+                    let v0 = v0[r];
+                    match &second {
+                        None => with_op!(*op0, |f0| round_into(out, dt, |i| f0(x[i], v0))),
+                        Some((op1, v1)) => {
+                            let v1 = v1[r];
+                            with_op!(*op0, |f0| with_op!(*op1, |f1| {
+                                round_into(out, dt, |i| f1(f0(x[i], v0), v1))
+                            }))
+                        }
                     }
-                }
-            })?;
+                },
+            )?;
         }
         Op::Activation {
             dst,
@@ -258,14 +280,21 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 None => vec![0.0; dst.np],
             };
             let mut reduced = Vec::with_capacity(if reduce.is_some() { dst.np } else { 0 });
-            rows1(store, dst, data, s, |r, out, x| {
-                apply_activation(*func, x, scales[r], biases[r], out);
-                if let Some((op, _)) = reduce {
-                    // The engine reduces the fp32 results, before they are rounded to dst.
-                    reduced.push(reduce_row(*op, out));
-                }
-                round_into_in_place(out, dt);
-            })?;
+            rows1(
+                store,
+                dst,
+                data,
+                s,
+                #[inline(always)]
+                |r, out, x| {
+                    apply_activation(*func, x, scales[r], biases[r], out);
+                    if let Some((op, _)) = reduce {
+                        // The engine reduces the fp32 results, before they are rounded to dst.
+                        reduced.push(reduce_row(*op, out));
+                    }
+                    round_into_in_place(out, dt);
+                },
+            )?;
             if let Some((_, res)) = reduce {
                 write_column(store, res, reduced)?;
             }
@@ -298,9 +327,14 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
         }
         Op::TensorCopy { dst, src } => {
             let dt = store.dtype(dst.tile);
-            rows1(store, dst, src, s, |_, out, x| {
-                round_into(out, dt, |i| x[i])
-            })?;
+            rows1(
+                store,
+                dst,
+                src,
+                s,
+                #[inline(always)]
+                |_, out, x| round_into(out, dt, |i| x[i]),
+            )?;
         }
         Op::Memset { dst, value } => {
             let v = store.dtype(dst.tile).round(*value);
@@ -350,21 +384,28 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 dst.np,
             )?;
             let mut reduced = Vec::with_capacity(if reduce.is_some() { dst.np } else { 0 });
-            rows1(store, dst, on_true, s, |r, out, x| {
-                // Both comparisons are monotone in the index, so the selected columns are one
-                // contiguous range.
-                let (lo, hi) =
-                    selected_columns(out.len(), *range_start, (*comp0, b0[r]), (*comp1, b1[r]));
-                out[..lo].fill(*on_false);
-                out[lo..hi].copy_from_slice(&x[lo..hi]);
-                out[hi..].fill(*on_false);
-                if let Some((op, _)) = reduce {
-                    // As for activation: the engine reduces the fp32 results, before they are
-                    // rounded to dst (an fp32 reduce_res keeps an fp32 on_false_value exactly).
-                    reduced.push(reduce_row(*op, out));
-                }
-                round_into_in_place(out, dt);
-            })?;
+            rows1(
+                store,
+                dst,
+                on_true,
+                s,
+                #[inline(always)]
+                |r, out, x| {
+                    // Both comparisons are monotone in the index, so the selected columns are one
+                    // contiguous range.
+                    let (lo, hi) =
+                        selected_columns(out.len(), *range_start, (*comp0, b0[r]), (*comp1, b1[r]));
+                    out[..lo].fill(*on_false);
+                    out[lo..hi].copy_from_slice(&x[lo..hi]);
+                    out[hi..].fill(*on_false);
+                    if let Some((op, _)) = reduce {
+                        // As for activation: the engine reduces the fp32 results, before they are
+                        // rounded to dst (an fp32 reduce_res keeps an fp32 on_false_value exactly).
+                        reduced.push(reduce_row(*op, out));
+                    }
+                    round_into_in_place(out, dt);
+                },
+            )?;
             if let Some((_, res)) = reduce {
                 write_column(store, res, reduced)?;
             }

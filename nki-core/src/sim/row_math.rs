@@ -47,6 +47,14 @@ pub(crate) use with_op;
 /// `out[i] = func(x[i] * scale + bias)`, with the common functions in their own loops so they
 /// vectorise.
 pub(crate) fn apply_activation(func: ActFn, x: &[f32], scale: f32, bias: f32, out: &mut [f32]) {
+    crate::wide::wide(
+        #[inline(always)]
+        || activation_loops(func, x, scale, bias, out),
+    );
+}
+
+#[inline(always)]
+fn activation_loops(func: ActFn, x: &[f32], scale: f32, bias: f32, out: &mut [f32]) {
     let pre = |v: f32| v * scale + bias;
     match func {
         ActFn::Identity => out.iter_mut().zip(x).for_each(|(o, v)| *o = pre(*v)),
@@ -54,16 +62,16 @@ pub(crate) fn apply_activation(func: ActFn, x: &[f32], scale: f32, bias: f32, ou
             let t = pre(*v);
             *o = t * t
         }),
-        ActFn::Exp => crate::engine_math::exp_row(x, scale, bias, out),
+        ActFn::Exp => crate::engine_math::exp_row_inline(x, scale, bias, out),
         // exp(−t) for the whole row first (vectorised, the bits of `ActFn::apply`), then t / (1 + ·).
         ActFn::Silu => {
-            crate::engine_math::exp_row(x, -scale, -bias, out);
+            crate::engine_math::exp_row_inline(x, -scale, -bias, out);
             out.iter_mut()
                 .zip(x)
                 .for_each(|(o, v)| *o = pre(*v) / (1.0 + *o));
         }
         ActFn::Sigmoid => {
-            crate::engine_math::exp_row(x, -scale, -bias, out);
+            crate::engine_math::exp_row_inline(x, -scale, -bias, out);
             out.iter_mut().for_each(|o| *o = 1.0 / (1.0 + *o));
         }
         f => out
@@ -127,6 +135,14 @@ pub(crate) fn selected_columns(
 /// partial sums (lane `k` adds elements `k`, `k + 8`, ...), then the lanes in order, then the
 /// tail; other operators in any order (their result does not depend on it).
 pub(crate) fn reduce_row(op: BinOp, row: &[f32]) -> f32 {
+    crate::wide::wide(
+        #[inline(always)]
+        || reduce_row_loops(op, row),
+    )
+}
+
+#[inline(always)]
+fn reduce_row_loops(op: BinOp, row: &[f32]) -> f32 {
     match op {
         BinOp::Add => sum_of(row),
         BinOp::Maximum => max_of(row),
@@ -140,6 +156,7 @@ pub(crate) fn reduce_row(op: BinOp, row: &[f32]) -> f32 {
 }
 
 /// The sum of a row in eight interleaved lanes (see [`reduce_row`]).
+#[inline(always)]
 fn sum_of(row: &[f32]) -> f32 {
     let mut lanes = [0.0f32; 8];
     let chunks = row.chunks_exact(8);
@@ -155,6 +172,7 @@ fn sum_of(row: &[f32]) -> f32 {
 
 /// The maximum of a row as a left-to-right `f32::max` fold from `-inf` computes it (NaN elements
 /// are passed over); the maximum does not depend on the order, so eight lanes run independently.
+#[inline(always)]
 fn max_of(row: &[f32]) -> f32 {
     let mut lanes = [f32::NEG_INFINITY; 8];
     let chunks = row.chunks_exact(8);
@@ -174,6 +192,14 @@ fn max_of(row: &[f32]) -> f32 {
 /// documented). Sums run in eight lanes per half, as [`reduce_row`]'s do. An empty half (a
 /// one-element row's odd half) is `(0, 0, 0)`.
 pub(crate) fn bn_stats_row(row: &[f32]) -> [f32; 6] {
+    crate::wide::wide(
+        #[inline(always)]
+        || bn_stats_loops(row),
+    )
+}
+
+#[inline(always)]
+fn bn_stats_loops(row: &[f32]) -> [f32; 6] {
     let sums = half_sums(row, |v| v);
     let counts = [row.len().div_ceil(2) as f32, (row.len() / 2) as f32];
     let means = [0, 1].map(|h| {
@@ -195,12 +221,14 @@ pub(crate) fn bn_stats_row(row: &[f32]) -> [f32; 6] {
 }
 
 /// `[Σ f(even elements), Σ f(odd elements)]` of a row, eight lanes per half.
+#[inline(always)]
 fn half_sums(row: &[f32], f: impl Fn(f32) -> f32) -> [f32; 2] {
     half_sums_pairs(row, |e, o| (f(e), f(o)))
 }
 
 /// `[Σ first, Σ second]` of `f(even, odd)` over a row's element pairs (a trailing even element
 /// pairs with nothing: its odd term is dropped), eight lanes per half.
+#[inline(always)]
 fn half_sums_pairs(row: &[f32], f: impl Fn(f32, f32) -> (f32, f32)) -> [f32; 2] {
     let (mut even, mut odd) = ([0.0f32; 8], [0.0f32; 8]);
     let chunks = row.chunks_exact(16);

@@ -259,11 +259,14 @@ impl<'a> HbmBuffer<'a> {
                     *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
                 }
             }
-            DType::BF16 => {
-                for (o, c) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-                    *o = f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16);
-                }
-            }
+            DType::BF16 => crate::wide::wide(
+                #[inline(always)]
+                || {
+                    for (o, c) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+                        *o = f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16);
+                    }
+                },
+            ),
             dt => {
                 for (k, o) in out.iter_mut().enumerate() {
                     *o = dt.read(bytes, k);
@@ -336,12 +339,15 @@ impl<'a> HbmBuffer<'a> {
                     c.copy_from_slice(&v.to_le_bytes());
                 }
             }
-            DType::BF16 => {
-                // Tile values are already bf16-exact, so truncating the low half is exact.
-                for (v, c) in vals.iter().zip(bytes.chunks_exact_mut(2)) {
-                    c.copy_from_slice(&((v.to_bits() >> 16) as u16).to_le_bytes());
-                }
-            }
+            // Tile values are already bf16-exact, so truncating the low half is exact.
+            DType::BF16 => crate::wide::wide(
+                #[inline(always)]
+                || {
+                    for (v, c) in vals.iter().zip(bytes.chunks_exact_mut(2)) {
+                        c.copy_from_slice(&((v.to_bits() >> 16) as u16).to_le_bytes());
+                    }
+                },
+            ),
             dt => {
                 for (k, v) in vals.iter().enumerate() {
                     dt.write(bytes, k, *v);

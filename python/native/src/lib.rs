@@ -269,6 +269,8 @@ pub(crate) fn cost_outputs(report: &nki_core::cost::CostReport) -> (String, Stri
         "min_ns": report.min_ns,
         "bound": report.bound,
         "roofline_fraction": report.roofline_fraction,
+        "hbm_compulsory_bytes": report.hbm_compulsory_bytes,
+        "hbm_roofline_fraction": report.hbm_roofline_fraction,
         "critical_path": report.critical_path.len(),
         "instructions": report.slices.len(),
     });
