@@ -429,10 +429,24 @@ pub fn layernorm_backward(
     let (n, d) = rows_of(x);
     let dt = x.dtype();
     let grad_x = shared_hbm(x.shape(), dt);
-    let grad_w = shared_hbm(&[d], dt);
-    let grad_b = shared_hbm(&[d], dt);
     let [gv, xv, dxv] = [grad_y, x, &grad_x].map(|t| t.reshape(&[n, d]));
     let (mv, rv) = (mean.reshape(&[n, 1]), rstd.reshape(&[n, 1]));
+    if super::rms_backward::fits(d) {
+        let (grad_w, grad_b) = super::rms_backward::one_pass(&super::rms_backward::Operands {
+            grad_y,
+            extra: None,
+            x,
+            weight,
+            mean: Some(mean),
+            rstd,
+            grad_x_outs: &[&grad_x],
+            with_bias: true,
+        });
+        let grad_b = grad_b.expect("one_pass returns the bias gradient it was asked for");
+        return (grad_x, grad_w, grad_b);
+    }
+    let grad_w = shared_hbm(&[d], dt);
+    let grad_b = shared_hbm(&[d], dt);
     let chunks = column_chunks(d);
     // Rows whose fp32 x̂ and ĝ fit the keep budget together stay in SBUF between the two
     // passes; longer rows are loaded and recomputed chunk by chunk in the second.

@@ -3,6 +3,7 @@
 //! cross-row reductions of their weight and bias gradients on the tensor engine.
 
 pub mod layernorm;
+mod rms_backward;
 pub mod rmsnorm;
 
 pub use layernorm::*;

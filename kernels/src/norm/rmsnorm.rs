@@ -145,11 +145,14 @@ fn normalize_into(dst: &Tile, xt: &Tile, w: &Tile, eps: f32) -> Tile {
 /// Gradients of `rmsnorm` from the saved `rstd` (`x̂ = x · rstd`, `ĝ = grad_y · weight`):
 /// `grad_x = rstd · (ĝ − x̂ · mean(ĝ · x̂))` and `grad_weight = Σ_rows grad_y · x̂`.
 ///
-/// `grad_x`: per 128-row tile, a first pass over 2048-column chunks accumulates `Σ ĝ·x̂` per row
-/// in fp32, a second pass writes `grad_x` (chunks are reloaded only when a row spans more than
-/// one). `grad_weight`: the reduction over rows crosses partitions, so it runs on the tensor
-/// engine: a ones column as the stationary operand sums `grad_y · x̂` over each row tile into
-/// fp32 PSUM banks, 4096 columns (eight banks) at a time.
+/// Rows up to 4096 columns take one pass over `x` and `grad_y` (see the `rms_backward`
+/// module): the weight gradient accumulates in PSUM across row tiles, with each tile's `rstd`
+/// as the stationary operand of a matmul over `grad_y · x`, and the elementwise passes are
+/// spread over the vector, scalar and GpSimd engines. Longer rows: per 128-row tile, a first
+/// pass over 2048-column chunks accumulates `Σ ĝ·x̂` per row in fp32, a second pass writes
+/// `grad_x` (chunks are reloaded when a row spans more than one), and `grad_weight` is a
+/// second pass of its own: a ones column as the stationary operand sums `grad_y · x̂` over each
+/// row tile into fp32 PSUM banks, 4096 columns (eight banks) at a time.
 #[kernel(
     shape(grad_y = [..B, D], x = [..B, D], weight = [D], rstd = [..B])
         -> (grad_x = [..B, D], grad_weight = [D]),
@@ -206,6 +209,19 @@ fn normalize_backward(
     grad_x_outs: &[&Hbm],
 ) -> Hbm {
     let (n, d) = rows_of(x);
+    if super::rms_backward::fits(d) {
+        return super::rms_backward::one_pass(&super::rms_backward::Operands {
+            grad_y,
+            extra,
+            x,
+            weight: Some(weight),
+            mean: None,
+            rstd,
+            grad_x_outs,
+            with_bias: false,
+        })
+        .0;
+    }
     let dt = x.dtype();
     let grad_w = shared_hbm(&[d], dt);
     let (gv, xv, rv) = (

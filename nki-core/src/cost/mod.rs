@@ -190,8 +190,7 @@ pub fn estimate_with(program: &Program, table: CostTable) -> CostReport {
     let fraction = |ns: f64| if total_ns > 0.0 { ns / total_ns } else { 0.0 };
     let roofline_fraction = fraction(bound_ns);
     let hbm_compulsory_bytes = compulsory_bytes(program);
-    let hbm_roofline_fraction =
-        fraction(hbm_compulsory_bytes / table.dma_peak_bytes_per_s() * 1e9);
+    let hbm_roofline_fraction = fraction(hbm_compulsory_bytes / table.dma_peak_bytes_per_s() * 1e9);
     let mut critical_path = Vec::new();
     let mut cur = slices
         .iter()

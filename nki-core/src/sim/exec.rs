@@ -8,10 +8,13 @@ use crate::ir::{DmaOperand, HbmAccess, Instruction, Op, ScalarOperand, TileRegio
 use crate::sim::row_math::{
     apply_activation, bn_aggr_row, bn_stats_row, reduce_row, selected_columns, with_op,
 };
+use crate::sim::rows::{Scratch, fill_rows, read_rows, rows1, rows2};
 use crate::sim::store::{HbmBuffer, StoreError, TileStore};
 
 pub(crate) struct Ctx<'a, 'b> {
     pub(crate) hbm: &'b [HbmBuffer<'a>],
+    /// May large instructions split their rows across the simulator's threads?
+    pub(crate) split: bool,
     pub(crate) env: &'b [i64],
     pub(crate) inst: &'b Instruction,
 }
@@ -75,32 +78,6 @@ fn round_into_in_place(row: &mut [f32], dtype: DType) {
     }
 }
 
-/// Row `r` of `region` inside a tile's storage with row stride `stride`.
-fn row_in<'t>(data: &'t [f32], stride: usize, region: &TileRegion, r: usize) -> &'t [f32] {
-    let start = (region.p0 + r) * stride + region.f0;
-    &data[start..start + region.nf]
-}
-
-/// An input row: straight from its tile, or — when it lives in the destination tile, which may
-/// overlap the output row — copied to `scratch` first.
-fn input_row<'t>(
-    store: &'t TileStore<'_>,
-    dst_data: &[f32],
-    dst: &TileRegion,
-    stride: usize,
-    input: &TileRegion,
-    r: usize,
-    scratch: &'t mut Vec<f32>,
-) -> Result<&'t [f32], StoreError> {
-    if input.tile == dst.tile {
-        scratch.clear();
-        scratch.extend_from_slice(row_in(dst_data, stride, input, r));
-        Ok(scratch)
-    } else {
-        store.row(input, r)
-    }
-}
-
 /// Writes one value per partition into the `(P, 1)` column `res`, rounded to its dtype (a
 /// `reduce_res`).
 fn write_column(
@@ -115,58 +92,6 @@ fn write_column(
     Ok(())
 }
 
-/// Calls `f(r, out_row, in_row)` for every row of `dst`, writing the destination in place.
-fn rows1(
-    store: &mut TileStore<'_>,
-    dst: &TileRegion,
-    a: &TileRegion,
-    s: &mut Scratch,
-    mut f: impl FnMut(usize, &mut [f32], &[f32]),
-) -> Result<(), StoreError> {
-    let (mut out, stride) = store.take(dst.tile)?;
-    let result = (|| {
-        for r in 0..dst.np {
-            let x = input_row(store, &out, dst, stride, a, r, &mut s.a)?;
-            let start = (dst.p0 + r) * stride + dst.f0;
-            let out = &mut out[start..start + dst.nf];
-            crate::wide::wide(
-                #[inline(always)]
-                || f(r, out, x),
-            );
-        }
-        Ok(())
-    })();
-    store.restore(dst.tile, out);
-    result
-}
-
-/// Calls `f(out_row, a_row, b_row)` for every row of `dst`, writing the destination in place.
-fn rows2(
-    store: &mut TileStore<'_>,
-    dst: &TileRegion,
-    a: &TileRegion,
-    b: &TileRegion,
-    s: &mut Scratch,
-    mut f: impl FnMut(&mut [f32], &[f32], &[f32]),
-) -> Result<(), StoreError> {
-    let (mut out, stride) = store.take(dst.tile)?;
-    let result = (|| {
-        for r in 0..dst.np {
-            let x = input_row(store, &out, dst, stride, a, r, &mut s.a)?;
-            let y = input_row(store, &out, dst, stride, b, r, &mut s.b)?;
-            let start = (dst.p0 + r) * stride + dst.f0;
-            let out = &mut out[start..start + dst.nf];
-            crate::wide::wide(
-                #[inline(always)]
-                || f(out, x, y),
-            );
-        }
-        Ok(())
-    })();
-    store.restore(dst.tile, out);
-    result
-}
-
 /// Executes one instruction.
 pub(crate) fn execute(
     ctx: &Ctx<'_, '_>,
@@ -177,13 +102,6 @@ pub(crate) fn execute(
         ExecError::Store(s) => ctx.store_err(s),
         ExecError::Other(e) => e,
     })
-}
-
-/// Reusable row buffers.
-#[derive(Default)]
-pub(crate) struct Scratch {
-    a: Vec<f32>,
-    b: Vec<f32>,
 }
 
 enum ExecError {
@@ -226,6 +144,7 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 a,
                 b,
                 s,
+                ctx.split,
                 #[inline(always)]
                 |out, x, y| with_op!(*op, |f| round_into(out, dt, |i| f(x[i], y[i]))),
             )?;
@@ -248,6 +167,7 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 dst,
                 data,
                 s,
+                ctx.split,
                 #[inline(always)]
                 |r, out, x| {
                     let v0 = v0[r];
@@ -279,24 +199,23 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 }
                 None => vec![0.0; dst.np],
             };
-            let mut reduced = Vec::with_capacity(if reduce.is_some() { dst.np } else { 0 });
-            rows1(
+            let reduced = rows1(
                 store,
                 dst,
                 data,
                 s,
+                ctx.split,
                 #[inline(always)]
                 |r, out, x| {
                     apply_activation(*func, x, scales[r], biases[r], out);
-                    if let Some((op, _)) = reduce {
-                        // The engine reduces the fp32 results, before they are rounded to dst.
-                        reduced.push(reduce_row(*op, out));
-                    }
+                    // The engine reduces the fp32 results, before they are rounded to dst.
+                    let total = reduce.as_ref().map(|(op, _)| reduce_row(*op, out));
                     round_into_in_place(out, dt);
+                    total
                 },
             )?;
             if let Some((_, res)) = reduce {
-                write_column(store, res, reduced)?;
+                write_column(store, res, reduced.into_iter().flatten().collect())?;
             }
         }
         Op::TensorReduce {
@@ -332,6 +251,7 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 dst,
                 src,
                 s,
+                ctx.split,
                 #[inline(always)]
                 |_, out, x| round_into(out, dt, |i| x[i]),
             )?;
@@ -383,12 +303,12 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 },
                 dst.np,
             )?;
-            let mut reduced = Vec::with_capacity(if reduce.is_some() { dst.np } else { 0 });
-            rows1(
+            let reduced = rows1(
                 store,
                 dst,
                 on_true,
                 s,
+                ctx.split,
                 #[inline(always)]
                 |r, out, x| {
                     // Both comparisons are monotone in the index, so the selected columns are one
@@ -398,16 +318,15 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                     out[..lo].fill(*on_false);
                     out[lo..hi].copy_from_slice(&x[lo..hi]);
                     out[hi..].fill(*on_false);
-                    if let Some((op, _)) = reduce {
-                        // As for activation: the engine reduces the fp32 results, before they are
-                        // rounded to dst (an fp32 reduce_res keeps an fp32 on_false_value exactly).
-                        reduced.push(reduce_row(*op, out));
-                    }
+                    // As for activation: the engine reduces the fp32 results, before they are
+                    // rounded to dst (an fp32 reduce_res keeps an fp32 on_false_value exactly).
+                    let total = reduce.as_ref().map(|(op, _)| reduce_row(*op, out));
                     round_into_in_place(out, dt);
+                    total
                 },
             )?;
             if let Some((_, res)) = reduce {
-                write_column(store, res, reduced)?;
+                write_column(store, res, reduced.into_iter().flatten().collect())?;
             }
         }
         Op::NcMatmul {
@@ -569,21 +488,23 @@ fn dma(
         }
         (DmaOperand::Tile { region }, DmaOperand::Hbm { access }) => {
             let (buf, base) = checked(access, false)?;
-            for r in 0..region.np {
+            fill_rows(store, region, ctx.split, |r, out| {
                 let row_base = base + r as i64 * access.p_stride;
-                let out = store.row_mut(region, r)?;
                 if access.f_stride == 1 {
                     buf.read_run(row_base as usize, out);
                 } else {
                     buf.read_strided(row_base, access.f_stride, out);
                 }
-            }
+            })?;
         }
         (DmaOperand::Hbm { access }, DmaOperand::Tile { region }) => {
             let (buf, base) = checked(access, true)?;
-            for r in 0..region.np {
+            // Rows write disjoint memory when each is one contiguous run no longer than the
+            // step between rows (a broadcast or overlapping pattern keeps row order).
+            let disjoint =
+                access.f_stride == 1 && access.p_stride.unsigned_abs() as usize >= access.nf;
+            read_rows(store, region, ctx.split, disjoint, |r, row| {
                 let row_base = base + r as i64 * access.p_stride;
-                let row = store.row(region, r)?;
                 if access.f_stride == 1 {
                     buf.write_run(row_base as usize, row);
                 } else {
@@ -591,7 +512,7 @@ fn dma(
                         buf.write((row_base + f as i64 * access.f_stride) as usize, *v);
                     }
                 }
-            }
+            })?;
         }
         (DmaOperand::Hbm { access: d }, DmaOperand::Hbm { access: sa }) => {
             let (dbuf, dbase) = checked(d, true)?;

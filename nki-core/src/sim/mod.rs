@@ -3,8 +3,9 @@
 //! Numerics follow the hardware (fp32 engines, round-to-nearest-even on narrowing writes, fp32
 //! PSUM accumulation, NaN-poisoned fresh tiles). Iterations of an `affine_range` loop run in
 //! parallel (rayon) when the simulator can prove they are independent: the body writes only
-//! tiles it allocates and HBM regions disjoint across iterations. Results are the same bits
-//! whatever the thread count. Parallel loops run on the simulator's own thread pool, which is
+//! tiles it allocates and HBM regions disjoint across iterations; the rows of a large elementwise
+//! instruction are split across the same threads. Results are the same bits whatever the
+//! thread count. Parallel loops run on the simulator's own thread pool, which is
 //! rebuilt in a process forked from one that used it ([`pool`]).
 
 mod exec;
@@ -12,13 +13,15 @@ mod parallel;
 mod plan;
 mod pool;
 mod row_math;
+mod rows;
 mod store;
 
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{HbmDecl, HbmKind, IndexDomain, Program, Stmt};
-use exec::{Ctx, Scratch, execute};
+use exec::{Ctx, execute};
 use rayon::prelude::*;
+use rows::Scratch;
 use store::{HbmBuffer, TileStore};
 
 pub use parallel::parallel_loops;
@@ -224,11 +227,8 @@ pub fn simulate(
             &owned
         }
     };
-    let pool = if opts.parallel && plan.parallel.iter().any(|&p| p) {
-        pool::current()
-    } else {
-        None
-    };
+    // The pool runs parallel loops, and splits the rows of large instructions elsewhere.
+    let pool = if opts.parallel { pool::current() } else { None };
     let sequential;
     let parallel = if pool.is_some() {
         &plan.parallel
@@ -239,6 +239,7 @@ pub fn simulate(
     let runner = Runner {
         program,
         hbm: &hbm,
+        split: pool.is_some(),
         parallel,
         poison: &plan.poison,
     };
@@ -255,6 +256,7 @@ pub fn simulate(
 struct Runner<'r, 'a> {
     program: &'r Program,
     hbm: &'r [HbmBuffer<'a>],
+    split: bool,
     parallel: &'r [bool],
     poison: &'r [bool],
 }
@@ -277,6 +279,7 @@ impl Runner<'_, '_> {
                 Stmt::Inst(inst) => execute(
                     &Ctx {
                         hbm: self.hbm,
+                        split: self.split,
                         env,
                         inst,
                     },

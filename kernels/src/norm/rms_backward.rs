@@ -1,0 +1,317 @@
+//! The backward of RMSNorm and LayerNorm in one pass over `x` and `grad_y`, for rows up to
+//! 4096 columns: the weight gradient accumulates in PSUM across row tiles instead of a second
+//! pass that reads both tensors again, and the elementwise passes are spread over the vector
+//! engine, the scalar engine and GpSimd.
+//!
+//! RMSNorm, with `ĝ = grad_y · weight`, `S = Σ_D ĝ · x` and `k = −rstd² · S / D` per row:
+//! `grad_x = rstd · (ĝ + k · x)` (its `rstd · (ĝ − x̂ · mean(ĝ · x̂))` with `x̂ = x · rstd`), and
+//! `grad_weight = Σ_rows rstd · grad_y · x`, a matmul with the row tile's `rstd` column as the
+//! stationary operand. LayerNorm is the same on the centred `x − mean`, with `b = −Σ ĝ / D`
+//! added: `grad_x = rstd · (ĝ + k · (x − mean) + b)` (its `rstd · (ĝ − mean(ĝ) − x̂ ·
+//! mean(ĝ · x̂))`), `grad_weight = Σ_rows rstd · grad_y · (x − mean)`; its bias gradient is the
+//! caller's.
+
+use super::{broadcast_weight, chunk_of};
+use crate::tiling::rows_of;
+use nki_core::prelude::*;
+
+/// Whether rows of `d` columns take this path: `[1, d]` fp32 fits the PSUM banks.
+pub(super) fn fits(d: usize) -> bool {
+    d <= PSUM_BANKS * PSUM_BANK_FMAX
+}
+
+/// What [`one_pass`] reads and writes.
+pub(super) struct Operands<'a> {
+    /// The output gradient, `[..B, D]`.
+    pub(super) grad_y: &'a Hbm,
+    /// A gradient reaching `x` directly (add_rmsnorm's `grad_h`), added to `grad_x`.
+    pub(super) extra: Option<&'a Hbm>,
+    /// The forward input, `[..B, D]` with [`fits`]`(D)`.
+    pub(super) x: &'a Hbm,
+    /// The weight, `[D]` (LayerNorm's may be absent: `ĝ = grad_y`).
+    pub(super) weight: Option<&'a Hbm>,
+    /// LayerNorm's saved per-row mean; `None` for RMSNorm.
+    pub(super) mean: Option<&'a Hbm>,
+    /// The saved per-row `rstd`, fp32.
+    pub(super) rstd: &'a Hbm,
+    /// Where `grad_x` goes (add_rmsnorm writes it to both of its inputs' gradients).
+    pub(super) grad_x_outs: &'a [&'a Hbm],
+    /// Also compute the bias gradient `Σ_rows grad_y` (LayerNorm).
+    pub(super) with_bias: bool,
+}
+
+/// Writes `grad_x` to every tensor of `grad_x_outs` and returns `grad_weight` and, when asked
+/// for, `grad_bias`.
+pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
+    let Operands {
+        grad_y,
+        extra,
+        x,
+        weight,
+        mean,
+        rstd,
+        grad_x_outs,
+        with_bias,
+    } = *o;
+    let (n, d) = rows_of(x);
+    let dt = x.dtype();
+    let grad_w = shared_hbm(&[d], dt);
+    let grad_b = with_bias.then(|| shared_hbm(&[d], dt));
+    let [gv, xv] = [grad_y, x].map(|t| t.reshape(&[n, d]));
+    let rv = rstd.reshape(&[n, 1]);
+    let mv = mean.map(|m| m.reshape(&[n, 1]));
+    let ev = extra.map(|e| e.reshape(&[n, d]));
+    let dxvs: Vec<HbmView> = grad_x_outs.iter().map(|t| t.reshape(&[n, d])).collect();
+    let w = weight.map(|w| broadcast_weight(w, n, d));
+    let banks: Vec<(usize, usize)> = (0..d)
+        .step_by(PSUM_BANK_FMAX)
+        .map(|c0| (c0, PSUM_BANK_FMAX.min(d - c0)))
+        .collect();
+    let accs: Vec<Tile> = banks
+        .iter()
+        .map(|&(_, cols)| psum([1, cols], DType::F32))
+        .collect();
+    for acc in &accs {
+        memset(acc, 0.0);
+    }
+    // The bias gradient's running sums over row tiles, per partition and column piece, in fp32
+    // on GpSimd; summed over the partitions on the tensor engine at the end.
+    let bias_sums: Vec<Tile> = match with_bias {
+        true => pieces(d)
+            .map(|(_, cols)| {
+                let t = sbuf([n.min(PMAX), cols], DType::F32);
+                memset(&t, 0.0);
+                t
+            })
+            .collect(),
+        false => Vec::new(),
+    };
+    // Row tiles in groups, software-pipelined in three stages (the engines run their
+    // instructions in order): tile i + 2's products and row sums, tile i + 1's `k · x`, and
+    // tile i's output are issued together, the last stage first, so no engine waits for
+    // another's pass over the same tile.
+    let held = d * dt.size_bytes() + if with_bias { d * 4 } else { 0 };
+    let budget = current_target().sbuf_bytes_per_partition() - held - 16 * 1024;
+    let per_tile = tile_bytes(d, dt, extra.is_some(), mean.is_some());
+    let group = [4, 3, 2, 1]
+        .into_iter()
+        .find(|&g| g * per_tile <= budget)
+        .unwrap_or(1);
+    for_each_tile(n, group * PMAX, |span| {
+        let tiles: Vec<(usize, usize)> = (0..span.size)
+            .step_by(PMAX)
+            .map(|o| (o, PMAX.min(span.size - o)))
+            .collect();
+        // Stage A: loads, ĝ on the vector engine; grad_y · x on GpSimd, summed over the tile's
+        // rows (each scaled by its rstd) into the weight gradient on the tensor engine;
+        // S = Σ ĝ · x, the products on the vector engine and their sum on the scalar engine.
+        let products = |&(o, p): &(usize, usize)| {
+            let rows = TileSpan {
+                start: span.start.clone() + o,
+                size: p,
+            };
+            let r = sbuf([p, 1], DType::F32);
+            dma_copy(&r, rv.clone().rows(rows.start.clone(), p));
+            let mu = mv.as_ref().map(|mv| {
+                let mu = sbuf([p, 1], DType::F32);
+                dma_copy(&mu, mv.clone().rows(rows.start.clone(), p));
+                mu
+            });
+            // Each chunk in its own tiles, so one engine's pass over a chunk overlaps the next
+            // engine's pass over the previous one.
+            let chunks: Vec<Chunk> = pieces(d)
+                .map(|(c0, cols)| {
+                    let (xt, gt) = (sbuf([p, cols], dt), sbuf([p, cols], dt));
+                    dma_copy(&xt, chunk_of(&xv, &rows, c0, cols));
+                    dma_copy(&gt, chunk_of(&gv, &rows, c0, cols));
+                    // LayerNorm centres x first (fp32); RMSNorm uses it as loaded.
+                    let xt = match &mu {
+                        Some(mu) => {
+                            let xc = sbuf([p, cols], DType::F32);
+                            tensor_scalar(&xc, &xt, BinOp::Subtract, mu);
+                            xc
+                        }
+                        None => xt,
+                    };
+                    let ghat = sbuf([p, cols], DType::F32);
+                    match &w {
+                        Some(w) => {
+                            tensor_tensor(&ghat, &gt, w.rows(p).cols(c0, cols), BinOp::Multiply);
+                        }
+                        None => tensor_copy(&ghat, &gt),
+                    }
+                    // LayerNorm's Σ ĝ, for the mean of the gradient it subtracts.
+                    let s1 = mu.as_ref().map(|_| {
+                        let s1 = sbuf([p, 1], DType::F32);
+                        tensor_reduce(&s1, BinOp::Add, &ghat, 1, false);
+                        s1
+                    });
+                    let gx = sbuf([p, cols], DType::F32);
+                    tensor_tensor(&gx, &gt, &xt, BinOp::Multiply).on(ElementwiseEngine::GpSimd);
+                    if let Some(sums) = bias_sums.get(c0 / DMA_COLS) {
+                        let rows = sums.rows(p);
+                        tensor_tensor(rows.clone(), rows, &gt, BinOp::Add)
+                            .on(ElementwiseEngine::GpSimd);
+                    }
+                    for (acc, &(b0, bcols)) in accs.iter().zip(&banks) {
+                        if (c0..c0 + cols).contains(&b0) {
+                            nc_matmul(acc, &r, gx.cols(b0 - c0, bcols), true);
+                        }
+                    }
+                    let scratch = sbuf([p, cols], DType::F32);
+                    tensor_tensor(&scratch, &ghat, &xt, BinOp::Multiply);
+                    let s = sbuf([p, 1], DType::F32);
+                    activation_reduce(
+                        &scratch,
+                        ActFn::Identity,
+                        &scratch,
+                        BinOp::Add,
+                        &s,
+                        None,
+                        1.0,
+                    );
+                    Chunk {
+                        c0,
+                        xt,
+                        ghat,
+                        scratch,
+                        s,
+                        s1,
+                    }
+                })
+                .collect();
+            RowTile { rows, r, chunks }
+        };
+        // Stage B: k = −rstd² · S / D, and k · x on the scalar engine (into the products' tiles).
+        let scaled = |t: RowTile| {
+            let p = t.rows.size;
+            let total = sbuf([p, 1], DType::F32);
+            tensor_copy(&total, &t.chunks[0].s);
+            for c in &t.chunks[1..] {
+                tensor_tensor(&total, &total, &c.s, BinOp::Add);
+            }
+            let k = sbuf([p, 1], DType::F32);
+            tensor_tensor(&k, &t.r, &t.r, BinOp::Multiply);
+            tensor_tensor(&k, &k, &total, BinOp::Multiply);
+            tensor_scalar(&k, &k, BinOp::Multiply, -1.0 / d as f32);
+            // LayerNorm: b = −Σ ĝ / D joins as the activation's bias.
+            let b = t.chunks[0].s1.as_ref().map(|first| {
+                let b = sbuf([p, 1], DType::F32);
+                tensor_copy(&b, first);
+                for c in &t.chunks[1..] {
+                    if let Some(s1) = &c.s1 {
+                        tensor_tensor(&b, &b, s1, BinOp::Add);
+                    }
+                }
+                tensor_scalar(&b, &b, BinOp::Multiply, -1.0 / d as f32);
+                b
+            });
+            for c in &t.chunks {
+                activation(
+                    &c.scratch,
+                    ActFn::Identity,
+                    &c.xt,
+                    b.as_ref().map(|b| b.region()),
+                    &k,
+                );
+            }
+            t
+        };
+        // Stage C: (ĝ + k · x) on the vector engine, · rstd on the scalar engine, rounded once;
+        // stores.
+        let output = |t: RowTile| {
+            let (rows, p) = (&t.rows, t.rows.size);
+            for c in &t.chunks {
+                let cols = c.xt.shape()[1];
+                tensor_tensor(&c.ghat, &c.ghat, &c.scratch, BinOp::Add);
+                let dx = sbuf([p, cols], dt);
+                match &ev {
+                    Some(ev) => {
+                        let et = sbuf([p, cols], dt);
+                        dma_copy(&et, chunk_of(ev, rows, c.c0, cols));
+                        activation(&c.ghat, ActFn::Identity, &c.ghat, None, &t.r);
+                        tensor_tensor(&dx, &c.ghat, &et, BinOp::Add);
+                    }
+                    None => activation(&dx, ActFn::Identity, &c.ghat, None, &t.r),
+                }
+                for dxv in &dxvs {
+                    dma_copy(chunk_of(dxv, rows, c.c0, cols), &dx);
+                }
+            }
+        };
+        let mut fresh: std::collections::VecDeque<RowTile> =
+            tiles.iter().take(2).map(products).collect();
+        let mut ready: std::collections::VecDeque<RowTile> =
+            fresh.pop_front().map(scaled).into_iter().collect();
+        for i in 0..tiles.len() {
+            if let Some(t) = ready.pop_front() {
+                output(t);
+            }
+            if let Some(t) = fresh.pop_front() {
+                ready.push_back(scaled(t));
+            }
+            if let Some(ahead) = tiles.get(i + 2) {
+                fresh.push_back(products(ahead));
+            }
+        }
+    });
+    let store = |acc: &Tile, out: &Hbm, c0: usize, cols: usize| {
+        let res = sbuf([1, cols], dt);
+        tensor_copy(&res, acc);
+        dma_copy(out.reshape(&[1, d]).cols(c0, cols), &res);
+    };
+    for (acc, &(c0, cols)) in accs.iter().zip(&banks) {
+        store(acc, &grad_w, c0, cols);
+    }
+    if let Some(grad_b) = &grad_b {
+        let ones = sbuf([n.min(PMAX), 1], DType::F32);
+        memset(&ones, 1.0);
+        for (acc, &(c0, cols)) in accs.iter().zip(&banks) {
+            let sums = &bias_sums[c0 / DMA_COLS];
+            nc_matmul(acc, &ones, sums.cols(c0 % DMA_COLS, cols), false);
+            store(acc, grad_b, c0, cols);
+        }
+    }
+    (grad_w, grad_b)
+}
+
+/// One row tile between the pipeline's stages.
+struct RowTile {
+    rows: TileSpan,
+    /// `rstd`, `[p, 1]` fp32.
+    r: Tile,
+    chunks: Vec<Chunk>,
+}
+
+/// One column piece of a row tile.
+struct Chunk {
+    c0: usize,
+    /// `x` as loaded (RMSNorm) or centred in fp32 (LayerNorm).
+    xt: Tile,
+    /// `ĝ`, then `ĝ + k · x`, then (with `extra`) `rstd · (ĝ + k · x)`; fp32.
+    ghat: Tile,
+    /// The products `ĝ · x`, then `k · x` (LayerNorm: `k · x + b`); fp32.
+    scratch: Tile,
+    /// `Σ ĝ · x` over the piece, `[p, 1]` fp32.
+    s: Tile,
+    /// LayerNorm's `Σ ĝ` over the piece.
+    s1: Option<Tile>,
+}
+
+/// SBUF bytes per partition one row tile of `d` columns uses across the stages.
+fn tile_bytes(d: usize, dt: DType, extra: bool, centred: bool) -> usize {
+    let io = if extra { 4 } else { 3 };
+    let fp32 = if centred { 4 } else { 3 };
+    io * d * dt.size_bytes() + fp32 * d * 4 + 64
+}
+
+/// Column pieces of a row for DMA: transfers of at most [`DMA_COLS`] columns spread over the
+/// queues, where one transfer per tile would queue the stores behind the next tiles' loads.
+fn pieces(d: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..d)
+        .step_by(DMA_COLS)
+        .map(move |c0| (c0, DMA_COLS.min(d - c0)))
+}
+
+/// Columns per DMA transfer.
+const DMA_COLS: usize = 1024;

@@ -1,0 +1,198 @@
+//! Row iteration over an instruction's destination tile: the partitions of an elementwise
+//! instruction are independent, so a large one is split across the simulator's threads (rows
+//! computed in any order give the same bits), and a small one, or one whose input overlaps its
+//! destination on other partitions, runs row after row.
+
+use crate::ir::TileRegion;
+use crate::sim::store::{StoreError, TileStore};
+use rayon::prelude::*;
+
+/// Instructions with fewer elements than this run on one thread (splitting costs a few
+/// microseconds; a `[128, 256]` fp32 pass takes tens).
+const SPLIT_MIN_ELEMENTS: usize = 128 * 256;
+
+/// Reusable row buffers of one thread.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// First input row (also the DMA paths' staging row).
+    pub(crate) a: Vec<f32>,
+    /// Second input row.
+    b: Vec<f32>,
+}
+
+/// Whether `dst`'s rows may be computed on several threads: enough work, and every input that
+/// lives in the destination tile on the same partitions (row `r` reads only row `r` there).
+fn splittable(split: bool, dst: &TileRegion, inputs: &[&TileRegion]) -> bool {
+    split
+        && dst.np > 1
+        && dst.np * dst.nf >= SPLIT_MIN_ELEMENTS
+        && inputs.iter().all(|i| i.tile != dst.tile || i.p0 == dst.p0)
+}
+
+/// Row `r` of `region` inside a tile's storage with row stride `stride`.
+fn row_in<'t>(data: &'t [f32], stride: usize, region: &TileRegion, r: usize) -> &'t [f32] {
+    let start = (region.p0 + r) * stride + region.f0;
+    &data[start..start + region.nf]
+}
+
+/// An input row: straight from its tile, or — when it lives in the destination tile, which may
+/// overlap the output row — copied to `scratch` first.
+fn input_row<'t>(
+    store: &'t TileStore<'_>,
+    dst_data: &[f32],
+    dst: &TileRegion,
+    stride: usize,
+    input: &TileRegion,
+    r: usize,
+    scratch: &'t mut Vec<f32>,
+) -> Result<&'t [f32], StoreError> {
+    if input.tile == dst.tile {
+        scratch.clear();
+        scratch.extend_from_slice(row_in(dst_data, stride, input, r));
+        Ok(scratch)
+    } else {
+        store.row(input, r)
+    }
+}
+
+/// Input row `r` for a split run, where `row` is the destination's whole partition `p0 + r`
+/// (an input in the destination tile sits on the same partition, see [`splittable`]).
+fn split_input_row<'t>(
+    store: &'t TileStore<'_>,
+    row: &[f32],
+    dst: &TileRegion,
+    input: &TileRegion,
+    r: usize,
+    scratch: &'t mut Vec<f32>,
+) -> Result<&'t [f32], StoreError> {
+    if input.tile == dst.tile {
+        scratch.clear();
+        scratch.extend_from_slice(&row[input.f0..input.f0 + input.nf]);
+        Ok(scratch)
+    } else {
+        store.row(input, r)
+    }
+}
+
+/// Calls `f(r, out_row, in_row)` for every row of `dst`, writing the destination in place, and
+/// returns what each call returned, in row order. `split` allows several threads.
+pub(crate) fn rows1<R: Send>(
+    store: &mut TileStore<'_>,
+    dst: &TileRegion,
+    a: &TileRegion,
+    s: &mut Scratch,
+    split: bool,
+    f: impl Fn(usize, &mut [f32], &[f32]) -> R + Sync,
+) -> Result<Vec<R>, StoreError> {
+    let (mut out, stride) = store.take(dst.tile)?;
+    let shared: &TileStore<'_> = store;
+    let result = if splittable(split, dst, &[a]) {
+        out[dst.p0 * stride..(dst.p0 + dst.np) * stride]
+            .par_chunks_mut(stride)
+            .enumerate()
+            .map_init(Vec::new, |scratch, (r, row)| {
+                let x = split_input_row(shared, row, dst, a, r, scratch)?;
+                let out = &mut row[dst.f0..dst.f0 + dst.nf];
+                Ok(crate::wide::wide(
+                    #[inline(always)]
+                    || f(r, out, x),
+                ))
+            })
+            .collect()
+    } else {
+        (0..dst.np)
+            .map(|r| {
+                let x = input_row(shared, &out, dst, stride, a, r, &mut s.a)?;
+                let start = (dst.p0 + r) * stride + dst.f0;
+                let out = &mut out[start..start + dst.nf];
+                Ok(crate::wide::wide(
+                    #[inline(always)]
+                    || f(r, out, x),
+                ))
+            })
+            .collect()
+    };
+    store.restore(dst.tile, out);
+    result
+}
+
+/// Calls `f(out_row, a_row, b_row)` for every row of `dst`, writing the destination in place.
+/// `split` allows several threads.
+pub(crate) fn rows2(
+    store: &mut TileStore<'_>,
+    dst: &TileRegion,
+    a: &TileRegion,
+    b: &TileRegion,
+    s: &mut Scratch,
+    split: bool,
+    f: impl Fn(&mut [f32], &[f32], &[f32]) + Sync,
+) -> Result<(), StoreError> {
+    let (mut out, stride) = store.take(dst.tile)?;
+    let shared: &TileStore<'_> = store;
+    let result = if splittable(split, dst, &[a, b]) {
+        out[dst.p0 * stride..(dst.p0 + dst.np) * stride]
+            .par_chunks_mut(stride)
+            .enumerate()
+            .try_for_each_init(Scratch::default, |scratch, (r, row)| {
+                let x = split_input_row(shared, row, dst, a, r, &mut scratch.a)?;
+                let y = split_input_row(shared, row, dst, b, r, &mut scratch.b)?;
+                let out = &mut row[dst.f0..dst.f0 + dst.nf];
+                crate::wide::wide(
+                    #[inline(always)]
+                    || f(out, x, y),
+                );
+                Ok(())
+            })
+    } else {
+        (0..dst.np).try_for_each(|r| {
+            let x = input_row(shared, &out, dst, stride, a, r, &mut s.a)?;
+            let y = input_row(shared, &out, dst, stride, b, r, &mut s.b)?;
+            let start = (dst.p0 + r) * stride + dst.f0;
+            let out = &mut out[start..start + dst.nf];
+            crate::wide::wide(
+                #[inline(always)]
+                || f(out, x, y),
+            );
+            Ok(())
+        })
+    };
+    store.restore(dst.tile, out);
+    result
+}
+
+/// Calls `f(r, row)` for every row of `region`, writing it in place (a DMA into a tile).
+/// `split` allows several threads.
+pub(crate) fn fill_rows(
+    store: &mut TileStore<'_>,
+    region: &TileRegion,
+    split: bool,
+    f: impl Fn(usize, &mut [f32]) + Sync,
+) -> Result<(), StoreError> {
+    let (mut out, stride) = store.take(region.tile)?;
+    let rows = &mut out[region.p0 * stride..(region.p0 + region.np) * stride];
+    let fill = |(r, row): (usize, &mut [f32])| f(r, &mut row[region.f0..region.f0 + region.nf]);
+    if splittable(split, region, &[]) {
+        rows.par_chunks_mut(stride).enumerate().for_each(fill);
+    } else {
+        rows.chunks_mut(stride).enumerate().for_each(fill);
+    }
+    store.restore(region.tile, out);
+    Ok(())
+}
+
+/// Calls `f(r, row)` for every row of `region` (a DMA out of a tile), on several threads when
+/// `split` allows and `disjoint` says the calls write disjoint memory.
+pub(crate) fn read_rows(
+    store: &TileStore<'_>,
+    region: &TileRegion,
+    split: bool,
+    disjoint: bool,
+    f: impl Fn(usize, &[f32]) + Sync,
+) -> Result<(), StoreError> {
+    let read = |r: usize| store.row(region, r).map(|row| f(r, row));
+    if disjoint && splittable(split, region, &[]) {
+        (0..region.np).into_par_iter().try_for_each(read)
+    } else {
+        (0..region.np).try_for_each(read)
+    }
+}
