@@ -8,18 +8,6 @@
 use crate::tiling::{as_rows, block, for_each_chunk};
 use nki_core::prelude::*;
 
-/// `silu'(x) = σ(x) · (1 + x · (1 − σ(x)))` into `dst` (fp32), from `x`.
-fn silu_derivative(dst: &TileRegion, x: &TileRegion) {
-    let [p, f] = x.shape();
-    let s = sbuf([p, f], DType::F32);
-    activation(&s, ActFn::Sigmoid, x, None, 1.0);
-    // dst = 1 − σ, then x · (1 − σ) + 1, then · σ.
-    tensor_scalar(dst, &s, BinOp::Multiply, -1.0).then(BinOp::Add, 1.0);
-    tensor_tensor(dst, dst, x, BinOp::Multiply);
-    tensor_scalar(dst, dst, BinOp::Add, 1.0);
-    tensor_tensor(dst, dst, &s, BinOp::Multiply);
-}
-
 /// `func(x)` elementwise on the scalar engine, chunk by chunk, rounded once to `x`'s dtype.
 fn map_activation(x: &Hbm, func: ActFn) -> Hbm {
     let out = shared_hbm(x.shape(), x.dtype());
@@ -76,7 +64,10 @@ pub fn silu(x: &Hbm) -> Hbm {
     tolerance(elementwise),
 )]
 pub fn silu_backward(grad_out: &Hbm, x: &Hbm) -> Hbm {
-    chain_rule(grad_out, x, silu_derivative)
+    // The scalar engine's `silu_dx` in one pass, then one product on the vector engine.
+    chain_rule(grad_out, x, |d, x| {
+        activation(d, ActFn::SiluDx, x, None, 1.0)
+    })
 }
 
 /// GELU, `x · Φ(x)`, elementwise, any rank ≥ 1: `approximate = "none"` is the exact form
@@ -218,18 +209,20 @@ pub fn silu_mul_backward(grad_out: &Hbm, gate: &Hbm, up: &Hbm) -> (Hbm, Hbm) {
             t
         };
         let (go, g, u) = (load(&ov), load(&gv), load(&uv));
-        // grad_up = grad_out · silu(gate).
+        // grad_up = grad_out · silu(gate): silu on the scalar engine, the product on the vector
+        // engine rounded once into the output tile.
         let s = sbuf([r.size, c.size], DType::F32);
         activation(&s, ActFn::Silu, &g, None, 1.0);
-        tensor_tensor(&s, &s, &go, BinOp::Multiply);
         let out_up = sbuf([r.size, c.size], dt);
-        tensor_copy(&out_up, &s);
+        tensor_tensor(&out_up, &s, &go, BinOp::Multiply);
         dma_copy(block(&duv, r, &c), &out_up);
-        // grad_gate = grad_out · up · silu'(gate).
+        // grad_gate = silu'(gate) · (grad_out · up): `silu_dx` on the scalar engine, the
+        // gradient's product with `up` on GpSimd, their product on the vector engine.
         let d = sbuf([r.size, c.size], DType::F32);
-        silu_derivative(&d.region(), &g.region());
-        tensor_tensor(&d, &d, &u, BinOp::Multiply);
-        tensor_tensor(&g, &d, &go, BinOp::Multiply);
+        activation(&d, ActFn::SiluDx, &g, None, 1.0);
+        let gu = sbuf([r.size, c.size], DType::F32);
+        tensor_tensor(&gu, &go, &u, BinOp::Multiply).on(ElementwiseEngine::GpSimd);
+        tensor_tensor(&g, &d, &gu, BinOp::Multiply);
         dma_copy(block(&dgv, r, &c), &g);
     });
     (grad_gate, grad_up)

@@ -77,5 +77,6 @@ pub const EMITTED: &[NkiName] = &[
     api!("nl.gelu_apprx_tanh", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
     api!("nl.gelu", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
     api!("nl.gelu_dx", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
+    api!("nl.silu_dx", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.0/nki/api/generated/nki.language.silu_dx.html", []),
     api!("ap", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/deep-dives/nki-aps.html", ["pattern", "offset"]),
 ];

@@ -163,11 +163,13 @@ pub enum ActFn {
     Gelu,
     /// The derivative of [`ActFn::Gelu`]: `Φ(x) + x · φ(x)`.
     GeluDx,
+    /// The derivative of [`ActFn::Silu`]: `σ(x) · (1 + x · (1 − σ(x)))`.
+    SiluDx,
 }
 
 impl ActFn {
     /// Every activation function.
-    pub const ALL: [ActFn; 14] = [
+    pub const ALL: [ActFn; 15] = [
         ActFn::Identity,
         ActFn::Exp,
         ActFn::Rsqrt,
@@ -182,6 +184,7 @@ impl ActFn {
         ActFn::Log,
         ActFn::Gelu,
         ActFn::GeluDx,
+        ActFn::SiluDx,
     ];
 
     /// The function spelled `nl.<name>` (`"exp"` → `Exp`, `"copy"` → `Identity`).
@@ -220,6 +223,10 @@ impl ActFn {
                 let pdf = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
                 (cdf + x * pdf) as f32
             }
+            ActFn::SiluDx => {
+                let s = 1.0 / (1.0 + crate::engine_math::exp(-x));
+                s * (1.0 + x * (1.0 - s))
+            }
         }
     }
 
@@ -240,6 +247,7 @@ impl ActFn {
             ActFn::Log => "nl.log",
             ActFn::Gelu => "nl.gelu",
             ActFn::GeluDx => "nl.gelu_dx",
+            ActFn::SiluDx => "nl.silu_dx",
         }
     }
 }

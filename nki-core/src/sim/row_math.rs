@@ -70,6 +70,14 @@ fn activation_loops(func: ActFn, x: &[f32], scale: f32, bias: f32, out: &mut [f3
                 .zip(x)
                 .for_each(|(o, v)| *o = pre(*v) / (1.0 + *o));
         }
+        // σ = 1 / (1 + exp(−t)) from the row's exponentials, then σ · (1 + t · (1 − σ)).
+        ActFn::SiluDx => {
+            crate::engine_math::exp_row_inline(x, -scale, -bias, out);
+            out.iter_mut().zip(x).for_each(|(o, v)| {
+                let s = 1.0 / (1.0 + *o);
+                *o = s * (1.0 + pre(*v) * (1.0 - s));
+            });
+        }
         ActFn::Sigmoid => {
             crate::engine_math::exp_row_inline(x, -scale, -bias, out);
             out.iter_mut().for_each(|o| *o = 1.0 / (1.0 + *o));

@@ -88,6 +88,7 @@ gelu_apprx_tanh = Function("gelu_apprx_tanh", "activation")
 log = Function("log", "activation")
 gelu = Function("gelu", "activation")
 gelu_dx = Function("gelu_dx", "activation")
+silu_dx = Function("silu_dx", "activation")
 
 
 class tile_size:
