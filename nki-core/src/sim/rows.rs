@@ -29,49 +29,36 @@ fn splittable(split: bool, dst: &TileRegion, inputs: &[&TileRegion]) -> bool {
         && inputs.iter().all(|i| i.tile != dst.tile || i.p0 == dst.p0)
 }
 
+/// An input row: straight from its tile, or — when it lives in the destination tile, which may
+/// overlap the output row — `in_dst()` (the row as the destination's storage holds it) copied to
+/// `scratch` first.
+fn input_row<'t, 'd>(
+    store: &'t TileStore<'_>,
+    dst: &TileRegion,
+    input: &TileRegion,
+    r: usize,
+    in_dst: impl FnOnce() -> &'d [f32],
+    scratch: &'t mut Vec<f32>,
+) -> Result<&'t [f32], StoreError> {
+    if input.tile == dst.tile {
+        scratch.clear();
+        scratch.extend_from_slice(in_dst());
+        Ok(scratch)
+    } else {
+        store.row(input, r)
+    }
+}
+
 /// Row `r` of `region` inside a tile's storage with row stride `stride`.
 fn row_in<'t>(data: &'t [f32], stride: usize, region: &TileRegion, r: usize) -> &'t [f32] {
     let start = (region.p0 + r) * stride + region.f0;
     &data[start..start + region.nf]
 }
 
-/// An input row: straight from its tile, or — when it lives in the destination tile, which may
-/// overlap the output row — copied to `scratch` first.
-fn input_row<'t>(
-    store: &'t TileStore<'_>,
-    dst_data: &[f32],
-    dst: &TileRegion,
-    stride: usize,
-    input: &TileRegion,
-    r: usize,
-    scratch: &'t mut Vec<f32>,
-) -> Result<&'t [f32], StoreError> {
-    if input.tile == dst.tile {
-        scratch.clear();
-        scratch.extend_from_slice(row_in(dst_data, stride, input, r));
-        Ok(scratch)
-    } else {
-        store.row(input, r)
-    }
-}
-
-/// Input row `r` for a split run, where `row` is the destination's whole partition `p0 + r`
-/// (an input in the destination tile sits on the same partition, see [`splittable`]).
-fn split_input_row<'t>(
-    store: &'t TileStore<'_>,
-    row: &[f32],
-    dst: &TileRegion,
-    input: &TileRegion,
-    r: usize,
-    scratch: &'t mut Vec<f32>,
-) -> Result<&'t [f32], StoreError> {
-    if input.tile == dst.tile {
-        scratch.clear();
-        scratch.extend_from_slice(&row[input.f0..input.f0 + input.nf]);
-        Ok(scratch)
-    } else {
-        store.row(input, r)
-    }
+/// `input`'s part of `row`, the destination's whole partition `p0 + r` in a split run (an
+/// input in the destination tile sits on the same partition, see [`splittable`]).
+fn in_row<'d>(row: &'d [f32], input: &TileRegion) -> &'d [f32] {
+    &row[input.f0..input.f0 + input.nf]
 }
 
 /// Calls `f(r, out_row, in_row)` for every row of `dst`, writing the destination in place, and
@@ -91,7 +78,7 @@ pub(crate) fn rows1<R: Send>(
             .par_chunks_mut(stride)
             .enumerate()
             .map_init(Vec::new, |scratch, (r, row)| {
-                let x = split_input_row(shared, row, dst, a, r, scratch)?;
+                let x = input_row(shared, dst, a, r, || in_row(row, a), scratch)?;
                 let out = &mut row[dst.f0..dst.f0 + dst.nf];
                 Ok(crate::wide::wide(
                     #[inline(always)]
@@ -102,7 +89,7 @@ pub(crate) fn rows1<R: Send>(
     } else {
         (0..dst.np)
             .map(|r| {
-                let x = input_row(shared, &out, dst, stride, a, r, &mut s.a)?;
+                let x = input_row(shared, dst, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
                 let start = (dst.p0 + r) * stride + dst.f0;
                 let out = &mut out[start..start + dst.nf];
                 Ok(crate::wide::wide(
@@ -134,8 +121,8 @@ pub(crate) fn rows2(
             .par_chunks_mut(stride)
             .enumerate()
             .try_for_each_init(Scratch::default, |scratch, (r, row)| {
-                let x = split_input_row(shared, row, dst, a, r, &mut scratch.a)?;
-                let y = split_input_row(shared, row, dst, b, r, &mut scratch.b)?;
+                let x = input_row(shared, dst, a, r, || in_row(row, a), &mut scratch.a)?;
+                let y = input_row(shared, dst, b, r, || in_row(row, b), &mut scratch.b)?;
                 let out = &mut row[dst.f0..dst.f0 + dst.nf];
                 crate::wide::wide(
                     #[inline(always)]
@@ -145,8 +132,8 @@ pub(crate) fn rows2(
             })
     } else {
         (0..dst.np).try_for_each(|r| {
-            let x = input_row(shared, &out, dst, stride, a, r, &mut s.a)?;
-            let y = input_row(shared, &out, dst, stride, b, r, &mut s.b)?;
+            let x = input_row(shared, dst, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
+            let y = input_row(shared, dst, b, r, || row_in(&out, stride, b, r), &mut s.b)?;
             let start = (dst.p0 + r) * stride + dst.f0;
             let out = &mut out[start..start + dst.nf];
             crate::wide::wide(
