@@ -1,6 +1,6 @@
 //! Execution of single instructions on a tile store and HBM buffers, with hardware numerics:
 //! fp32 arithmetic, round-to-nearest-even on every write to a narrower tile, fp32 PSUM
-//! accumulation through a CPU GEMM.
+//! accumulation (`nc_matmul` itself is in [`super::matmul`]).
 
 use crate::dtype::DType;
 use crate::error::NkiError;
@@ -8,6 +8,7 @@ use crate::ir::{DmaOperand, HbmAccess, Instruction, Op, ScalarOperand, TileRegio
 use crate::sim::row_math::{
     apply_activation, bn_aggr_row, bn_stats_row, reduce_row, selected_columns, with_op,
 };
+use crate::sim::matmul::matmul;
 use crate::sim::rows::{Scratch, fill_rows, read_rows, rows1, rows2};
 use crate::sim::store::{HbmBuffer, StoreError, TileStore};
 
@@ -20,7 +21,7 @@ pub(crate) struct Ctx<'a, 'b> {
 }
 
 impl Ctx<'_, '_> {
-    fn err(&self, message: String) -> NkiError {
+    pub(crate) fn err(&self, message: String) -> NkiError {
         NkiError::Simulation {
             message,
             instruction: self.inst.op.name(),
@@ -104,7 +105,8 @@ pub(crate) fn execute(
     })
 }
 
-enum ExecError {
+/// Why one instruction failed: a tile-store access, or anything already phrased as an error.
+pub(crate) enum ExecError {
     Store(StoreError),
     Other(NkiError),
 }
@@ -354,74 +356,6 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
         }
     }
     Ok(())
-}
-
-fn matmul(
-    ctx: &Ctx<'_, '_>,
-    store: &mut TileStore<'_>,
-    dst: &TileRegion,
-    st: &TileRegion,
-    mv: &TileRegion,
-    accumulate: bool,
-) -> Result<(), ExecError> {
-    if dst.tile == st.tile || dst.tile == mv.tile {
-        return Err(ctx
-            .err("nc_matmul destination aliases an operand".into())
-            .into());
-    }
-    let dt = store.dtype(dst.tile);
-    let (mut out, dstride) = store.take(dst.tile)?;
-    let result = (|| -> Result<(), StoreError> {
-        let (a, astride) = store.data(st.tile)?;
-        let (b, bstride) = store.data(mv.tile)?;
-        let (k, m, n) = (st.np, st.nf, mv.nf);
-        let a = &a[st.p0 * astride + st.f0..];
-        let b = &b[mv.p0 * bstride + mv.f0..];
-        let c = &mut out[dst.p0 * dstride + dst.f0..];
-        // Bounds for the raw GEMM: the last element each operand touches.
-        assert!(
-            k == 0 || m == 0 || (k - 1) * astride + m <= a.len(),
-            "stationary region inside its tile"
-        );
-        assert!(
-            k == 0 || n == 0 || (k - 1) * bstride + n <= b.len(),
-            "moving region inside its tile"
-        );
-        assert!(
-            m == 0 || n == 0 || (m - 1) * dstride + n <= c.len(),
-            "dst region inside its tile"
-        );
-        // SAFETY: A = stationaryᵀ (m×k, element (i, l) at a[l*astride + i]), B = moving (k×n),
-        // C = dst (m×n); the asserts above keep every access inside the slices, and `c` does
-        // not alias `a` or `b` (different tiles).
-        unsafe {
-            matrixmultiply::sgemm(
-                m,
-                k,
-                n,
-                1.0,
-                a.as_ptr(),
-                1,
-                astride as isize,
-                b.as_ptr(),
-                bstride as isize,
-                1,
-                if accumulate { 1.0 } else { 0.0 },
-                c.as_mut_ptr(),
-                dstride as isize,
-                1,
-            );
-        }
-        if dt != DType::F32 {
-            for r in 0..m {
-                let row = &mut c[r * dstride..r * dstride + n];
-                row.iter_mut().for_each(|v| *v = dt.round(*v));
-            }
-        }
-        Ok(())
-    })();
-    store.restore(dst.tile, out);
-    Ok(result?)
 }
 
 /// The flat element range an access covers for the current loop indices.

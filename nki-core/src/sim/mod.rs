@@ -9,6 +9,7 @@
 //! rebuilt in a process forked from one that used it ([`pool`]).
 
 mod exec;
+mod matmul;
 mod parallel;
 mod plan;
 mod pool;

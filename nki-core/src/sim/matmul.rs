@@ -1,0 +1,206 @@
+//! `nc_matmul` on the simulator: `dst (+)= stationaryᵀ · moving` with fp32 accumulation,
+//! through a CPU GEMM, or directly when the stationary operand is an identity matrix.
+//!
+//! Kernels use an identity stationary to add tiles into PSUM on the tensor engine (a sum over
+//! loop iterations that leaves the vector engines free). The GEMM would spend `K` multiply-adds
+//! per element on it; the direct path adds the moving operand in, with the same bits: every
+//! product but one is an exact zero and the remaining one is exact, so the GEMM's sum is the
+//! moving value itself, `−0` becoming `+0` as in a sum that starts from zero.
+
+use crate::dtype::DType;
+use crate::ir::TileRegion;
+use crate::sim::exec::{Ctx, ExecError};
+use crate::sim::store::{StoreError, TileStore};
+
+/// Executes one `nc_matmul` (see the module doc).
+pub(crate) fn matmul(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    dst: &TileRegion,
+    st: &TileRegion,
+    mv: &TileRegion,
+    accumulate: bool,
+) -> Result<(), ExecError> {
+    if dst.tile == st.tile || dst.tile == mv.tile {
+        return Err(ctx
+            .err("nc_matmul destination aliases an operand".into())
+            .into());
+    }
+    let dt = store.dtype(dst.tile);
+    let (mut out, dstride) = store.take(dst.tile)?;
+    let result = (|| -> Result<(), StoreError> {
+        let (a, astride) = store.data(st.tile)?;
+        let (b, bstride) = store.data(mv.tile)?;
+        let (k, m, n) = (st.np, st.nf, mv.nf);
+        let a = &a[st.p0 * astride + st.f0..];
+        let b = &b[mv.p0 * bstride + mv.f0..];
+        let c = &mut out[dst.p0 * dstride + dst.f0..];
+        // Bounds for the raw GEMM: the last element each operand touches.
+        assert!(
+            k == 0 || m == 0 || (k - 1) * astride + m <= a.len(),
+            "stationary region inside its tile"
+        );
+        assert!(
+            k == 0 || n == 0 || (k - 1) * bstride + n <= b.len(),
+            "moving region inside its tile"
+        );
+        assert!(
+            m == 0 || n == 0 || (m - 1) * dstride + n <= c.len(),
+            "dst region inside its tile"
+        );
+        let moving = Operand {
+            data: b,
+            stride: bstride,
+        };
+        if !(is_identity(a, astride, k, m) && add_moving(c, dstride, moving, k, n, accumulate)) {
+            // SAFETY: A = stationaryᵀ (m×k, element (i, l) at a[l*astride + i]), B = moving
+            // (k×n), C = dst (m×n); the asserts above keep every access inside the slices, and
+            // `c` does not alias `a` or `b` (different tiles).
+            unsafe {
+                matrixmultiply::sgemm(
+                    m,
+                    k,
+                    n,
+                    1.0,
+                    a.as_ptr(),
+                    1,
+                    astride as isize,
+                    b.as_ptr(),
+                    bstride as isize,
+                    1,
+                    if accumulate { 1.0 } else { 0.0 },
+                    c.as_mut_ptr(),
+                    dstride as isize,
+                    1,
+                );
+            }
+        }
+        if dt != DType::F32 {
+            for r in 0..m {
+                let row = &mut c[r * dstride..r * dstride + n];
+                row.iter_mut().for_each(|v| *v = dt.round(*v));
+            }
+        }
+        Ok(())
+    })();
+    store.restore(dst.tile, out);
+    Ok(result?)
+}
+
+/// A row-major operand: row `r` starts at `data[r * stride]`.
+#[derive(Clone, Copy)]
+struct Operand<'a> {
+    data: &'a [f32],
+    stride: usize,
+}
+
+impl Operand<'_> {
+    fn row(&self, r: usize, n: usize) -> &[f32] {
+        &self.data[r * self.stride..r * self.stride + n]
+    }
+}
+
+/// Is the `[k, m]` stationary region (row `l` at `a[l * astride..]`) the identity matrix?
+fn is_identity(a: &[f32], astride: usize, k: usize, m: usize) -> bool {
+    k == m
+        && (0..k).all(|l| {
+            let row = &a[l * astride..l * astride + m];
+            row.iter()
+                .enumerate()
+                .all(|(i, &v)| v == if i == l { 1.0 } else { 0.0 })
+        })
+}
+
+/// `c (+)= moving` for an identity stationary, row by row; declines (returns false, `c`
+/// untouched) when the moving operand holds an infinity or NaN, whose products with the
+/// identity's zeros are NaN in the GEMM.
+fn add_moving(
+    c: &mut [f32],
+    dstride: usize,
+    moving: Operand<'_>,
+    k: usize,
+    n: usize,
+    accumulate: bool,
+) -> bool {
+    if !(0..k).all(|r| moving.row(r, n).iter().all(|v| v.is_finite())) {
+        return false;
+    }
+    for r in 0..k {
+        let (src, dst) = (moving.row(r, n), &mut c[r * dstride..r * dstride + n]);
+        if accumulate {
+            dst.iter_mut().zip(src).for_each(|(d, &v)| *d += v + 0.0);
+        } else {
+            dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v + 0.0);
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gemm(a: &[f32], k: usize, b: &[f32], n: usize, c: &mut [f32], accumulate: bool) {
+        // SAFETY: a is k×k, b is k×n and c is k×n, all dense.
+        unsafe {
+            matrixmultiply::sgemm(
+                k,
+                k,
+                n,
+                1.0,
+                a.as_ptr(),
+                1,
+                k as isize,
+                b.as_ptr(),
+                n as isize,
+                1,
+                if accumulate { 1.0 } else { 0.0 },
+                c.as_mut_ptr(),
+                n as isize,
+                1,
+            );
+        }
+    }
+
+    #[test]
+    fn the_identity_path_gives_the_gemm_bits() {
+        let (k, n) = (128, 70);
+        let mut a = vec![0.0f32; k * k];
+        (0..k).for_each(|i| a[i * k + i] = 1.0);
+        assert!(is_identity(&a, k, k, k));
+        // Values of every sign and scale, signed zeros, subnormals.
+        let b: Vec<f32> = (0..k * n)
+            .map(|i| match i % 7 {
+                0 => -0.0,
+                1 => 0.0,
+                2 => f32::MIN_POSITIVE / 4.0,
+                _ => ((i as f32) * 0.618).sin() * 10f32.powi((i % 11) as i32 - 5),
+            })
+            .collect();
+        let start: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.37).cos()).collect();
+        for accumulate in [false, true] {
+            let (mut direct, mut reference) = (start.clone(), start.clone());
+            let moving = Operand { data: &b, stride: n };
+            assert!(add_moving(&mut direct, n, moving, k, n, accumulate));
+            gemm(&a, k, &b, n, &mut reference, accumulate);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&direct), bits(&reference), "accumulate = {accumulate}");
+        }
+    }
+
+    #[test]
+    fn non_finite_moving_values_and_other_matrices_take_the_gemm() {
+        let k = 4;
+        let mut a = vec![0.0f32; k * k];
+        (0..k).for_each(|i| a[i * k + i] = 1.0);
+        let mut b = vec![1.0f32; k * 3];
+        b[5] = f32::INFINITY;
+        let mut c = vec![7.0f32; k * 3];
+        let moving = Operand { data: &b, stride: 3 };
+        assert!(!add_moving(&mut c, 3, moving, k, 3, true));
+        assert!(c.iter().all(|&v| v == 7.0), "declining leaves dst alone");
+        a[1] = 0.5;
+        assert!(!is_identity(&a, k, k, k));
+        assert!(!is_identity(&a[..k * (k - 1)], k, k - 1, k), "not square");
+    }
+}
