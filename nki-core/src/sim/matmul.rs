@@ -180,7 +180,10 @@ mod tests {
         let start: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.37).cos()).collect();
         for accumulate in [false, true] {
             let (mut direct, mut reference) = (start.clone(), start.clone());
-            let moving = Operand { data: &b, stride: n };
+            let moving = Operand {
+                data: &b,
+                stride: n,
+            };
             assert!(add_moving(&mut direct, n, moving, k, n, accumulate));
             gemm(&a, k, &b, n, &mut reference, accumulate);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -196,7 +199,10 @@ mod tests {
         let mut b = vec![1.0f32; k * 3];
         b[5] = f32::INFINITY;
         let mut c = vec![7.0f32; k * 3];
-        let moving = Operand { data: &b, stride: 3 };
+        let moving = Operand {
+            data: &b,
+            stride: 3,
+        };
         assert!(!add_moving(&mut c, 3, moving, k, 3, true));
         assert!(c.iter().all(|&v| v == 7.0), "declining leaves dst alone");
         a[1] = 0.5;

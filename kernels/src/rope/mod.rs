@@ -7,25 +7,30 @@
 //! its `cos`/`sin` rows once and applies them to every (batch, head) tile of `q` and `k`. Whole
 //! tiles take the product with `cos` and the sum; the rotate-half swaps are per head chunk,
 //! shared between the vector engine and GpSimd, software-pipelined across heads. The products
-//! and the sum run in the input dtype, as transformers computes them; the backward's
-//! `cos`/`sin` gradients accumulate over heads in fp32.
+//! and the sum run in the input dtype, as transformers computes them. The backward is in
+//! [`backward`].
+
+mod backward;
+
+pub use backward::*;
 
 use nki_core::prelude::*;
 
 /// Most positions one tile row holds (see [`positions_per_row`]).
 const MAX_POSITIONS_PER_ROW: usize = 16;
 
-/// Most bytes of one tile row: the kernel keeps about a dozen such tiles live.
+/// Most bytes of one tile row in the forward: it keeps about a dozen such tiles live.
 const MAX_ROW_BYTES: usize = 4096;
 
 /// How many consecutive positions share a tile row: a head's `[S, D]` rows are viewed as
 /// `[S / G, G · D]` (the same memory), so the instructions over whole tiles (`x · cos`, the
 /// sum, the backward's accumulations) cover `G` positions per partition and pay their fixed
-/// cost once for all of them. `G` divides `S`.
-fn positions_per_row(s: usize, d: usize, dtype: DType) -> usize {
+/// cost once for all of them. `G` divides `S`, and `G · D` stays within `max_width` elements
+/// when `D` does.
+fn positions_per_row(s: usize, d: usize, max_width: usize) -> usize {
     (1..=MAX_POSITIONS_PER_ROW)
         .rev()
-        .find(|&g| s.is_multiple_of(g) && g * d * dtype.size_bytes() <= MAX_ROW_BYTES)
+        .find(|&g| s.is_multiple_of(g) && g * d <= max_width)
         .unwrap_or(1)
 }
 
@@ -57,8 +62,6 @@ fn half_pairs(width: usize, d: usize) -> impl Iterator<Item = (usize, usize, usi
 
 /// One head tile between the two stages of [`apply`]'s pipeline.
 struct Rotating {
-    /// The input rows, `[rows, G · D]`.
-    x: Tile,
     /// `x · cos`.
     x_cos: Tile,
     /// `swap_halves(x) · rsin`, being written by the vector engine and GpSimd.
@@ -66,10 +69,10 @@ struct Rotating {
 }
 
 /// First stage of `x · cos + swap_halves(x) · rsin` for a `[rows, G · D]` tile of `G` positions
-/// per row, where `rsin` is the position tile's [`rotated_sin`] (`rope` itself, or its
-/// gradient). The products run in the input dtype, as transformers computes RoPE. The half
-/// swaps are per head chunk (two small instructions each), shared between the vector engine
-/// and GpSimd by [`vector_chunks`]; the product with `cos` covers the whole tile.
+/// per row, where `rsin` is the position tile's [`rotated_sin`]. The products run in the input
+/// dtype, as transformers computes RoPE. The half swaps are per head chunk (two small
+/// instructions each), shared between the vector engine and GpSimd by [`vector_chunks`]; the
+/// product with `cos` covers the whole tile.
 fn start_rotation(x: Tile, cos: &Tile, rsin: &Tile, d: usize) -> Rotating {
     let [rows, width] = x.shape();
     let x_cos = sbuf([rows, width], x.dtype());
@@ -90,7 +93,7 @@ fn start_rotation(x: Tile, cos: &Tile, rsin: &Tile, d: usize) -> Rotating {
         )
         .on(engine);
     }
-    Rotating { x, x_cos, swapped }
+    Rotating { x_cos, swapped }
 }
 
 /// Second stage: `dst = x · cos + swap_halves(x) · rsin`, one whole-tile sum.
@@ -118,74 +121,57 @@ fn rotated_sin(sin: &Tile, d: usize, backward: bool) -> Tile {
     rs
 }
 
-/// Heads per software-pipelined group (see [`apply`]): the group is unrolled and the groups
-/// are a loop, so a program's size does not grow with the number of heads. The pipeline drains
-/// at each group's end (trn2 bf16 bench shape: 664 µs with 8, 635 µs with 16, 620 µs with 32,
-/// 608 µs with all 160 heads unrolled).
+/// Heads per software-pipelined group (see [`for_each_head_group`]): the group is unrolled and
+/// the groups are a loop, so a program's size does not grow with the number of heads. The
+/// pipeline drains at each group's end (forward, trn2 bf16 bench shape: 664 µs with 8, 635 µs
+/// with 16, 620 µs with 32, 608 µs with all 160 heads unrolled).
 const HEADS_PER_GROUP: usize = 32;
 
-/// The backward's per-position sums over heads: `ac += g · x` and `asn += [g₁ · x₂, g₂ · x₁]`
-/// (`g · rotate_half(x)` with its first halves' sign left for the end: negation is exact), for
-/// one head's gradient tile `g` and input rows `x` (loaded here), in fp32.
-fn accumulate_position_grads(ac: &Tile, asn: &Tile, g: &Tile, x: HbmView, d: usize) {
-    let [rows, width] = g.shape();
-    let xt = sbuf([rows, width], g.dtype());
-    dma_copy(&xt, x);
-    // The fp32 accumulations run on GpSimd, the products on the vector engine.
-    let t = sbuf([rows, width], DType::F32);
-    tensor_tensor(&t, g, &xt, BinOp::Multiply);
-    tensor_tensor(ac, ac, &t, BinOp::Add).on(ElementwiseEngine::GpSimd);
-    let u = sbuf([rows, width], DType::F32);
-    for (_, dst, src, h) in half_pairs(width, d) {
-        tensor_tensor(
-            u.cols(dst, h),
-            g.cols(dst, h),
-            xt.cols(src, h),
-            BinOp::Multiply,
-        );
-    }
-    tensor_tensor(asn, asn, &u, BinOp::Add).on(ElementwiseEngine::GpSimd);
+/// Calls `body` with the heads of a `[heads, …]` tensor in groups of [`HEADS_PER_GROUP`]: the
+/// full groups in a sequential loop (the backward's sums run in head order), then the remaining
+/// heads.
+fn for_each_head_group(heads: usize, mut body: impl FnMut(&[AffineExpr])) {
+    let groups = heads / HEADS_PER_GROUP;
+    sequential_range(groups, |group| {
+        let listed: Vec<AffineExpr> = (0..HEADS_PER_GROUP)
+            .map(|k| group.clone() * HEADS_PER_GROUP + k as i64)
+            .collect();
+        body(&listed);
+    });
+    let rest: Vec<AffineExpr> = (groups * HEADS_PER_GROUP..heads)
+        .map(|h| AffineExpr::from(h as i64))
+        .collect();
+    body(&rest);
+}
+
+/// The `[rows, G · D]` view of `t`'s rows for one head: rows `pos` of head `head`, where a
+/// head is `rows` view rows.
+fn head_rows(t: &Hbm, width: usize, rows: usize, pos: &TileSpan, head: &AffineExpr) -> HbmView {
+    t.reshape(&[t.numel() / width.max(1), width])
+        .rows(pos.start.clone() + head.clone() * rows, pos.size)
 }
 
 /// Rotates every `[B·H, S, D]` head of each `(x, out)`, a head's positions viewed
-/// [`positions_per_row`] to a row and tiled 128 rows at a time. With `grads` (the backward),
-/// also accumulates per position, over every head of every input, `grad_cos = Σ g · x` and
-/// `grad_sin = Σ g · rotate_half(x)` where `g` is the incoming gradient (`xs` then pairs
-/// `(g, x)` and `outs` the gradients to write).
-fn apply(xs: &[(&Hbm, Option<&Hbm>, &Hbm)], cos: &Hbm, sin: &Hbm, grads: Option<(&Hbm, &Hbm)>) {
+/// [`positions_per_row`] to a row and tiled 128 rows at a time.
+fn apply(xs: &[(&Hbm, &Hbm)], cos: &Hbm, sin: &Hbm) {
     let (s, d) = (cos.dim(0), cos.dim(1));
     let dt = cos.dtype();
-    let per_row = positions_per_row(s, d, dt);
+    let per_row = positions_per_row(s, d, MAX_ROW_BYTES / dt.size_bytes());
     let (rows, width) = (s / per_row, per_row * d);
-    let backward = grads.is_some();
     let [cv, sv] = [cos, sin].map(|t| t.reshape(&[rows, width]));
     for_each_tile(rows, PMAX, |pos| {
         let (ct, st) = (sbuf([pos.size, width], dt), sbuf([pos.size, width], dt));
         dma_copy(&ct, cv.clone().rows(pos.start.clone(), pos.size));
         dma_copy(&st, sv.clone().rows(pos.start.clone(), pos.size));
-        let rsin = rotated_sin(&st, d, backward);
-        let accs = grads.map(|_| {
-            let (ac, asn) = (
-                sbuf([pos.size, width], DType::F32),
-                sbuf([pos.size, width], DType::F32),
-            );
-            memset(&ac, 0.0);
-            memset(&asn, 0.0);
-            (ac, asn)
-        });
-        let head_rows = |t: &Hbm, head: &AffineExpr| {
-            t.reshape(&[t.numel() / width.max(1), width])
-                .rows(pos.start.clone() + head.clone() * rows, pos.size)
-        };
-        // The heads of `g` listed, software-pipelined one deep: head j + 1's products are issued
+        let rsin = rotated_sin(&st, d, false);
+        // The heads listed, software-pipelined one deep: head j + 1's products are issued
         // before head j's sum, so the vector engine works on the next head while GpSimd
-        // finishes this one's half swaps. In the backward, head j's contributions to the
-        // position sums follow, in order.
-        let pipeline = |heads: &[AffineExpr], g: &Hbm, x: Option<&Hbm>, out: &Hbm| {
+        // finishes this one's half swaps.
+        let pipeline = |heads: &[AffineExpr], x: &Hbm, out: &Hbm| {
             let start = |head: &AffineExpr| {
-                let gt = sbuf([pos.size, width], dt);
-                dma_copy(&gt, head_rows(g, head));
-                start_rotation(gt, &ct, &rsin, d)
+                let xt = sbuf([pos.size, width], dt);
+                dma_copy(&xt, head_rows(x, width, rows, &pos, head));
+                start_rotation(xt, &ct, &rsin, d)
             };
             let mut pending = heads.first().map(start);
             for (j, head) in heads.iter().enumerate() {
@@ -195,41 +181,11 @@ fn apply(xs: &[(&Hbm, Option<&Hbm>, &Hbm)], cos: &Hbm, sin: &Hbm, grads: Option<
                 };
                 let yt = sbuf([pos.size, width], dt);
                 finish_rotation(&yt, &r);
-                dma_copy(head_rows(out, head), &yt);
-                if let (Some((ac, asn)), Some(x)) = (&accs, x) {
-                    accumulate_position_grads(ac, asn, &r.x, head_rows(x, head), d);
-                }
+                dma_copy(head_rows(out, width, rows, &pos, head), &yt);
             }
         };
-        for &(g, x, out) in xs {
-            let heads = g.numel() / (s * d).max(1);
-            let groups = heads / HEADS_PER_GROUP;
-            // Groups of heads in a loop (sequential: the backward's sums run in head order),
-            // then the remaining heads.
-            sequential_range(groups, |group| {
-                let listed: Vec<AffineExpr> = (0..HEADS_PER_GROUP)
-                    .map(|k| group.clone() * HEADS_PER_GROUP + k as i64)
-                    .collect();
-                pipeline(&listed, g, x, out);
-            });
-            let rest: Vec<AffineExpr> = (groups * HEADS_PER_GROUP..heads)
-                .map(|h| AffineExpr::from(h as i64))
-                .collect();
-            pipeline(&rest, g, x, out);
-        }
-        if let (Some((ac, asn)), Some((grad_cos, grad_sin))) = (accs, grads) {
-            for (c0, h) in chunks(width, d) {
-                tensor_scalar(asn.cols(c0, h), asn.cols(c0, h), BinOp::Multiply, -1.0);
-            }
-            for (acc, out) in [(ac, grad_cos), (asn, grad_sin)] {
-                let res = sbuf([pos.size, width], dt);
-                tensor_copy(&res, &acc);
-                dma_copy(
-                    out.reshape(&[rows, width])
-                        .rows(pos.start.clone(), pos.size),
-                    &res,
-                );
-            }
+        for &(x, out) in xs {
+            for_each_head_group(x.numel() / (s * d).max(1), |heads| pipeline(heads, x, out));
         }
     });
 }
@@ -248,49 +204,13 @@ fn apply(xs: &[(&Hbm, Option<&Hbm>, &Hbm)], cos: &Hbm, sin: &Hbm, grads: Option<
     sample(q = [2, 4, 5, 8], k = [2, 2, 5, 8], cos = [5, 8], sin = [5, 8]),
     sample(q = [1, 3, 7, 32], k = [1, 1, 7, 32], cos = [7, 32], sin = [7, 32]),
     sample(q = [1, 1, 1, 2], k = [1, 1, 1, 2], cos = [1, 2], sin = [1, 2]),
+    sample(q = [1, 2, 2, 1040], k = [1, 1, 2, 1040], cos = [2, 1040], sin = [2, 1040]),
     tolerance(elementwise),
     bench(q = [4, 32, 2048, 128], k = [4, 8, 2048, 128], cos = [2048, 128], sin = [2048, 128]),
 )]
 pub fn rope(q: &Hbm, k: &Hbm, cos: &Hbm, sin: &Hbm) -> (Hbm, Hbm) {
     let q_out = shared_hbm(q.shape(), q.dtype());
     let k_out = shared_hbm(k.shape(), k.dtype());
-    apply(&[(q, None, &q_out), (k, None, &k_out)], cos, sin, None);
+    apply(&[(q, &q_out), (k, &k_out)], cos, sin);
     (q_out, k_out)
-}
-
-/// Gradients of `rope`: `grad_q = grad_q_out · cos − rotate_half(grad_q_out · sin)` (the
-/// rotation is linear, and its transpose is its negation), the same for `k`; and, summed over
-/// every batch and head of both, `grad_cos = Σ grad · x` and `grad_sin = Σ grad ·
-/// rotate_half(x)` per position (fp32 accumulators, rounded once).
-#[kernel(
-    shape(grad_q_out = [B, H, S, D], grad_k_out = [B, Hkv, S, D], q = [B, H, S, D], k = [B, Hkv, S, D], cos = [S, D], sin = [S, D])
-        -> (grad_q = [B, H, S, D], grad_k = [B, Hkv, S, D], grad_cos = [S, D], grad_sin = [S, D]),
-    dtype(grad_q_out in {f32, bf16, f16}, grad_k_out = grad_q_out, q = grad_q_out, k = grad_q_out, cos = grad_q_out, sin = grad_q_out)
-        -> (grad_q_out, grad_q_out, grad_q_out, grad_q_out),
-    require(D % 2 == 0),
-    tolerance(reduction(B)),
-)]
-pub fn rope_backward(
-    grad_q_out: &Hbm,
-    grad_k_out: &Hbm,
-    q: &Hbm,
-    k: &Hbm,
-    cos: &Hbm,
-    sin: &Hbm,
-) -> (Hbm, Hbm, Hbm, Hbm) {
-    let dt = grad_q_out.dtype();
-    let grad_q = shared_hbm(grad_q_out.shape(), dt);
-    let grad_k = shared_hbm(grad_k_out.shape(), dt);
-    let grad_cos = shared_hbm(cos.shape(), dt);
-    let grad_sin = shared_hbm(sin.shape(), dt);
-    apply(
-        &[
-            (grad_q_out, Some(q), &grad_q),
-            (grad_k_out, Some(k), &grad_k),
-        ],
-        cos,
-        sin,
-        Some((&grad_cos, &grad_sin)),
-    );
-    (grad_q, grad_k, grad_cos, grad_sin)
 }
