@@ -158,6 +158,54 @@ fn a_dependency_chain_runs_back_to_back_and_the_vector_op_costs_its_cycles() {
 }
 
 #[test]
+fn the_vector_engine_streams_at_the_16_bit_rate_only_when_every_operand_is_16_bit() {
+    // bf16 · bf16 → bf16 takes 4 elements per lane-cycle; an fp32 output or an fp32 input
+    // (whichever side) drops the instruction to the 2-element rate.
+    let cases = [
+        (DType::BF16, DType::BF16, DType::BF16, 4.0),
+        (DType::BF16, DType::BF16, DType::F32, 2.0),
+        (DType::BF16, DType::F32, DType::BF16, 2.0),
+        (DType::F32, DType::BF16, DType::BF16, 2.0),
+    ];
+    for (a_dt, b_dt, out_dt, lanes) in cases {
+        let p = program(
+            Target::Trn2,
+            &[("a", &[128, 512], a_dt), ("b", &[128, 512], b_dt)],
+            |h| {
+                let out = shared_hbm(&[128, 512], out_dt);
+                let (a, b) = (sbuf([128, 512], a_dt), sbuf([128, 512], b_dt));
+                dma_copy(&a, &h[0]);
+                dma_copy(&b, &h[1]);
+                let c = sbuf([128, 512], out_dt);
+                tensor_tensor(&c, &a, &b, BinOp::Multiply);
+                let d = sbuf([128, 512], out_dt);
+                tensor_scalar(&d, &c, BinOp::Multiply, 2.0);
+                dma_copy(&out, &d);
+                vec![out]
+            },
+        );
+        let r = estimate(&p);
+        let v: Vec<_> = r
+            .slices
+            .iter()
+            .filter(|s| s.engine == Engine::Vector)
+            .collect();
+        let case = format!("{a_dt:?} · {b_dt:?} -> {out_dt:?}");
+        let per_input = 512.0 / lanes;
+        assert!(
+            (v[0].end_ns - v[0].start_ns - (64.0 + 2.0 * per_input) / 0.96).abs() < 1e-6,
+            "{case}: tensor_tensor"
+        );
+        // The tensor_scalar reads and writes `out_dt` only.
+        let one = if out_dt == DType::BF16 { 128.0 } else { 256.0 };
+        assert!(
+            (v[1].end_ns - v[1].start_ns - (64.0 + one) / 0.96).abs() < 1e-6,
+            "{case}: tensor_scalar"
+        );
+    }
+}
+
+#[test]
 fn independent_tiles_overlap_dma_with_compute_and_a_loop_pipelines() {
     // Four 128-row tiles: load, scale, store. Fresh tiles per iteration, DMAs on their own queues.
     let p = row_pipeline(4, |t| {

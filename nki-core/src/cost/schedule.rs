@@ -158,6 +158,18 @@ impl<'p> Scheduler<'p> {
         self.program.tiles[r.tile.0 as usize].dtype
     }
 
+    /// The dtype that sets the vector engine's rate for an instruction streaming `regions`
+    /// (its full-size inputs and output): the 16-bit rate only when every one of them is 16-bit
+    /// ("512 BF16/FP16 input/output; 256 input/output for other data types", the Trainium2
+    /// architecture guide), so an fp32 result or operand takes the slower rate.
+    fn streamed_dtype(&self, regions: &[&TileRegion]) -> DType {
+        regions
+            .iter()
+            .map(|r| self.dtype(r))
+            .max_by_key(|d| d.size_bytes())
+            .unwrap_or(DType::F32)
+    }
+
     fn buffer(&self, r: &TileRegion) -> Buffer {
         self.program.tiles[r.tile.0 as usize].buffer
     }
@@ -201,11 +213,13 @@ impl<'p> Scheduler<'p> {
                 )
             }
             Op::TensorTensor {
+                dst,
                 a,
+                b,
                 engine: ElementwiseEngine::Vector,
                 ..
             } => {
-                let dt = self.dtype(a);
+                let dt = self.streamed_dtype(&[a, b, dst]);
                 (Engine::Vector, vector(2.0, a, dt, &mut self.work))
             }
             Op::TensorTensor {
@@ -220,9 +234,14 @@ impl<'p> Scheduler<'p> {
                 let cycles = t.engine_fixed_cycles + 2.0 * per_input;
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
-            Op::TensorScalar { data, .. }
-            | Op::TensorReduce { data, .. }
-            | Op::RangeSelect { on_true: data, .. } => {
+            Op::TensorScalar { dst, data, .. }
+            | Op::RangeSelect {
+                dst, on_true: data, ..
+            } => {
+                let dt = self.streamed_dtype(&[data, dst]);
+                (Engine::Vector, vector(1.0, data, dt, &mut self.work))
+            }
+            Op::TensorReduce { data, .. } => {
                 let dt = self.dtype(data);
                 (Engine::Vector, vector(1.0, data, dt, &mut self.work))
             }
@@ -240,8 +259,8 @@ impl<'p> Scheduler<'p> {
                     busy.max(t.engine_fixed_cycles) / t.vector_ghz,
                 )
             }
-            Op::TensorCopy { src, .. } => {
-                let dt = self.dtype(src);
+            Op::TensorCopy { dst, src } => {
+                let dt = self.streamed_dtype(&[src, dst]);
                 (Engine::Vector, vector(1.0, src, dt, &mut self.work))
             }
             Op::Memset { dst, .. } => {
