@@ -28,6 +28,7 @@ pub const RULES: &[&str] = &[
     "sbuf-capacity",
     "dma-psum",
     "gpsimd-psum",
+    "psum-both-inputs",
     "range-select-target",
     "range-select-dtype",
     "hbm-bounds",
@@ -154,6 +155,26 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             "psum",
             name.into(),
             format!("{why} ({role} {})", tile(r).name),
+            inst.loc,
+        ));
+    }
+    // scalar_tensor_tensor reads at most one of its two full-size inputs from PSUM
+    // (nki.isa.scalar_tensor_tensor: "data and operand1 cannot both reside in PSUM").
+    if let Op::ScalarTensorTensor { data, operand1, .. } = &inst.op
+        && tile(data).buffer == Buffer::Psum
+        && tile(operand1).buffer == Buffer::Psum
+    {
+        return Err(violation(
+            "psum-both-inputs",
+            "at most one of data, operand1 in psum",
+            "both in psum",
+            name.into(),
+            format!(
+                "scalar_tensor_tensor: data {} and operand1 {} are both in PSUM; at most one \
+                 of them may be (tensor_copy one of them to SBUF first)",
+                tile(data).name,
+                tile(operand1).name
+            ),
             inst.loc,
         ));
     }

@@ -74,6 +74,9 @@ def _calls() -> dict[str, Callable[[], object]]:
         "Tracer.dma_copy": _with_tile(lambda t, r: t.dma_copy(("tile", *r), WHOLE_X, *AT)),
         "Tracer.tensor_tensor": _with_tile(lambda t, r: t.tensor_tensor(r, r, r, "add", "vector", *AT)),
         "Tracer.tensor_scalar": _with_tile(lambda t, r: t.tensor_scalar(r, r, "add", 1.0, None, None, *AT)),
+        "Tracer.scalar_tensor_tensor": _with_tile(
+            lambda t, r: t.scalar_tensor_tensor(r, r, "multiply", col(t), "add", r, *AT)
+        ),
         "Tracer.activation": _with_tile(lambda t, r: t.activation(r, "exp", r, None, 1.0, None, None, *AT)),
         "Tracer.tensor_reduce": _with_tile(
             lambda t, r: t.tensor_reduce((*r[:4], 1), "add", r, 1, False, *AT)

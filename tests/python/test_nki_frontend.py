@@ -493,3 +493,100 @@ def test_bn_stats_and_bn_aggr_give_mean_and_variance_and_trace_back() -> None:
     with pytest.raises(TraceError, match="bn_stats: data has 700 elements per partition") as info:
         nki.simulate(too_wide)(x)
     assert _line_of(too_wide, "# wide") in str(info.value)
+
+
+@nki.jit
+def center_scale_and_mix(x, c, y):
+    """``t = (x - c) * y`` then ``out = t * 0.5 + x``: a column and an immediate ``operand0``."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tx, tc, ty = nl.load(x), nl.load(c), nl.load(y)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.scalar_tensor_tensor(dst=t, data=tx, op0=nl.subtract, operand0=tc, op1=nl.multiply, operand1=ty)
+    nisa.scalar_tensor_tensor(dst=t, data=t, op0=nl.multiply, operand0=0.5, op1=nl.add, operand1=tx)
+    nl.store(out, value=t)
+    return out
+
+
+def test_scalar_tensor_tensor_matches_numpy_and_torch_and_traces_back() -> None:
+    x, c, y = _rand(100, 70, seed=4), _rand(100, 1, seed=5), _rand(100, 70, seed=6)
+    got = nki.simulate(center_scale_and_mix)(x, c, y)
+    np.testing.assert_array_equal(got, ((x - c) * y) * np.float32(0.5) + x)
+
+    # bf16 tiles, an fp32 column: fp32 inside each instruction, rounded once per instruction.
+    xb, yb = torch.from_numpy(x).to(torch.bfloat16), torch.from_numpy(y).to(torch.bfloat16)
+    cf = torch.from_numpy(c) * 37
+    got_bf16 = center_scale_and_mix(xb, cf, yb)
+    assert got_bf16.dtype == torch.bfloat16
+    t = ((xb.float() - cf) * yb.float()).to(torch.bfloat16)
+    torch.testing.assert_close(got_bf16, (t.float() * 0.5 + xb.float()).to(torch.bfloat16), rtol=0, atol=0)
+
+    program = nki.trace(center_scale_and_mix, x, c, y)
+    source = program.emit()
+    first = "nisa.scalar_tensor_tensor(dst=t3, data=t0, op0=nl.subtract, operand0=t1, "
+    assert first + "op1=nl.multiply, operand1=t2)" in source
+    assert "op0=nl.multiply, operand0=0.5, op1=nl.add, operand1=t0)" in source
+    again = nki.trace(nki.load_source(source, "center_scale_and_mix").center_scale_and_mix, x, c, y)
+    assert again.difference(program) is None
+    text, _, _ = program.cost()
+    # Both instructions run on the vector engine.
+    vector = [line for line in text.splitlines() if line.split()[:1] == ["vector"]]
+    assert len(vector) == 1 and "2 instructions" in vector[0], text
+
+
+def test_scalar_tensor_tensor_errors() -> None:
+    @nki.jit
+    def both_in_psum(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        tx = nl.load(x)
+        a = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
+        b = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=a, src=tx)
+        nisa.tensor_copy(dst=b, src=tx)
+        t = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(dst=t, data=a, op0=nl.add, operand0=1.0, op1=nl.add, operand1=b)  # psum
+        nl.store(out, value=t)
+        return out
+
+    x = _rand(8, 16)
+    both = r"scalar_tensor_tensor: data t\d+ and operand1 t\d+ are both in PSUM"
+    with pytest.raises(ValidationError, match=both) as info:
+        nki.simulate(both_in_psum)(x)
+    assert info.value.rule == "psum-both-inputs"
+    assert info.value.location == _line_of(both_in_psum, "# psum")
+
+    def kernel(call):
+        @nki.jit
+        def k(x):
+            out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+            t = nl.load(x)
+            call(t)
+            nl.store(out, value=t)
+            return out
+
+        return k
+
+    with pytest.raises(NotImplementedError, match=r"nisa\.scalar_tensor_tensor\(reverse0/reverse1=True\)"):
+        nki.simulate(
+            kernel(
+                lambda t: nisa.scalar_tensor_tensor(
+                    dst=t, data=t, op0=nl.subtract, operand0=1.0, op1=nl.add, operand1=t, reverse0=True
+                )
+            )
+        )(x)
+    shapes = r"scalar_tensor_tensor: operand1 has shape \[8, 8\] but dst has shape \[8, 16\]"
+    with pytest.raises(TraceError, match=shapes):
+        nki.simulate(
+            kernel(
+                lambda t: nisa.scalar_tensor_tensor(
+                    dst=t, data=t, op0=nl.add, operand0=1.0, op1=nl.add, operand1=t[:, 0:8]
+                )
+            )
+        )(x)
+    with pytest.raises(TypeError, match=r"nisa\.scalar_tensor_tensor: operand1 must be a tile"):
+        nki.simulate(
+            kernel(
+                lambda t: nisa.scalar_tensor_tensor(
+                    dst=t, data=t, op0=nl.add, operand0=1.0, op1=nl.add, operand1=2.0
+                )
+            )
+        )(x)

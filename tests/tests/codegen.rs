@@ -211,6 +211,59 @@ fn iota_range_select_and_comparisons_emit_within_the_spelling_table() {
     insta::assert_snapshot!("select_columns", source);
 }
 
+/// `scalar_tensor_tensor`, which no registry kernel uses yet, with a column and an immediate
+/// `operand0`: one call each, keeping to the table.
+#[test]
+fn scalar_tensor_tensor_emits_within_the_spelling_table() {
+    use nki_core::lang::{InputSpec, trace};
+    use nki_core::prelude::*;
+    let input = |name: &str, shape: &[usize]| InputSpec {
+        name: name.into(),
+        shape: shape.to_vec(),
+        dtype: DType::BF16,
+    };
+    let program = trace(
+        "fused",
+        Target::Trn2,
+        &[input("x", &[128, 64]), input("y", &[128, 64])],
+        |h| {
+            let out = shared_hbm(&[128, 64], DType::BF16);
+            let (x, y) = (sbuf([128, 64], DType::BF16), sbuf([128, 64], DType::BF16));
+            dma_copy(&x, &h[0]);
+            dma_copy(&y, &h[1]);
+            let mean = sbuf([128, 1], DType::F32);
+            tensor_reduce(&mean, BinOp::Add, &x, 1, false);
+            scalar_tensor_tensor(&x, &x, BinOp::Subtract, &mean, BinOp::Multiply, &y);
+            scalar_tensor_tensor(
+                x.region().slice(0, 128, 0, 32),
+                y.region().slice(0, 128, 32, 32),
+                BinOp::Multiply,
+                0.5,
+                BinOp::Add,
+                x.region().slice(0, 128, 32, 32),
+            );
+            dma_copy(&out, &x);
+            vec![out]
+        },
+    )
+    .unwrap();
+    nki_core::validate::validate(&program).unwrap();
+    let source = emit_nki(&program);
+    let names = check_spelling("fused", &source);
+    assert!(
+        names.iter().any(|n| n == "nisa.scalar_tensor_tensor"),
+        "{source}"
+    );
+    for call in [
+        "nisa.scalar_tensor_tensor(dst=t0, data=t0, op0=nl.subtract, operand0=t2, \
+         op1=nl.multiply, operand1=t1)",
+        "nisa.scalar_tensor_tensor(dst=t0[0:128, 0:32], data=t1[0:128, 32:64], op0=nl.multiply, \
+         operand0=0.5, op1=nl.add, operand1=t0[0:128, 32:64])",
+    ] {
+        assert!(source.contains(call), "{call}\n{source}");
+    }
+}
+
 #[test]
 fn the_keyword_scanner_attributes_keywords_to_their_call() {
     let (names, kws) = names_and_keywords(

@@ -183,6 +183,21 @@ impl Emitter<'_> {
                 }
                 v
             }
+            Op::ScalarTensorTensor {
+                dst,
+                data,
+                op0,
+                operand0,
+                op1,
+                operand1,
+            } => vec![
+                ("dst", r(dst)),
+                ("data", r(data)),
+                ("op0", op0.nki_name().into()),
+                ("operand0", self.scalar(operand0)),
+                ("op1", op1.nki_name().into()),
+                ("operand1", r(operand1)),
+            ],
             Op::Activation {
                 dst,
                 func,

@@ -28,8 +28,8 @@ use std::fmt;
 pub enum Engine {
     /// The tensor engine (`nc_matmul`).
     Tensor,
-    /// The vector engine (`tensor_tensor`, `tensor_scalar`, `tensor_reduce`, `tensor_copy`,
-    /// `range_select`).
+    /// The vector engine (`tensor_tensor`, `tensor_scalar`, `scalar_tensor_tensor`,
+    /// `tensor_reduce`, `tensor_copy`, `range_select`).
     Vector,
     /// The scalar engine (`activation`).
     Scalar,

@@ -234,6 +234,16 @@ impl<'p> Scheduler<'p> {
                 let cycles = t.engine_fixed_cycles + 2.0 * per_input;
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
+            Op::ScalarTensorTensor {
+                dst,
+                data,
+                operand1,
+                ..
+            } => {
+                // Two streamed inputs, as tensor_tensor: operand0's broadcast costs nothing.
+                let dt = self.streamed_dtype(&[data, operand1, dst]);
+                (Engine::Vector, vector(2.0, data, dt, &mut self.work))
+            }
             Op::TensorScalar { dst, data, .. }
             | Op::RangeSelect {
                 dst, on_true: data, ..

@@ -329,6 +329,24 @@ pub enum Op {
         /// Optional second operator and operand.
         op1: Option<(BinOp, ScalarOperand)>,
     },
+    /// Vector engine: `dst = (data <op0> operand0) <op1> operand1`, a [`Op::TensorScalar`]
+    /// whose second operand is a full tile: `operand0` broadcasts along the free dim,
+    /// `operand1` has `data`'s shape. Computed in fp32 (the intermediate too), rounded once to
+    /// `dst`'s dtype. `data` and `operand1` cannot both be in PSUM.
+    ScalarTensorTensor {
+        /// Destination, `data`'s shape.
+        dst: TileRegion,
+        /// Input.
+        data: TileRegion,
+        /// First operator, applied to `data` and `operand0`.
+        op0: BinOp,
+        /// First operand: an immediate or a `(P, 1)` column.
+        operand0: ScalarOperand,
+        /// Second operator, applied to the first result and `operand1`.
+        op1: BinOp,
+        /// Second operand, `data`'s shape.
+        operand1: TileRegion,
+    },
     /// Scalar engine: `dst = f(data·scale + bias)`, optionally reducing each row into `reduce_res`.
     Activation {
         /// Destination.
@@ -450,6 +468,7 @@ impl Op {
             Op::DmaCopy { .. } => "dma_copy",
             Op::TensorTensor { .. } => "tensor_tensor",
             Op::TensorScalar { .. } => "tensor_scalar",
+            Op::ScalarTensorTensor { .. } => "scalar_tensor_tensor",
             Op::Activation { .. } => "activation",
             Op::TensorReduce { .. } => "tensor_reduce",
             Op::BnStats { .. } => "bn_stats",
@@ -473,6 +492,7 @@ impl Op {
             Op::DmaCopy { .. } => vec![],
             Op::TensorTensor { dst, .. }
             | Op::TensorScalar { dst, .. }
+            | Op::ScalarTensorTensor { dst, .. }
             | Op::TensorReduce { dst, .. }
             | Op::BnStats { dst, .. }
             | Op::BnAggr { dst, .. }
@@ -517,6 +537,17 @@ impl Op {
                 if let Some((_, o)) = op1 {
                     v.extend(column(o));
                 }
+                v
+            }
+            Op::ScalarTensorTensor {
+                data,
+                operand0,
+                operand1,
+                ..
+            } => {
+                let mut v = vec![data];
+                v.extend(column(operand0));
+                v.push(operand1);
                 v
             }
             Op::Activation {
@@ -628,6 +659,21 @@ impl Op {
                 op0: *op0,
                 operand0: scalar(operand0, tile),
                 op1: op1.as_ref().map(|(op, s)| (*op, scalar(s, tile))),
+            },
+            Op::ScalarTensorTensor {
+                dst,
+                data,
+                op0,
+                operand0,
+                op1,
+                operand1,
+            } => Op::ScalarTensorTensor {
+                dst: tile(dst),
+                data: tile(data),
+                op0: *op0,
+                operand0: scalar(operand0, tile),
+                op1: *op1,
+                operand1: tile(operand1),
             },
             Op::Activation {
                 dst,

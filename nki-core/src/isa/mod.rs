@@ -355,6 +355,49 @@ fn record_tensor_scalar(
     })
 }
 
+/// `nisa.scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1)`:
+/// `(data <op0> operand0) <op1> operand1` on the vector engine, where `operand0` is an
+/// immediate or a `(P, 1)` column broadcast along the free dim (as in [`tensor_scalar`]) and
+/// `operand1` a tile region of `data`'s shape: a `tensor_scalar` into an fp32 temporary and a
+/// `tensor_tensor` in one instruction, at `tensor_tensor`'s cost. `data` and `operand1` cannot
+/// both be in PSUM.
+#[track_caller]
+pub fn scalar_tensor_tensor(
+    dst: impl Into<TileRegion>,
+    data: impl Into<TileRegion>,
+    op0: BinOp,
+    operand0: impl Into<ScalarOperand>,
+    op1: BinOp,
+    operand1: impl Into<TileRegion>,
+) {
+    let loc = SourceLoc::caller();
+    let (dst, data, operand0, operand1) =
+        (dst.into(), data.into(), operand0.into(), operand1.into());
+    with_builder(|b| {
+        let inst = "scalar_tensor_tensor";
+        let np = data.np;
+        let ok = same_shape(
+            b,
+            loc,
+            inst,
+            &[("dst", &dst), ("data", &data), ("operand1", &operand1)],
+        ) && scalar_ok(b, loc, inst, "operand0", &operand0, np);
+        if ok {
+            b.push_op(
+                Op::ScalarTensorTensor {
+                    dst,
+                    data,
+                    op0,
+                    operand0,
+                    op1,
+                    operand1,
+                },
+                loc,
+            );
+        }
+    });
+}
+
 /// `nisa.activation(dst, op, data, bias=None, scale=1.0)`: `op(data * scale + bias)` on the
 /// scalar engine. `bias` is a `(P, 1)` column or `None`; `scale` an immediate or a `(P, 1)`
 /// column.

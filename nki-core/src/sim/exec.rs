@@ -148,7 +148,35 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                 s,
                 ctx.split,
                 #[inline(always)]
-                |out, x, y| with_op!(*op, |f| round_into(out, dt, |i| f(x[i], y[i]))),
+                |_, out, x, y| with_op!(*op, |f| round_into(out, dt, |i| f(x[i], y[i]))),
+            )?;
+        }
+        // A tensor_scalar into an fp32 temporary, then a tensor_tensor: the intermediate stays
+        // in fp32 and the result is rounded once.
+        Op::ScalarTensorTensor {
+            dst,
+            data,
+            op0,
+            operand0,
+            op1,
+            operand1,
+        } => {
+            let dt = store.dtype(dst.tile);
+            let v0 = column_values(store, operand0, dst.np)?;
+            rows2(
+                store,
+                dst,
+                data,
+                operand1,
+                s,
+                ctx.split,
+                #[inline(always)]
+                |r, out, x, y| {
+                    let v0 = v0[r];
+                    with_op!(*op0, |f0| with_op!(*op1, |f1| {
+                        round_into(out, dt, |i| f1(f0(x[i], v0), y[i]))
+                    }))
+                },
             )?;
         }
         Op::TensorScalar {

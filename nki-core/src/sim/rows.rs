@@ -103,8 +103,8 @@ pub(crate) fn rows1<R: Send>(
     result
 }
 
-/// Calls `f(out_row, a_row, b_row)` for every row of `dst`, writing the destination in place.
-/// `split` allows several threads.
+/// Calls `f(r, out_row, a_row, b_row)` for every row `r` of `dst`, writing the destination in
+/// place. `split` allows several threads.
 pub(crate) fn rows2(
     store: &mut TileStore<'_>,
     dst: &TileRegion,
@@ -112,7 +112,7 @@ pub(crate) fn rows2(
     b: &TileRegion,
     s: &mut Scratch,
     split: bool,
-    f: impl Fn(&mut [f32], &[f32], &[f32]) + Sync,
+    f: impl Fn(usize, &mut [f32], &[f32], &[f32]) + Sync,
 ) -> Result<(), StoreError> {
     let (mut out, stride) = store.take(dst.tile)?;
     let shared: &TileStore<'_> = store;
@@ -126,7 +126,7 @@ pub(crate) fn rows2(
                 let out = &mut row[dst.f0..dst.f0 + dst.nf];
                 crate::wide::wide(
                     #[inline(always)]
-                    || f(out, x, y),
+                    || f(r, out, x, y),
                 );
                 Ok(())
             })
@@ -138,7 +138,7 @@ pub(crate) fn rows2(
             let out = &mut out[start..start + dst.nf];
             crate::wide::wide(
                 #[inline(always)]
-                || f(out, x, y),
+                || f(r, out, x, y),
             );
             Ok(())
         })

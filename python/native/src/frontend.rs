@@ -312,6 +312,35 @@ impl Tracer {
         })
     }
 
+    /// `nisa.scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1)`.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (dst, data, op0, operand0, op1, operand1, file, line))]
+    fn scalar_tensor_tensor(
+        &mut self,
+        dst: RegionArg,
+        data: RegionArg,
+        op0: &str,
+        operand0: &Bound<'_, PyAny>,
+        op1: &str,
+        operand1: RegionArg,
+        file: &str,
+        line: u32,
+    ) -> PyResult<()> {
+        crate::guard::guard("Tracer.scalar_tensor_tensor", || {
+            let (op0, operand0, op1) = (binop(op0)?, scalar(operand0)?, binop(op1)?);
+            self.at(file, line, || {
+                isa::scalar_tensor_tensor(
+                    region(dst),
+                    region(data),
+                    op0,
+                    operand0,
+                    op1,
+                    region(operand1),
+                )
+            })
+        })
+    }
+
     /// `nisa.activation(dst, op, data, bias, scale)` and, with `reduce_op`/`reduce_res`,
     /// `nisa.activation_reduce`.
     #[allow(clippy::too_many_arguments)]

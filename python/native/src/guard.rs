@@ -43,6 +43,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "Tracer.dma_copy",
     "Tracer.tensor_tensor",
     "Tracer.tensor_scalar",
+    "Tracer.scalar_tensor_tensor",
     "Tracer.activation",
     "Tracer.tensor_reduce",
     "Tracer.bn_stats",

@@ -160,6 +160,36 @@ def tensor_scalar(
     _wrote(dst)
 
 
+def scalar_tensor_tensor(
+    dst: TileRegion,
+    data: TileRegion,
+    op0: Function,
+    operand0: Any,
+    op1: Function,
+    operand1: TileRegion,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    **kwargs: Any,
+) -> None:
+    """``(data <op0> operand0) <op1> operand1`` on the vector engine: ``operand0`` a number or
+    a ``(P, 1)`` column, ``operand1`` a tile of ``data``'s shape (``data`` and ``operand1``
+    cannot both be in PSUM)."""
+    _no_extra("scalar_tensor_tensor", kwargs)
+    if reverse0 or reverse1:
+        raise unsupported("nisa.scalar_tensor_tensor(reverse0/reverse1=True)")
+    name = "scalar_tensor_tensor"
+    current().native.scalar_tensor_tensor(
+        _region(dst, name, "dst"),
+        _region(data, name, "data"),
+        _function(op0, name, "op0", "operator"),
+        _scalar(operand0, name, "operand0"),
+        _function(op1, name, "op1", "operator"),
+        _region(operand1, name, "operand1"),
+        *location(),
+    )
+    _wrote(dst)
+
+
 def _activation(
     name: str,
     dst: TileRegion,
