@@ -268,14 +268,23 @@ pub fn softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
     let chunks = column_chunks(d);
     for_each_tile(n, PMAX, |rows| {
         let dot = sbuf([rows.size, 1], DType::F32);
-        let prod = sbuf([rows.size, chunks[0].1], DType::F32);
         let keep = keeps_rows(d, dt, 2);
         let mut kept = vec![None; chunks.len()];
         for (i, &chunk) in chunks.iter().enumerate() {
             let (gt, yt) = (load(&gv, &rows, chunk, dt), load(&yv, &rows, chunk, dt));
-            let p = prod.cols(0, chunk.1);
-            tensor_tensor(&p, &gt, &yt, BinOp::Multiply);
-            add_row_sum(&dot, &p, i == 0);
+            // The exact fp32 products on the vector engine, their row sum on the scalar engine
+            // (a tile per chunk, so chunk i + 1's products need not wait for chunk i's sum).
+            let prod = sbuf([rows.size, chunk.1], DType::F32);
+            tensor_tensor(&prod, &gt, &yt, BinOp::Multiply);
+            let part = if i == 0 {
+                dot.clone()
+            } else {
+                sbuf([rows.size, 1], DType::F32)
+            };
+            activation_reduce(&prod, ActFn::Identity, &prod, BinOp::Add, &part, None, 1.0);
+            if i > 0 {
+                tensor_tensor(&dot, &dot, &part, BinOp::Add);
+            }
             if keep {
                 kept[i] = Some((gt, yt));
             }
@@ -284,9 +293,8 @@ pub fn softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
             let (gt, yt) = kept[i]
                 .take()
                 .unwrap_or_else(|| (load(&gv, &rows, chunk, dt), load(&yv, &rows, chunk, dt)));
-            let p = prod.cols(0, chunk.1);
-            tensor_scalar(&p, &gt, BinOp::Subtract, &dot);
-            tensor_tensor(&gt, &p, &yt, BinOp::Multiply);
+            // (grad_y − dot) · y in one instruction, fp32 inside, rounded once.
+            scalar_tensor_tensor(&gt, &gt, BinOp::Subtract, &dot, BinOp::Multiply, &yt);
             store(&dv, &rows, chunk, &gt);
         }
     });

@@ -21,9 +21,8 @@ fn broadcast_weight(weight: &Hbm, n: usize, d: usize) -> Tile {
 }
 
 /// `rsqrt(Σ x² / D + eps)` per row of the tile `xt` (`[rows, D]`), fp32, with the squares
-/// summed on the scalar engine 2048 columns at a time. Returns `(rstd, scratch)`: the
-/// `[rows, 2048]` fp32 scratch tile is free for the caller's normalisation pass.
-fn reciprocal_rms(xt: &Tile, eps: f32) -> (Tile, Tile) {
+/// summed on the scalar engine 2048 columns at a time (into a one-chunk fp32 scratch tile).
+fn reciprocal_rms(xt: &Tile, eps: f32) -> Tile {
     let [rows, d] = xt.shape();
     let scratch = sbuf([rows, CHUNK.min(d)], DType::F32);
     let rstd = sbuf([rows, 1], DType::F32);
@@ -48,7 +47,7 @@ fn reciprocal_rms(xt: &Tile, eps: f32) -> (Tile, Tile) {
     }
     tensor_scalar(&rstd, &rstd, BinOp::Multiply, 1.0 / d as f32).then(BinOp::Add, eps);
     activation(&rstd, ActFn::Rsqrt, &rstd, None, 1.0);
-    (rstd, scratch)
+    rstd
 }
 
 /// Columns `c0..c0+cols` of a row tile of a `[N, D]` view.

@@ -128,15 +128,17 @@ fn normalize_in_place(xt: &Tile, w: &Tile, eps: f32) -> Tile {
 /// returns `rstd`, as [`normalize_in_place`].
 fn normalize_into(dst: &Tile, xt: &Tile, w: &Tile, eps: f32) -> Tile {
     let [rows, d] = xt.shape();
-    let (rstd, scratch) = reciprocal_rms(xt, eps);
+    let rstd = reciprocal_rms(xt, eps);
+    // (x · rstd) · w in one vector instruction, fp32 inside and rounded once: the row tile, the
+    // weight and the result are all in the input dtype, so it streams at the 16-bit rate.
     for (c0, cols) in column_chunks(d) {
-        let t = scratch.cols(0, cols);
-        tensor_scalar(&t, xt.cols(c0, cols), BinOp::Multiply, &rstd);
-        tensor_tensor(
+        scalar_tensor_tensor(
             dst.cols(c0, cols),
-            &t,
-            w.rows(rows).cols(c0, cols),
+            xt.cols(c0, cols),
             BinOp::Multiply,
+            &rstd,
+            BinOp::Multiply,
+            w.rows(rows).cols(c0, cols),
         );
     }
     rstd
