@@ -68,3 +68,13 @@ pub(crate) fn transposed(x: &Tile, scale: f32, dtype: DType) -> Tile {
     }
     out
 }
+
+/// `[P, P]` identity matrix in `dtype`: the stationary operand that makes `nc_matmul` an add
+/// into PSUM (its `[n, n]` corner for an `n`-row moving operand).
+pub fn identity(dtype: DType) -> Tile {
+    let diff = sbuf([PMAX, PMAX], DType::F32);
+    iota(&diff, 0, 1, -1);
+    let eye = sbuf([PMAX, PMAX], dtype);
+    tensor_scalar(&eye, &diff, BinOp::Equal, 0.0);
+    eye
+}

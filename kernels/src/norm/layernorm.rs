@@ -7,7 +7,7 @@
 //! as ATen's Welford-style moments do. The backward's sums run in 2048-column chunks in fp32.
 
 use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of};
-use crate::tiling::{CHUNK, column_chunks, keeps_rows, rows_of, transposed};
+use crate::tiling::{CHUNK, column_chunks, identity, keeps_rows, rows_of, transposed};
 use nki_core::prelude::*;
 
 /// LayerNorm over the last dim: `(x − mean) · rsqrt(var + eps) · weight + bias` (biased
@@ -62,7 +62,10 @@ pub fn layernorm(
         (tiles + held) * d * dt.size_bytes() + tiles * (2 * CHUNK + 16) * 4
             <= current_target().sbuf_bytes_per_partition()
     };
-    let group = [4, 2, 1].into_iter().find(|&g| fits(2 * g, 0)).unwrap_or(1);
+    // Two row tiles per group: with four, the tiles' PSUM banks (eight per 4096-column tile)
+    // and DMA transfers queue behind each other (trn2 bf16 bench shape: 515 µs with two, 560
+    // with four, 545 with one).
+    let group = [2, 1].into_iter().find(|&g| fits(2 * g, 0)).unwrap_or(1);
     let own_out = fits(2 * group, 0);
     let hold = fits(if own_out { 2 * group } else { group }, affine);
     // bf16 with both a weight and a bias held on chip: the bias joins through the tensor
@@ -257,6 +260,8 @@ enum RowAffine<'a> {
 struct AffineOnPe {
     /// `weight` broadcast across 128 partitions, for the vector engine's product.
     weight: Tile,
+    /// The fp32 identity that adds GpSimd's products into PSUM (see [`GPSIMD_BANKS`]).
+    eye: Tile,
     /// `[1, D]`: `−weight`, the moving operand of the first matmul.
     lead_moving: Tile,
     /// `[2 · PIECES − 1, D]`: `−weight` for the other mean pieces, then `bias` for each `std`
@@ -271,6 +276,12 @@ struct RowFactors {
     /// `[2 · PIECES − 1, rows]`: the mean's other pieces, then those of `std`.
     rest: Tile,
 }
+
+/// `(k, m)`: `k` of every `m` PSUM banks take step 1 on GpSimd instead (the exact products
+/// into an SBUF fp32 tile, added into the bank by an fp32 identity matmul), which balances the
+/// vector engine (also computing the statistics) against the tensor engine (trn2 bf16 bench
+/// shape: 579 → 515 µs with one bank in four; 566 with one in three, 542 with one in eight).
+const GPSIMD_BANKS: (usize, usize) = (1, 4);
 
 /// bf16 pieces per fp32 value: 3 × 8 significant bits carry all 24 (with two pieces of `std`,
 /// its 2⁻¹⁷ error alone flipped the rounding of 0.14% of the outputs against ATen's).
@@ -294,6 +305,7 @@ impl AffineOnPe {
         );
         AffineOnPe {
             weight: broadcast_weight(weight, n, d),
+            eye: identity(DType::F32),
             lead_moving,
             rest_moving,
         }
@@ -327,12 +339,14 @@ impl AffineOnPe {
         for c0 in (0..d).step_by(PSUM_BANK_FMAX) {
             let cols = PSUM_BANK_FMAX.min(d - c0);
             let acc = psum([p, cols], DType::F32);
-            tensor_tensor(
-                &acc,
-                xt.cols(c0, cols),
-                self.weight.rows(p).cols(c0, cols),
-                BinOp::Multiply,
-            );
+            let (x, w) = (xt.cols(c0, cols), self.weight.rows(p).cols(c0, cols));
+            if (c0 / PSUM_BANK_FMAX) % GPSIMD_BANKS.1 < GPSIMD_BANKS.0 {
+                let xw = sbuf([p, cols], DType::F32);
+                tensor_tensor(&xw, x, w, BinOp::Multiply).on(ElementwiseEngine::GpSimd);
+                nc_matmul(&acc, self.eye.rows(p).cols(0, p), &xw, false);
+            } else {
+                tensor_tensor(&acc, x, w, BinOp::Multiply);
+            }
             nc_matmul(&acc, &factors.lead, self.lead_moving.cols(c0, cols), true);
             nc_matmul(&acc, &factors.rest, self.rest_moving.cols(c0, cols), true);
             activation(yt.cols(c0, cols), ActFn::Identity, &acc, None, rstd);

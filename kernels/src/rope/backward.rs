@@ -11,6 +11,7 @@
 //! engine; the vector engine then only forms products, and GpSimd takes `g · x`.
 
 use super::{chunks, for_each_head_group, half_pairs, head_rows, positions_per_row, rotated_sin};
+use crate::tiling::identity;
 use nki_core::prelude::*;
 
 /// Most elements of a backward tile row: the two position sums take two PSUM banks each at
@@ -49,15 +50,6 @@ impl Placement {
             scalar_halves,
         }
     }
-}
-
-/// `[P, P]` identity matrix in `dtype`: the stationary operand that makes `nc_matmul` an add.
-fn identity(dtype: DType) -> Tile {
-    let diff = sbuf([PMAX, PMAX], DType::F32);
-    iota(&diff, 0, 1, -1);
-    let eye = sbuf([PMAX, PMAX], dtype);
-    tensor_scalar(&eye, &diff, BinOp::Equal, 0.0);
-    eye
 }
 
 /// The PSUM-bank-sized column pieces `(start, width)` of a `width`-column tile.
