@@ -8,13 +8,15 @@
 //! `grad_weight = Σ_rows rstd · grad_y · x`, a matmul with the row tile's `rstd` column as the
 //! stationary operand. LayerNorm is the same on the centred `x − mean`, with `b = −Σ ĝ / D`
 //! added: `grad_x = rstd · (ĝ + k · (x − mean) + b)` (its `rstd · (ĝ − mean(ĝ) − x̂ ·
-//! mean(ĝ · x̂))`), `grad_weight = Σ_rows rstd · grad_y · (x − mean)`; its bias gradient is the
-//! caller's.
+//! mean(ĝ · x̂))`), `grad_weight = Σ_rows rstd · grad_y · (x − mean)` and `grad_bias =
+//! Σ_rows grad_y`, both in one PSUM bank per 512 columns.
 //!
 //! Per 1024-column piece: `ĝ` and `grad_y · x` on the vector engine (RMSNorm's `ĝ` in the input
-//! dtype, as autograd rounds it; every fourth piece's `grad_y · x` on GpSimd), `ĝ · x` on the
-//! other of the two, its row sum and the final `· rstd` on the scalar engine, and `ĝ + k · x` as
-//! one `scalar_tensor_tensor` (with `grad_h`, `(ĝ + k · x) · rstd + grad_h` is a second one).
+//! dtype, as autograd rounds it; every fourth piece's `grad_y · x` on GpSimd), `ĝ · x` on
+//! GpSimd, its row sum and the final `· rstd` on the scalar engine, and `ĝ + k · x` as one
+//! `scalar_tensor_tensor` (with `grad_h`, `(ĝ + k · x) · rstd + grad_h` is a second one).
+//! LayerNorm's fp32 `ĝ`, centring and `Σ ĝ` stay on the vector engine, and both its fp32
+//! products go to GpSimd.
 
 use super::{broadcast_weight, chunk_of};
 use crate::tiling::rows_of;
@@ -67,10 +69,10 @@ pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
     // the products accordingly.
     let centred = mean.is_some();
     let ghat_dt = if centred { DType::F32 } else { dt };
-    let (product_engine, s_engine) = if centred {
-        (ElementwiseEngine::GpSimd, ElementwiseEngine::Vector)
+    let product_engine = if centred {
+        ElementwiseEngine::GpSimd
     } else {
-        (ElementwiseEngine::Vector, ElementwiseEngine::GpSimd)
+        ElementwiseEngine::Vector
     };
     let grad_w = shared_hbm(&[d], dt);
     let grad_b = with_bias.then(|| shared_hbm(&[d], dt));
@@ -84,30 +86,28 @@ pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
         .step_by(PSUM_BANK_FMAX)
         .map(|c0| (c0, PSUM_BANK_FMAX.min(d - c0)))
         .collect();
+    // One PSUM bank per 512 columns, summing over row tiles: the weight gradient in its first
+    // partition and, for LayerNorm, the bias gradient in its second. Each matmul's stationary
+    // operand has its factor in the column of the partition it feeds and zero in the other.
+    let acc_rows = 1 + usize::from(with_bias);
     let accs: Vec<Tile> = banks
         .iter()
-        .map(|&(_, cols)| psum([1, cols], DType::F32))
+        .map(|&(_, cols)| psum([acc_rows, cols], DType::F32))
         .collect();
     for acc in &accs {
         memset(acc, 0.0);
     }
-    // The bias gradient's running sums over row tiles, per partition and column piece, in fp32
-    // on GpSimd; summed over the partitions on the tensor engine at the end.
-    let bias_sums: Vec<Tile> = match with_bias {
-        true => pieces(d)
-            .map(|(_, cols)| {
-                let t = sbuf([n.min(PMAX), cols], DType::F32);
-                memset(&t, 0.0);
-                t
-            })
-            .collect(),
-        false => Vec::new(),
-    };
+    let bias_stationary = with_bias.then(|| {
+        let t = sbuf([n.min(PMAX), 2], dt);
+        memset(t.cols(0, 1), 0.0);
+        memset(t.cols(1, 1), 1.0);
+        t
+    });
     // Row tiles in groups, software-pipelined in three stages (the engines run their
     // instructions in order): tile i + 2's products and row sums, tile i + 1's `k · x`, and
     // tile i's output are issued together, the last stage first, so no engine waits for
     // another's pass over the same tile.
-    let held = d * dt.size_bytes() + if with_bias { d * 4 } else { 0 };
+    let held = d * dt.size_bytes();
     let budget = current_target().sbuf_bytes_per_partition() - held - 16 * 1024;
     let per_tile = tile_bytes(d, dt, extra.is_some(), mean.is_some());
     let group = [4, 3, 2, 1]
@@ -129,6 +129,16 @@ pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
             };
             let r = sbuf([p, 1], DType::F32);
             dma_copy(&r, rv.clone().rows(rows.start.clone(), p));
+            // The weight gradient's stationary operand: rstd, then a zero column for the bias.
+            let weight_stationary = match with_bias {
+                true => {
+                    let t = sbuf([p, 2], DType::F32);
+                    tensor_copy(t.cols(0, 1), &r);
+                    memset(t.cols(1, 1), 0.0);
+                    t
+                }
+                false => r.clone(),
+            };
             let mu = mv.as_ref().map(|mv| {
                 let mu = sbuf([p, 1], DType::F32);
                 dma_copy(&mu, mv.clone().rows(rows.start.clone(), p));
@@ -173,19 +183,18 @@ pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
                         _ => product_engine,
                     };
                     tensor_tensor(&gx, &gt, &xt, BinOp::Multiply).on(engine);
-                    if let Some(sums) = bias_sums.get(c0 / DMA_COLS) {
-                        let rows = sums.rows(p);
-                        tensor_tensor(rows.clone(), rows, &gt, BinOp::Add)
-                            .on(ElementwiseEngine::GpSimd);
-                    }
                     for (acc, &(b0, bcols)) in accs.iter().zip(&banks) {
                         if (c0..c0 + cols).contains(&b0) {
-                            nc_matmul(acc, &r, gx.cols(b0 - c0, bcols), true);
+                            nc_matmul(acc, &weight_stationary, gx.cols(b0 - c0, bcols), true);
+                            if let Some(ones) = &bias_stationary {
+                                nc_matmul(acc, ones.rows(p), gt.cols(b0 - c0, bcols), true);
+                            }
                         }
                     }
                     // S = Σ ĝ · x: the exact fp32 products, summed on the scalar engine.
                     let scratch = sbuf([p, cols], DType::F32);
-                    tensor_tensor(&scratch, &ghat, &xt, BinOp::Multiply).on(s_engine);
+                    tensor_tensor(&scratch, &ghat, &xt, BinOp::Multiply)
+                        .on(ElementwiseEngine::GpSimd);
                     let s = sbuf([p, 1], DType::F32);
                     activation_reduce(
                         &scratch,
@@ -283,21 +292,18 @@ pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
             }
         }
     });
-    let store = |acc: &Tile, out: &Hbm, c0: usize, cols: usize| {
-        let res = sbuf([1, cols], dt);
-        tensor_copy(&res, acc);
-        dma_copy(out.reshape(&[1, d]).cols(c0, cols), &res);
-    };
     for (acc, &(c0, cols)) in accs.iter().zip(&banks) {
-        store(acc, &grad_w, c0, cols);
-    }
-    if let Some(grad_b) = &grad_b {
-        let ones = sbuf([n.min(PMAX), 1], DType::F32);
-        memset(&ones, 1.0);
-        for (acc, &(c0, cols)) in accs.iter().zip(&banks) {
-            let sums = &bias_sums[c0 / DMA_COLS];
-            nc_matmul(acc, &ones, sums.cols(c0 % DMA_COLS, cols), false);
-            store(acc, grad_b, c0, cols);
+        let res = sbuf([acc_rows, cols], dt);
+        tensor_copy(&res, acc);
+        for (row, out) in [Some(&grad_w), grad_b.as_ref()]
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            dma_copy(
+                out.reshape(&[1, d]).cols(c0, cols),
+                res.region().slice(row, 1, 0, cols),
+            );
         }
     }
     (grad_w, grad_b)
