@@ -78,3 +78,11 @@ pub fn identity(dtype: DType) -> Tile {
     tensor_scalar(&eye, &diff, BinOp::Equal, 0.0);
     eye
 }
+
+/// The PSUM-bank-sized column pieces `(start, width)` of `width` columns: one fp32 matmul
+/// output (at most [`PSUM_BANK_FMAX`] columns) each.
+pub fn psum_banks(width: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..width)
+        .step_by(PSUM_BANK_FMAX)
+        .map(move |c0| (c0, PSUM_BANK_FMAX.min(width - c0)))
+}

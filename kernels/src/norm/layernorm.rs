@@ -7,7 +7,7 @@
 //! as ATen's Welford-style moments do. The backward's sums run in 2048-column chunks in fp32.
 
 use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of};
-use crate::tiling::{CHUNK, column_chunks, identity, keeps_rows, rows_of, transposed};
+use crate::tiling::{CHUNK, column_chunks, identity, keeps_rows, psum_banks, rows_of, transposed};
 use nki_core::prelude::*;
 
 /// LayerNorm over the last dim: `(x − mean) · rsqrt(var + eps) · weight + bias` (biased
@@ -336,8 +336,7 @@ impl AffineOnPe {
     /// `yt = (xt · weight − mean ⊗ weight + std ⊗ bias) · rstd`, chunk by chunk through PSUM.
     fn apply(&self, yt: &Tile, xt: &Tile, factors: &RowFactors, rstd: &Tile) {
         let [p, d] = xt.shape();
-        for c0 in (0..d).step_by(PSUM_BANK_FMAX) {
-            let cols = PSUM_BANK_FMAX.min(d - c0);
+        for (c0, cols) in psum_banks(d) {
             let acc = psum([p, cols], DType::F32);
             let (x, w) = (xt.cols(c0, cols), self.weight.rows(p).cols(c0, cols));
             if (c0 / PSUM_BANK_FMAX) % GPSIMD_BANKS.1 < GPSIMD_BANKS.0 {

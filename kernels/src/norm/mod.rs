@@ -9,7 +9,7 @@ pub mod rmsnorm;
 pub use layernorm::*;
 pub use rmsnorm::*;
 
-use crate::tiling::{CHUNK, column_chunks};
+use crate::tiling::{CHUNK, column_chunks, psum_banks};
 use nki_core::prelude::*;
 
 /// `weight` `[D]` loaded once into SBUF, broadcast across the partitions a row tile uses.
@@ -87,10 +87,7 @@ fn affine_gradients(g: &AffineGrads) {
     let ones_dt = sbuf([n.min(PMAX), 1], dt);
     memset(&ones_dt, 1.0);
     for_each_tile(d, PSUM_BANK_FMAX * per_block, |blk| {
-        let banks: Vec<(usize, usize)> = (0..blk.size)
-            .step_by(PSUM_BANK_FMAX)
-            .map(|c0| (c0, PSUM_BANK_FMAX.min(blk.size - c0)))
-            .collect();
+        let banks: Vec<(usize, usize)> = psum_banks(blk.size).collect();
         let accs: Vec<Vec<Tile>> = outs
             .iter()
             .map(|o| match o {

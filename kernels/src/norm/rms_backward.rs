@@ -19,7 +19,7 @@
 //! products go to GpSimd.
 
 use super::{broadcast_weight, chunk_of};
-use crate::tiling::rows_of;
+use crate::tiling::{psum_banks, rows_of};
 use nki_core::prelude::*;
 
 /// Whether rows of `d` columns take this path: `[1, d]` fp32 fits the PSUM banks.
@@ -82,10 +82,7 @@ pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
     let ev = extra.map(|e| e.reshape(&[n, d]));
     let dxvs: Vec<HbmView> = grad_x_outs.iter().map(|t| t.reshape(&[n, d])).collect();
     let w = weight.map(|w| broadcast_weight(w, n, d));
-    let banks: Vec<(usize, usize)> = (0..d)
-        .step_by(PSUM_BANK_FMAX)
-        .map(|c0| (c0, PSUM_BANK_FMAX.min(d - c0)))
-        .collect();
+    let banks: Vec<(usize, usize)> = psum_banks(d).collect();
     // One PSUM bank per 512 columns, summing over row tiles: the weight gradient in its first
     // partition and, for LayerNorm, the bias gradient in its second. Each matmul's stationary
     // operand has its factor in the column of the partition it feeds and zero in the other.

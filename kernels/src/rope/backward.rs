@@ -11,7 +11,7 @@
 //! engine; the vector engine then only forms products, and GpSimd takes `g · x`.
 
 use super::{chunks, for_each_head_group, half_pairs, head_rows, positions_per_row, rotated_sin};
-use crate::tiling::identity;
+use crate::tiling::{identity, psum_banks};
 use nki_core::prelude::*;
 
 /// Most elements of a backward tile row: the two position sums take two PSUM banks each at
@@ -52,13 +52,6 @@ impl Placement {
     }
 }
 
-/// The PSUM-bank-sized column pieces `(start, width)` of a `width`-column tile.
-fn banks(width: usize) -> impl Iterator<Item = (usize, usize)> {
-    (0..width)
-        .step_by(PSUM_BANK_FMAX)
-        .map(move |c0| (c0, PSUM_BANK_FMAX.min(width - c0)))
-}
-
 /// An fp32 `[rows, width]` sum over heads: PSUM banks added to by identity matmuls (with the
 /// `[rows, rows]` identity as stationary), or one SBUF tile added to on GpSimd.
 enum HeadSum {
@@ -74,7 +67,7 @@ impl HeadSum {
     fn new(rows: usize, width: usize, eye: Option<&Tile>) -> HeadSum {
         match eye {
             Some(eye) => HeadSum::Psum {
-                banks: banks(width)
+                banks: psum_banks(width)
                     .map(|(c0, n)| {
                         let bank = psum([rows, n], DType::F32);
                         memset(&bank, 0.0);
@@ -183,7 +176,7 @@ fn finish_head(
     let grad = sbuf([rows, width], t.g_cos.dtype());
     match eye {
         Some(eye) if placement.rotation_in_psum => {
-            for (c0, n) in banks(width) {
+            for (c0, n) in psum_banks(width) {
                 let bank = psum([rows, n], DType::F32);
                 let stationary = eye.rows(rows).cols(0, rows);
                 nc_matmul(&bank, &stationary, t.g_cos.cols(c0, n), false);
