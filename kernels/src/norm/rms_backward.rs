@@ -217,15 +217,32 @@ pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
         // Stage B: k = −rstd² · S / D per row (and LayerNorm's `rstd · b`, `b = −Σ ĝ / D`).
         let scaled = |t: RowTile| {
             let p = t.rows.size;
-            let total = sbuf([p, 1], DType::F32);
-            tensor_copy(&total, &t.chunks[0].s);
-            for c in &t.chunks[1..] {
-                tensor_tensor(&total, &total, &c.s, BinOp::Add);
-            }
+            // S summed over the pieces (the first two added directly), and k = S · (−1/D) ·
+            // rstd² in one instruction: few small vector instructions. (Not rstd² on the
+            // scalar engine: in its queue it would wait behind the previous tile's output.)
+            let total = match &t.chunks[..] {
+                [first, second, rest @ ..] => {
+                    let total = sbuf([p, 1], DType::F32);
+                    tensor_tensor(&total, &first.s, &second.s, BinOp::Add);
+                    for c in rest {
+                        tensor_tensor(&total, &total, &c.s, BinOp::Add);
+                    }
+                    total
+                }
+                [only] => only.s.clone(),
+                [] => unreachable!("a row has at least one piece"),
+            };
+            let r2 = sbuf([p, 1], DType::F32);
+            tensor_tensor(&r2, &t.r, &t.r, BinOp::Multiply);
             let k = sbuf([p, 1], DType::F32);
-            tensor_tensor(&k, &t.r, &t.r, BinOp::Multiply);
-            tensor_tensor(&k, &k, &total, BinOp::Multiply);
-            tensor_scalar(&k, &k, BinOp::Multiply, -1.0 / d as f32);
+            scalar_tensor_tensor(
+                &k,
+                &total,
+                BinOp::Multiply,
+                -1.0 / d as f32,
+                BinOp::Multiply,
+                &r2,
+            );
             let rb = t.chunks[0].s1.as_ref().map(|first| {
                 let b = sbuf([p, 1], DType::F32);
                 tensor_copy(&b, first);
