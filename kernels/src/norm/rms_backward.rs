@@ -173,10 +173,12 @@ pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
                     // grad_y · x, summed over the tile's rows (each scaled by its rstd) into the
                     // weight gradient on the tensor engine.
                     let gx = sbuf([p, cols], DType::F32);
-                    // RMSNorm: every fourth piece's product on GpSimd too, which balances it
-                    // with the vector engine (trn2 bf16 bench shape: 826 -> 805 µs).
+                    // RMSNorm with four or more pieces: the first piece of every four has this
+                    // product on GpSimd too, which balances it with the vector engine (trn2
+                    // bf16 bench shape: 826 µs without, 800 with the fourth piece, 762 with
+                    // the first; with fewer pieces GpSimd would become the bound).
                     let engine = match c0 / DMA_COLS % 4 {
-                        3 if !centred => ElementwiseEngine::GpSimd,
+                        0 if !centred && d >= 4 * DMA_COLS => ElementwiseEngine::GpSimd,
                         _ => product_engine,
                     };
                     tensor_tensor(&gx, &gt, &xt, BinOp::Multiply).on(engine);
