@@ -219,21 +219,10 @@ pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
         // Stage B: k = −rstd² · S / D per row (and LayerNorm's `rstd · b`, `b = −Σ ĝ / D`).
         let scaled = |t: RowTile| {
             let p = t.rows.size;
-            // S summed over the pieces (the first two added directly), and k = S · (−1/D) ·
-            // rstd² in one instruction: few small vector instructions. (Not rstd² on the
-            // scalar engine: in its queue it would wait behind the previous tile's output.)
-            let total = match &t.chunks[..] {
-                [first, second, rest @ ..] => {
-                    let total = sbuf([p, 1], DType::F32);
-                    tensor_tensor(&total, &first.s, &second.s, BinOp::Add);
-                    for c in rest {
-                        tensor_tensor(&total, &total, &c.s, BinOp::Add);
-                    }
-                    total
-                }
-                [only] => only.s.clone(),
-                [] => unreachable!("a row has at least one piece"),
-            };
+            // S summed over the pieces, and k = S · (−1/D) · rstd² in one instruction: few
+            // small vector instructions. (Not rstd² on the scalar engine: in its queue it would
+            // wait behind the previous tile's output.)
+            let total = sum_columns(t.chunks.iter().map(|c| &c.s));
             let r2 = sbuf([p, 1], DType::F32);
             tensor_tensor(&r2, &t.r, &t.r, BinOp::Multiply);
             let k = sbuf([p, 1], DType::F32);
@@ -245,16 +234,12 @@ pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
                 BinOp::Multiply,
                 &r2,
             );
-            let rb = t.chunks[0].s1.as_ref().map(|first| {
-                let b = sbuf([p, 1], DType::F32);
-                tensor_copy(&b, first);
-                for c in &t.chunks[1..] {
-                    if let Some(s1) = &c.s1 {
-                        tensor_tensor(&b, &b, s1, BinOp::Add);
-                    }
-                }
-                tensor_scalar(&b, &b, BinOp::Multiply, -1.0 / d as f32).then(BinOp::Multiply, &t.r);
-                b
+            let rb = centred.then(|| {
+                let s1 = sum_columns(t.chunks.iter().filter_map(|c| c.s1.as_ref()));
+                let rb = sbuf([p, 1], DType::F32);
+                tensor_scalar(&rb, &s1, BinOp::Multiply, -1.0 / d as f32)
+                    .then(BinOp::Multiply, &t.r);
+                rb
             });
             Scaled { t, k, rb }
         };
@@ -323,6 +308,21 @@ pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
         }
     }
     (grad_w, grad_b)
+}
+
+/// The sum of `[p, 1]` fp32 columns, added in order (the first itself when there is one).
+fn sum_columns<'t>(columns: impl IntoIterator<Item = &'t Tile>) -> Tile {
+    let mut columns = columns.into_iter();
+    let first = columns.next().expect("a row has at least one piece");
+    let Some(second) = columns.next() else {
+        return first.clone();
+    };
+    let total = sbuf(first.shape(), DType::F32);
+    tensor_tensor(&total, first, second, BinOp::Add);
+    for c in columns {
+        tensor_tensor(&total, &total, c, BinOp::Add);
+    }
+    total
 }
 
 /// A row tile after stage B: `k = −rstd² · S / D` and LayerNorm's `rstd · b`.
