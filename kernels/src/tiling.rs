@@ -21,12 +21,16 @@ pub(crate) fn rows_of(x: &Hbm) -> (usize, usize) {
     (x.numel() / d.max(1), d)
 }
 
+/// `(start, width)` of the consecutive `size`-wide pieces of `0..total`, the last one ragged.
+pub(crate) fn spans(total: usize, size: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..total)
+        .step_by(size.max(1))
+        .map(move |start| (start, size.min(total - start)))
+}
+
 /// `(start, width)` of each [`CHUNK`]-column chunk of a `d`-wide row.
 pub(crate) fn column_chunks(d: usize) -> Vec<(usize, usize)> {
-    (0..d)
-        .step_by(CHUNK)
-        .map(|c0| (c0, CHUNK.min(d - c0)))
-        .collect()
+    spans(d, CHUNK).collect()
 }
 
 /// Views `t` as rows of its last dimension: `[rows, cols]`.
@@ -82,7 +86,5 @@ pub fn identity(dtype: DType) -> Tile {
 /// The PSUM-bank-sized column pieces `(start, width)` of `width` columns: one fp32 matmul
 /// output (at most [`PSUM_BANK_FMAX`] columns) each.
 pub fn psum_banks(width: usize) -> impl Iterator<Item = (usize, usize)> {
-    (0..width)
-        .step_by(PSUM_BANK_FMAX)
-        .map(move |c0| (c0, PSUM_BANK_FMAX.min(width - c0)))
+    spans(width, PSUM_BANK_FMAX)
 }

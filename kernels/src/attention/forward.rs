@@ -51,10 +51,7 @@ pub fn flash_attention(
             let head_row0 = (bg.clone() * group + r) * d.s;
             for_each_query_tile(d.s, QUERY_GROUP, causal, false, |rows| {
                 // The group's 128-row tiles, interleaved by `attend`.
-                let subs: Vec<(usize, usize)> = (0..rows.size)
-                    .step_by(PMAX)
-                    .map(|o| (o, PMAX.min(rows.size - o)))
-                    .collect();
+                let subs: Vec<(usize, usize)> = spans(rows.size, PMAX).collect();
                 let q_ts: Vec<Tile> = subs
                     .iter()
                     .map(|&(o, qs)| {
@@ -359,10 +356,7 @@ impl QueryTile<'_> {
 
 /// `(offset, width)` of the 128-key pieces of a `w`-key block.
 fn key_pieces(w: usize) -> Vec<(usize, usize)> {
-    (0..w)
-        .step_by(PMAX)
-        .map(|c0| (c0, PMAX.min(w - c0)))
-        .collect()
+    spans(w, PMAX).collect()
 }
 
 /// A block after stage 2 of the forward's online softmax.

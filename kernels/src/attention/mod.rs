@@ -35,6 +35,7 @@ mod forward;
 pub use backward::*;
 pub use forward::*;
 
+use crate::tiling::spans;
 pub(crate) use crate::tiling::transposed;
 use nki_core::prelude::*;
 
@@ -110,10 +111,7 @@ impl Dims {
 
     /// `(start, size)` of every 128-key tile.
     fn key_tiles(&self) -> Vec<(usize, usize)> {
-        (0..self.sk)
-            .step_by(PMAX)
-            .map(|k0| (k0, PMAX.min(self.sk - k0)))
-            .collect()
+        spans(self.sk, PMAX).collect()
     }
 }
 

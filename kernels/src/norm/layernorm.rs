@@ -7,7 +7,9 @@
 //! as ATen's Welford-style moments do. The backward's sums run in 2048-column chunks in fp32.
 
 use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of};
-use crate::tiling::{CHUNK, column_chunks, identity, keeps_rows, psum_banks, rows_of, transposed};
+use crate::tiling::{
+    CHUNK, column_chunks, identity, keeps_rows, psum_banks, rows_of, spans, transposed,
+};
 use nki_core::prelude::*;
 
 /// LayerNorm over the last dim: `(x − mean) · rsqrt(var + eps) · weight + bias` (biased
@@ -84,10 +86,7 @@ pub fn layernorm(
     };
     let chunks = column_chunks(d);
     for_each_tile(n, group * PMAX, |span| {
-        let tiles: Vec<(usize, usize)> = (0..span.size)
-            .step_by(PMAX)
-            .map(|o| (o, PMAX.min(span.size - o)))
-            .collect();
+        let tiles: Vec<(usize, usize)> = spans(span.size, PMAX).collect();
         // Stage A: load; mean and variance on the vector engine (`bn_stats` per 512 columns,
         // combined by `bn_aggr`).
         let moments_of = |&(o, p): &(usize, usize)| {

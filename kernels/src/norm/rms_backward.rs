@@ -19,7 +19,7 @@
 //! products go to GpSimd.
 
 use super::{broadcast_weight, chunk_of};
-use crate::tiling::{psum_banks, rows_of};
+use crate::tiling::{psum_banks, rows_of, spans};
 use nki_core::prelude::*;
 
 /// Whether rows of `d` columns take this path: `[1, d]` fp32 fits the PSUM banks.
@@ -112,10 +112,7 @@ pub(super) fn one_pass(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
         .find(|&g| g * per_tile <= budget)
         .unwrap_or(1);
     for_each_tile(n, group * PMAX, |span| {
-        let tiles: Vec<(usize, usize)> = (0..span.size)
-            .step_by(PMAX)
-            .map(|o| (o, PMAX.min(span.size - o)))
-            .collect();
+        let tiles: Vec<(usize, usize)> = spans(span.size, PMAX).collect();
         // Stage A: loads; ĝ on the vector engine; grad_y · x summed over the tile's rows (each
         // scaled by its rstd) into the weight gradient on the tensor engine; S = Σ ĝ · x, the
         // products on one engine and their sum on the scalar engine.
@@ -369,9 +366,7 @@ fn tile_bytes(d: usize, dt: DType, extra: bool, centred: bool) -> usize {
 /// Column pieces of a row for DMA: transfers of at most [`DMA_COLS`] columns spread over the
 /// queues, where one transfer per tile would queue the stores behind the next tiles' loads.
 fn pieces(d: usize) -> impl Iterator<Item = (usize, usize)> {
-    (0..d)
-        .step_by(DMA_COLS)
-        .map(move |c0| (c0, DMA_COLS.min(d - c0)))
+    spans(d, DMA_COLS)
 }
 
 /// Columns per DMA transfer.

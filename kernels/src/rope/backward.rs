@@ -10,7 +10,9 @@
 //! own sum `g · cos + swapped` is also two identity matmuls into PSUM, read back by the scalar
 //! engine; the vector engine then only forms products, and GpSimd takes `g · x`.
 
-use super::{chunks, for_each_head_group, half_pairs, head_rows, positions_per_row, rotated_sin};
+use super::{
+    chunks, for_each_head_group, half_pairs, head_rows, position_tables, positions_per_row,
+};
 use crate::tiling::{identity, psum_banks};
 use nki_core::prelude::*;
 
@@ -224,12 +226,8 @@ pub fn rope_backward(
     let (rows, width) = (s / per_row, per_row * d);
     let placement = Placement::new(width, d, dt);
     let eye = placement.sums_in_psum.then(|| identity(dt));
-    let [cv, sv] = [cos, sin].map(|t| t.reshape(&[rows, width]));
     for_each_tile(rows, PMAX, |pos| {
-        let (ct, st) = (sbuf([pos.size, width], dt), sbuf([pos.size, width], dt));
-        dma_copy(&ct, cv.clone().rows(pos.start.clone(), pos.size));
-        dma_copy(&st, sv.clone().rows(pos.start.clone(), pos.size));
-        let rsin = rotated_sin(&st, d, true);
+        let (ct, rsin) = position_tables(cos, sin, width, &pos, true);
         let sums = [0, 1].map(|_| HeadSum::new(pos.size, width, eye.as_ref()));
         // The heads software-pipelined one deep: head j + 1's swaps and products are issued
         // before head j's sums, so the tensor and scalar engines work on head j while the

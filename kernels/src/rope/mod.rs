@@ -121,6 +121,28 @@ fn rotated_sin(sin: &Tile, d: usize, backward: bool) -> Tile {
     rs
 }
 
+/// The `cos` rows of position tile `pos` (`[pos.size, width]`, positions viewed as `width`-wide
+/// rows) and the matching [`rotated_sin`], for the forward or the backward.
+fn position_tables(
+    cos: &Hbm,
+    sin: &Hbm,
+    width: usize,
+    pos: &TileSpan,
+    backward: bool,
+) -> (Tile, Tile) {
+    let (rows, d, dt) = (cos.numel() / width.max(1), cos.dim(1), cos.dtype());
+    let [ct, st] = [cos, sin].map(|t| {
+        let tile = sbuf([pos.size, width], dt);
+        dma_copy(
+            &tile,
+            t.reshape(&[rows, width]).rows(pos.start.clone(), pos.size),
+        );
+        tile
+    });
+    let rsin = rotated_sin(&st, d, backward);
+    (ct, rsin)
+}
+
 /// Heads per software-pipelined group (see [`for_each_head_group`]): the group is unrolled and
 /// the groups are a loop, so a program's size does not grow with the number of heads. The
 /// pipeline drains at each group's end (forward, trn2 bf16 bench shape: 664 µs with 8, 635 µs
@@ -158,12 +180,8 @@ fn apply(xs: &[(&Hbm, &Hbm)], cos: &Hbm, sin: &Hbm) {
     let dt = cos.dtype();
     let per_row = positions_per_row(s, d, MAX_ROW_BYTES / dt.size_bytes());
     let (rows, width) = (s / per_row, per_row * d);
-    let [cv, sv] = [cos, sin].map(|t| t.reshape(&[rows, width]));
     for_each_tile(rows, PMAX, |pos| {
-        let (ct, st) = (sbuf([pos.size, width], dt), sbuf([pos.size, width], dt));
-        dma_copy(&ct, cv.clone().rows(pos.start.clone(), pos.size));
-        dma_copy(&st, sv.clone().rows(pos.start.clone(), pos.size));
-        let rsin = rotated_sin(&st, d, false);
+        let (ct, rsin) = position_tables(cos, sin, width, &pos, false);
         // The heads listed, software-pipelined one deep: head j + 1's products are issued
         // before head j's sum, so the vector engine works on the next head while GpSimd
         // finishes this one's half swaps.
