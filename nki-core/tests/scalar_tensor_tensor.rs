@@ -3,7 +3,11 @@
 //! followed by a `tensor_tensor` (the intermediate stays fp32, the result is rounded once), with
 //! a column or an immediate `operand0`, in place or not, on one thread or split across rows;
 //! operands are checked when traced, PSUM inputs when validated; the cost model charges it as a
-//! two-input vector instruction; codegen emits the NKI call.
+//! two-input vector instruction; codegen emits the NKI call. With a free-dim reduction
+//! (`scalar_tensor_tensor_reduce`), `reduce_res` gets each row's fp32 results reduced before
+//! they are rounded to `dst` (the bits of `tensor_reduce` over an fp32 result), for each
+//! reduction operator; a bad operator or `reduce_res` shape is a trace error; the reduction
+//! costs 64 more vector cycles; codegen adds `reduce_op=`/`reduce_res=`.
 
 use nki_core::NkiError;
 use nki_core::codegen::emit_nki;
@@ -373,6 +377,257 @@ fn codegen_emits_the_nki_call() {
         src.contains(
             "nisa.scalar_tensor_tensor(dst=t3, data=t0, op0=nl.subtract, operand0=t1, \
              op1=nl.multiply, operand1=t2)  # nki-core/tests/scalar_tensor_tensor.rs:"
+        ),
+        "{src}"
+    );
+}
+
+/// How a program computes `r = (x · c) + y` and a reduction of each row of `r`.
+#[derive(Clone, Copy, Debug)]
+enum ReduceForm {
+    /// One `scalar_tensor_tensor_reduce`, into a fresh tile.
+    Fused,
+    /// The same writing over `x`'s tile.
+    FusedInPlace,
+    /// `tensor_scalar` and `tensor_tensor` into fp32 tiles, `tensor_reduce` of the fp32 result,
+    /// and a `tensor_copy` to the output dtype.
+    Steps,
+}
+
+/// bf16 `x`, fp32 `c`, bf16 `y` `[rows, cols]`; outputs the bf16 `r` and an fp32 `[rows, 1]`
+/// reduction of it with `reduce_op`, computed in `form`.
+fn reduce_program(rows: usize, cols: usize, reduce_op: BinOp, form: ReduceForm) -> Program {
+    let bf16 = DType::BF16;
+    trace("k", Target::Trn2, &specs(rows, cols, bf16, bf16), |h| {
+        let (out, out_res) = (
+            shared_hbm(&[rows, cols], bf16),
+            shared_hbm(&[rows, 1], DType::F32),
+        );
+        let (x, c, y) = (
+            sbuf([rows, cols], bf16),
+            sbuf([rows, 1], DType::F32),
+            sbuf([rows, cols], bf16),
+        );
+        dma_copy(&x, &h[0]);
+        dma_copy(&c, &h[1]);
+        dma_copy(&y, &h[2]);
+        let res = sbuf([rows, 1], DType::F32);
+        let (mul, add) = (BinOp::Multiply, BinOp::Add);
+        let dst = match form {
+            ReduceForm::Fused => {
+                let dst = sbuf([rows, cols], bf16);
+                scalar_tensor_tensor_reduce(&dst, &x, mul, &c, add, &y, reduce_op, &res);
+                dst
+            }
+            ReduceForm::FusedInPlace => {
+                scalar_tensor_tensor_reduce(&x, &x, mul, &c, add, &y, reduce_op, &res);
+                x
+            }
+            ReduceForm::Steps => {
+                let tmp = sbuf([rows, cols], DType::F32);
+                tensor_scalar(&tmp, &x, mul, &c);
+                tensor_tensor(&tmp, &tmp, &y, add);
+                tensor_reduce(&res, reduce_op, &tmp, 1, false);
+                let dst = sbuf([rows, cols], bf16);
+                tensor_copy(&dst, &tmp);
+                dst
+            }
+        };
+        dma_copy(&out, &dst);
+        dma_copy(&out_res, &res);
+        vec![out, out_res]
+    })
+    .unwrap()
+}
+
+/// The two outputs of a [`reduce_program`]: `r` and the reductions, as f32s.
+fn run_reduce(p: &Program, x: &[f32], c: &[f32], y: &[f32], opts: SimOptions<'_>) -> [Vec<f32>; 2] {
+    let inputs = [
+        encode(DType::BF16, x),
+        encode(DType::F32, c),
+        encode(DType::BF16, y),
+    ];
+    let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let out = simulate_to_vecs(p, &refs, opts).unwrap();
+    let read = |bytes: &[u8], dtype: DType| {
+        (0..bytes.len() / dtype.size_bytes())
+            .map(|i| dtype.read(bytes, i))
+            .collect()
+    };
+    [read(&out[0], DType::BF16), read(&out[1], DType::F32)]
+}
+
+/// Inputs whose `r = x · c + y` lies in about [0.7, 1.3] with many mantissa bits (so rounding
+/// it to bf16 shows, and a product of a few hundred stays finite): `x`, `c`, `y`.
+fn reduce_inputs(rows: usize, cols: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let x = values(rows * cols, 11);
+    let c: Vec<f32> = values(rows, 12).iter().map(|v| v / 64.0).collect();
+    let y: Vec<f32> = values(rows * cols, 13)
+        .iter()
+        .map(|v| 1.0 + v / 64.0)
+        .collect();
+    (x, c, y)
+}
+
+/// The hand-computed reference: each row's fp32 results `r` (from the bf16-rounded inputs) and
+/// the row's `r` rounded to bf16.
+fn reference_rows(cols: usize, (x, c, y): (&[f32], &[f32], &[f32])) -> Vec<(Vec<f32>, Vec<f32>)> {
+    let bf16 = |v: f32| DType::BF16.round(v);
+    c.iter()
+        .enumerate()
+        .map(|(row, &c)| {
+            let at = |v: &[f32], i: usize| bf16(v[row * cols + i]);
+            let r: Vec<f32> = (0..cols).map(|i| at(x, i) * c + at(y, i)).collect();
+            let rounded = r.iter().map(|&v| bf16(v)).collect();
+            (r, rounded)
+        })
+        .collect()
+}
+
+/// `reduce_op` over `row` in f64 (in order).
+fn reduce_f64(reduce_op: BinOp, row: &[f32]) -> f64 {
+    let row = row.iter().map(|&v| f64::from(v));
+    match reduce_op {
+        BinOp::Add => row.sum(),
+        BinOp::Multiply => row.product(),
+        BinOp::Maximum => row.fold(f64::NEG_INFINITY, f64::max),
+        BinOp::Minimum => row.fold(f64::INFINITY, f64::min),
+        other => panic!("{other:?} is not a reduction"),
+    }
+}
+
+#[test]
+fn the_reduction_is_of_the_fp32_results_before_they_are_rounded_to_dst() {
+    // [5, 37] runs row by row; [128, 512] is large enough to split its rows across threads.
+    for (rows, cols) in [(5, 37), (128, 512)] {
+        let (x, c, y) = reduce_inputs(rows, cols);
+        let reference = reference_rows(cols, (&x, &c, &y));
+        let want_dst: Vec<f32> = reference.iter().flat_map(|(_, d)| d.clone()).collect();
+        for reduce_op in [BinOp::Add, BinOp::Multiply, BinOp::Maximum, BinOp::Minimum] {
+            let steps = reduce_program(rows, cols, reduce_op, ReduceForm::Steps);
+            let [_, steps_res] = run_reduce(&steps, &x, &c, &y, SimOptions::default());
+            let mut rounded_differs = false;
+            for form in [ReduceForm::Fused, ReduceForm::FusedInPlace] {
+                let p = reduce_program(rows, cols, reduce_op, form);
+                validate(&p).unwrap();
+                for parallel in [true, false] {
+                    let opts = SimOptions {
+                        parallel,
+                        ..SimOptions::default()
+                    };
+                    let what = format!("{rows}x{cols} {reduce_op:?} {form:?} parallel {parallel}");
+                    let [dst, res] = run_reduce(&p, &x, &c, &y, opts);
+                    // dst is the plain instruction's; the reduction the same bits as
+                    // tensor_reduce of the fp32 result.
+                    assert!(dst == want_dst, "{what}");
+                    assert!(res == steps_res, "{what}");
+                    for (row, (r, rounded)) in reference.iter().enumerate() {
+                        let (want, of_rounded) =
+                            (reduce_f64(reduce_op, r), reduce_f64(reduce_op, rounded));
+                        let got = f64::from(res[row]);
+                        // fp32 rounding of a sum or product of these values is far below
+                        // this; bf16 rounding of each term is not.
+                        let tol = 1e-5 * want.abs().max(1.0);
+                        assert!(
+                            (got - want).abs() <= tol,
+                            "{what} row {row}: {got} vs {want}"
+                        );
+                        rounded_differs |= (of_rounded - want).abs() > tol;
+                    }
+                }
+            }
+            // The inputs are such that reducing the rounded dst instead would be observable.
+            assert!(rounded_differs, "{rows}x{cols} {reduce_op:?}");
+        }
+    }
+}
+
+#[test]
+fn max_and_min_reductions_are_exact() {
+    let (rows, cols) = (6, 50);
+    let (x, c, y) = reduce_inputs(rows, cols);
+    let reference = reference_rows(cols, (&x, &c, &y));
+    for reduce_op in [BinOp::Maximum, BinOp::Minimum] {
+        let p = reduce_program(rows, cols, reduce_op, ReduceForm::Fused);
+        let [_, res] = run_reduce(&p, &x, &c, &y, SimOptions::default());
+        let want: Vec<f32> = reference
+            .iter()
+            .map(|(r, _)| reduce_f64(reduce_op, r) as f32)
+            .collect();
+        assert_eq!(res, want, "{reduce_op:?}");
+    }
+}
+
+#[test]
+fn reduce_operands_are_checked_when_traced() {
+    let reduce = |res: [usize; 2], reduce_op: BinOp| {
+        trace_error(move || {
+            let (x, y) = (sbuf([4, 8], DType::F32), sbuf([4, 8], DType::F32));
+            let res = sbuf(res, DType::F32);
+            let (mul, add) = (BinOp::Multiply, BinOp::Add);
+            scalar_tensor_tensor_reduce(&x, &x, mul, 2.0, add, &y, reduce_op, &res);
+        })
+    };
+    for bad in [BinOp::Subtract, BinOp::Divide, BinOp::Greater] {
+        let e = reduce([4, 1], bad);
+        assert!(
+            e.contains(&format!(
+                "scalar_tensor_tensor: {bad:?} is not a reduction operator"
+            )),
+            "{e}"
+        );
+    }
+    let e = reduce([4, 2], BinOp::Add);
+    assert!(
+        e.contains("scalar_tensor_tensor: reduce_res must be a (4, 1) column, got shape [4, 2]"),
+        "{e}"
+    );
+    let e = reduce([2, 1], BinOp::Maximum);
+    assert!(
+        e.contains("scalar_tensor_tensor: reduce_res must be a (4, 1) column, got shape [2, 1]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_reduction_adds_one_fixed_vector_cost_and_keeps_the_rate() {
+    for (rows, cols) in [(128, 1000), (16, 100)] {
+        let plain = program(
+            rows,
+            cols,
+            (DType::BF16, DType::BF16, DType::BF16),
+            (BinOp::Multiply, BinOp::Add),
+            Form::Fused,
+        );
+        let (_, plain_ns) = stt_slice(&plain);
+        // All-bf16 streams at 4 per lane per cycle: the fp32 (P, 1) reduce_res does not slow it.
+        let want_plain = (64.0 + 2.0 * (cols as f64 / 4.0).ceil()) / 0.96;
+        assert!(
+            (plain_ns - want_plain).abs() < 1e-6,
+            "{plain_ns} vs {want_plain}"
+        );
+        for reduce_op in [BinOp::Add, BinOp::Maximum] {
+            let fused = reduce_program(rows, cols, reduce_op, ReduceForm::Fused);
+            let (engine, ns) = stt_slice(&fused);
+            assert_eq!(engine, Engine::Vector);
+            let want = plain_ns + 64.0 / 0.96;
+            assert!(
+                (ns - want).abs() < 1e-6,
+                "{rows}x{cols} {reduce_op:?}: {ns} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn codegen_emits_the_reduce_keywords() {
+    let p = reduce_program(4, 8, BinOp::Maximum, ReduceForm::Fused);
+    let src = emit_nki(&p);
+    assert!(
+        src.contains(
+            "nisa.scalar_tensor_tensor(dst=t4, data=t0, op0=nl.multiply, operand0=t1, \
+             op1=nl.add, operand1=t2, reduce_op=nl.maximum, reduce_res=t3)  \
+             # nki-core/tests/scalar_tensor_tensor.rs:"
         ),
         "{src}"
     );

@@ -75,7 +75,7 @@ def _calls() -> dict[str, Callable[[], object]]:
         "Tracer.tensor_tensor": _with_tile(lambda t, r: t.tensor_tensor(r, r, r, "add", "vector", *AT)),
         "Tracer.tensor_scalar": _with_tile(lambda t, r: t.tensor_scalar(r, r, "add", 1.0, None, None, *AT)),
         "Tracer.scalar_tensor_tensor": _with_tile(
-            lambda t, r: t.scalar_tensor_tensor(r, r, "multiply", col(t), "add", r, *AT)
+            lambda t, r: t.scalar_tensor_tensor(r, r, "multiply", col(t), "add", r, None, None, *AT)
         ),
         "Tracer.activation": _with_tile(lambda t, r: t.activation(r, "exp", r, None, 1.0, None, None, *AT)),
         "Tracer.tensor_reduce": _with_tile(

@@ -590,3 +590,115 @@ def test_scalar_tensor_tensor_errors() -> None:
                 )
             )
         )(x)
+
+
+@nki.jit
+def mix_with_row_stats(x, c, y):
+    """``out = x * c + y`` with, per row, the max of ``x * c + y`` and the sum of ``(x - 0.5) * y``
+    (each over the fp32 results) in ``stats`` ``[P, 2]``: ``scalar_tensor_tensor`` with
+    ``reduce_op``/``reduce_res``."""
+    p = x.shape[0]
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    stats = nl.ndarray((p, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    tx, tc, ty = nl.load(x), nl.load(c), nl.load(y)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    u = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    s = nl.ndarray((p, 2), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.scalar_tensor_tensor(
+        dst=t,
+        data=tx,
+        op0=nl.multiply,
+        operand0=tc,
+        op1=nl.add,
+        operand1=ty,
+        reduce_op=nl.maximum,
+        reduce_res=s[:, 0:1],
+    )
+    nisa.scalar_tensor_tensor(
+        dst=u,
+        data=tx,
+        op0=nl.subtract,
+        operand0=0.5,
+        op1=nl.multiply,
+        operand1=ty,
+        reduce_op=nl.add,
+        reduce_res=s[:, 1:2],
+    )
+    nl.store(out, value=t)
+    nl.store(stats, value=s)
+    return out, stats
+
+
+def test_scalar_tensor_tensor_reduce_matches_numpy_and_torch_and_traces_back() -> None:
+    x, c, y = _rand(100, 70, seed=7), _rand(100, 1, seed=8), _rand(100, 70, seed=9)
+    out, stats = nki.simulate(mix_with_row_stats)(x, c, y)
+    r = x * c + y
+    np.testing.assert_array_equal(out, r)
+    np.testing.assert_array_equal(stats[:, 0], r.max(axis=1))
+    np.testing.assert_allclose(stats[:, 1], ((x - np.float32(0.5)) * y).sum(axis=1), rtol=1e-5, atol=1e-5)
+
+    # bf16 tiles: dst is rounded to bf16, the reductions are of the fp32 results.
+    xb, yb = torch.from_numpy(x).to(torch.bfloat16), torch.from_numpy(y).to(torch.bfloat16)
+    cf = torch.from_numpy(c) * 3.3
+    out_bf16, stats_bf16 = mix_with_row_stats(xb, cf, yb)
+    assert out_bf16.dtype == torch.bfloat16 and stats_bf16.dtype == torch.float32
+    rf = xb.float() * cf + yb.float()
+    torch.testing.assert_close(out_bf16, rf.to(torch.bfloat16), rtol=0, atol=0)
+    torch.testing.assert_close(stats_bf16[:, 0], rf.max(dim=1).values, rtol=0, atol=0)
+    assert not torch.equal(stats_bf16[:, 0], out_bf16.float().max(dim=1).values)
+    sums = ((xb.float() - 0.5) * yb.float()).sum(dim=1)
+    torch.testing.assert_close(stats_bf16[:, 1], sums, rtol=1e-5, atol=1e-5)
+
+    program = nki.trace(mix_with_row_stats, x, c, y)
+    source = program.emit()
+    assert "op1=nl.add, operand1=t2, reduce_op=nl.maximum, reduce_res=t5[0:100, 0:1])" in source
+    assert "op1=nl.multiply, operand1=t2, reduce_op=nl.add, reduce_res=t5[0:100, 1:2])" in source
+    again = nki.trace(nki.load_source(source, "mix_with_row_stats").mix_with_row_stats, x, c, y)
+    assert again.difference(program) is None
+
+
+def test_scalar_tensor_tensor_reduce_errors() -> None:
+    @nki.jit
+    def reduce_op_alone(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        nisa.scalar_tensor_tensor(
+            dst=t, data=t, op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=t, reduce_op=nl.add
+        )
+        nl.store(out, value=t)
+        return out
+
+    x = _rand(8, 16)
+    alone = r"nisa\.scalar_tensor_tensor: reduce_op needs reduce_res too; pass both or neither"
+    with pytest.raises(ValueError, match=alone) as info:
+        nki.simulate(reduce_op_alone)(x)
+    assert _line_of(reduce_op_alone, "nisa.scalar_tensor_tensor(") in str(info.value)
+
+    def reducing(res_cols: int, **reduce: Any) -> Any:
+        """A kernel whose one ``scalar_tensor_tensor`` passes ``reduce`` (``reduce_res`` the
+        first ``res_cols`` columns of a ``[P, 2]`` tile)."""
+
+        @nki.jit
+        def k(x):
+            out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+            t = nl.load(x)
+            res = nl.ndarray((x.shape[0], 2), dtype=nl.float32, buffer=nl.sbuf)
+            if res_cols:
+                reduce["reduce_res"] = res[:, 0:res_cols]
+            nisa.scalar_tensor_tensor(t, t, nl.multiply, 2.0, nl.add, t, **reduce)
+            nl.store(out, value=t)
+            return out
+
+        return k
+
+    with pytest.raises(ValueError, match=r"reduce_res needs reduce_op too; pass both or neither"):
+        nki.simulate(reducing(1))(x)
+    not_a_reduction = r"scalar_tensor_tensor: Subtract is not a reduction operator"
+    with pytest.raises(TraceError, match=not_a_reduction):
+        nki.simulate(reducing(1, reduce_op=nl.subtract))(x)
+    wide = r"scalar_tensor_tensor: reduce_res must be a \(8, 1\) column, got shape \[8, 2\]"
+    with pytest.raises(TraceError, match=wide):
+        nki.simulate(reducing(2, reduce_op=nl.add))(x)
+    idle = nisa.reduce_cmd.idle
+    with pytest.raises(NotImplementedError, match=r"nisa\.scalar_tensor_tensor\(reduce_cmd="):
+        nki.simulate(reducing(1, reduce_op=nl.add, reduce_cmd=idle))(x)

@@ -211,8 +211,9 @@ fn iota_range_select_and_comparisons_emit_within_the_spelling_table() {
     insta::assert_snapshot!("select_columns", source);
 }
 
-/// `scalar_tensor_tensor`, which no registry kernel uses yet, with a column and an immediate
-/// `operand0`: one call each, keeping to the table.
+/// `scalar_tensor_tensor`, with a column and an immediate `operand0`, and with a free-dim
+/// reduction (`reduce_op=`/`reduce_res=`, which no registry kernel uses yet): one call each,
+/// keeping to the table.
 #[test]
 fn scalar_tensor_tensor_emits_within_the_spelling_table() {
     use nki_core::lang::{InputSpec, trace};
@@ -242,6 +243,23 @@ fn scalar_tensor_tensor_emits_within_the_spelling_table() {
                 BinOp::Add,
                 x.region().slice(0, 128, 32, 32),
             );
+            let smallest = sbuf([128, 2], DType::F32);
+            scalar_tensor_tensor_reduce(
+                &x,
+                &x,
+                BinOp::Multiply,
+                &mean,
+                BinOp::Add,
+                &y,
+                BinOp::Minimum,
+                smallest.region().slice(0, 128, 1, 1),
+            );
+            tensor_scalar(
+                &x,
+                &x,
+                BinOp::Subtract,
+                smallest.region().slice(0, 128, 1, 1),
+            );
             dma_copy(&out, &x);
             vec![out]
         },
@@ -259,6 +277,8 @@ fn scalar_tensor_tensor_emits_within_the_spelling_table() {
          op1=nl.multiply, operand1=t1)",
         "nisa.scalar_tensor_tensor(dst=t0[0:128, 0:32], data=t1[0:128, 32:64], op0=nl.multiply, \
          operand0=0.5, op1=nl.add, operand1=t0[0:128, 32:64])",
+        "nisa.scalar_tensor_tensor(dst=t0, data=t0, op0=nl.multiply, operand0=t2, op1=nl.add, \
+         operand1=t1, reduce_op=nl.minimum, reduce_res=t3[0:128, 1:2])",
     ] {
         assert!(source.contains(call), "{call}\n{source}");
     }

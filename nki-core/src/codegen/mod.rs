@@ -190,14 +190,23 @@ impl Emitter<'_> {
                 operand0,
                 op1,
                 operand1,
-            } => vec![
-                ("dst", r(dst)),
-                ("data", r(data)),
-                ("op0", op0.nki_name().into()),
-                ("operand0", self.scalar(operand0)),
-                ("op1", op1.nki_name().into()),
-                ("operand1", r(operand1)),
-            ],
+                reduce,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("data", r(data)),
+                    ("op0", op0.nki_name().into()),
+                    ("operand0", self.scalar(operand0)),
+                    ("op1", op1.nki_name().into()),
+                    ("operand1", r(operand1)),
+                ];
+                // NKI's reduce_cmd defaults to reset_reduce here (2.33), what the IR means.
+                if let Some((op, res)) = reduce {
+                    v.push(("reduce_op", op.nki_name().into()));
+                    v.push(("reduce_res", r(res)));
+                }
+                v
+            }
             Op::Activation {
                 dst,
                 func,

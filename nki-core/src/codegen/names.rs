@@ -38,7 +38,7 @@ pub const EMITTED: &[NkiName] = &[
     api!("nisa.dma_copy", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.dma_copy.html", ["dst", "src"]),
     api!("nisa.tensor_tensor", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.tensor_tensor.html", ["dst", "data1", "data2", "op", "engine"]),
     api!("nisa.tensor_scalar", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.tensor_scalar.html", ["dst", "data", "op0", "operand0", "op1", "operand1"]),
-    api!("nisa.scalar_tensor_tensor", "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.isa.scalar_tensor_tensor.html", ["dst", "data", "op0", "operand0", "op1", "operand1"]),
+    api!("nisa.scalar_tensor_tensor", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.scalar_tensor_tensor.html", ["dst", "data", "op0", "operand0", "op1", "operand1", "reduce_op", "reduce_res"]),
     api!("nisa.activation", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.activation.html", ["dst", "op", "data", "bias", "scale"]),
     api!("nisa.activation_reduce", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.activation_reduce.html", ["dst", "op", "data", "bias", "scale", "reduce_op", "reduce_res"]),
     api!("nisa.tensor_reduce", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.tensor_reduce.html", ["dst", "op", "data", "axis", "negate", "keepdims"]),

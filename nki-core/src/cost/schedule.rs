@@ -15,6 +15,10 @@ use crate::ir::{
 };
 use std::collections::HashMap;
 
+/// Vector-engine cycles a free-dim reduction adds to `scalar_tensor_tensor`: one MIN_II, as
+/// NKI estimates `tensor_scalar_reduce` (`max(MIN_II, N) + MIN_II` cycles).
+const REDUCE_EXTRA_CYCLES: f64 = 64.0;
+
 /// A tile buffer instance: the tile and which allocation of it (one per loop iteration).
 type TileKey = (TileId, u32);
 
@@ -238,11 +242,19 @@ impl<'p> Scheduler<'p> {
                 dst,
                 data,
                 operand1,
+                reduce,
                 ..
             } => {
-                // Two streamed inputs, as tensor_tensor: operand0's broadcast costs nothing.
+                // Two streamed inputs, as tensor_tensor: operand0's broadcast costs nothing, and
+                // the (P, 1) reduce_res does not set the rate.
                 let dt = self.streamed_dtype(&[data, operand1, dst]);
-                (Engine::Vector, vector(2.0, data, dt, &mut self.work))
+                let ns = vector(2.0, data, dt, &mut self.work);
+                let reduce_ns = if reduce.is_some() {
+                    REDUCE_EXTRA_CYCLES / t.vector_ghz
+                } else {
+                    0.0
+                };
+                (Engine::Vector, ns + reduce_ns)
             }
             Op::TensorScalar { dst, data, .. }
             | Op::RangeSelect {

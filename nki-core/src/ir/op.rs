@@ -332,7 +332,8 @@ pub enum Op {
     /// Vector engine: `dst = (data <op0> operand0) <op1> operand1`, a [`Op::TensorScalar`]
     /// whose second operand is a full tile: `operand0` broadcasts along the free dim,
     /// `operand1` has `data`'s shape. Computed in fp32 (the intermediate too), rounded once to
-    /// `dst`'s dtype. `data` and `operand1` cannot both be in PSUM.
+    /// `dst`'s dtype; optionally reducing each row of the fp32 result into `reduce_res`.
+    /// `data` and `operand1` cannot both be in PSUM.
     ScalarTensorTensor {
         /// Destination, `data`'s shape.
         dst: TileRegion,
@@ -346,6 +347,8 @@ pub enum Op {
         op1: BinOp,
         /// Second operand, `data`'s shape.
         operand1: TileRegion,
+        /// Optional free-dim reduction of the result: operator and `(P, 1)` destination.
+        reduce: Option<(BinOp, TileRegion)>,
     },
     /// Scalar engine: `dst = f(data·scale + bias)`, optionally reducing each row into `reduce_res`.
     Activation {
@@ -492,7 +495,6 @@ impl Op {
             Op::DmaCopy { .. } => vec![],
             Op::TensorTensor { dst, .. }
             | Op::TensorScalar { dst, .. }
-            | Op::ScalarTensorTensor { dst, .. }
             | Op::TensorReduce { dst, .. }
             | Op::BnStats { dst, .. }
             | Op::BnAggr { dst, .. }
@@ -501,7 +503,9 @@ impl Op {
             | Op::Iota { dst, .. }
             | Op::NcMatmul { dst, .. }
             | Op::NcTranspose { dst, .. } => vec![dst],
-            Op::Activation { dst, reduce, .. } | Op::RangeSelect { dst, reduce, .. } => {
+            Op::ScalarTensorTensor { dst, reduce, .. }
+            | Op::Activation { dst, reduce, .. }
+            | Op::RangeSelect { dst, reduce, .. } => {
                 let mut v = vec![dst];
                 if let Some((_, r)) = reduce {
                     v.push(r);
@@ -667,6 +671,7 @@ impl Op {
                 operand0,
                 op1,
                 operand1,
+                reduce,
             } => Op::ScalarTensorTensor {
                 dst: tile(dst),
                 data: tile(data),
@@ -674,6 +679,7 @@ impl Op {
                 operand0: scalar(operand0, tile),
                 op1: *op1,
                 operand1: tile(operand1),
+                reduce: reduce.as_ref().map(|(op, r)| (*op, tile(r))),
             },
             Op::Activation {
                 dst,

@@ -146,6 +146,29 @@ fn scalar_ok(
     }
 }
 
+/// Checks an instruction's optional free-dim reduction `(reduce_op, reduce_res)`: `reduce_res`
+/// is a `(np, 1)` column and `reduce_op` a reduction operator (add, multiply, maximum, minimum:
+/// those with an identity to start from).
+fn reduce_ok(
+    b: &mut Builder,
+    loc: SourceLoc,
+    inst: &str,
+    reduce: Option<&(BinOp, TileRegion)>,
+    np: usize,
+) -> bool {
+    let Some((op, res)) = reduce else {
+        return true;
+    };
+    if !column_ok(b, loc, inst, "reduce_res", res, np) {
+        return false;
+    }
+    if op.reduce_identity().is_none() {
+        b.fail(loc, format!("{inst}: {op:?} is not a reduction operator"));
+        return false;
+    }
+    true
+}
+
 /// `nisa.dma_copy(dst, src)`: moves data between HBM and SBUF. DMA does not cast: both sides
 /// have the same dtype and the same `[rows, cols]` shape.
 #[track_caller]
@@ -360,7 +383,7 @@ fn record_tensor_scalar(
 /// immediate or a `(P, 1)` column broadcast along the free dim (as in [`tensor_scalar`]) and
 /// `operand1` a tile region of `data`'s shape: a `tensor_scalar` into an fp32 temporary and a
 /// `tensor_tensor` in one instruction, at `tensor_tensor`'s cost. `data` and `operand1` cannot
-/// both be in PSUM.
+/// both be in PSUM. [`scalar_tensor_tensor_reduce`] also reduces each row of the result.
 #[track_caller]
 pub fn scalar_tensor_tensor(
     dst: impl Into<TileRegion>,
@@ -370,9 +393,52 @@ pub fn scalar_tensor_tensor(
     op1: BinOp,
     operand1: impl Into<TileRegion>,
 ) {
-    let loc = SourceLoc::caller();
-    let (dst, data, operand0, operand1) =
-        (dst.into(), data.into(), operand0.into(), operand1.into());
+    record_scalar_tensor_tensor(
+        SourceLoc::caller(),
+        dst.into(),
+        data.into(),
+        (op0, operand0.into()),
+        (op1, operand1.into()),
+        None,
+    );
+}
+
+/// `nisa.scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reduce_op=,
+/// reduce_res=)` (NKI 2.33, Trn2/Trn3): [`scalar_tensor_tensor`] that also reduces each row of
+/// its result with `reduce_op` (add, multiply, maximum or minimum) into the `(P, 1)` column
+/// `reduce_res`, starting afresh (`reduce_cmd=reset_reduce`). The engine reduces the fp32
+/// results, before they are rounded to `dst`; the reduction costs one more fixed vector-engine
+/// overhead (64 cycles, NKI's estimate for `tensor_scalar_reduce`).
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn scalar_tensor_tensor_reduce(
+    dst: impl Into<TileRegion>,
+    data: impl Into<TileRegion>,
+    op0: BinOp,
+    operand0: impl Into<ScalarOperand>,
+    op1: BinOp,
+    operand1: impl Into<TileRegion>,
+    reduce_op: BinOp,
+    reduce_res: impl Into<TileRegion>,
+) {
+    record_scalar_tensor_tensor(
+        SourceLoc::caller(),
+        dst.into(),
+        data.into(),
+        (op0, operand0.into()),
+        (op1, operand1.into()),
+        Some((reduce_op, reduce_res.into())),
+    );
+}
+
+fn record_scalar_tensor_tensor(
+    loc: SourceLoc,
+    dst: TileRegion,
+    data: TileRegion,
+    (op0, operand0): (BinOp, ScalarOperand),
+    (op1, operand1): (BinOp, TileRegion),
+    reduce: Option<(BinOp, TileRegion)>,
+) {
     with_builder(|b| {
         let inst = "scalar_tensor_tensor";
         let np = data.np;
@@ -381,7 +447,8 @@ pub fn scalar_tensor_tensor(
             loc,
             inst,
             &[("dst", &dst), ("data", &data), ("operand1", &operand1)],
-        ) && scalar_ok(b, loc, inst, "operand0", &operand0, np);
+        ) && scalar_ok(b, loc, inst, "operand0", &operand0, np)
+            && reduce_ok(b, loc, inst, reduce.as_ref(), np);
         if ok {
             b.push_op(
                 Op::ScalarTensorTensor {
@@ -391,6 +458,7 @@ pub fn scalar_tensor_tensor(
                     operand0,
                     op1,
                     operand1,
+                    reduce,
                 },
                 loc,
             );
@@ -456,21 +524,12 @@ fn record_activation(
 ) {
     with_builder(|b| {
         let np = data.np;
-        let mut ok = same_shape(b, loc, "activation", &[("dst", &dst), ("data", &data)])
+        let ok = same_shape(b, loc, "activation", &[("dst", &dst), ("data", &data)])
             && scalar_ok(b, loc, "activation", "scale", &scale, np)
             && bias
                 .as_ref()
-                .is_none_or(|r| column_ok(b, loc, "activation", "bias", r, np));
-        if let Some((op, res)) = &reduce {
-            ok = ok && column_ok(b, loc, "activation", "reduce_res", res, np);
-            if ok && op.reduce_identity().is_none() {
-                b.fail(
-                    loc,
-                    format!("activation: {op:?} is not a reduction operator"),
-                );
-                ok = false;
-            }
-        }
+                .is_none_or(|r| column_ok(b, loc, "activation", "bias", r, np))
+            && reduce_ok(b, loc, "activation", reduce.as_ref(), np);
         if ok {
             b.push_op(
                 Op::Activation {
@@ -635,17 +694,8 @@ pub fn range_select(
                 ok = false;
             }
         }
-        if let Some(res) = &reduce_res {
-            ok = ok && column_ok(b, loc, inst, "reduce_res", res, np);
-            if ok && reduce_op.reduce_identity().is_none() {
-                b.fail(
-                    loc,
-                    format!("{inst}: {reduce_op:?} is not a reduction operator"),
-                );
-                ok = false;
-            }
-        }
-        if ok {
+        let reduce = reduce_res.map(|r| (reduce_op, r));
+        if ok && reduce_ok(b, loc, inst, reduce.as_ref(), np) {
             b.push_op(
                 Op::RangeSelect {
                     dst,
@@ -656,7 +706,7 @@ pub fn range_select(
                     bound1,
                     range_start,
                     on_false: on_false_value,
-                    reduce: reduce_res.map(|r| (reduce_op, r)),
+                    reduce,
                 },
                 loc,
             );

@@ -160,6 +160,7 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
             operand0,
             op1,
             operand1,
+            reduce: None,
         } => {
             let dt = store.dtype(dst.tile);
             let v0 = column_values(store, operand0, dst.np)?;
@@ -178,6 +179,40 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
                     }))
                 },
             )?;
+        }
+        // The same in fp32, reduced, then rounded to dst.
+        Op::ScalarTensorTensor {
+            dst,
+            data,
+            op0,
+            operand0,
+            op1,
+            operand1,
+            reduce: Some((reduce_op, res)),
+        } => {
+            let dt = store.dtype(dst.tile);
+            let v0 = column_values(store, operand0, dst.np)?;
+            let reduced = rows2(
+                store,
+                dst,
+                data,
+                operand1,
+                s,
+                ctx.split,
+                #[inline(always)]
+                |r, out, x, y| {
+                    let v0 = v0[r];
+                    with_op!(*op0, |f0| with_op!(*op1, |f1| {
+                        round_into(out, DType::F32, |i| f1(f0(x[i], v0), y[i]))
+                    }));
+                    // As for activation: the engine reduces the fp32 results, before they are
+                    // rounded to dst.
+                    let total = reduce_row(*reduce_op, out);
+                    round_into_in_place(out, dt);
+                    total
+                },
+            )?;
+            write_column(store, res, reduced)?;
         }
         Op::TensorScalar {
             dst,

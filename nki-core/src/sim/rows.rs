@@ -104,44 +104,45 @@ pub(crate) fn rows1<R: Send>(
 }
 
 /// Calls `f(r, out_row, a_row, b_row)` for every row `r` of `dst`, writing the destination in
-/// place. `split` allows several threads.
-pub(crate) fn rows2(
+/// place, and returns what each call returned, in row order. `split` allows several threads.
+pub(crate) fn rows2<R: Send>(
     store: &mut TileStore<'_>,
     dst: &TileRegion,
     a: &TileRegion,
     b: &TileRegion,
     s: &mut Scratch,
     split: bool,
-    f: impl Fn(usize, &mut [f32], &[f32], &[f32]) + Sync,
-) -> Result<(), StoreError> {
+    f: impl Fn(usize, &mut [f32], &[f32], &[f32]) -> R + Sync,
+) -> Result<Vec<R>, StoreError> {
     let (mut out, stride) = store.take(dst.tile)?;
     let shared: &TileStore<'_> = store;
     let result = if splittable(split, dst, &[a, b]) {
         out[dst.p0 * stride..(dst.p0 + dst.np) * stride]
             .par_chunks_mut(stride)
             .enumerate()
-            .try_for_each_init(Scratch::default, |scratch, (r, row)| {
+            .map_init(Scratch::default, |scratch, (r, row)| {
                 let x = input_row(shared, dst, a, r, || in_row(row, a), &mut scratch.a)?;
                 let y = input_row(shared, dst, b, r, || in_row(row, b), &mut scratch.b)?;
                 let out = &mut row[dst.f0..dst.f0 + dst.nf];
-                crate::wide::wide(
+                Ok(crate::wide::wide(
                     #[inline(always)]
                     || f(r, out, x, y),
-                );
-                Ok(())
+                ))
             })
+            .collect()
     } else {
-        (0..dst.np).try_for_each(|r| {
-            let x = input_row(shared, dst, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
-            let y = input_row(shared, dst, b, r, || row_in(&out, stride, b, r), &mut s.b)?;
-            let start = (dst.p0 + r) * stride + dst.f0;
-            let out = &mut out[start..start + dst.nf];
-            crate::wide::wide(
-                #[inline(always)]
-                || f(r, out, x, y),
-            );
-            Ok(())
-        })
+        (0..dst.np)
+            .map(|r| {
+                let x = input_row(shared, dst, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
+                let y = input_row(shared, dst, b, r, || row_in(&out, stride, b, r), &mut s.b)?;
+                let start = (dst.p0 + r) * stride + dst.f0;
+                let out = &mut out[start..start + dst.nf];
+                Ok(crate::wide::wide(
+                    #[inline(always)]
+                    || f(r, out, x, y),
+                ))
+            })
+            .collect()
     };
     store.restore(dst.tile, out);
     result

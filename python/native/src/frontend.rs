@@ -312,9 +312,10 @@ impl Tracer {
         })
     }
 
-    /// `nisa.scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1)`.
+    /// `nisa.scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1)`, with
+    /// `reduce_op`/`reduce_res` its free-dim reduction.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (dst, data, op0, operand0, op1, operand1, file, line))]
+    #[pyo3(signature = (dst, data, op0, operand0, op1, operand1, reduce_op, reduce_res, file, line))]
     fn scalar_tensor_tensor(
         &mut self,
         dst: RegionArg,
@@ -323,20 +324,28 @@ impl Tracer {
         operand0: &Bound<'_, PyAny>,
         op1: &str,
         operand1: RegionArg,
+        reduce_op: Option<&str>,
+        reduce_res: Option<RegionArg>,
         file: &str,
         line: u32,
     ) -> PyResult<()> {
         crate::guard::guard("Tracer.scalar_tensor_tensor", || {
             let (op0, operand0, op1) = (binop(op0)?, scalar(operand0)?, binop(op1)?);
-            self.at(file, line, || {
-                isa::scalar_tensor_tensor(
-                    region(dst),
-                    region(data),
-                    op0,
-                    operand0,
-                    op1,
-                    region(operand1),
-                )
+            let reduce = match (reduce_op, reduce_res) {
+                (Some(op), Some(res)) => Some((binop(op)?, region(res))),
+                (None, None) => None,
+                _ => {
+                    return Err(PyValueError::new_err(
+                        "scalar_tensor_tensor: reduce_op and reduce_res go together",
+                    ));
+                }
+            };
+            let (dst, data, operand1) = (region(dst), region(data), region(operand1));
+            self.at(file, line, || match reduce {
+                Some((op, res)) => isa::scalar_tensor_tensor_reduce(
+                    dst, data, op0, operand0, op1, operand1, op, res,
+                ),
+                None => isa::scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1),
             })
         })
     }

@@ -169,15 +169,25 @@ def scalar_tensor_tensor(
     operand1: TileRegion,
     reverse0: bool = False,
     reverse1: bool = False,
+    reduce_cmd: reduce_cmd = _RESET_REDUCE,
+    reduce_op: Function | None = None,
+    reduce_res: TileRegion | None = None,
     **kwargs: Any,
 ) -> None:
     """``(data <op0> operand0) <op1> operand1`` on the vector engine: ``operand0`` a number or
     a ``(P, 1)`` column, ``operand1`` a tile of ``data``'s shape (``data`` and ``operand1``
-    cannot both be in PSUM)."""
+    cannot both be in PSUM). With ``reduce_op`` and ``reduce_res`` (a ``(P, 1)`` tile), each row
+    of the fp32 result is also reduced into ``reduce_res`` (``reduce_cmd`` must then be
+    ``reduce_cmd.reset_reduce``, the default)."""
     _no_extra("scalar_tensor_tensor", kwargs)
     if reverse0 or reverse1:
         raise unsupported("nisa.scalar_tensor_tensor(reverse0/reverse1=True)")
     name = "scalar_tensor_tensor"
+    if (reduce_op is None) != (reduce_res is None):
+        given, missing = ("reduce_op", "reduce_res") if reduce_res is None else ("reduce_res", "reduce_op")
+        raise ValueError(f"nisa.{name}: {given} needs {missing} too; pass both or neither ({_at()})")
+    if reduce_res is not None and reduce_cmd is not _RESET_REDUCE:
+        raise unsupported(f"nisa.{name}(reduce_cmd={reduce_cmd!r})", "only reduce_cmd.reset_reduce")
     current().native.scalar_tensor_tensor(
         _region(dst, name, "dst"),
         _region(data, name, "data"),
@@ -185,9 +195,12 @@ def scalar_tensor_tensor(
         _scalar(operand0, name, "operand0"),
         _function(op1, name, "op1", "operator"),
         _region(operand1, name, "operand1"),
+        None if reduce_op is None else _function(reduce_op, name, "reduce_op", "operator"),
+        None if reduce_res is None else _region(reduce_res, name, "reduce_res"),
         *location(),
     )
     _wrote(dst)
+    _wrote(reduce_res)
 
 
 def _activation(
