@@ -419,10 +419,13 @@ fn add_to_row_sum(total: &Tile, data: &TileRegion, first: bool, op: BinOp) {
 /// `grad_x = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂))`, `grad_weight = Σ_rows grad_y · x̂` and
 /// `grad_bias = Σ_rows grad_y`.
 ///
-/// `grad_x`: per 128-row tile, a first pass over 2048-column chunks accumulates `Σ ĝ` and
-/// `Σ ĝ·x̂` per row in fp32, a second writes `grad_x` (rows up to 4096 columns stay in SBUF
-/// between them). The weight and bias gradients reduce across rows on the tensor engine. Both
-/// are computed whether or not the forward had a weight or bias (autograd drops them then).
+/// Rows up to 4096 columns take one pass over `x` and `grad_y` (see the `one_pass` module):
+/// the weight and bias gradients accumulate in PSUM across row tiles and the elementwise
+/// passes are spread over the vector, scalar and GpSimd engines. Longer rows: per 128-row tile,
+/// a first pass over 2048-column chunks accumulates `Σ ĝ` and `Σ ĝ·x̂` per row in fp32, a
+/// second writes `grad_x`, and the weight and bias gradients reduce across rows on the tensor
+/// engine in a pass of their own. Both are computed whether or not the forward had a weight or
+/// bias (autograd drops them then).
 #[kernel(
     shape(grad_y = [..B, D], x = [..B, D], weight = [D], mean = [..B], rstd = [..B])
         -> (grad_x = [..B, D], grad_weight = [D], grad_bias = [D]),
@@ -443,8 +446,8 @@ pub fn layernorm_backward(
     let grad_x = shared_hbm(x.shape(), dt);
     let [gv, xv, dxv] = [grad_y, x, &grad_x].map(|t| t.reshape(&[n, d]));
     let (mv, rv) = (mean.reshape(&[n, 1]), rstd.reshape(&[n, 1]));
-    if super::rms_backward::fits(d) {
-        let (grad_w, grad_b) = super::rms_backward::one_pass(&super::rms_backward::Operands {
+    if super::one_pass::fits(d) {
+        let (grad_w, grad_b) = super::one_pass::run(&super::one_pass::Operands {
             grad_y,
             extra: None,
             x,

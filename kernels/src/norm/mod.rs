@@ -3,7 +3,7 @@
 //! cross-row reductions of their weight and bias gradients on the tensor engine.
 
 pub mod layernorm;
-mod rms_backward;
+mod one_pass;
 pub mod rmsnorm;
 
 pub use layernorm::*;

@@ -147,7 +147,7 @@ fn normalize_into(dst: &Tile, xt: &Tile, w: &Tile, eps: f32) -> Tile {
 /// Gradients of `rmsnorm` from the saved `rstd` (`x̂ = x · rstd`, `ĝ = grad_y · weight`):
 /// `grad_x = rstd · (ĝ − x̂ · mean(ĝ · x̂))` and `grad_weight = Σ_rows grad_y · x̂`.
 ///
-/// Rows up to 4096 columns take one pass over `x` and `grad_y` (see the `rms_backward`
+/// Rows up to 4096 columns take one pass over `x` and `grad_y` (see the `one_pass`
 /// module): the weight gradient accumulates in PSUM across row tiles, with each tile's `rstd`
 /// as the stationary operand of a matmul over `grad_y · x`, and the elementwise passes are
 /// spread over the vector, scalar and GpSimd engines. Longer rows: per 128-row tile, a first
@@ -211,8 +211,8 @@ fn normalize_backward(
     grad_x_outs: &[&Hbm],
 ) -> Hbm {
     let (n, d) = rows_of(x);
-    if super::rms_backward::fits(d) {
-        return super::rms_backward::one_pass(&super::rms_backward::Operands {
+    if super::one_pass::fits(d) {
+        return super::one_pass::run(&super::one_pass::Operands {
             grad_y,
             extra,
             x,
@@ -482,6 +482,7 @@ mod tests {
     fn backward_matches_closed_forms() {
         check_backward(130, 96);
         check_backward(3, 4500); // three column chunks, two grad_weight blocks
+        check_backward(65 * PMAX + 3, 40); // two pipeline groups of the one-pass path, a ragged tail
     }
 
     #[test]
