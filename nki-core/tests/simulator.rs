@@ -536,3 +536,62 @@ fn declared_index_domains_are_checked_on_the_data() {
         );
     }
 }
+
+#[test]
+fn tiles_are_released_after_their_last_use_in_the_block_that_allocates_them() {
+    // The accumulator lives across the loop and is released after the store that follows it;
+    // the loop's row tile is released inside the body, after the add that reads it last.
+    let p = trace(
+        "release",
+        Target::Trn2,
+        &[input("x", &[4, 3], DType::F32)],
+        |h| {
+            let out = shared_hbm(&[1, 3], DType::F32);
+            let acc = sbuf([1, 3], DType::F32);
+            memset(&acc, 0.0);
+            sequential_range(4, |i| {
+                let row = sbuf([1, 3], DType::F32);
+                dma_copy(&row, h[0].rows(i, 1));
+                tensor_tensor(&acc, &acc, &row, BinOp::Add);
+            });
+            dma_copy(&out, &acc);
+            vec![out]
+        },
+    )
+    .unwrap();
+    let plan = nki_core::sim::ExecPlan::new(&p);
+    let allocs = |body: &[nki_core::ir::Stmt]| -> Vec<nki_core::ir::TileId> {
+        body.iter()
+            .filter_map(|s| match s {
+                nki_core::ir::Stmt::Alloc { tile } => Some(*tile),
+                _ => None,
+            })
+            .collect()
+    };
+    let loop_body = p
+        .body
+        .iter()
+        .find_map(|s| match s {
+            nki_core::ir::Stmt::Loop { body, .. } => Some(body.as_slice()),
+            _ => None,
+        })
+        .expect("the program has a loop");
+    assert_eq!(plan.loop_block, vec![1]);
+    let (acc, row) = (allocs(&p.body)[0], allocs(loop_body)[0]);
+    let last = |body: &[nki_core::ir::Stmt]| body.len() - 1;
+    assert_eq!(plan.release[0][last(&p.body)], vec![acc]);
+    assert_eq!(plan.release[1][last(loop_body)], vec![row]);
+    let released: usize = plan.release.iter().flatten().map(Vec::len).sum();
+    assert_eq!(
+        released, 2,
+        "each tile is released once: {:?}",
+        plan.release
+    );
+    let x = [
+        1.0, 2.0, 3.0, 10.0, 20.0, 30.0, 100.0, 200.0, 300.0, 1000.0, 2000.0, 3000.0,
+    ];
+    assert_eq!(
+        run(&p, &[(&x, DType::F32)], true).unwrap(),
+        vec![1111.0, 2222.0, 3333.0]
+    );
+}

@@ -1,11 +1,17 @@
 //! `nc_matmul` on the simulator: `dst (+)= stationaryᵀ · moving` with fp32 accumulation,
-//! through a CPU GEMM, or directly when the stationary operand is an identity matrix.
+//! through a CPU GEMM, or directly for two kinds of stationary operand kernels use often, with
+//! the GEMM's bits:
 //!
-//! Kernels use an identity stationary to add tiles into PSUM on the tensor engine (a sum over
-//! loop iterations that leaves the vector engines free). The GEMM would spend `K` multiply-adds
-//! per element on it; the direct path adds the moving operand in, with the same bits: every
-//! product but one is an exact zero and the remaining one is exact, so the GEMM's sum is the
-//! moving value itself, `−0` becoming `+0` as in a sum that starts from zero.
+//! - An identity matrix, which adds tiles into PSUM on the tensor engine (a sum over loop
+//!   iterations that leaves the vector engines free). The GEMM would spend `K` multiply-adds
+//!   per element on it; the direct path adds the moving operand in: every product but one is an
+//!   exact zero and the remaining one is exact, so the GEMM's sum is the moving value itself,
+//!   `−0` becoming `+0` as in a sum that starts from zero.
+//! - A few columns ([`SMALL_M`]), as in a reduction across partitions (a weight gradient's
+//!   per-row factors, a ones column). The GEMM would pack the whole moving operand for a
+//!   product of a few rows; the direct path runs the GEMM kernel's arithmetic (per output
+//!   element, fused multiply-adds over `K` in order from zero, then added to `dst`) without the
+//!   packing, on the processors where the GEMM itself uses fused multiply-adds.
 
 use crate::dtype::DType;
 use crate::ir::TileRegion;
@@ -52,7 +58,14 @@ pub(crate) fn matmul(
             data: b,
             stride: bstride,
         };
-        if !(is_identity(a, astride, k, m) && add_moving(c, dstride, moving, k, n, accumulate)) {
+        let stationary = Operand {
+            data: a,
+            stride: astride,
+        };
+        let direct = (is_identity(a, astride, k, m)
+            && add_moving(c, dstride, moving, k, n, accumulate))
+            || (m <= SMALL_M && few_columns(c, dstride, stationary, m, moving, k, n, accumulate));
+        if !direct {
             // SAFETY: A = stationaryᵀ (m×k, element (i, l) at a[l*astride + i]), B = moving
             // (k×n), C = dst (m×n); the asserts above keep every access inside the slices, and
             // `c` does not alias `a` or `b` (different tiles).
@@ -136,6 +149,74 @@ fn add_moving(
     true
 }
 
+/// Stationary operands with at most this many columns take [`few_columns`].
+const SMALL_M: usize = 4;
+
+/// `c (+)= stationaryᵀ · moving` for a `[k, m]` stationary operand of a few columns, computed
+/// as the GEMM kernel computes it: per element, `fma(a, b, acc)` over `l = 0..k` from `+0`,
+/// then `acc + c` (or `acc + 0`). Declines (returns false, `c` untouched) where the GEMM does
+/// not use fused multiply-adds.
+#[allow(clippy::too_many_arguments)]
+fn few_columns(
+    c: &mut [f32],
+    dstride: usize,
+    stationary: Operand<'_>,
+    m: usize,
+    moving: Operand<'_>,
+    k: usize,
+    n: usize,
+    accumulate: bool,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // The kernels matrixmultiply selects on these processors (AVX-512, or AVX2 with FMA)
+        // fuse their multiply-adds; the others (AVX, SSE2) do not.
+        let fused = is_x86_feature_detected!("avx512f")
+            || (is_x86_feature_detected!("fma") && is_x86_feature_detected!("avx2"));
+        if fused {
+            let mut acc = vec![0f32; n];
+            for i in 0..m {
+                acc.iter_mut().for_each(|v| *v = 0.0);
+                // SAFETY: the processor supports FMA and AVX2 (checked above; AVX-512 implies
+                // both).
+                unsafe { fused_column(&mut acc, stationary, i, moving, k) };
+                let row = &mut c[i * dstride..i * dstride + n];
+                if accumulate {
+                    row.iter_mut().zip(&acc).for_each(|(d, &v)| *d += v);
+                } else {
+                    row.iter_mut().zip(&acc).for_each(|(d, &v)| *d = v + 0.0);
+                }
+            }
+            return true;
+        }
+    }
+    let _ = (c, dstride, stationary, m, moving, k, n, accumulate);
+    false
+}
+
+/// `acc[j] = fma(stationary[l][i], moving[l][j], acc[j])` for `l = 0..k` in order.
+///
+/// # Safety
+/// The processor supports FMA and AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn fused_column(
+    acc: &mut [f32],
+    stationary: Operand<'_>,
+    i: usize,
+    moving: Operand<'_>,
+    k: usize,
+) {
+    let n = acc.len();
+    for l in 0..k {
+        let a = stationary.data[l * stationary.stride + i];
+        let b = moving.row(l, n);
+        acc.iter_mut()
+            .zip(b)
+            .for_each(|(v, &b)| *v = a.mul_add(b, *v));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,5 +289,63 @@ mod tests {
         a[1] = 0.5;
         assert!(!is_identity(&a, k, k, k));
         assert!(!is_identity(&a[..k * (k - 1)], k, k - 1, k), "not square");
+    }
+
+    #[test]
+    fn the_few_columns_path_gives_the_gemm_bits() {
+        let (k, n) = (128, 70);
+        let values = |len: usize, seed: f32| -> Vec<f32> {
+            (0..len)
+                .map(|i| match i % 9 {
+                    0 => -0.0,
+                    1 => f32::MIN_POSITIVE / 4.0,
+                    _ => ((i as f32 + seed) * 0.618).sin() * 10f32.powi((i % 11) as i32 - 5),
+                })
+                .collect()
+        };
+        for m in 1..=SMALL_M {
+            let (a, b) = (values(k * m, 0.5), values(k * n, 1.5));
+            let start = values(m * n, 2.5);
+            for accumulate in [false, true] {
+                let (mut direct, mut reference) = (start.clone(), start.clone());
+                let stationary = Operand {
+                    data: &a,
+                    stride: m,
+                };
+                let moving = Operand {
+                    data: &b,
+                    stride: n,
+                };
+                if !few_columns(&mut direct, n, stationary, m, moving, k, n, accumulate) {
+                    assert_eq!(direct, start, "declining leaves dst alone");
+                    return; // this processor's GEMM does not fuse: nothing to compare
+                }
+                // SAFETY: a is k×m (stationary, transposed below), b is k×n, c is m×n, dense.
+                unsafe {
+                    matrixmultiply::sgemm(
+                        m,
+                        k,
+                        n,
+                        1.0,
+                        a.as_ptr(),
+                        1,
+                        m as isize,
+                        b.as_ptr(),
+                        n as isize,
+                        1,
+                        if accumulate { 1.0 } else { 0.0 },
+                        reference.as_mut_ptr(),
+                        n as isize,
+                        1,
+                    );
+                }
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&direct),
+                    bits(&reference),
+                    "m = {m}, accumulate = {accumulate}"
+                );
+            }
+        }
     }
 }

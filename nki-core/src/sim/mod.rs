@@ -19,7 +19,7 @@ mod store;
 
 use crate::dtype::DType;
 use crate::error::NkiError;
-use crate::ir::{HbmDecl, HbmKind, IndexDomain, Program, Stmt};
+use crate::ir::{HbmDecl, HbmKind, IndexDomain, Program, Stmt, TileId};
 use exec::{Ctx, execute};
 use rayon::prelude::*;
 use rows::Scratch;
@@ -243,11 +243,20 @@ pub fn simulate(
         split: pool.is_some(),
         parallel,
         poison: &plan.poison,
+        release: &plan.release,
+        loop_block: &plan.loop_block,
     };
     let mut store = TileStore::new(program);
     let mut env = vec![0i64; program.loops.len()];
-    let mut run =
-        move || runner.block(&program.body, &mut store, &mut env, &mut Scratch::default());
+    let mut run = move || {
+        runner.block(
+            &program.body,
+            0,
+            &mut store,
+            &mut env,
+            &mut Scratch::default(),
+        )
+    };
     match pool {
         Some(pool) => pool.install(run),
         None => run(),
@@ -260,17 +269,20 @@ struct Runner<'r, 'a> {
     split: bool,
     parallel: &'r [bool],
     poison: &'r [bool],
+    release: &'r [Vec<Vec<TileId>>],
+    loop_block: &'r [usize],
 }
 
 impl Runner<'_, '_> {
     fn block(
         &self,
         body: &[Stmt],
+        block: usize,
         store: &mut TileStore<'_>,
         env: &mut [i64],
         scratch: &mut Scratch,
     ) -> Result<(), NkiError> {
-        for s in body {
+        for (i, s) in body.iter().enumerate() {
             match s {
                 Stmt::Alloc { tile } => store.allocate(
                     *tile,
@@ -289,7 +301,7 @@ impl Runner<'_, '_> {
                 )?,
                 Stmt::Loop { var, body } => {
                     let v = var.0 as usize;
-                    let trip = self.program.loops[v].trip;
+                    let (trip, inner) = (self.program.loops[v].trip, self.loop_block[v]);
                     if self.parallel[v] {
                         let parent: &TileStore<'_> = store;
                         let results: Vec<Result<(), NkiError>> = (0..trip)
@@ -298,7 +310,7 @@ impl Runner<'_, '_> {
                                 || (parent.child(), env.to_vec(), Scratch::default()),
                                 |(child, env, scratch), i| {
                                     env[v] = i as i64;
-                                    self.block(body, child, env, scratch)
+                                    self.block(body, inner, child, env, scratch)
                                 },
                             )
                             .collect();
@@ -306,10 +318,13 @@ impl Runner<'_, '_> {
                     } else {
                         for i in 0..trip {
                             env[v] = i as i64;
-                            self.block(body, store, env, scratch)?;
+                            self.block(body, inner, store, env, scratch)?;
                         }
                     }
                 }
+            }
+            for &tile in &self.release[block][i] {
+                store.release(tile);
             }
         }
         Ok(())

@@ -57,8 +57,6 @@ impl<'p> TileStore<'p> {
         }
     }
 
-    /// Resets the child's view of the parent (the parent is unchanged during a parallel loop,
-    /// so only the slots the child allocated need their storage kept for reuse).
     /// Gives `tile` fresh storage in this frame, filled with NaN when `poison` is set (when it
     /// is not, the plan proved the first instruction overwrites every element).
     pub(crate) fn allocate(&mut self, tile: TileId, partitions: usize, poison: bool) {
@@ -77,6 +75,17 @@ impl<'p> TileStore<'p> {
             buf.resize(n, f32::NAN);
         }
         *slot = Slot::Owned(buf);
+    }
+
+    /// Returns `tile`'s storage in this frame to the pool (its last use is past); a tile
+    /// borrowed from a parent frame is left to the parent.
+    pub(crate) fn release(&mut self, tile: TileId) {
+        let slot = &mut self.slots[tile.0 as usize];
+        if let Slot::Owned(_) = slot
+            && let Slot::Owned(v) = std::mem::replace(slot, Slot::Empty)
+        {
+            recycle(v);
+        }
     }
 
     pub(crate) fn dtype(&self, tile: TileId) -> DType {
@@ -152,7 +161,7 @@ impl Drop for TileStore<'_> {
 
 /// Buffers kept per thread between simulations, so tile allocation in hot loops does not go
 /// back to the allocator (large tiles would otherwise be fresh, page-faulting mappings).
-const POOL_BUFFERS: usize = 32;
+const POOL_BUFFERS: usize = 64;
 
 thread_local! {
     static POOL: std::cell::RefCell<Vec<Vec<f32>>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -161,7 +170,12 @@ thread_local! {
 fn take_buffer(n: usize) -> Vec<f32> {
     POOL.with(|p| {
         let mut pool = p.borrow_mut();
-        match pool.iter().position(|v| v.capacity() >= n) {
+        // The smallest buffer that fits, so small tiles leave the large buffers to large ones.
+        let best = (pool.iter().enumerate())
+            .filter(|(_, v)| v.capacity() >= n)
+            .min_by_key(|(_, v)| v.capacity())
+            .map(|(i, _)| i);
+        match best {
             Some(i) => pool.swap_remove(i),
             None => Vec::with_capacity(n),
         }
