@@ -286,11 +286,11 @@ fn buffers_must_match_the_program() {
     );
 }
 
-#[test]
-fn sequential_range_carries_state_in_order() {
-    // out[0, j] = Σ_{i < 4} x[i, j], accumulated in a tile declared outside the loop.
-    let p = trace(
-        "seq",
+/// `out[0, j] = Σ_{i < 4} x[i, j]` for `x` `[4, 3]`, accumulated in a tile declared outside a
+/// `sequential_range`, each row through a tile allocated inside it.
+fn row_sum_program() -> Program {
+    trace(
+        "row_sum",
         Target::Trn2,
         &[input("x", &[4, 3], DType::F32)],
         |h| {
@@ -306,15 +306,23 @@ fn sequential_range_carries_state_in_order() {
             vec![out]
         },
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// Rows of [`row_sum_program`]'s input and the sums it must give.
+const ROW_SUM_INPUT: [f32; 12] = [
+    1.0, 2.0, 3.0, 10.0, 20.0, 30.0, 100.0, 200.0, 300.0, 1000.0, 2000.0, 3000.0,
+];
+const ROW_SUMS: [f32; 3] = [1111.0, 2222.0, 3333.0];
+
+#[test]
+fn sequential_range_carries_state_in_order() {
+    let p = row_sum_program();
     nki_core::validate::validate(&p).unwrap();
     assert_eq!(nki_core::sim::parallel_loops(&p), vec![false]);
-    let x = [
-        1.0, 2.0, 3.0, 10.0, 20.0, 30.0, 100.0, 200.0, 300.0, 1000.0, 2000.0, 3000.0,
-    ];
     assert_eq!(
-        run(&p, &[(&x, DType::F32)], true).unwrap(),
-        vec![1111.0, 2222.0, 3333.0]
+        run(&p, &[(&ROW_SUM_INPUT, DType::F32)], true).unwrap(),
+        ROW_SUMS
     );
 }
 
@@ -541,24 +549,7 @@ fn declared_index_domains_are_checked_on_the_data() {
 fn tiles_are_released_after_their_last_use_in_the_block_that_allocates_them() {
     // The accumulator lives across the loop and is released after the store that follows it;
     // the loop's row tile is released inside the body, after the add that reads it last.
-    let p = trace(
-        "release",
-        Target::Trn2,
-        &[input("x", &[4, 3], DType::F32)],
-        |h| {
-            let out = shared_hbm(&[1, 3], DType::F32);
-            let acc = sbuf([1, 3], DType::F32);
-            memset(&acc, 0.0);
-            sequential_range(4, |i| {
-                let row = sbuf([1, 3], DType::F32);
-                dma_copy(&row, h[0].rows(i, 1));
-                tensor_tensor(&acc, &acc, &row, BinOp::Add);
-            });
-            dma_copy(&out, &acc);
-            vec![out]
-        },
-    )
-    .unwrap();
+    let p = row_sum_program();
     let plan = nki_core::sim::ExecPlan::new(&p);
     let allocs = |body: &[nki_core::ir::Stmt]| -> Vec<nki_core::ir::TileId> {
         body.iter()
@@ -587,11 +578,8 @@ fn tiles_are_released_after_their_last_use_in_the_block_that_allocates_them() {
         "each tile is released once: {:?}",
         plan.release
     );
-    let x = [
-        1.0, 2.0, 3.0, 10.0, 20.0, 30.0, 100.0, 200.0, 300.0, 1000.0, 2000.0, 3000.0,
-    ];
     assert_eq!(
-        run(&p, &[(&x, DType::F32)], true).unwrap(),
-        vec![1111.0, 2222.0, 3333.0]
+        run(&p, &[(&ROW_SUM_INPUT, DType::F32)], true).unwrap(),
+        ROW_SUMS
     );
 }
