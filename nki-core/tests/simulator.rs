@@ -583,3 +583,56 @@ fn tiles_are_released_after_their_last_use_in_the_block_that_allocates_them() {
         ROW_SUMS
     );
 }
+
+/// Loads that fill a whole fp32 tile read the input in place; such a tile is copied before it
+/// is written (here in place, in a parallel loop's iterations), so results are those of a copy
+/// and the input is untouched. A load into part of a tile copies as before.
+#[test]
+fn whole_tile_loads_read_inputs_in_place_until_written() {
+    let (rows, cols) = (5, 8);
+    let p = trace(
+        "alias",
+        Target::Trn2,
+        &[input("x", &[rows, cols], DType::F32)],
+        |h| {
+            let out = shared_hbm(&[rows, cols], DType::F32);
+            for_each_tile(cols, 4, |ct| {
+                let piece = |t: &Tile| dma_copy(t, h[0].cols(ct.start.clone(), ct.size));
+                let (t, u) = (
+                    sbuf([rows, ct.size], DType::F32),
+                    sbuf([rows, ct.size], DType::F32),
+                );
+                piece(&t);
+                piece(&u);
+                // t ← 2t in place, then t ← t + u: 3x, while u still reads the input.
+                tensor_scalar(&t, &t, BinOp::Multiply, 2.0);
+                tensor_tensor(&t, &t, &u, BinOp::Add);
+                // + x through a partial load, + x rounded to bf16 from u: 4x + round(x).
+                let wide = sbuf([rows, ct.size + 1], DType::F32);
+                memset(&wide, 0.0);
+                dma_copy(wide.cols(0, ct.size), h[0].cols(ct.start.clone(), ct.size));
+                let half = sbuf([rows, ct.size], DType::BF16);
+                tensor_copy(&half, &u);
+                tensor_tensor(&t, &t, wide.cols(0, ct.size), BinOp::Add);
+                tensor_tensor(&t, &t, &half, BinOp::Add);
+                dma_copy(out.rows(0, rows).cols(ct.start.clone(), ct.size), &t);
+            });
+            vec![out]
+        },
+    )
+    .unwrap();
+    assert!(
+        nki_core::sim::parallel_loops(&p).iter().any(|&par| par),
+        "the column loop runs in parallel"
+    );
+    let x: Vec<f32> = (0..rows * cols).map(|i| 1.0 + i as f32 / 3.0).collect();
+    let want: Vec<f32> = x
+        .iter()
+        .map(|&v| 4.0 * v + half::bf16::from_f32(v).to_f32())
+        .collect();
+    let before = bytes(&x, DType::F32);
+    for parallel in [true, false] {
+        assert_eq!(run(&p, &[(&x, DType::F32)], parallel).unwrap(), want);
+    }
+    assert_eq!(bytes(&x, DType::F32), before);
+}

@@ -94,9 +94,9 @@ fn write_column(
 }
 
 /// Executes one instruction.
-pub(crate) fn execute(
-    ctx: &Ctx<'_, '_>,
-    store: &mut TileStore<'_>,
+pub(crate) fn execute<'a: 'p, 'p>(
+    ctx: &Ctx<'a, '_>,
+    store: &mut TileStore<'p>,
     scratch: &mut Scratch,
 ) -> Result<(), NkiError> {
     run(ctx, store, scratch).map_err(|e| match e {
@@ -134,7 +134,11 @@ fn copy_row(
     Ok(())
 }
 
-fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<(), ExecError> {
+fn run<'a: 'p, 'p>(
+    ctx: &Ctx<'a, '_>,
+    store: &mut TileStore<'p>,
+    s: &mut Scratch,
+) -> Result<(), ExecError> {
     match &ctx.inst.op {
         Op::DmaCopy { dst, src } => dma(ctx, store, dst, src, s)?,
         // Both engines compute in fp32 and round on write.
@@ -421,6 +425,31 @@ fn run(ctx: &Ctx<'_, '_>, store: &mut TileStore<'_>, s: &mut Scratch) -> Result<
     Ok(())
 }
 
+/// What a load can read in place instead of copying ([`TileStore::alias`]): the input's
+/// elements from the pattern's first, rows `p_stride` apart, when the load fills a whole fp32
+/// tile with contiguous rows of an fp32 kernel input.
+fn alias_source<'a>(
+    store: &TileStore<'_>,
+    region: &TileRegion,
+    access: &HbmAccess,
+    buf: &HbmBuffer<'a>,
+    base: i64,
+) -> Option<(&'a [f32], usize)> {
+    let whole = region.p0 == 0
+        && region.f0 == 0
+        && region.np == store.partitions(region.tile)
+        && region.nf == store.stride(region.tile);
+    let contiguous_rows = access.f_stride == 1 && access.p_stride >= 0;
+    if !(whole && contiguous_rows && store.dtype(region.tile) == DType::F32) {
+        return None;
+    }
+    let data = buf.input_f32()?;
+    Some((
+        data.get(usize::try_from(base).ok()?..)?,
+        access.p_stride as usize,
+    ))
+}
+
 /// The flat element range an access covers for the current loop indices.
 fn flat_range(a: &HbmAccess, env: &[i64]) -> (i64, i64, i64) {
     let base = a.offset.eval(env);
@@ -428,9 +457,9 @@ fn flat_range(a: &HbmAccess, env: &[i64]) -> (i64, i64, i64) {
     (base, base + below, base + above)
 }
 
-fn dma(
-    ctx: &Ctx<'_, '_>,
-    store: &mut TileStore<'_>,
+fn dma<'a: 'p, 'p>(
+    ctx: &Ctx<'a, '_>,
+    store: &mut TileStore<'p>,
     dst: &DmaOperand,
     src: &DmaOperand,
     s: &mut Scratch,
@@ -485,6 +514,10 @@ fn dma(
         }
         (DmaOperand::Tile { region }, DmaOperand::Hbm { access }) => {
             let (buf, base) = checked(access, false)?;
+            if let Some((data, stride)) = alias_source(store, region, access, &buf, base) {
+                store.alias(region.tile, data, stride);
+                return Ok(());
+            }
             fill_rows(store, region, ctx.split, |r, out| {
                 let row_base = base + r as i64 * access.p_stride;
                 if access.f_stride == 1 {

@@ -273,15 +273,18 @@ struct Runner<'r, 'a> {
     loop_block: &'r [usize],
 }
 
-impl Runner<'_, '_> {
-    fn block(
+impl<'a> Runner<'_, 'a> {
+    fn block<'p>(
         &self,
         body: &[Stmt],
         block: usize,
-        store: &mut TileStore<'_>,
+        store: &mut TileStore<'p>,
         env: &mut [i64],
         scratch: &mut Scratch,
-    ) -> Result<(), NkiError> {
+    ) -> Result<(), NkiError>
+    where
+        'a: 'p,
+    {
         for (i, s) in body.iter().enumerate() {
             match s {
                 Stmt::Alloc { tile } => store.allocate(

@@ -3,6 +3,11 @@
 //! Tiles hold fp32 values that are exactly representable in the tile's dtype (rounding happens
 //! on every write). A parallel loop iteration gets a child store that borrows the parent's
 //! tiles read-only and owns the tiles its body allocates.
+//!
+//! A whole fp32 tile loaded from an fp32 kernel input reads the input's memory in place
+//! ([`TileStore::alias`]): inputs never change during a run, so the tile holds exactly what a
+//! copy would, and the load costs nothing. Writing such a tile first copies it into storage of
+//! its own.
 
 use crate::dtype::DType;
 use crate::ir::{Program, TileId, TileRegion};
@@ -12,6 +17,13 @@ enum Slot<'p> {
     Empty,
     Owned(Vec<f32>),
     Shared(&'p [f32]),
+    /// Rows of a kernel input, `stride` elements apart (row `r` starts at `data[r * stride]`);
+    /// `shared` when the tile belongs to a parent frame (read only here).
+    Alias {
+        data: &'p [f32],
+        stride: usize,
+        shared: bool,
+    },
 }
 
 /// The tiles of one frame.
@@ -19,6 +31,8 @@ pub(crate) struct TileStore<'p> {
     slots: Vec<Slot<'p>>,
     /// Free size (row stride) of each tile.
     strides: Vec<usize>,
+    /// Partition count of each tile.
+    partitions: Vec<usize>,
     dtypes: Vec<DType>,
 }
 
@@ -32,10 +46,11 @@ pub(crate) enum StoreError {
 }
 
 impl<'p> TileStore<'p> {
-    pub(crate) fn new(program: &Program) -> TileStore<'static> {
+    pub(crate) fn new(program: &Program) -> TileStore<'p> {
         TileStore {
             slots: program.tiles.iter().map(|_| Slot::Empty).collect(),
             strides: program.tiles.iter().map(|t| t.free).collect(),
+            partitions: program.tiles.iter().map(|t| t.partitions).collect(),
             dtypes: program.tiles.iter().map(|t| t.dtype).collect(),
         }
     }
@@ -50,9 +65,15 @@ impl<'p> TileStore<'p> {
                     Slot::Empty => Slot::Empty,
                     Slot::Owned(v) => Slot::Shared(v.as_slice()),
                     Slot::Shared(r) => Slot::Shared(r),
+                    Slot::Alias { data, stride, .. } => Slot::Alias {
+                        data,
+                        stride: *stride,
+                        shared: true,
+                    },
                 })
                 .collect(),
             strides: self.strides.clone(),
+            partitions: self.partitions.clone(),
             dtypes: self.dtypes.clone(),
         }
     }
@@ -70,10 +91,12 @@ impl<'p> TileStore<'p> {
             }
             _ => take_buffer(n),
         };
-        if poison || buf.len() != n {
+        if poison {
             buf.clear();
-            buf.resize(n, f32::NAN);
         }
+        // Without poison the first instruction overwrites every element, so a reused buffer's
+        // old values can stay: only the part beyond its previous length is filled.
+        buf.resize(n, f32::NAN);
         *slot = Slot::Owned(buf);
     }
 
@@ -81,10 +104,14 @@ impl<'p> TileStore<'p> {
     /// borrowed from a parent frame is left to the parent.
     pub(crate) fn release(&mut self, tile: TileId) {
         let slot = &mut self.slots[tile.0 as usize];
-        if let Slot::Owned(_) = slot
-            && let Slot::Owned(v) = std::mem::replace(slot, Slot::Empty)
-        {
-            recycle(v);
+        match slot {
+            Slot::Owned(_) => {
+                if let Slot::Owned(v) = std::mem::replace(slot, Slot::Empty) {
+                    recycle(v);
+                }
+            }
+            Slot::Alias { shared: false, .. } => *slot = Slot::Empty,
+            _ => {}
         }
     }
 
@@ -95,12 +122,8 @@ impl<'p> TileStore<'p> {
     /// Row `r` of a region.
     #[inline]
     pub(crate) fn row(&self, region: &TileRegion, r: usize) -> Result<&[f32], StoreError> {
-        let data = match &self.slots[region.tile.0 as usize] {
-            Slot::Owned(v) => v.as_slice(),
-            Slot::Shared(s) => s,
-            Slot::Empty => return Err(StoreError::Unallocated(region.tile)),
-        };
-        let start = (region.p0 + r) * self.strides[region.tile.0 as usize] + region.f0;
+        let (data, stride) = self.data(region.tile)?;
+        let start = (region.p0 + r) * stride + region.f0;
         Ok(&data[start..start + region.nf])
     }
 
@@ -111,9 +134,11 @@ impl<'p> TileStore<'p> {
         region: &TileRegion,
         r: usize,
     ) -> Result<&mut [f32], StoreError> {
+        self.own(region.tile)?;
         let stride = self.strides[region.tile.0 as usize];
         let data = match &mut self.slots[region.tile.0 as usize] {
             Slot::Owned(v) => v.as_mut_slice(),
+            Slot::Alias { .. } => unreachable!("`own` replaced the alias"),
             Slot::Shared(_) => return Err(StoreError::SharedWrite(region.tile)),
             Slot::Empty => return Err(StoreError::Unallocated(region.tile)),
         };
@@ -127,12 +152,62 @@ impl<'p> TileStore<'p> {
         match &self.slots[tile.0 as usize] {
             Slot::Owned(v) => Ok((v.as_slice(), stride)),
             Slot::Shared(s) => Ok((s, stride)),
+            Slot::Alias { data, stride, .. } => Ok((data, *stride)),
             Slot::Empty => Err(StoreError::Unallocated(tile)),
         }
     }
 
+    /// Lets the whole of `tile` (fp32) read `data` in place: row `r` is
+    /// `data[r * stride..][..free]`. The caller guarantees `data` holds every row and does not
+    /// change while the store lives (a kernel input).
+    pub(crate) fn alias(&mut self, tile: TileId, data: &'p [f32], stride: usize) {
+        let slot = &mut self.slots[tile.0 as usize];
+        let alias = Slot::Alias {
+            data,
+            stride,
+            shared: false,
+        };
+        if let Slot::Owned(v) = std::mem::replace(slot, alias) {
+            recycle(v);
+        }
+    }
+
+    /// Row stride (free size) of a tile's own storage.
+    pub(crate) fn stride(&self, tile: TileId) -> usize {
+        self.strides[tile.0 as usize]
+    }
+
+    /// Partition count of a tile.
+    pub(crate) fn partitions(&self, tile: TileId) -> usize {
+        self.partitions[tile.0 as usize]
+    }
+
+    /// Gives an aliased tile storage of its own (a copy of what it reads), before a write.
+    fn own(&mut self, tile: TileId) -> Result<(), StoreError> {
+        let i = tile.0 as usize;
+        if let Slot::Alias {
+            data,
+            stride,
+            shared,
+        } = self.slots[i]
+        {
+            if shared {
+                return Err(StoreError::SharedWrite(tile));
+            }
+            let free = self.strides[i];
+            let mut buf = take_buffer(self.partitions[i] * free);
+            buf.clear();
+            for p in 0..self.partitions[i] {
+                buf.extend_from_slice(&data[p * stride..p * stride + free]);
+            }
+            self.slots[i] = Slot::Owned(buf);
+        }
+        Ok(())
+    }
+
     /// Takes a tile's storage out (to write it while reading others); put it back with [`Self::restore`].
     pub(crate) fn take(&mut self, tile: TileId) -> Result<(Vec<f32>, usize), StoreError> {
+        self.own(tile)?;
         let stride = self.strides[tile.0 as usize];
         match std::mem::replace(&mut self.slots[tile.0 as usize], Slot::Empty) {
             Slot::Owned(v) => Ok((v, stride)),
@@ -140,6 +215,7 @@ impl<'p> TileStore<'p> {
                 self.slots[tile.0 as usize] = Slot::Shared(s);
                 Err(StoreError::SharedWrite(tile))
             }
+            Slot::Alias { .. } => unreachable!("`own` replaced the alias"),
             Slot::Empty => Err(StoreError::Unallocated(tile)),
         }
     }
@@ -231,6 +307,18 @@ impl<'a> HbmBuffer<'a> {
             writable: true,
             _lifetime: PhantomData,
         }
+    }
+
+    /// A read-only fp32 buffer's elements, in place (`None` for outputs, other dtypes, or
+    /// memory not aligned for `f32`).
+    pub(crate) fn input_f32(&self) -> Option<&'a [f32]> {
+        let usable = !self.writable
+            && self.dtype == DType::F32
+            && cfg!(target_endian = "little")
+            && (self.ptr as usize).is_multiple_of(std::mem::align_of::<f32>());
+        // SAFETY: an input's bytes are the caller's, readable and unchanged for 'a; they are
+        // aligned for f32 and little-endian f32s have f32's in-memory layout.
+        usable.then(|| unsafe { std::slice::from_raw_parts(self.ptr.cast::<f32>(), self.len / 4) })
     }
 
     /// Elements in the buffer.

@@ -287,11 +287,13 @@ unsafe extern "C" fn execute(
             .zip(outputs)
             .map(|(id, b)| {
                 let d = &program.hbm[id.0 as usize];
+                // SAFETY: see above.
+                let data = unsafe { bytes_mut(b) };
+                crate::pages::advise_huge_pages(data);
                 HostTensorMut {
                     dtype: d.dtype,
                     shape: &d.shape,
-                    // SAFETY: see above.
-                    data: unsafe { bytes_mut(b) },
+                    data,
                 }
             })
             .collect();

@@ -31,6 +31,7 @@ pub mod errors;
 pub mod fast;
 pub mod frontend;
 pub mod guard;
+pub mod pages;
 pub mod run;
 
 pub use pyo3;

@@ -246,6 +246,7 @@ impl Job {
             .iter_mut()
             .map(|b| {
                 let data = unsafe { b.as_mut_slice() };
+                crate::pages::advise_huge_pages(data);
                 HostTensorMut {
                     dtype: b.dtype,
                     shape: &b.shape,
