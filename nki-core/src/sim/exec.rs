@@ -515,7 +515,7 @@ fn dma<'a: 'p, 'p>(
         (DmaOperand::Tile { region }, DmaOperand::Hbm { access }) => {
             let (buf, base) = checked(access, false)?;
             if let Some((data, stride)) = alias_source(store, region, access, &buf, base) {
-                store.alias(region.tile, data, stride);
+                store.alias(region.tile, data, stride)?;
                 return Ok(());
             }
             fill_rows(store, region, ctx.split, |r, out| {

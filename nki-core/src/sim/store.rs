@@ -159,9 +159,22 @@ impl<'p> TileStore<'p> {
 
     /// Lets the whole of `tile` (fp32) read `data` in place: row `r` is
     /// `data[r * stride..][..free]`. The caller guarantees `data` holds every row and does not
-    /// change while the store lives (a kernel input).
-    pub(crate) fn alias(&mut self, tile: TileId, data: &'p [f32], stride: usize) {
+    /// change while the store lives (a kernel input). The tile must be writable here, as for
+    /// [`Self::take`]: allocated in this frame.
+    pub(crate) fn alias(
+        &mut self,
+        tile: TileId,
+        data: &'p [f32],
+        stride: usize,
+    ) -> Result<(), StoreError> {
         let slot = &mut self.slots[tile.0 as usize];
+        match slot {
+            Slot::Empty => return Err(StoreError::Unallocated(tile)),
+            Slot::Shared(_) | Slot::Alias { shared: true, .. } => {
+                return Err(StoreError::SharedWrite(tile));
+            }
+            Slot::Owned(_) | Slot::Alias { shared: false, .. } => {}
+        }
         let alias = Slot::Alias {
             data,
             stride,
@@ -170,6 +183,7 @@ impl<'p> TileStore<'p> {
         if let Slot::Owned(v) = std::mem::replace(slot, alias) {
             recycle(v);
         }
+        Ok(())
     }
 
     /// Row stride (free size) of a tile's own storage.
@@ -462,5 +476,66 @@ impl<'a> HbmBuffer<'a> {
     #[inline]
     pub(crate) fn write(&self, i: usize, v: f32) {
         self.write_run(i, std::slice::from_ref(&v));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store of `tiles` fp32 tiles of `[2, 3]`.
+    fn store<'p>(tiles: usize) -> TileStore<'p> {
+        TileStore {
+            slots: (0..tiles).map(|_| Slot::Empty).collect(),
+            strides: vec![3; tiles],
+            partitions: vec![2; tiles],
+            dtypes: vec![DType::F32; tiles],
+        }
+    }
+
+    fn region(tile: u32) -> TileRegion {
+        TileRegion {
+            tile: TileId(tile),
+            p0: 0,
+            np: 2,
+            f0: 0,
+            nf: 3,
+        }
+    }
+
+    /// An aliased tile reads the input rows `stride` apart, is copied on its first write (the
+    /// input keeps its values), and follows `take`'s rules: only a tile allocated in this frame
+    /// can be aliased, and a child frame sees its parent's alias read-only.
+    #[test]
+    fn aliases_read_in_place_and_copy_on_write() {
+        let input: Vec<f32> = (0..8).map(|v| v as f32).collect();
+        let mut s = store(2);
+        assert!(matches!(
+            s.alias(TileId(0), &input, 4),
+            Err(StoreError::Unallocated(_))
+        ));
+        s.allocate(TileId(0), 2, false);
+        s.alias(TileId(0), &input[1..], 4).unwrap();
+        assert_eq!(s.row(&region(0), 1).unwrap(), &[5.0, 6.0, 7.0]);
+        {
+            let mut child = s.child();
+            assert_eq!(child.row(&region(0), 0).unwrap(), &[1.0, 2.0, 3.0]);
+            assert!(matches!(
+                child.row_mut(&region(0), 0),
+                Err(StoreError::SharedWrite(_))
+            ));
+            assert!(matches!(
+                child.alias(TileId(0), &input, 4),
+                Err(StoreError::SharedWrite(_))
+            ));
+        }
+        s.row_mut(&region(0), 0).unwrap()[0] = -1.0;
+        assert_eq!(s.row(&region(0), 0).unwrap(), &[-1.0, 2.0, 3.0]);
+        assert_eq!(s.row(&region(0), 1).unwrap(), &[5.0, 6.0, 7.0]);
+        assert_eq!(
+            s.data(TileId(0)).unwrap().1,
+            3,
+            "its own storage, rows 3 apart"
+        );
     }
 }
