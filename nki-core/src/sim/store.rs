@@ -103,16 +103,8 @@ impl<'p> TileStore<'p> {
     /// Returns `tile`'s storage in this frame to the pool (its last use is past); a tile
     /// borrowed from a parent frame is left to the parent.
     pub(crate) fn release(&mut self, tile: TileId) {
-        let slot = &mut self.slots[tile.0 as usize];
-        match slot {
-            Slot::Owned(_) => {
-                if let Slot::Owned(v) = std::mem::replace(slot, Slot::Empty) {
-                    recycle(v);
-                }
-            }
-            Slot::Alias { shared: false, .. } => *slot = Slot::Empty,
-            _ => {}
-        }
+        // A parent's tile, or one with no storage, stays as it is.
+        let _ = self.replace_own(tile, Slot::Empty);
     }
 
     pub(crate) fn dtype(&self, tile: TileId) -> DType {
@@ -167,6 +159,17 @@ impl<'p> TileStore<'p> {
         data: &'p [f32],
         stride: usize,
     ) -> Result<(), StoreError> {
+        let alias = Slot::Alias {
+            data,
+            stride,
+            shared: false,
+        };
+        self.replace_own(tile, alias)
+    }
+
+    /// Replaces the storage this frame has of its own for `tile` by `new` (an owned buffer goes
+    /// back to the pool); a tile with no storage here, or a parent's, is an error and unchanged.
+    fn replace_own(&mut self, tile: TileId, new: Slot<'p>) -> Result<(), StoreError> {
         let slot = &mut self.slots[tile.0 as usize];
         match slot {
             Slot::Empty => return Err(StoreError::Unallocated(tile)),
@@ -175,12 +178,7 @@ impl<'p> TileStore<'p> {
             }
             Slot::Owned(_) | Slot::Alias { shared: false, .. } => {}
         }
-        let alias = Slot::Alias {
-            data,
-            stride,
-            shared: false,
-        };
-        if let Slot::Owned(v) = std::mem::replace(slot, alias) {
+        if let Slot::Owned(v) = std::mem::replace(slot, new) {
             recycle(v);
         }
         Ok(())
