@@ -174,17 +174,16 @@ fn few_columns(
         let fused = is_x86_feature_detected!("avx512f")
             || (is_x86_feature_detected!("fma") && is_x86_feature_detected!("avx2"));
         if fused {
-            let mut acc = vec![0f32; n];
-            for i in 0..m {
-                acc.iter_mut().for_each(|v| *v = 0.0);
-                // SAFETY: the processor supports FMA and AVX2 (checked above; AVX-512 implies
-                // both).
-                unsafe { fused_column(&mut acc, stationary, i, moving, k) };
+            let mut acc = vec![0f32; m * n];
+            // SAFETY: the processor supports FMA and AVX2 (checked above; AVX-512 implies
+            // both).
+            unsafe { fused_columns(&mut acc, stationary, m, moving, k) };
+            for (i, acc) in acc.chunks_exact(n).enumerate() {
                 let row = &mut c[i * dstride..i * dstride + n];
                 if accumulate {
-                    row.iter_mut().zip(&acc).for_each(|(d, &v)| *d += v);
+                    row.iter_mut().zip(acc).for_each(|(d, &v)| *d += v);
                 } else {
-                    row.iter_mut().zip(&acc).for_each(|(d, &v)| *d = v + 0.0);
+                    row.iter_mut().zip(acc).for_each(|(d, &v)| *d = v + 0.0);
                 }
             }
             return true;
@@ -194,26 +193,30 @@ fn few_columns(
     false
 }
 
-/// `acc[j] = fma(stationary[l][i], moving[l][j], acc[j])` for `l = 0..k` in order.
+/// `acc[i][j] = fma(stationary[l][i], moving[l][j], acc[i][j])` for `l = 0..k` in order, for
+/// the `m` columns `i` of the stationary operand at once (`acc` is `[m, n]`), so the moving
+/// operand is read once.
 ///
 /// # Safety
 /// The processor supports FMA and AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn fused_column(
+unsafe fn fused_columns(
     acc: &mut [f32],
     stationary: Operand<'_>,
-    i: usize,
+    m: usize,
     moving: Operand<'_>,
     k: usize,
 ) {
-    let n = acc.len();
+    let n = acc.len() / m;
     for l in 0..k {
-        let a = stationary.data[l * stationary.stride + i];
         let b = moving.row(l, n);
-        acc.iter_mut()
-            .zip(b)
-            .for_each(|(v, &b)| *v = a.mul_add(b, *v));
+        for (i, acc) in acc.chunks_exact_mut(n).enumerate() {
+            let a = stationary.data[l * stationary.stride + i];
+            acc.iter_mut()
+                .zip(b)
+                .for_each(|(v, &b)| *v = a.mul_add(b, *v));
+        }
     }
 }
 
