@@ -12,6 +12,8 @@ bench shape against torch autograd of the forward's reference.
 from __future__ import annotations
 
 import functools
+import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -134,4 +136,23 @@ def run(
         f"\ndevice times are cost-model estimates for one {target} NeuronCore (not measurements); "
         "cpu times are medians on this machine"
     )
+    print(allocation_note())
     return 0
+
+
+def allocation_note() -> str:
+    """How the two sides' large outputs are backed in this process, which the CPU times include
+    (first-touch page faults of a fresh output can cost as much as a memory-bound op)."""
+    ours = "in huge pages" if torch_nki._native.huge_pages() else "in 4 KiB pages (TORCH_NKI_HUGE_PAGES=0)"
+    theirs = (
+        "in huge pages (THP_MEM_ALLOC_ENABLE)"
+        if _torch_thp_enabled(os.environ.get("THP_MEM_ALLOC_ENABLE"))
+        else "in 4 KiB pages (THP_MEM_ALLOC_ENABLE unset)"
+    )
+    return f"outputs of 8 MiB and more: the simulator's {ours}, ATen's {theirs}; see docs/bench.md"
+
+
+def _torch_thp_enabled(value: str | None) -> bool:
+    """torch's reading of ``THP_MEM_ALLOC_ENABLE``: C's ``atoi`` of the value, non-zero is on."""
+    digits = re.match(r"\s*[+-]?\d+", value or "")
+    return digits is not None and int(digits.group()) != 0

@@ -164,7 +164,51 @@ def test_cli_bench_grades_an_op(capsys: pytest.CaptureFixture[str]) -> None:
     row = next(line for line in out.splitlines() if line.startswith("add "))
     assert "8192x4096" in row and "dma" in row and row.rstrip().endswith("x")
     assert "cost-model estimates" in out
+    assert "outputs of 8 MiB and more: the simulator's" in out
     assert cli.main(["bench", "--op", "no_such_op"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [
+        (None, False),
+        ("", False),
+        ("0", False),
+        ("yes", False),
+        ("1", True),
+        (" 2", True),
+        ("-1", True),
+        ("1x", True),
+    ],
+)
+def test_bench_reads_thp_mem_alloc_enable_as_torch_does(value: str | None, on: bool) -> None:
+    from torch_nki import bench
+
+    assert bench._torch_thp_enabled(value) is on
+
+
+def test_bench_names_how_each_side_backs_its_outputs() -> None:
+    """The note follows TORCH_NKI_HUGE_PAGES (read once per process, hence the subprocess) and
+    THP_MEM_ALLOC_ENABLE."""
+    import os
+    import subprocess
+
+    script = (
+        "import torch_nki; from torch_nki import bench, _native; "
+        "print(_native.huge_pages()); print(bench.allocation_note())"
+    )
+    env = {**os.environ, "TORCH_NKI_HUGE_PAGES": "0", "THP_MEM_ALLOC_ENABLE": "1"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    advised, note = done.stdout.splitlines()
+    assert advised == "False"
+    assert "the simulator's in 4 KiB pages (TORCH_NKI_HUGE_PAGES=0)" in note
+    assert "ATen's in huge pages (THP_MEM_ALLOC_ENABLE)" in note
+    # This process: the advice is on unless switched off, as the docs say.
+    from torch_nki import _native, bench
+
+    assert _native.huge_pages() is (os.environ.get("TORCH_NKI_HUGE_PAGES", "").strip() != "0")
+    ours = "in huge pages," if _native.huge_pages() else "in 4 KiB pages (TORCH_NKI_HUGE_PAGES=0)"
+    assert f"the simulator's {ours}" in bench.allocation_note()
 
 
 def test_backward_kernels_are_graded_at_their_forwards_bench_shape() -> None:

@@ -46,6 +46,7 @@ def _calls() -> dict[str, Callable[[], object]]:
     col = lambda t: (t.tile(4, 1, "f32", "sbuf", "k.py", 1), 0, 4, 0, 1)  # noqa: E731
     return {
         "versions": _native.versions,
+        "huge_pages": _native.huge_pages,
         "set_namespace": lambda: _native.set_namespace("neuron"),
         "manifest": _native.manifest,
         "names": _native.names,

@@ -15,6 +15,7 @@ thread_local! {
 /// The name of every guarded entry point (functions, and `Class.method`).
 pub const ENTRY_POINTS: &[&str] = &[
     "versions",
+    "huge_pages",
     "set_namespace",
     "manifest",
     "names",

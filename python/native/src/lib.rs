@@ -49,6 +49,13 @@ fn set_namespace(ns: &str) -> PyResult<()> {
     })
 }
 
+/// Whether this module advises its large outputs into transparent huge pages (on unless
+/// `TORCH_NKI_HUGE_PAGES=0`; see [`pages`]).
+#[pyfunction]
+fn huge_pages() -> PyResult<bool> {
+    crate::guard::guard("huge_pages", || Ok(crate::pages::enabled()))
+}
+
 /// `(protocol version, nki-core version)` of this module.
 #[pyfunction]
 fn versions() -> PyResult<(u32, &'static str)> {
@@ -461,6 +468,7 @@ macro_rules! nki_module {
 /// Adds every function and class of the module to `m` (what [`nki_module!`] calls).
 pub fn init_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(versions, m)?)?;
+    m.add_function(wrap_pyfunction!(huge_pages, m)?)?;
     m.add_function(wrap_pyfunction!(set_namespace, m)?)?;
     m.add_function(wrap_pyfunction!(guard::_force_panic, m)?)?;
     m.add_function(wrap_pyfunction!(guard::_entry_points, m)?)?;
