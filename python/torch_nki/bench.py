@@ -140,16 +140,25 @@ def run(
     return 0
 
 
-def allocation_note() -> str:
+def allocation_note(thp_path: str = "/sys/kernel/mm/transparent_hugepage/enabled") -> str:
     """How the two sides' large outputs are backed in this process, which the CPU times include
-    (first-touch page faults of a fresh output can cost as much as a memory-bound op)."""
-    ours = "in huge pages" if torch_nki._native.huge_pages() else "in 4 KiB pages (TORCH_NKI_HUGE_PAGES=0)"
+    (first-touch page faults of a fresh output can cost as much as a memory-bound op). Both
+    sides only advise huge pages; where the kernel's transparent huge pages are off (or not
+    known: no ``thp_path``), the advice does nothing."""
+    try:
+        with open(thp_path) as f:
+            thp_off = "[never]" in f.read()
+    except OSError:
+        thp_off = True
+    if thp_off:
+        return "large outputs are backed by 4 KiB pages on both sides (transparent huge pages are off)"
+    ours = "huge pages" if torch_nki._native.huge_pages() else "4 KiB pages (TORCH_NKI_HUGE_PAGES=0)"
     theirs = (
-        "in huge pages (THP_MEM_ALLOC_ENABLE)"
+        "huge pages (THP_MEM_ALLOC_ENABLE set)"
         if _torch_thp_enabled(os.environ.get("THP_MEM_ALLOC_ENABLE"))
-        else "in 4 KiB pages (THP_MEM_ALLOC_ENABLE unset)"
+        else "4 KiB pages (THP_MEM_ALLOC_ENABLE unset)"
     )
-    return f"outputs of 8 MiB and more: the simulator's {ours}, ATen's {theirs}; see docs/bench.md"
+    return f"large outputs (8 MiB and more) are backed by {ours} for the simulator and by {theirs} for ATen"
 
 
 def _torch_thp_enabled(value: str | None) -> bool:

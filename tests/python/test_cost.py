@@ -4,6 +4,8 @@ reference, at its largest declared sample, on every target (iterates the registr
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -164,7 +166,7 @@ def test_cli_bench_grades_an_op(capsys: pytest.CaptureFixture[str]) -> None:
     row = next(line for line in out.splitlines() if line.startswith("add "))
     assert "8192x4096" in row and "dma" in row and row.rstrip().endswith("x")
     assert "cost-model estimates" in out
-    assert "outputs of 8 MiB and more: the simulator's" in out
+    assert "large outputs" in out.splitlines()[-1]
     assert cli.main(["bench", "--op", "no_such_op"]) == 2
 
 
@@ -187,28 +189,31 @@ def test_bench_reads_thp_mem_alloc_enable_as_torch_does(value: str | None, on: b
     assert bench._torch_thp_enabled(value) is on
 
 
-def test_bench_names_how_each_side_backs_its_outputs() -> None:
-    """The note follows TORCH_NKI_HUGE_PAGES (read once per process, hence the subprocess) and
-    THP_MEM_ALLOC_ENABLE."""
-    import os
-    import subprocess
-
+def test_bench_names_how_each_side_backs_its_outputs(tmp_path: Path) -> None:
+    """The note follows TORCH_NKI_HUGE_PAGES (read once per process, hence the subprocess),
+    THP_MEM_ALLOC_ENABLE and the kernel's transparent huge page mode."""
+    thp_modes = tmp_path
+    (thp_modes / "madvise").write_text("always [madvise] never\n")
+    (thp_modes / "never").write_text("always madvise [never]\n")
     script = (
         "import torch_nki; from torch_nki import bench, _native; "
-        "print(_native.huge_pages()); print(bench.allocation_note())"
+        f"print(_native.huge_pages()); print(bench.allocation_note({str(thp_modes / 'madvise')!r}))"
     )
     env = {**os.environ, "TORCH_NKI_HUGE_PAGES": "0", "THP_MEM_ALLOC_ENABLE": "1"}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     advised, note = done.stdout.splitlines()
     assert advised == "False"
-    assert "the simulator's in 4 KiB pages (TORCH_NKI_HUGE_PAGES=0)" in note
-    assert "ATen's in huge pages (THP_MEM_ALLOC_ENABLE)" in note
+    assert "by 4 KiB pages (TORCH_NKI_HUGE_PAGES=0) for the simulator" in note
+    assert "by huge pages (THP_MEM_ALLOC_ENABLE set) for ATen" in note
     # This process: the advice is on unless switched off, as the docs say.
     from torch_nki import _native, bench
 
     assert _native.huge_pages() is (os.environ.get("TORCH_NKI_HUGE_PAGES", "").strip() != "0")
-    ours = "in huge pages," if _native.huge_pages() else "in 4 KiB pages (TORCH_NKI_HUGE_PAGES=0)"
-    assert f"the simulator's {ours}" in bench.allocation_note()
+    ours = "huge pages" if _native.huge_pages() else "4 KiB pages (TORCH_NKI_HUGE_PAGES=0)"
+    assert f"backed by {ours} for the simulator" in bench.allocation_note(str(thp_modes / "madvise"))
+    # Without transparent huge pages (or where the kernel does not say), neither side has them.
+    for path in (thp_modes / "never", thp_modes / "missing"):
+        assert "4 KiB pages on both sides" in bench.allocation_note(str(path))
 
 
 def test_backward_kernels_are_graded_at_their_forwards_bench_shape() -> None:
