@@ -174,6 +174,9 @@ fn few_columns(
         let fused = is_x86_feature_detected!("avx512f")
             || (is_x86_feature_detected!("fma") && is_x86_feature_detected!("avx2"));
         if fused {
+            if m == 0 || n == 0 {
+                return true; // an empty product: nothing to write
+            }
             let mut acc = vec![0f32; m * n];
             // SAFETY: the processor supports FMA and AVX2 (checked above; AVX-512 implies
             // both).
@@ -292,6 +295,30 @@ mod tests {
         a[1] = 0.5;
         assert!(!is_identity(&a, k, k, k));
         assert!(!is_identity(&a[..k * (k - 1)], k, k - 1, k), "not square");
+    }
+
+    #[test]
+    fn an_empty_few_columns_product_writes_nothing() {
+        let (a, b) = ([1.0f32; 8], [2.0f32; 8]);
+        let mut c = [5.0f32; 4];
+        // Zero stationary columns, then zero moving columns: either way dst keeps its values.
+        let (st0, st2) = (
+            Operand {
+                data: &a,
+                stride: 0,
+            },
+            Operand {
+                data: &a,
+                stride: 2,
+            },
+        );
+        let moving = Operand {
+            data: &b,
+            stride: 4,
+        };
+        few_columns(&mut c, 4, st0, 0, moving, 2, 4, false);
+        few_columns(&mut c, 4, st2, 2, moving, 2, 0, false);
+        assert_eq!(c, [5.0; 4]);
     }
 
     #[test]
