@@ -19,6 +19,9 @@ def run(
 ) -> None: ...
 def cache_size() -> int: ...
 def huge_pages() -> bool: ...
+
+HUGE_PAGES_MIN_BYTES: int
+
 def tolerance(
     name: str,
     shapes: Sequence[Sequence[int] | None],

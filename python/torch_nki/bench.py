@@ -158,7 +158,8 @@ def allocation_note(thp_path: str = "/sys/kernel/mm/transparent_hugepage/enabled
         if _torch_thp_enabled(os.environ.get("THP_MEM_ALLOC_ENABLE"))
         else "4 KiB pages (THP_MEM_ALLOC_ENABLE unset)"
     )
-    return f"large outputs (8 MiB and more) are backed by {ours} for the simulator and by {theirs} for ATen"
+    size = f"{torch_nki._native.HUGE_PAGES_MIN_BYTES >> 20} MiB and more"
+    return f"large outputs ({size}) are backed by {ours} for the simulator and by {theirs} for ATen"
 
 
 def _torch_thp_enabled(value: str | None) -> bool:

@@ -469,6 +469,7 @@ macro_rules! nki_module {
 pub fn init_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(versions, m)?)?;
     m.add_function(wrap_pyfunction!(huge_pages, m)?)?;
+    m.add("HUGE_PAGES_MIN_BYTES", crate::pages::MIN_BYTES)?;
     m.add_function(wrap_pyfunction!(set_namespace, m)?)?;
     m.add_function(wrap_pyfunction!(guard::_force_panic, m)?)?;
     m.add_function(wrap_pyfunction!(guard::_entry_points, m)?)?;
