@@ -40,18 +40,27 @@ impl Ctx<'_, '_> {
     }
 }
 
+/// Writes `f(i)` rounded to `dtype` into every `dst[i]`. `for` loops rather than `for_each`:
+/// `for_each` goes through an out-of-line `fold` that the compiler may leave outside the caller's
+/// wide-vector copy ([`crate::wide`]), running the loop four lanes wide.
 #[inline(always)]
 fn round_into(dst: &mut [f32], dtype: DType, f: impl Fn(usize) -> f32) {
     match dtype {
-        DType::F32 => dst.iter_mut().enumerate().for_each(|(i, d)| *d = f(i)),
-        DType::BF16 => dst
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, d)| *d = half::bf16::from_f32(f(i)).to_f32()),
-        dt => dst
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, d)| *d = dt.round(f(i))),
+        DType::F32 => {
+            for (i, d) in dst.iter_mut().enumerate() {
+                *d = f(i);
+            }
+        }
+        DType::BF16 => {
+            for (i, d) in dst.iter_mut().enumerate() {
+                *d = half::bf16::from_f32(f(i)).to_f32();
+            }
+        }
+        dt => {
+            for (i, d) in dst.iter_mut().enumerate() {
+                *d = dt.round(f(i));
+            }
+        }
     }
 }
 

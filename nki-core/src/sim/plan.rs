@@ -11,9 +11,9 @@ use crate::sim::parallel::parallel_loops;
 pub struct ExecPlan {
     /// For each loop variable: may its iterations run in parallel?
     pub parallel: Vec<bool>,
-    /// For each tile: must a fresh allocation be filled with NaN? `false` when the first
-    /// instruction to touch the tile overwrites all of it without reading it, so the poison
-    /// could never be observed.
+    /// For each tile: must a fresh allocation be filled with NaN? `false` when no instruction
+    /// can read an element of it before one writes it (the writes may come in pieces, as
+    /// column chunks), so the poison could never be observed.
     pub poison: Vec<bool>,
     /// Per block (the program body is block 0, then each loop body in program order), per
     /// statement: the tiles allocated in that block whose last use is that statement (or a
@@ -44,47 +44,149 @@ impl ExecPlan {
     }
 }
 
-/// What the first instruction after an allocation does to the tile.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum FirstTouch {
-    /// Writes the whole tile and reads none of it.
-    Overwrites,
-    /// Anything else (reads it, or writes only part of it).
-    Other,
+/// A rectangle of a tile, half-open: partitions `p.0..p.1`, free elements `f.0..f.1`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rect {
+    p: (usize, usize),
+    f: (usize, usize),
 }
 
+impl Rect {
+    fn of(r: &crate::ir::TileRegion) -> Rect {
+        Rect {
+            p: (r.p0, r.p0 + r.np),
+            f: (r.f0, r.f0 + r.nf),
+        }
+    }
+
+    fn contains(&self, o: &Rect) -> bool {
+        self.p.0 <= o.p.0 && o.p.1 <= self.p.1 && self.f.0 <= o.f.0 && o.f.1 <= self.f.1
+    }
+}
+
+/// The parts of a fresh tile written so far, as rectangles merged where they share a side.
+#[derive(Default)]
+struct Written(Vec<Rect>);
+
+/// More rectangles than this and [`Written::covers`] answers `false` (the tile is poisoned).
+const MAX_RECTS: usize = 32;
+
+impl Written {
+    fn add(&mut self, mut r: Rect) {
+        if r.p.0 >= r.p.1 || r.f.0 >= r.f.1 {
+            return;
+        }
+        // Absorb every rectangle that extends `r` along one side into one rectangle.
+        while let Some(i) = self.0.iter().position(|a| {
+            (a.p == r.p && a.f.0 <= r.f.1 && r.f.0 <= a.f.1)
+                || (a.f == r.f && a.p.0 <= r.p.1 && r.p.0 <= a.p.1)
+                || r.contains(a)
+        }) {
+            let a = self.0.swap_remove(i);
+            r = Rect {
+                p: (a.p.0.min(r.p.0), a.p.1.max(r.p.1)),
+                f: (a.f.0.min(r.f.0), a.f.1.max(r.f.1)),
+            };
+        }
+        if !self.0.iter().any(|a| a.contains(&r)) {
+            self.0.push(r);
+        }
+    }
+
+    /// Whether every element of `r` has been written.
+    fn covers(&self, r: &Rect) -> bool {
+        if r.p.0 >= r.p.1 || r.f.0 >= r.f.1 || self.0.iter().any(|a| a.contains(r)) {
+            return true;
+        }
+        if self.0.len() > MAX_RECTS {
+            return false;
+        }
+        // Cut `r` along every rectangle edge inside it; each cell must lie in some rectangle.
+        let cuts = |lo: usize, hi: usize, edges: &mut dyn Iterator<Item = usize>| {
+            let mut v: Vec<usize> = edges.filter(|&e| lo < e && e < hi).collect();
+            v.extend([lo, hi]);
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let ps = cuts(
+            r.p.0,
+            r.p.1,
+            &mut self.0.iter().flat_map(|a| [a.p.0, a.p.1]),
+        );
+        let fs = cuts(
+            r.f.0,
+            r.f.1,
+            &mut self.0.iter().flat_map(|a| [a.f.0, a.f.1]),
+        );
+        ps.windows(2).all(|p| {
+            fs.windows(2).all(|f| {
+                let cell = Rect {
+                    p: (p[0], p[1]),
+                    f: (f[0], f[1]),
+                };
+                self.0.iter().any(|a| a.contains(&cell))
+            })
+        })
+    }
+}
+
+/// What the analysis knows of a tile's poison.
+enum Poison {
+    /// No read has reached an element not yet written; these are written.
+    Undecided(Written),
+    /// Decided: `true` when a read may see an unwritten element.
+    Known(bool),
+}
+
+/// For each tile: may an instruction read an element of it that nothing wrote since its
+/// allocation? Instructions are visited in program order (a loop body once; a loop of zero trips
+/// writes nothing). Reads are checked against the rectangles written so far; once writes cover
+/// the whole tile, or at the end, no read can see the poison.
 fn poison_needed(program: &Program) -> Vec<bool> {
-    let mut first: Vec<Option<FirstTouch>> = vec![None; program.tiles.len()];
-    fn walk(program: &Program, body: &[Stmt], first: &mut [Option<FirstTouch>]) {
+    fn walk(program: &Program, body: &[Stmt], runs: bool, state: &mut [Poison]) {
         for s in body {
             match s {
                 // A tile is allocated once in program order (each handle comes from one call).
                 Stmt::Alloc { .. } => {}
                 Stmt::Inst(inst) => {
-                    let reads: Vec<TileId> = inst.op.tile_reads().iter().map(|r| r.tile).collect();
                     for r in inst.op.tile_reads() {
-                        first[r.tile.0 as usize].get_or_insert(FirstTouch::Other);
+                        let t = &mut state[r.tile.0 as usize];
+                        if let Poison::Undecided(w) = t
+                            && !w.covers(&Rect::of(r))
+                        {
+                            *t = Poison::Known(true);
+                        }
                     }
                     for w in inst.op.tile_writes() {
                         let decl = &program.tiles[w.tile.0 as usize];
-                        let whole =
-                            w.p0 == 0 && w.f0 == 0 && w.np == decl.partitions && w.nf == decl.free;
-                        let touch = if whole && !reads.contains(&w.tile) {
-                            FirstTouch::Overwrites
-                        } else {
-                            FirstTouch::Other
-                        };
-                        first[w.tile.0 as usize].get_or_insert(touch);
+                        let t = &mut state[w.tile.0 as usize];
+                        if let (Poison::Undecided(written), true) = (&mut *t, runs) {
+                            written.add(Rect::of(w));
+                            let whole = Rect {
+                                p: (0, decl.partitions),
+                                f: (0, decl.free),
+                            };
+                            if written.covers(&whole) {
+                                *t = Poison::Known(false);
+                            }
+                        }
                     }
                 }
-                Stmt::Loop { body, .. } => walk(program, body, first),
+                Stmt::Loop { var, body } => {
+                    let trips = program.loops[var.0 as usize].trip > 0;
+                    walk(program, body, runs && trips, state);
+                }
             }
         }
     }
-    walk(program, &program.body, &mut first);
-    first
+    let mut state: Vec<Poison> = (0..program.tiles.len())
+        .map(|_| Poison::Undecided(Written::default()))
+        .collect();
+    walk(program, &program.body, true, &mut state);
+    state
         .into_iter()
-        .map(|t| t != Some(FirstTouch::Overwrites))
+        .map(|t| matches!(t, Poison::Known(true)))
         .collect()
 }
 
@@ -141,4 +243,56 @@ fn release_points(program: &Program) -> (Vec<Vec<Vec<TileId>>>, Vec<usize>) {
         }
     }
     (walk.release, walk.loop_block)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_RECTS, Rect, Written};
+
+    fn rect(p: (usize, usize), f: (usize, usize)) -> Rect {
+        Rect { p, f }
+    }
+
+    #[test]
+    fn column_chunks_merge_into_one_rectangle() {
+        let mut w = Written::default();
+        for c in (0..64).rev() {
+            w.add(rect((0, 128), (c * 8, c * 8 + 8)));
+        }
+        assert_eq!(w.0, vec![rect((0, 128), (0, 512))]);
+        assert!(w.covers(&rect((0, 128), (0, 512))));
+        assert!(!w.covers(&rect((0, 128), (0, 513))));
+    }
+
+    #[test]
+    fn quadrants_cover_the_tile_and_a_gap_does_not() {
+        let mut w = Written::default();
+        w.add(rect((0, 64), (0, 100)));
+        w.add(rect((64, 128), (50, 200)));
+        w.add(rect((0, 64), (100, 200)));
+        assert!(
+            !w.covers(&rect((0, 128), (0, 200))),
+            "rows 64.. cols ..50 unwritten"
+        );
+        assert!(w.covers(&rect((60, 70), (60, 70))));
+        w.add(rect((64, 128), (0, 50)));
+        assert!(w.covers(&rect((0, 128), (0, 200))));
+    }
+
+    #[test]
+    fn too_many_pieces_count_as_uncovered() {
+        let mut w = Written::default();
+        // A checkerboard of single elements never merges.
+        for p in 0..9 {
+            for f in 0..9 {
+                if (p + f) % 2 == 0 {
+                    w.add(rect((p, p + 1), (f, f + 1)));
+                }
+            }
+        }
+        assert!(w.0.len() > MAX_RECTS);
+        assert!(!w.covers(&rect((0, 2), (0, 1))));
+        assert!(w.covers(&rect((0, 1), (0, 1))), "a piece itself is covered");
+        assert!(w.covers(&rect((3, 3), (0, 9))), "an empty read is covered");
+    }
 }
