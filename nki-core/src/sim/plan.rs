@@ -139,6 +139,36 @@ enum Poison {
     Known(bool),
 }
 
+impl Poison {
+    fn fresh() -> Poison {
+        Poison::Undecided(Written::default())
+    }
+
+    /// An instruction reads `r`.
+    fn read(&mut self, r: Rect) {
+        if let Poison::Undecided(w) = self
+            && !w.covers(&r)
+        {
+            *self = Poison::Known(true);
+        }
+    }
+
+    /// An instruction writes `r` of a tile that is `whole`.
+    fn write(&mut self, r: Rect, whole: Rect) {
+        if let Poison::Undecided(w) = self {
+            w.add(r);
+            if w.covers(&whole) {
+                *self = Poison::Known(false);
+            }
+        }
+    }
+
+    /// Whether the tile needs its NaN fill.
+    fn needed(&self) -> bool {
+        matches!(self, Poison::Known(true))
+    }
+}
+
 /// For each tile: may an instruction read an element of it that nothing wrote since its
 /// allocation? Instructions are visited in program order (a loop body once; a loop of zero trips
 /// writes nothing). Reads are checked against the rectangles written so far; once writes cover
@@ -151,26 +181,15 @@ fn poison_needed(program: &Program) -> Vec<bool> {
                 Stmt::Alloc { .. } => {}
                 Stmt::Inst(inst) => {
                     for r in inst.op.tile_reads() {
-                        let t = &mut state[r.tile.0 as usize];
-                        if let Poison::Undecided(w) = t
-                            && !w.covers(&Rect::of(r))
-                        {
-                            *t = Poison::Known(true);
-                        }
+                        state[r.tile.0 as usize].read(Rect::of(r));
                     }
-                    for w in inst.op.tile_writes() {
+                    for w in inst.op.tile_writes().into_iter().filter(|_| runs) {
                         let decl = &program.tiles[w.tile.0 as usize];
-                        let t = &mut state[w.tile.0 as usize];
-                        if let (Poison::Undecided(written), true) = (&mut *t, runs) {
-                            written.add(Rect::of(w));
-                            let whole = Rect {
-                                p: (0, decl.partitions),
-                                f: (0, decl.free),
-                            };
-                            if written.covers(&whole) {
-                                *t = Poison::Known(false);
-                            }
-                        }
+                        let whole = Rect {
+                            p: (0, decl.partitions),
+                            f: (0, decl.free),
+                        };
+                        state[w.tile.0 as usize].write(Rect::of(w), whole);
                     }
                 }
                 Stmt::Loop { var, body } => {
@@ -180,14 +199,9 @@ fn poison_needed(program: &Program) -> Vec<bool> {
             }
         }
     }
-    let mut state: Vec<Poison> = (0..program.tiles.len())
-        .map(|_| Poison::Undecided(Written::default()))
-        .collect();
+    let mut state: Vec<Poison> = (0..program.tiles.len()).map(|_| Poison::fresh()).collect();
     walk(program, &program.body, true, &mut state);
-    state
-        .into_iter()
-        .map(|t| matches!(t, Poison::Known(true)))
-        .collect()
+    state.iter().map(Poison::needed).collect()
 }
 
 /// [`ExecPlan::release`] and [`ExecPlan::loop_block`].
@@ -247,7 +261,7 @@ fn release_points(program: &Program) -> (Vec<Vec<Vec<TileId>>>, Vec<usize>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_RECTS, Rect, Written};
+    use super::{MAX_RECTS, Poison, Rect, Written};
 
     fn rect(p: (usize, usize), f: (usize, usize)) -> Rect {
         Rect { p, f }
@@ -294,5 +308,53 @@ mod tests {
         assert!(!w.covers(&rect((0, 2), (0, 1))));
         assert!(w.covers(&rect((0, 1), (0, 1))), "a piece itself is covered");
         assert!(w.covers(&rect((3, 3), (0, 9))), "an empty read is covered");
+    }
+
+    /// Against element-by-element bookkeeping on random sequences of reads and writes of a
+    /// `[6, 10]` tile: the analysis asks for the fill whenever a read reaches an unwritten
+    /// element, and only then while its rectangles stay within [`MAX_RECTS`].
+    #[test]
+    fn the_analysis_agrees_with_brute_force() {
+        let (np, nf) = (6, 10);
+        let whole = rect((0, np), (0, nf));
+        let mut state = 0x9e37_79b9_u32;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state as usize % n
+        };
+        let (mut exact, mut capped) = (0, 0);
+        for _ in 0..20_000 {
+            let mut poison = Poison::fresh();
+            let mut written = [[false; 10]; 6];
+            let mut seen_unwritten = false;
+            let mut pieces = 0;
+            for _ in 0..1 + next(12) {
+                let (p0, f0) = (next(np), next(nf));
+                let r = rect((p0, p0 + 1 + next(np - p0)), (f0, f0 + 1 + next(nf - f0)));
+                let cells = (r.p.0..r.p.1).flat_map(|p| (r.f.0..r.f.1).map(move |f| (p, f)));
+                if next(3) == 0 {
+                    poison.read(r);
+                    seen_unwritten |= cells.clone().any(|(p, f)| !written[p][f]);
+                } else {
+                    poison.write(r, whole);
+                    cells.for_each(|(p, f)| written[p][f] = true);
+                }
+                if let Poison::Undecided(w) = &poison {
+                    pieces = pieces.max(w.0.len());
+                }
+            }
+            if seen_unwritten {
+                assert!(poison.needed(), "a read saw poison the analysis missed");
+            }
+            if pieces <= MAX_RECTS {
+                assert_eq!(poison.needed(), seen_unwritten);
+                exact += 1;
+            } else {
+                capped += 1;
+            }
+        }
+        assert!(exact > 19_000, "{exact} exact, {capped} capped");
     }
 }

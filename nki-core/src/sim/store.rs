@@ -79,7 +79,7 @@ impl<'p> TileStore<'p> {
     }
 
     /// Gives `tile` fresh storage in this frame, filled with NaN when `poison` is set (when it
-    /// is not, the plan proved the first instruction overwrites every element).
+    /// is not, the plan proved no instruction reads an element before one writes it).
     pub(crate) fn allocate(&mut self, tile: TileId, partitions: usize, poison: bool) {
         let n = partitions * self.strides[tile.0 as usize];
         let slot = &mut self.slots[tile.0 as usize];
@@ -94,8 +94,8 @@ impl<'p> TileStore<'p> {
         if poison {
             buf.clear();
         }
-        // Without poison the first instruction overwrites every element, so a reused buffer's
-        // old values can stay: only the part beyond its previous length is filled.
+        // Without poison every element is written before it is read, so a reused buffer's old
+        // values can stay: only the part beyond its previous length is filled.
         buf.resize(n, f32::NAN);
         *slot = Slot::Owned(buf);
     }
