@@ -12,12 +12,14 @@
 //! Σ_rows grad_y`, both in one PSUM bank per 512 columns.
 //!
 //! Each row tile goes through three stages ([`stages`]): A, the products and row sums of each
-//! column piece (1024 columns for RMSNorm, 2048 for LayerNorm); B, the per-row factors `k` and `rstd · b`; C, `grad_x`. The engines run
-//! their instructions in order, so the row tiles of a group are software-pipelined: while
-//! tile i's pieces are written (C), tile i + 2's are loaded and multiplied (A), piece by piece
-//! and interleaved, and tile i + 1's factors (B) follow. Every engine then has work from two
-//! tiles queued and none waits for another's pass over the same piece. Groups are as long as
-//! SBUF allows the three tiles in flight (their tiles are freed as the pipeline moves on), so
+//! column piece (1024 columns for RMSNorm, 2048 for LayerNorm); B, the per-row factors `k` and
+//! `rstd · b`; C, `grad_x`. The engines run their instructions in order, so the row tiles of a
+//! group are software-pipelined: while tile i's pieces are written (C), tile i + 2's (16-bit
+//! rows, and add_rmsnorm's) or tile i + 1's (other fp32 rows, bound by DMA; see
+//! [`pipeline_depth`]) are loaded and multiplied (A), piece by piece and interleaved, and tile
+//! i + 1's factors (B) follow. Every engine then has work from two tiles queued and none waits
+//! for another's pass over the same piece. Groups are as long as SBUF allows the tiles in
+//! flight (their tiles are freed as the pipeline moves on), so
 //! the pipeline fills and drains once per group, not once per tile.
 
 mod stages;
@@ -60,6 +62,7 @@ pub(super) fn run(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
     let grad_b = o.with_bias.then(|| shared_hbm(&[d], dt));
     let pass = Pass::new(o);
     let group = group_tiles(&pass, n);
+    let depth = pipeline_depth(dt, o.extra.is_some());
     for_each_tile(n, group * PMAX, |span| {
         let tiles: Vec<TileSpan> = spans(span.size, PMAX)
             .map(|(o, p)| TileSpan {
@@ -67,7 +70,7 @@ pub(super) fn run(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
                 size: p,
             })
             .collect();
-        pipeline(&pass, &tiles);
+        pipeline(&pass, &tiles, depth);
     });
     // The accumulated gradients, rounded once and stored.
     let acc_rows = pass.accs.first().map_or(1, |a| a.shape()[0]);
@@ -88,12 +91,23 @@ pub(super) fn run(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
     (grad_w, grad_b)
 }
 
-/// The three stages over the row tiles of one group: tiles 0 and 1 through stage A and tile 0
-/// through B first; then, per tile i, its pieces' outputs (C) interleaved with tile i + 2's
-/// loads and products (A), each piece loaded one step ahead and its scalar-engine sum issued
-/// one step behind (so neither waits in that engine's queue behind the other's work), and
-/// tile i + 1's factors (B) last.
-fn pipeline(pass: &Pass, tiles: &[TileSpan]) {
+/// How many row tiles stage A runs ahead of stage C. Two where the engines bound the kernel
+/// (16-bit rows: trn2 cost model at 8192×4096 bf16, layernorm_backward 782 µs with two, 1050
+/// with one; rmsnorm_backward 703 vs 804), and for add_rmsnorm (fp32 1998 vs 2211 µs). fp32
+/// rows of the other two are bound by DMA, where one tile ahead costs the device nothing
+/// measurable (layernorm_backward 1472 vs 1481 µs, rmsnorm_backward 1211 vs 1208) and
+/// keeps each tile's pieces closer in time, which the CPU simulator feels: layernorm_backward
+/// there runs in about four fifths of the time (sim-only, two threads, min 131.8 → 107.2 ms).
+fn pipeline_depth(dt: DType, extra: bool) -> usize {
+    if dt == DType::F32 && !extra { 1 } else { 2 }
+}
+
+/// The three stages over the row tiles of one group, stage A running `depth` (1 or 2) tiles
+/// ahead: tiles `0..depth` through stage A and tile 0 through B first; then, per tile i, its
+/// pieces' outputs (C) interleaved with tile i + depth's loads and products (A), each piece
+/// loaded one step ahead and its scalar-engine sum issued one step behind (so neither waits in
+/// that engine's queue behind the other's work), and tile i + 1's factors (B) last.
+fn pipeline(pass: &Pass, tiles: &[TileSpan], depth: usize) {
     let pieces = pass.pieces.len();
     // Every tile's per-row operands first: their small loads then queue ahead of the pieces'.
     let mut started: std::collections::VecDeque<RowTile> = tiles
@@ -111,7 +125,7 @@ fn pipeline(pass: &Pass, tiles: &[TileSpan]) {
         Some(t)
     };
     let mut fresh: std::collections::VecDeque<RowTile> =
-        [whole(), whole()].into_iter().flatten().collect();
+        (0..depth).filter_map(|_| whole()).collect();
     let mut ready: Option<Scaled> = fresh.pop_front().map(|t| pass.scaled(t));
     // The last piece's sum of the tile loaded in the previous iteration, still to be issued.
     let mut last_sum_due = false;
@@ -145,6 +159,11 @@ fn pipeline(pass: &Pass, tiles: &[TileSpan]) {
         if let Some(a) = ahead {
             fresh.push_back(a);
             last_sum_due = true;
+        }
+        // One tile ahead, the tile just loaded is the next to be output: its sum cannot wait.
+        if last_sum_due && fresh.len() == 1 {
+            pass.sum(&fresh[0], pieces - 1);
+            last_sum_due = false;
         }
         ready = fresh.pop_front().map(|t| pass.scaled(t));
     }
