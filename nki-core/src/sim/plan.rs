@@ -2,7 +2,7 @@
 //! rather than on every run — which loops may run in parallel, which tile allocations need
 //! their NaN poison written, and after which statement each tile's storage can be released.
 
-use crate::ir::{Program, Stmt, TileId};
+use crate::ir::{Program, Stmt, TileId, TileRegion};
 use crate::sim::parallel::parallel_loops;
 
 /// Per-program facts for the simulator. Build once with [`ExecPlan::new`] and pass it in
@@ -52,7 +52,7 @@ struct Rect {
 }
 
 impl Rect {
-    fn of(r: &crate::ir::TileRegion) -> Rect {
+    fn of(r: &TileRegion) -> Rect {
         Rect {
             p: (r.p0, r.p0 + r.np),
             f: (r.f0, r.f0 + r.nf),
@@ -183,6 +183,7 @@ fn poison_needed(program: &Program) -> Vec<bool> {
                     for r in inst.op.tile_reads() {
                         state[r.tile.0 as usize].read(Rect::of(r));
                     }
+                    // A loop that never runs writes nothing (its reads still count, above).
                     for w in inst.op.tile_writes().into_iter().filter(|_| runs) {
                         let decl = &program.tiles[w.tile.0 as usize];
                         let whole = Rect {

@@ -157,13 +157,14 @@ fn pipeline(pass: &Pass, tiles: &[TileSpan], depth: usize) {
             }
         }
         if let Some(a) = ahead {
+            // One tile ahead, the tile just loaded is the next to be output: its sum cannot
+            // wait for the next iteration's first piece.
+            if depth == 1 {
+                pass.sum(&a, pieces - 1);
+            } else {
+                last_sum_due = true;
+            }
             fresh.push_back(a);
-            last_sum_due = true;
-        }
-        // One tile ahead, the tile just loaded is the next to be output: its sum cannot wait.
-        if last_sum_due && fresh.len() == 1 {
-            pass.sum(&fresh[0], pieces - 1);
-            last_sum_due = false;
         }
         ready = fresh.pop_front().map(|t| pass.scaled(t));
     }
