@@ -289,7 +289,7 @@ unsafe extern "C" fn execute(
                 let d = &program.hbm[id.0 as usize];
                 // SAFETY: see above.
                 let data = unsafe { bytes_mut(b) };
-                crate::pages::advise_huge_pages(data);
+                crate::pages::prepare_output(data);
                 HostTensorMut {
                     dtype: d.dtype,
                     shape: &d.shape,

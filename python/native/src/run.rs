@@ -246,7 +246,7 @@ impl Job {
             .iter_mut()
             .map(|b| {
                 let data = unsafe { b.as_mut_slice() };
-                crate::pages::advise_huge_pages(data);
+                crate::pages::prepare_output(data);
                 HostTensorMut {
                     dtype: b.dtype,
                     shape: &b.shape,
