@@ -12,7 +12,7 @@
 //! Σ_rows grad_y`, both in one PSUM bank per 512 columns.
 //!
 //! Each row tile goes through three stages ([`stages`]): A, the products and row sums of each
-//! column piece (1024 columns for RMSNorm, 2048 for LayerNorm); B, the per-row factors `k` and
+//! column piece (1024 columns, 2048 for 16-bit LayerNorm rows); B, the per-row factors `k` and
 //! `rstd · b`; C, `grad_x`. The engines run their instructions in order, so the row tiles of a
 //! group are software-pipelined: while tile i's pieces are written (C), tile i + 2's (16-bit
 //! rows, and add_rmsnorm's) or tile i + 1's (other fp32 rows, bound by DMA; see
@@ -95,9 +95,10 @@ pub(super) fn run(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
 /// (16-bit rows: trn2 cost model at 8192×4096 bf16, layernorm_backward 782 µs with two, 1050
 /// with one; rmsnorm_backward 703 vs 804), and for add_rmsnorm (fp32 1998 vs 2211 µs). fp32
 /// rows of the other two are bound by DMA, where one tile ahead costs the device nothing
-/// measurable (layernorm_backward 1472 vs 1481 µs, rmsnorm_backward 1211 vs 1208) and
+/// measurable (layernorm_backward 1215 vs 1221 µs, rmsnorm_backward 1211 vs 1208) and
 /// keeps each tile's pieces closer in time, which the CPU simulator feels: layernorm_backward
-/// there runs in about four fifths of the time (sim-only, two threads, min 131.8 → 107.2 ms).
+/// there runs in about four fifths of the time (measured with 2048-column pieces, sim-only,
+/// two threads: min 131.8 → 107.2 ms).
 fn pipeline_depth(dt: DType, extra: bool) -> usize {
     if dt == DType::F32 && !extra { 1 } else { 2 }
 }
@@ -251,10 +252,16 @@ mod tests {
     }
 
     /// LayerNorm's gradients against closed forms in f64, over two pipeline groups and a
-    /// ragged tail, with and without a weight.
+    /// ragged tail, with and without a weight; and over rows of several column pieces (three
+    /// fp32 pieces, the last ragged).
     #[test]
     fn layernorm_backward_matches_closed_forms_across_groups() {
-        let (n, d) = (65 * PMAX + 3, 40);
+        for (n, d) in [(65 * PMAX + 3, 40), (2 * PMAX + 5, 2500)] {
+            layernorm_backward_matches_closed_forms(n, d);
+        }
+    }
+
+    fn layernorm_backward_matches_closed_forms(n: usize, d: usize) {
         let arr = |seed: usize, scale: f32, offset: f32| {
             let v =
                 (0..n * d).map(|i| (((i + seed) * 7919) % 1000) as f32 / 500.0 * scale + offset);

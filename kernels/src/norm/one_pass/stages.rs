@@ -6,7 +6,8 @@
 //! dtype, as autograd rounds it; every fourth piece's `grad_y · x` on GpSimd), `ĝ · x` on
 //! GpSimd, its row sum and the final `· rstd` on the scalar engine, and `ĝ + k · x` as one
 //! `scalar_tensor_tensor` (with `grad_h`, `(ĝ + k · x) · rstd + grad_h` is a second one).
-//! LayerNorm, per 2048-column piece (its vector passes are fewer and longer): `x` centred on
+//! LayerNorm, per 2048-column piece for 16-bit rows (its vector passes are fewer and longer)
+//! and 1024-column piece for fp32 rows (bound by DMA, whose transfers then overlap more): `x` centred on
 //! the scalar engine; the fp32 `ĝ` with `Σ ĝ` from one reducing `scalar_tensor_tensor`;
 //! `grad_y · (x − mean)` on GpSimd; `ĝ · (x − mean)` with its sum from a reducing
 //! `scalar_tensor_tensor` for two pieces in five, on GpSimd with the scalar engine's sum for
@@ -108,9 +109,13 @@ impl Pass {
             _ => dt,
         };
         let banks: Vec<(usize, usize)> = psum_banks(d).collect();
-        // LayerNorm in 2048-column pieces, RMSNorm in 1024 (its GpSimd share needs four
-        // pieces a row).
-        let piece_cols = if centred { 2 * PIECE_COLS } else { PIECE_COLS };
+        // 16-bit LayerNorm rows in 2048-column pieces, fp32 LayerNorm rows and RMSNorm in
+        // 1024 (RMSNorm's GpSimd share needs four pieces a row; see `PIECE_COLS`).
+        let piece_cols = if centred && dt.size_bytes() < 4 {
+            2 * PIECE_COLS
+        } else {
+            PIECE_COLS
+        };
         let pieces: Vec<(usize, usize)> = spans(d, piece_cols).collect();
         let w = o.weight.map(|w| broadcast_pieces(w, n, &pieces));
         let acc_rows = 1 + usize::from(o.with_bias);
@@ -429,10 +434,12 @@ fn row_sum(partials: &Tile) -> TileRegion {
     total.region()
 }
 
-/// Columns per RMSNorm piece (LayerNorm's are twice as wide), and per store: transfers of at
-/// most this many columns spread over the DMA queues, where one transfer per tile would queue
-/// the stores behind the next tiles' loads (trn2 bf16 bench shape, cost model: LayerNorm 797 µs
-/// with 1024-column pieces, 782 with 2048; RMSNorm 703 with 1024, 717 with 2048).
+/// Columns per piece (16-bit LayerNorm rows take twice as many), and per store: transfers of
+/// at most this many columns spread over the DMA queues, where one transfer per tile would
+/// queue the stores behind the next tiles' loads. Trn2 cost model at the 8192×4096 bench shape:
+/// bf16 LayerNorm 797 µs with 1024-column pieces, 782 with 2048; bf16 RMSNorm 703 with 1024,
+/// 717 with 2048; fp32 LayerNorm (bound by DMA) 1221 µs with 1024, 1203 with 512 (the CPU
+/// simulator slower there: more, smaller instructions), 1481 with 2048.
 const PIECE_COLS: usize = 1024;
 
 /// Allowance for a row tile's `[p, 1]` columns and the kernel's small tiles, bytes per
