@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -144,14 +145,17 @@ def allocation_note(thp_path: str = "/sys/kernel/mm/transparent_hugepage/enabled
     """How the two sides' large outputs are backed in this process, which the CPU times include
     (first-touch page faults of a fresh output can cost as much as a memory-bound op). Both
     sides only advise huge pages; where the kernel's transparent huge pages are off (or not
-    known: no ``thp_path``), the advice does nothing."""
+    known: no ``thp_path``), the advice does nothing. On Linux the simulator also faults its
+    large outputs in before each run (``MADV_POPULATE_WRITE``), which the note says too."""
+    ahead = "; the simulator's are faulted in before each run" if sys.platform.startswith("linux") else ""
     try:
         with open(thp_path) as f:
             thp_off = "[never]" in f.read()
     except OSError:
         thp_off = True
     if thp_off:
-        return "large outputs are backed by 4 KiB pages on both sides (transparent huge pages are off)"
+        both = "4 KiB pages on both sides (transparent huge pages are off)"
+        return f"large outputs are backed by {both}{ahead}"
     ours = "huge pages" if torch_nki._native.huge_pages() else "4 KiB pages (TORCH_NKI_HUGE_PAGES=0)"
     theirs = (
         "huge pages (THP_MEM_ALLOC_ENABLE set)"
@@ -159,7 +163,7 @@ def allocation_note(thp_path: str = "/sys/kernel/mm/transparent_hugepage/enabled
         else "4 KiB pages (THP_MEM_ALLOC_ENABLE unset)"
     )
     size = f"{torch_nki._native.HUGE_PAGES_MIN_BYTES >> 20} MiB and more"
-    return f"large outputs ({size}) are backed by {ours} for the simulator and by {theirs} for ATen"
+    return f"large outputs ({size}) are backed by {ours} for the simulator and by {theirs} for ATen{ahead}"
 
 
 def _torch_thp_enabled(value: str | None) -> bool:

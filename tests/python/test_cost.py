@@ -214,6 +214,11 @@ def test_bench_names_how_each_side_backs_its_outputs(tmp_path: Path) -> None:
     # Without transparent huge pages (or where the kernel does not say), neither side has them.
     for path in (thp_modes / "never", thp_modes / "missing"):
         assert "4 KiB pages on both sides" in bench.allocation_note(str(path))
+    # Every way, the note says the simulator's outputs are faulted in ahead where that is done.
+    for path in (thp_modes / "madvise", thp_modes / "never"):
+        ahead = bench.allocation_note(str(path)).endswith("; the simulator's are faulted in before each run")
+        assert ahead is sys.platform.startswith("linux")
+    assert note.endswith("faulted in before each run") is sys.platform.startswith("linux")
 
 
 def test_backward_kernels_are_graded_at_their_forwards_bench_shape() -> None:
