@@ -102,9 +102,9 @@ fn fault_in(addr: usize, len: usize) -> usize {
     if all { len } else { 0 }
 }
 
-/// Splits `0..len` into at most `threads` consecutive `(offset, length)` shares of at least
-/// [`PER_THREAD`] bytes each but the last (one share when `len` is smaller), every share but the last a
-/// multiple of [`HUGE_PAGE`] so no huge page is faulted from two threads.
+/// Splits `0..len` into at most `threads` consecutive `(offset, length)` shares (one when `len`
+/// is smaller than [`PER_THREAD`]); every share but the last is at least [`PER_THREAD`] bytes
+/// and a multiple of [`HUGE_PAGE`], so no huge page is faulted from two threads.
 fn shares(len: usize, threads: usize) -> Vec<(usize, usize)> {
     let threads = (len / PER_THREAD).clamp(1, threads.max(1));
     let share = (len / threads).next_multiple_of(HUGE_PAGE);

@@ -6,9 +6,9 @@
 //! dtype, as autograd rounds it; every fourth piece's `grad_y · x` on GpSimd), `ĝ · x` on
 //! GpSimd, its row sum and the final `· rstd` on the scalar engine, and `ĝ + k · x` as one
 //! `scalar_tensor_tensor` (with `grad_h`, `(ĝ + k · x) · rstd + grad_h` is a second one).
-//! LayerNorm, per 2048-column piece for 16-bit rows (its vector passes are fewer and longer)
-//! and 1024-column piece for fp32 rows (bound by DMA, whose transfers then overlap more): `x` centred on
-//! the scalar engine; the fp32 `ĝ` with `Σ ĝ` from one reducing `scalar_tensor_tensor`;
+//! LayerNorm, per 2048-column piece for 16-bit rows (fewer, longer vector passes) and 1024 for
+//! fp32 rows (bound by DMA, whose transfers then overlap more): `x` centred on the scalar
+//! engine; the fp32 `ĝ` with `Σ ĝ` from one reducing `scalar_tensor_tensor`;
 //! `grad_y · (x − mean)` on GpSimd; `ĝ · (x − mean)` with its sum from a reducing
 //! `scalar_tensor_tensor` for two pieces in five, on GpSimd with the scalar engine's sum for
 //! the others ([`VECTOR_PRODUCTS`]); the rest as for RMSNorm.
