@@ -79,27 +79,47 @@ fn aligned(start: usize, end: usize, align: usize) -> Option<(usize, usize)> {
     (last > first).then(|| (first, last - first))
 }
 
-/// Faults `addr..addr + len` in over up to [`MAX_THREADS`] threads, each taking a
-/// [`HUGE_PAGE`]-aligned share; returns the bytes faulted in (0 if any share was refused).
+/// Faults `addr..addr + len` in over up to [`MAX_THREADS`] threads, the shares meeting on
+/// [`HUGE_PAGE`] boundaries; returns the bytes faulted in (0 if any share was refused).
 fn fault_in(addr: usize, len: usize) -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-    let pieces = shares(len, cores.min(MAX_THREADS));
+    // Shares are cut from the huge page holding `addr`, then clipped to the range, so their
+    // boundaries are huge-page boundaries of the address space.
+    let base = addr / HUGE_PAGE * HUGE_PAGE;
+    let clip = |(off, l): (usize, usize)| {
+        let (start, end) = ((base + off).max(addr), base + off + l);
+        (start, end - start)
+    };
+    let pieces: Vec<(usize, usize)> = shares(addr - base + len, fault_in_threads())
+        .into_iter()
+        .map(clip)
+        .filter(|&(_, l)| l > 0)
+        .collect();
     let Some((&(first, first_len), rest)) = pieces.split_first() else {
         return 0;
     };
     let all = std::thread::scope(|scope| {
         let helpers: Vec<_> = rest
             .iter()
-            .map(|&(off, l)| scope.spawn(move || populate_write(addr + off, l)))
+            .map(|&(a, l)| scope.spawn(move || populate_write(a, l)))
             .collect();
         // Where a helper cannot be joined (it panicked: a bug), count its share as refused.
-        let mut all = populate_write(addr + first, first_len);
+        let mut all = populate_write(first, first_len);
         for helper in helpers {
             all &= helper.join().unwrap_or(false);
         }
         all
     });
     if all { len } else { 0 }
+}
+
+/// Threads [`fault_in`] may use: this process's cores, at most [`MAX_THREADS`] (read once;
+/// the standard library reads cgroup files to answer).
+fn fault_in_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        cores.min(MAX_THREADS)
+    })
 }
 
 /// Splits `0..len` into at most `threads` consecutive `(offset, length)` shares (one when `len`
