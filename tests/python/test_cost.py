@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -222,14 +223,45 @@ def test_bench_names_how_each_side_backs_its_outputs(tmp_path: Path) -> None:
 
 
 def test_backward_kernels_are_graded_at_their_forwards_bench_shape() -> None:
-    """Derived from the forward's bench shape (costed here; timing is `torch-nki bench`'s job)."""
+    """Derived from the forward's bench shape (costed here, on meta tensors: the forward runs
+    on its contract's output shapes; timing is `torch-nki bench`'s job)."""
+    from torch_nki import bench
+
+    def meta(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        return torch.empty(shape, dtype=dtype, device="meta")
+
+    for op in testing.backward_kernels():
+        samples = bench._bench_samples(op, make=meta)
+        assert samples is not None, op
+        sample, forward = samples
+        assert forward is not None and forward.op == testing.op_spec(op).backward_of
+        assert sample.op == op and forward.tensors[0].shape in [t.shape for t in sample.tensors]
+        assert all(t.is_meta for t in sample.tensors), op
+        assert torch_nki.cost(op, *sample.args).total_ns > 0
+    # A forward op is its own bench call, with no forward behind it.
+    forward_only = bench._bench_samples("add", make=meta)
+    assert forward_only is not None and forward_only[1] is None
+
+
+def test_bench_times_a_backward_kernel_against_the_gradients_it_computes() -> None:
+    """What `torch-nki bench` times a backward kernel against, torch autograd of its forward's
+    reference, gives the kernel's own gradients (on each forward's first fp32 sample)."""
     from torch_nki import bench
 
     for op in testing.backward_kernels():
-        call = bench._bench_call(op)
-        assert call is not None, op
-        sample, _ = call
-        forward = testing.bench_input(testing.op_spec(op).backward_of or "")
-        assert forward is not None
-        assert sample.op == op and forward.tensors[0].shape in [t.shape for t in sample.tensors]
-        assert torch_nki.cost(op, *sample.args).total_ns > 0
+        spec = testing.op_spec(op)
+        forward = testing.sample_inputs(spec.backward_of or "", dtypes=[torch.float32])[0]
+        backward = testing.backward_sample(forward)
+        aten = bench._aten_backward(forward, backward)()
+        fwd = testing.op_spec(forward.op)
+        differentiable = [
+            p.name
+            for p, a in zip(fwd.params, forward.args, strict=True)
+            if isinstance(a, torch.Tensor) and a.is_floating_point()
+        ]
+        expected = dict(zip(differentiable, aten, strict=True))
+        ours = testing.call(backward)
+        assert len(ours) == len(expected), op
+        for output, grad in zip(spec.public_outputs, ours, strict=True):
+            name = output.name.removeprefix("grad_")
+            torch.testing.assert_close(grad, expected[name], rtol=1e-4, atol=1e-5, msg=f"{op}: {name}")
