@@ -10,8 +10,8 @@
 //! fp32 rows (bound by DMA, whose transfers then overlap more): `x` centred on the scalar
 //! engine; the fp32 `ĝ` with `Σ ĝ` from one reducing `scalar_tensor_tensor`;
 //! `grad_y · (x − mean)` on GpSimd; `ĝ · (x − mean)` with its sum from a reducing
-//! `scalar_tensor_tensor` for two pieces in five, on GpSimd with the scalar engine's sum for
-//! the others ([`VECTOR_PRODUCTS`]); the rest as for RMSNorm.
+//! `scalar_tensor_tensor` for every fp32 piece and two 16-bit pieces in five, on GpSimd with
+//! the scalar engine's sum for the others ([`VECTOR_PRODUCTS`]); the rest as for RMSNorm.
 
 use super::super::chunk_of;
 use super::Operands;
@@ -304,13 +304,16 @@ impl Pass {
                 }
             }
         }
-        // S = Σ ĝ · x over the exact fp32 products: LayerNorm's even pieces in one reducing
-        // vector instruction, every other piece on GpSimd with the sum on the scalar engine.
+        // S = Σ ĝ · x over the exact fp32 products: for LayerNorm, in one reducing vector
+        // instruction, or on GpSimd with the sum on the scalar engine for the 16-bit pieces
+        // [`VECTOR_PRODUCTS`] leaves there. fp32 rows are bound by DMA, which leaves the vector
+        // engine room for them all (trn2 bench shape, cost model: 1.221 → 1.198 ms, 154
+        // instructions fewer), and the CPU simulator one pass over the products fewer.
         let scratch = sbuf([p, cols], DType::F32);
         let s = t.s.cols(j, 1);
         let k = t.index * self.pieces.len() + j;
         let (a, b) = VECTOR_PRODUCTS;
-        let on_vector = self.centred && (k + 1) * a / b > k * a / b;
+        let on_vector = self.centred && (self.dt == DType::F32 || (k + 1) * a / b > k * a / b);
         if on_vector {
             scalar_tensor_tensor_reduce(
                 &scratch,
@@ -446,8 +449,8 @@ const PIECE_COLS: usize = 1024;
 /// partition.
 const SMALL_BYTES: usize = 256;
 
-/// `(a, b)`: LayerNorm's `ĝ · (x − mean)` of `a` pieces in `b` on the vector engine, spread
-/// evenly over the group's pieces; the rest on GpSimd. The vector engine is the bound (trn2
-/// bf16 bench shape, cost model: 800 µs with one in two, 791 with three in eight, 782 with two
-/// in five, 857 with one in four).
+/// `(a, b)`: LayerNorm's 16-bit `ĝ · (x − mean)` of `a` pieces in `b` on the vector engine,
+/// spread evenly over the group's pieces; the rest on GpSimd. The vector engine is the bound
+/// (trn2 bf16 bench shape, cost model: 800 µs with one in two, 791 with three in eight, 782
+/// with two in five, 857 with one in four).
 const VECTOR_PRODUCTS: (usize, usize) = (2, 5);
