@@ -16,10 +16,11 @@ use nki_core::prelude::*;
 /// variance, `weight` and `bias` optional), for `x` of any rank ≥ 1, as
 /// `F.layer_norm(x, x.shape[-1:], weight, bias, eps)`.
 ///
-/// Per row tile: `bn_stats` and `bn_aggr` on the vector engine give the mean and variance; the
-/// normalisation `x · rstd − mean · rstd` is one scalar-engine pass (per-row scale and bias);
-/// the weight is applied on the vector engine and the bias on GpSimd, and the result is rounded
-/// once. `mean` and `rstd` per row are saved in fp32 for the backward.
+/// Per row tile: `bn_stats` and `bn_aggr` on the vector engine give the mean and variance.
+/// bf16 rows with a weight and a bias held on chip are normalised through the tensor engine
+/// (`AffineOnPe`); otherwise `(x − mean) · weight` and `· rstd + bias` are two vector-engine
+/// `scalar_tensor_tensor`s (with only one of weight and bias, `(x − mean) · rstd` and then it),
+/// in fp32 and rounded once. `mean` and `rstd` per row are saved in fp32 for the backward.
 #[kernel(
     shape(x = [..B, D], weight = [D], bias = [D])
         -> (y = [..B, D], saved mean = [..B], saved rstd = [..B]),
@@ -71,8 +72,7 @@ pub fn layernorm(
     let own_out = fits(2 * group, 0);
     let hold = fits(if own_out { 2 * group } else { group }, affine);
     // bf16 with both a weight and a bias held on chip: the bias joins through the tensor
-    // engine (see `AffineOnPe`). Otherwise the scalar engine normalises, the vector engine
-    // applies the weight and GpSimd the bias.
+    // engine (see `AffineOnPe`). Otherwise the vector engine normalises and applies them.
     let on_pe = match (weight, bias) {
         (Some(w), Some(b)) if hold && dt == DType::BF16 => Some(AffineOnPe::new(w, b, n, d)),
         _ => None,
@@ -137,42 +137,54 @@ pub fn layernorm(
             match &st.affine {
                 RowAffine::OnPe { pe, factors } => pe.apply(&yt, &st.xt, factors, &st.rstd),
                 RowAffine::OnEngines { scratch } => {
-                    // y = (x − mean) · rstd, then · weight (vector) + bias (GpSimd), in fp32
-                    // and rounded once. The subtraction comes first, as in ATen: the scalar
-                    // engine's one-instruction form `x · rstd + (−mean · rstd)` loses the
-                    // digits of rows far from zero (10× ATen's error at mean/std ≈ 1000).
-                    // Two fp32 scratch tiles in turn, so GpSimd adds the bias to chunk i while
-                    // the vector engine works on chunk i + 1. (Keeping them in a 16-bit input
-                    // dtype would make the vector passes twice as fast, at the price of two
-                    // extra roundings: bf16 results then differ from ATen's by a full ulp.)
+                    // In fp32, rounded once to y: with a weight and a bias, `(x − mean) ·
+                    // weight` and then `· rstd + bias`, two vector `scalar_tensor_tensor`s
+                    // (trn2 fp32 bench shape, cost model: 976.5 → 964.8 µs against
+                    // `(x − mean) · rstd` on the vector engine, `· weight` there and `+ bias`
+                    // on GpSimd, and one pass fewer for the CPU simulator); with one of them,
+                    // `(x − mean) · rstd` and the product or sum. The subtraction comes first,
+                    // as in ATen: the scalar engine's one-instruction form
+                    // `x · rstd + (−mean · rstd)` loses the digits of rows far from zero (10×
+                    // ATen's error at mean/std ≈ 1000). Two fp32 scratch tiles in turn, so a
+                    // chunk's first pass does not wait for the previous chunk's second to have
+                    // read the scratch. (Keeping them in a 16-bit input dtype would make the
+                    // vector passes twice as fast, at the price of two extra roundings: bf16
+                    // results then differ from ATen's by a full ulp.)
                     let second = (chunks.len() > 1).then(|| sbuf(scratch.shape(), DType::F32));
                     for (i, &(c0, cols)) in chunks.iter().enumerate() {
                         let t = match (&second, i % 2) {
                             (Some(other), 1) => other.cols(0, cols),
                             _ => scratch.cols(0, cols),
                         };
-                        let dst = if w.is_none() && b.is_none() {
-                            yt.cols(c0, cols)
-                        } else {
-                            t.clone()
+                        let (x, y) = (st.xt.cols(c0, cols), yt.cols(c0, cols));
+                        let mean = st.moments.cols(0, 1);
+                        let normalised = |dst: &TileRegion| {
+                            tensor_scalar(dst, x.clone(), BinOp::Subtract, mean.clone())
+                                .then(BinOp::Multiply, &st.rstd);
                         };
-                        let x = st.xt.cols(c0, cols);
-                        tensor_scalar(&dst, x, BinOp::Subtract, st.moments.cols(0, 1))
-                            .then(BinOp::Multiply, &st.rstd);
-                        let y = yt.cols(c0, cols);
                         match (&w, &b) {
                             (Some(w), Some(b)) => {
-                                tensor_tensor(&t, &t, w.chunk(p, c0, cols), BinOp::Multiply);
-                                tensor_tensor(y, &t, b.chunk(p, c0, cols), BinOp::Add)
-                                    .on(ElementwiseEngine::GpSimd);
+                                let (w, b) = (w.chunk(p, c0, cols), b.chunk(p, c0, cols));
+                                scalar_tensor_tensor(
+                                    &t,
+                                    x,
+                                    BinOp::Subtract,
+                                    mean,
+                                    BinOp::Multiply,
+                                    w,
+                                );
+                                let rstd = &st.rstd;
+                                scalar_tensor_tensor(y, &t, BinOp::Multiply, rstd, BinOp::Add, b);
                             }
                             (Some(w), None) => {
+                                normalised(&t);
                                 tensor_tensor(y, &t, w.chunk(p, c0, cols), BinOp::Multiply);
                             }
                             (None, Some(b)) => {
+                                normalised(&t);
                                 tensor_tensor(y, &t, b.chunk(p, c0, cols), BinOp::Add);
                             }
-                            (None, None) => {}
+                            (None, None) => normalised(&y),
                         }
                     }
                 }
