@@ -272,16 +272,32 @@ pub fn softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
         let mut kept = vec![None; chunks.len()];
         for (i, &chunk) in chunks.iter().enumerate() {
             let (gt, yt) = (load(&gv, &rows, chunk, dt), load(&yv, &rows, chunk, dt));
-            // The exact fp32 products on the vector engine, their row sum on the scalar engine
-            // (a tile per chunk, so chunk i + 1's products need not wait for chunk i's sum).
+            // The exact fp32 products on the vector engine. 16-bit rows sum them on the scalar
+            // engine (a tile per chunk, so chunk i + 1's products need not wait for chunk i's
+            // sum); fp32 rows, bound by DMA, in the same vector instruction: trn2 bench shape,
+            // cost model 1.238 → 1.240 ms (88% either way), and one pass fewer for the CPU
+            // simulator.
             let prod = sbuf([rows.size, chunk.1], DType::F32);
-            tensor_tensor(&prod, &gt, &yt, BinOp::Multiply);
             let part = if i == 0 {
                 dot.clone()
             } else {
                 sbuf([rows.size, 1], DType::F32)
             };
-            activation_reduce(&prod, ActFn::Identity, &prod, BinOp::Add, &part, None, 1.0);
+            if dt == DType::F32 {
+                scalar_tensor_tensor_reduce(
+                    &prod,
+                    &gt,
+                    BinOp::Multiply,
+                    1.0,
+                    BinOp::Multiply,
+                    &yt,
+                    BinOp::Add,
+                    &part,
+                );
+            } else {
+                tensor_tensor(&prod, &gt, &yt, BinOp::Multiply);
+                activation_reduce(&prod, ActFn::Identity, &prod, BinOp::Add, &part, None, 1.0);
+            }
             if i > 0 {
                 tensor_tensor(&dot, &dot, &part, BinOp::Add);
             }
