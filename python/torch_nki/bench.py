@@ -60,29 +60,13 @@ def _aten_backward(forward: testing.SampleInput, backward: testing.SampleInput) 
     return run
 
 
-def _bench_samples(
-    op: str, dtype: torch.dtype | None = None, make: testing.MakeTensor | None = None
-) -> tuple[testing.SampleInput, testing.SampleInput | None] | None:
-    """The op's bench arguments (tensors from ``make``, default :func:`testing.uniform`) and,
-    for a backward kernel, the forward call at the forward's bench shape they derive from
-    (``None`` for a forward op); ``None`` for an op with neither."""
-    sample = testing.bench_input(op, make=make, dtype=dtype)
-    if sample is not None:
-        return sample, None
-    forward_op = testing.op_spec(op).backward_of
-    forward = testing.bench_input(forward_op, make=make, dtype=dtype) if forward_op else None
-    if forward is None:
-        return None
-    return testing.backward_sample(forward, make), forward
-
-
 def _bench_call(
     op: str, dtype: torch.dtype | None = None
 ) -> tuple[testing.SampleInput, Callable[[], object]] | None:
     """The op's bench arguments and the ATen work it is timed against: its reference at its
     ``bench(...)`` shape, or, for a backward kernel, autograd of its forward's reference at the
     forward's bench shape."""
-    samples = _bench_samples(op, dtype)
+    samples = testing.bench_inputs(op, dtype=dtype)
     if samples is None:
         return None
     sample, forward = samples

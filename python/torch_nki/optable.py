@@ -5,10 +5,6 @@ this table; a test keeps it current."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import torch
-
 import torch_nki
 from torch_nki import testing
 
@@ -24,18 +20,10 @@ ATen's are in [bench.md](bench.md).
 """
 
 
-def _meta(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    return torch.empty(tuple(shape), dtype=dtype, device="meta")
-
-
 def _bench_args(op: str) -> testing.SampleInput | None:
     """The op's bench arguments as meta tensors (a backward kernel's from its forward's)."""
-    sample = testing.bench_input(op, make=_meta)
-    if sample is not None:
-        return sample
-    forward = testing.op_spec(op).backward_of
-    forward_sample = testing.bench_input(forward, make=_meta) if forward else None
-    return None if forward_sample is None else testing.backward_sample(forward_sample, make=_meta)
+    inputs = testing.bench_inputs(op, make=testing.meta)
+    return None if inputs is None else inputs[0]
 
 
 def _grade(op: str, target: str) -> str:

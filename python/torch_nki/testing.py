@@ -131,6 +131,11 @@ def uniform(seed: int = 0) -> MakeTensor:
     return make
 
 
+def meta(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """A tensor maker for shapes and dtypes alone: an empty tensor on the meta device."""
+    return torch.empty(tuple(shape), dtype=dtype, device="meta")
+
+
 def fixed_dtype(spec: OpSpec, param: str) -> str | None:
     """The one dtype tensor parameter ``param`` allows (``target in {i32}``), if its rule allows
     only one: samples give it that dtype whatever dtype the case runs in."""
@@ -264,6 +269,22 @@ def backward_sample(sample: SampleInput, make: MakeTensor | None = None) -> Samp
             values[f"grad_{o.name}"] = make(t.shape, t.dtype)
     args = tuple(values[p.name] for p in bwd.params)
     return SampleInput(_qualified(spec, bwd.name), sample.dtype, args, sample.index)
+
+
+def bench_inputs(
+    op: str, *, make: MakeTensor | None = None, dtype: torch.dtype | None = None
+) -> tuple[SampleInput, SampleInput | None] | None:
+    """The op's bench arguments (tensors from ``make``, default :func:`uniform`) and, for a
+    backward kernel, the forward call at the forward's bench shape they derive from (``None``
+    for an op with its own ``bench(...)``); ``None`` for an op with neither."""
+    sample = bench_input(op, make=make, dtype=dtype)
+    if sample is not None:
+        return sample, None
+    forward_op = op_spec(op).backward_of
+    forward = bench_input(forward_op, make=make, dtype=dtype) if forward_op else None
+    if forward is None:
+        return None
+    return backward_sample(forward, make), forward
 
 
 def backward_sample_inputs(op: str, *, dtypes: Sequence[torch.dtype] | None = None) -> list[SampleInput]:

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -154,9 +153,7 @@ def test_plot_without_matplotlib_names_the_package(
 
 def test_every_op_with_a_reference_declares_a_bench_shape() -> None:
     for op in testing.ops_with_reference():
-        sample = testing.bench_input(
-            op, make=lambda shape, dtype: torch.empty(shape, dtype=dtype, device="meta")
-        )
+        sample = testing.bench_input(op, make=testing.meta)
         assert sample is not None, f"{op} declares no bench(...)"
         torch_nki.cost(op, *sample.args)  # the contract admits it and it validates on trn2
 
@@ -225,13 +222,8 @@ def test_bench_names_how_each_side_backs_its_outputs(tmp_path: Path) -> None:
 def test_backward_kernels_are_graded_at_their_forwards_bench_shape() -> None:
     """Derived from the forward's bench shape (costed here, on meta tensors: the forward runs
     on its contract's output shapes; timing is `torch-nki bench`'s job)."""
-    from torch_nki import bench
-
-    def meta(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-        return torch.empty(shape, dtype=dtype, device="meta")
-
     for op in testing.backward_kernels():
-        samples = bench._bench_samples(op, make=meta)
+        samples = testing.bench_inputs(op, make=testing.meta)
         assert samples is not None, op
         sample, forward = samples
         assert forward is not None and forward.op == testing.op_spec(op).backward_of
@@ -239,7 +231,7 @@ def test_backward_kernels_are_graded_at_their_forwards_bench_shape() -> None:
         assert all(t.is_meta for t in sample.tensors), op
         assert torch_nki.cost(op, *sample.args).total_ns > 0
     # A forward op is its own bench call, with no forward behind it.
-    forward_only = bench._bench_samples("add", make=meta)
+    forward_only = testing.bench_inputs("add", make=testing.meta)
     assert forward_only is not None and forward_only[1] is None
 
 
