@@ -29,7 +29,7 @@ impl Ctx<'_, '_> {
         }
     }
 
-    fn store_err(&self, e: StoreError) -> NkiError {
+    pub(crate) fn store_err(&self, e: StoreError) -> NkiError {
         match e {
             StoreError::Unallocated(t) => self.err(format!("tile t{} is not allocated here", t.0)),
             StoreError::SharedWrite(t) => self.err(format!(
@@ -466,13 +466,14 @@ fn flat_range(a: &HbmAccess, env: &[i64]) -> (i64, i64, i64) {
     (base, base + below, base + above)
 }
 
-fn dma<'a: 'p, 'p>(
-    ctx: &Ctx<'a, '_>,
-    store: &mut TileStore<'p>,
+/// The checks a DMA makes before it moves anything: both sides the same shape, every HBM
+/// element inside its tensor, writes only to outputs. The banded executor runs them on the
+/// whole instruction before its bands run pieces of it.
+pub(crate) fn check_dma(
+    ctx: &Ctx<'_, '_>,
     dst: &DmaOperand,
     src: &DmaOperand,
-    s: &mut Scratch,
-) -> Result<(), ExecError> {
+) -> Result<(), NkiError> {
     // Both sides move the same [rows, cols]: the bounds check below covers the access pattern,
     // so the tile side must not be longer (a traced program always agrees; this guards
     // programs built or deserialised by hand).
@@ -481,17 +482,18 @@ fn dma<'a: 'p, 'p>(
         DmaOperand::Hbm { access } => [access.np, access.nf],
     };
     if shape(dst) != shape(src) {
-        return Err(ctx
-            .err(format!(
-                "dst has shape {:?} but src has shape {:?}",
-                shape(dst),
-                shape(src)
-            ))
-            .into());
+        return Err(ctx.err(format!(
+            "dst has shape {:?} but src has shape {:?}",
+            shape(dst),
+            shape(src)
+        )));
     }
-    let checked = |a: &HbmAccess, write: bool| -> Result<(HbmBuffer<'_>, i64), NkiError> {
+    for (o, write) in [(dst, true), (src, false)] {
+        let DmaOperand::Hbm { access: a } = o else {
+            continue;
+        };
         let buf = ctx.hbm[a.tensor.0 as usize];
-        let (base, lo, hi) = flat_range(a, ctx.env);
+        let (_, lo, hi) = flat_range(a, ctx.env);
         if lo < 0 || hi >= buf.numel() as i64 {
             return Err(ctx.err(format!(
                 "out-of-bounds HBM access: elements [{lo}, {hi}] of a tensor with {} elements",
@@ -501,15 +503,27 @@ fn dma<'a: 'p, 'p>(
         if write && !buf.writable {
             return Err(ctx.err("write to a read-only kernel input".into()));
         }
-        Ok((buf, base))
-    };
+    }
+    Ok(())
+}
+
+fn dma<'a: 'p, 'p>(
+    ctx: &Ctx<'a, '_>,
+    store: &mut TileStore<'p>,
+    dst: &DmaOperand,
+    src: &DmaOperand,
+    s: &mut Scratch,
+) -> Result<(), ExecError> {
+    check_dma(ctx, dst, src)?;
+    // A buffer and the flat offset of an access's first element.
+    let at = |a: &HbmAccess| (ctx.hbm[a.tensor.0 as usize], a.offset.eval(ctx.env));
     match (dst, src) {
         (DmaOperand::Tile { region }, DmaOperand::Hbm { access })
             if access.p_stride == 1 && access.f_stride != 1 && region.np > 1 =>
         {
             // A transposed load: each tile column is a contiguous run in HBM. Read runs and
             // scatter them down the columns instead of gathering every row element by element.
-            let (buf, base) = checked(access, false)?;
+            let (buf, base) = at(access);
             let (mut tile, stride) = store.take(region.tile)?;
             s.a.resize(region.np, 0.0);
             for f in 0..region.nf {
@@ -522,7 +536,7 @@ fn dma<'a: 'p, 'p>(
             store.restore(region.tile, tile);
         }
         (DmaOperand::Tile { region }, DmaOperand::Hbm { access }) => {
-            let (buf, base) = checked(access, false)?;
+            let (buf, base) = at(access);
             if let Some((data, stride)) = alias_source(store, region, access, &buf, base) {
                 store.alias(region.tile, data, stride)?;
                 return Ok(());
@@ -537,7 +551,7 @@ fn dma<'a: 'p, 'p>(
             })?;
         }
         (DmaOperand::Hbm { access }, DmaOperand::Tile { region }) => {
-            let (buf, base) = checked(access, true)?;
+            let (buf, base) = at(access);
             // Rows write disjoint memory when each is one contiguous run no longer than the
             // step between rows (a broadcast or overlapping pattern keeps row order).
             let disjoint =
@@ -554,8 +568,8 @@ fn dma<'a: 'p, 'p>(
             })?;
         }
         (DmaOperand::Hbm { access: d }, DmaOperand::Hbm { access: sa }) => {
-            let (dbuf, dbase) = checked(d, true)?;
-            let (sbuf, sbase) = checked(sa, false)?;
+            let (dbuf, dbase) = at(d);
+            let (sbuf, sbase) = at(sa);
             for r in 0..d.np as i64 {
                 s.a.clear();
                 s.a.extend(

@@ -88,12 +88,7 @@ pub(crate) fn matmul(
                 );
             }
         }
-        if dt != DType::F32 {
-            for r in 0..m {
-                let row = &mut c[r * dstride..r * dstride + n];
-                row.iter_mut().for_each(|v| *v = dt.round(*v));
-            }
-        }
+        round_rows(c, dstride, m, n, dt);
         Ok(())
     })();
     store.restore(dst.tile, out);
@@ -150,7 +145,7 @@ fn add_moving(
 }
 
 /// Stationary operands with at most this many columns take [`few_columns`].
-const SMALL_M: usize = 4;
+pub(crate) const SMALL_M: usize = 4;
 
 /// `c (+)= stationaryᵀ · moving` for a `[k, m]` stationary operand of a few columns, computed
 /// as the GEMM kernel computes it: per element, `fma(a, b, acc)` over `l = 0..k` from `+0`,
@@ -168,32 +163,124 @@ fn few_columns(
     accumulate: bool,
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    {
-        // The kernels matrixmultiply selects on these processors (AVX-512, or AVX2 with FMA)
-        // fuse their multiply-adds; the others (AVX, SSE2) do not.
-        let fused = is_x86_feature_detected!("avx512f")
-            || (is_x86_feature_detected!("fma") && is_x86_feature_detected!("avx2"));
-        if fused {
-            if m == 0 || n == 0 {
-                return true; // an empty product: nothing to write
-            }
-            let mut acc = vec![0f32; m * n];
-            // SAFETY: the processor supports FMA and AVX2 (checked above; AVX-512 implies
-            // both).
-            unsafe { fused_columns(&mut acc, stationary, m, moving, k) };
-            for (i, acc) in acc.chunks_exact(n).enumerate() {
-                let row = &mut c[i * dstride..i * dstride + n];
-                if accumulate {
-                    row.iter_mut().zip(acc).for_each(|(d, &v)| *d += v);
-                } else {
-                    row.iter_mut().zip(acc).for_each(|(d, &v)| *d = v + 0.0);
-                }
-            }
-            return true;
+    if fused_multiply_add() {
+        if m == 0 || n == 0 {
+            return true; // an empty product: nothing to write
         }
+        let mut acc = vec![0f32; m * n];
+        // SAFETY: the processor supports FMA and AVX2 (`fused_multiply_add`).
+        unsafe { fused_columns(&mut acc, stationary, m, moving, k) };
+        add_chains(c, dstride, &acc, n, accumulate);
+        return true;
     }
     let _ = (c, dstride, stationary, m, moving, k, n, accumulate);
     false
+}
+
+/// Whether this processor's GEMM fuses its multiply-adds, so that [`few_columns`] (and the
+/// banded matmul, [`accumulate_band`]) give its bits: the kernels matrixmultiply selects with
+/// AVX-512, or AVX2 with FMA, do; the others (AVX, SSE2) do not.
+pub(crate) fn fused_multiply_add() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx512f")
+            || (is_x86_feature_detected!("fma") && is_x86_feature_detected!("avx2"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `c (+)= acc` row by row (`acc` is `[m, n]`): a few-column product's finished chains added to
+/// its destination, `+0` when not accumulating (as a sum that starts from zero).
+fn add_chains(c: &mut [f32], dstride: usize, acc: &[f32], n: usize, accumulate: bool) {
+    for (i, acc) in acc.chunks_exact(n).enumerate() {
+        let row = &mut c[i * dstride..i * dstride + n];
+        if accumulate {
+            row.iter_mut().zip(acc).for_each(|(d, &v)| *d += v);
+        } else {
+            row.iter_mut().zip(acc).for_each(|(d, &v)| *d = v + 0.0);
+        }
+    }
+}
+
+/// Continues a banded matmul's chains `acc` (`[m, n]`, `m` the stationary operand's columns)
+/// over one band's partitions: `stationary` and `moving` are that band's rows of the operands.
+/// Bands call it in partition order, so each element's chain of fused multiply-adds runs over
+/// `K` in order from zero, as [`few_columns`] computes it in one call.
+pub(crate) fn accumulate_band(
+    store: &TileStore<'_>,
+    stationary: &TileRegion,
+    moving: &TileRegion,
+    acc: &mut [f32],
+) -> Result<(), StoreError> {
+    let (a, astride) = store.data(stationary.tile)?;
+    let (b, bstride) = store.data(moving.tile)?;
+    let (k, m, n) = (stationary.np, stationary.nf, moving.nf);
+    if k == 0 || m == 0 || n == 0 {
+        return Ok(());
+    }
+    let a = &a[stationary.p0 * astride + stationary.f0..];
+    let b = &b[moving.p0 * bstride + moving.f0..];
+    assert!(
+        (k - 1) * astride + m <= a.len() && (k - 1) * bstride + n <= b.len() && acc.len() == m * n,
+        "banded matmul operands inside their tiles"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if fused_multiply_add() {
+        let (stationary, moving) = (
+            Operand {
+                data: a,
+                stride: astride,
+            },
+            Operand {
+                data: b,
+                stride: bstride,
+            },
+        );
+        // SAFETY: the processor supports FMA and AVX2 (`fused_multiply_add`).
+        unsafe { fused_columns(acc, stationary, m, moving, k) };
+        return Ok(());
+    }
+    unreachable!("matmuls are banded only where multiply-adds fuse")
+}
+
+/// Adds a banded matmul's finished chains (`[m, n]`: the stationary operand's columns by the
+/// moving operand's) into `dst` as [`few_columns`] does, then rounds them to `dst`'s dtype as
+/// [`matmul`] does.
+pub(crate) fn finish_band(
+    store: &mut TileStore<'_>,
+    dst: &TileRegion,
+    acc: &[f32],
+    m: usize,
+    n: usize,
+    accumulate: bool,
+) -> Result<(), StoreError> {
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let dt = store.dtype(dst.tile);
+    let (mut out, dstride) = store.take(dst.tile)?;
+    let c = &mut out[dst.p0 * dstride + dst.f0..];
+    assert!(
+        (m - 1) * dstride + n <= c.len(),
+        "dst region inside its tile"
+    );
+    add_chains(c, dstride, acc, n, accumulate);
+    round_rows(c, dstride, m, n, dt);
+    store.restore(dst.tile, out);
+    Ok(())
+}
+
+/// Rounds the `[m, n]` result rows of `c` to `dt`.
+fn round_rows(c: &mut [f32], dstride: usize, m: usize, n: usize, dt: DType) {
+    if dt != DType::F32 {
+        for r in 0..m {
+            let row = &mut c[r * dstride..r * dstride + n];
+            row.iter_mut().for_each(|v| *v = dt.round(*v));
+        }
+    }
 }
 
 /// `acc[i][j] = fma(stationary[l][i], moving[l][j], acc[i][j])` for `l = 0..k` in order, for
@@ -212,10 +299,30 @@ unsafe fn fused_columns(
     k: usize,
 ) {
     let n = acc.len() / m;
-    for l in 0..k {
+    let a = |l: usize, i: usize| stationary.data[l * stationary.stride + i];
+    // Four rows of the moving operand per pass over `acc`: each element's chain still runs
+    // over `l` in order, one fused multiply-add after another, with a quarter of the loads and
+    // stores of `acc`.
+    let mut l = 0;
+    while l + 4 <= k {
+        let (b0, b1, b2, b3) = (
+            moving.row(l, n),
+            moving.row(l + 1, n),
+            moving.row(l + 2, n),
+            moving.row(l + 3, n),
+        );
+        for (i, acc) in acc.chunks_exact_mut(n).enumerate() {
+            let (a0, a1, a2, a3) = (a(l, i), a(l + 1, i), a(l + 2, i), a(l + 3, i));
+            for ((((v, &x0), &x1), &x2), &x3) in acc.iter_mut().zip(b0).zip(b1).zip(b2).zip(b3) {
+                *v = a3.mul_add(x3, a2.mul_add(x2, a1.mul_add(x1, a0.mul_add(x0, *v))));
+            }
+        }
+        l += 4;
+    }
+    for l in l..k {
         let b = moving.row(l, n);
         for (i, acc) in acc.chunks_exact_mut(n).enumerate() {
-            let a = stationary.data[l * stationary.stride + i];
+            let a = a(l, i);
             acc.iter_mut()
                 .zip(b)
                 .for_each(|(v, &b)| *v = a.mul_add(b, *v));

@@ -8,6 +8,7 @@
 //! thread count. Parallel loops run on the simulator's own thread pool, which is
 //! rebuilt in a process forked from one that used it ([`pool`]).
 
+mod band;
 mod exec;
 mod matmul;
 mod parallel;
@@ -25,6 +26,7 @@ use rayon::prelude::*;
 use rows::Scratch;
 use store::{HbmBuffer, TileStore};
 
+pub use band::plan::{BandPolicy, BandRegion};
 pub use parallel::parallel_loops;
 pub use plan::ExecPlan;
 
@@ -245,6 +247,9 @@ pub fn simulate(
         poison: &plan.poison,
         release: &plan.release,
         loop_block: &plan.loop_block,
+        bands: &plan.bands,
+        band_local: &plan.band_local,
+        band_partitions: plan.band_partitions,
     };
     let mut store = TileStore::new(program);
     let mut env = vec![0i64; program.loops.len()];
@@ -271,6 +276,9 @@ struct Runner<'r, 'a> {
     poison: &'r [bool],
     release: &'r [Vec<Vec<TileId>>],
     loop_block: &'r [usize],
+    bands: &'r [Vec<BandRegion>],
+    band_local: &'r [bool],
+    band_partitions: usize,
 }
 
 impl<'a> Runner<'_, 'a> {
@@ -285,7 +293,34 @@ impl<'a> Runner<'_, 'a> {
     where
         'a: 'p,
     {
-        for (i, s) in body.iter().enumerate() {
+        let mut regions = self.bands[block].iter().peekable();
+        let mut i = 0;
+        while let Some(s) = body.get(i) {
+            if let Some(region) = regions.next_if(|r| r.start == i) {
+                let frame = band::Frame {
+                    program: self.program,
+                    hbm: self.hbm,
+                    env,
+                    poison: self.poison,
+                    release: &self.release[block],
+                    local: self.band_local,
+                    threads: if self.split {
+                        rayon::current_num_threads()
+                    } else {
+                        1
+                    },
+                    band_partitions: self.band_partitions,
+                };
+                band::run_region(&frame, body, region, store)?;
+                for tile in self.release[block][region.start..region.end]
+                    .iter()
+                    .flatten()
+                {
+                    store.release(*tile);
+                }
+                i = region.end;
+                continue;
+            }
             match s {
                 Stmt::Alloc { tile } => store.allocate(
                     *tile,
@@ -329,6 +364,7 @@ impl<'a> Runner<'_, 'a> {
             for &tile in &self.release[block][i] {
                 store.release(tile);
             }
+            i += 1;
         }
         Ok(())
     }

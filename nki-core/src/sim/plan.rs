@@ -1,8 +1,11 @@
 //! The execution plan of a program: facts the simulator derives once per compiled program
 //! rather than on every run — which loops may run in parallel, which tile allocations need
-//! their NaN poison written, and after which statement each tile's storage can be released.
+//! their NaN poison written, after which statement each tile's storage can be released, and
+//! which runs of statements execute band by band ([`crate::sim::band`]).
 
 use crate::ir::{Program, Stmt, TileId, TileRegion};
+use crate::sim::band::plan::{BandPolicy, BandRegion, band_regions};
+use crate::sim::matmul::fused_multiply_add;
 use crate::sim::parallel::parallel_loops;
 
 /// Per-program facts for the simulator. Build once with [`ExecPlan::new`] and pass it in
@@ -22,17 +25,34 @@ pub struct ExecPlan {
     pub release: Vec<Vec<Vec<TileId>>>,
     /// For each loop variable: the block of its body.
     pub loop_block: Vec<usize>,
+    /// Per block, the runs of statements executed band by band, in statement order.
+    pub bands: Vec<Vec<BandRegion>>,
+    /// For each tile: does a banded run allocate it (its storage is one band's share)?
+    pub band_local: Vec<bool>,
+    /// Partitions per band.
+    pub band_partitions: usize,
 }
 
 impl ExecPlan {
-    /// Analyses `program`.
+    /// Analyses `program`, banding runs as [`BandPolicy::default`] says.
     pub fn new(program: &Program) -> ExecPlan {
+        ExecPlan::with_bands(program, BandPolicy::default())
+    }
+
+    /// Analyses `program`, banding runs as `policy` says.
+    pub fn with_bands(program: &Program, policy: BandPolicy) -> ExecPlan {
         let (release, loop_block) = release_points(program);
+        let parallel = parallel_loops(program);
+        let (bands, band_local) =
+            band_regions(program, &release, &parallel, fused_multiply_add(), policy);
         ExecPlan {
-            parallel: parallel_loops(program),
+            parallel,
             poison: poison_needed(program),
             release,
             loop_block,
+            bands,
+            band_local,
+            band_partitions: policy.partitions,
         }
     }
 
@@ -41,6 +61,7 @@ impl ExecPlan {
         self.parallel.len() == program.loops.len()
             && self.poison.len() == program.tiles.len()
             && self.loop_block.len() == program.loops.len()
+            && self.band_local.len() == program.tiles.len()
     }
 }
 

@@ -80,7 +80,9 @@ impl<'p> TileStore<'p> {
 
     /// Gives `tile` fresh storage in this frame, filled with NaN when `poison` is set (when it
     /// is not, the plan proved no instruction reads an element before one writes it).
+    /// `partitions` is the tile's height here: its declared one, or a band's share of it.
     pub(crate) fn allocate(&mut self, tile: TileId, partitions: usize, poison: bool) {
+        self.partitions[tile.0 as usize] = partitions;
         let n = partitions * self.strides[tile.0 as usize];
         let slot = &mut self.slots[tile.0 as usize];
         let mut buf = match std::mem::replace(slot, Slot::Empty) {
@@ -258,11 +260,21 @@ thread_local! {
 fn take_buffer(n: usize) -> Vec<f32> {
     POOL.with(|p| {
         let mut pool = p.borrow_mut();
-        // The smallest buffer that fits, so small tiles leave the large buffers to large ones.
-        let best = (pool.iter().enumerate())
-            .filter(|(_, v)| v.capacity() >= n)
-            .min_by_key(|(_, v)| v.capacity())
-            .map(|(i, _)| i);
+        // The smallest buffer that fits, so small tiles leave the large buffers to large ones;
+        // the most recently recycled one of exactly the size at once (a tile of the same shape
+        // as one just released, as in a pipelined or banded run).
+        let mut best: Option<(usize, usize)> = None;
+        for (i, v) in pool.iter().enumerate().rev() {
+            let cap = v.capacity();
+            if cap == n {
+                best = Some((i, cap));
+                break;
+            }
+            if cap >= n && best.is_none_or(|(_, c)| cap < c) {
+                best = Some((i, cap));
+            }
+        }
+        let best = best.map(|(i, _)| i);
         match best {
             Some(i) => pool.swap_remove(i),
             None => Vec::with_capacity(n),

@@ -1,0 +1,81 @@
+//! The simulator's band-by-band execution of straight-line runs (`nki_core::sim::BandPolicy`)
+//! against instruction-by-instruction execution, for every registry kernel (and the backward
+//! each implies) at every sample and dtype: the same bits, on one thread and on the pool, with
+//! bands of a few partitions (so every run that qualifies, however small, is banded, and bands
+//! cut tiles at odd partitions) and with the default band height.
+
+use nki_core::compile::Compiled;
+use nki_core::sim::{BandPolicy, ExecPlan, SimOptions, simulate_to_vecs};
+use nki_core::{KernelDef, Signature, Target};
+use nki_kernels as _;
+use nki_registry::Registry;
+use nki_tests::prng;
+use std::collections::BTreeSet;
+
+/// `(kernel, signature)` for every sample and dtype of every forward kernel, and the backward
+/// each implies.
+fn programs() -> Vec<(&'static KernelDef, Signature)> {
+    let mut out = Vec::new();
+    for def in Registry::global().unwrap().kernels() {
+        for sample in def.samples {
+            for dtype in sample.dtypes_for(&def.contract) {
+                let sig = sample
+                    .signature(def, dtype, Target::Trn2)
+                    .expect("full sample");
+                out.extend(def.backward_signature(&sig));
+                out.push((def, sig));
+            }
+        }
+    }
+    out
+}
+
+/// The outputs of `compiled` on PRNG inputs, simulated with `policy` on one thread or the pool.
+fn outputs(compiled: &Compiled, policy: BandPolicy, sequential: bool) -> (Vec<Vec<u8>>, usize) {
+    let program = &compiled.program;
+    let inputs: Vec<Vec<u8>> = program
+        .inputs()
+        .enumerate()
+        .map(|(i, (_, decl))| prng::encode(&prng::input_values(i as u64 + 1, decl), decl.dtype))
+        .collect();
+    let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let plan = ExecPlan::with_bands(program, policy);
+    let opts = SimOptions {
+        parallel: !sequential,
+        plan: Some(&plan),
+    };
+    let banded = plan.bands.iter().map(Vec::len).sum();
+    let out = simulate_to_vecs(program, &inputs, opts)
+        .unwrap_or_else(|e| panic!("{}: {e}", program.name));
+    (out, banded)
+}
+
+#[test]
+fn banded_runs_give_the_bits_of_instruction_by_instruction_runs() {
+    let mut banded = BTreeSet::new();
+    for (def, sig) in programs() {
+        let compiled =
+            nki_core::compile(def, &sig).unwrap_or_else(|e| panic!("{} at {sig:?}: {e}", def.name));
+        let (whole, none) = outputs(&compiled, BandPolicy::never(), true);
+        assert_eq!(none, 0, "{}: BandPolicy::never bands", def.name);
+        for (sequential, policy) in [
+            (true, BandPolicy::everywhere(3)),
+            (false, BandPolicy::everywhere(3)),
+            (false, BandPolicy::default()),
+        ] {
+            let (got, runs) = outputs(&compiled, policy, sequential);
+            assert!(
+                got == whole,
+                "{} at {sig:?}: {policy:?} ({}) changes the outputs",
+                def.name,
+                if sequential { "one thread" } else { "pool" }
+            );
+            if runs > 0 {
+                banded.insert(def.name);
+            }
+        }
+    }
+    // Which kernels have runs to band: a change here is a change in what this test covers.
+    let names: Vec<&str> = banded.into_iter().collect();
+    insta::assert_snapshot!("banded_kernels", names.join("\n"));
+}
