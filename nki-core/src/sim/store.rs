@@ -93,12 +93,16 @@ impl<'p> TileStore<'p> {
             }
             _ => take_buffer(n),
         };
-        if poison {
-            buf.clear();
-        }
+        // Storage may be longer than the tile (rows are found by stride, never by length).
         // Without poison every element is written before it is read, so a reused buffer's old
-        // values can stay: only the part beyond its previous length is filled.
-        buf.resize(n, f32::NAN);
+        // values can stay, and a buffer is filled to its whole capacity the first time it is
+        // too short: later tiles of any size up to it then find it ready.
+        if buf.len() < n {
+            buf.resize(buf.capacity().max(n), f32::NAN);
+        }
+        if poison {
+            buf[..n].fill(f32::NAN);
+        }
         *slot = Slot::Owned(buf);
     }
 
@@ -510,6 +514,39 @@ mod tests {
             np: 2,
             f0: 0,
             nf: 3,
+        }
+    }
+
+    /// A released buffer comes back for the next tile that fits it, however long it is: a
+    /// poisoned allocation reads NaN in every element of the tile, an unpoisoned one keeps what
+    /// is there, and a band's share of a tile (fewer partitions) is a tile of that height.
+    #[test]
+    fn reused_storage_is_poisoned_only_where_asked() {
+        let mut s = store(2);
+        s.allocate(TileId(0), 2, false);
+        s.row_mut(&region(0), 1)
+            .unwrap()
+            .copy_from_slice(&[1.0, 2.0, 3.0]);
+        s.release(TileId(0));
+        s.allocate(TileId(1), 1, false);
+        assert_eq!(s.partitions(TileId(1)), 1);
+        let one_row = TileRegion { np: 1, ..region(1) };
+        assert!(s.row(&one_row, 0).unwrap().iter().all(|v| v.is_nan()));
+        s.row_mut(&one_row, 0)
+            .unwrap()
+            .copy_from_slice(&[4.0, 5.0, 6.0]);
+        s.release(TileId(1));
+        s.allocate(TileId(0), 2, false);
+        assert_eq!(
+            s.row(&region(0), 0).unwrap(),
+            &[4.0, 5.0, 6.0],
+            "old values stay"
+        );
+        assert_eq!(s.row(&region(0), 1).unwrap(), &[1.0, 2.0, 3.0]);
+        s.release(TileId(0));
+        s.allocate(TileId(1), 2, true);
+        for r in 0..2 {
+            assert!(s.row(&region(1), r).unwrap().iter().all(|v| v.is_nan()));
         }
     }
 
