@@ -3,7 +3,8 @@
 //! The ATen accuracy harness (DESIGN §13–§14) lives here: [`prng`] makes the inputs exactly as
 //! `tests/reference/generate.py` does, [`fixtures`] loads the ATen outputs that script wrote,
 //! [`run::run_case`] runs a case through registry → compile cache → simulator, and [`report`]
-//! applies the tolerances and renders the report `tests/tests/accuracy.rs` snapshots.
+//! applies the tolerances and renders the report `tests/tests/accuracy.rs` snapshots;
+//! [`samples`] lists the signatures the kernels' samples declare.
 
 #![warn(missing_docs)]
 
@@ -11,10 +12,12 @@ pub mod fixtures;
 pub mod prng;
 pub mod report;
 pub mod run;
+pub mod samples;
 
 pub use fixtures::{Case, Fixtures};
 pub use report::CaseResult;
 pub use run::{CaseRun, run_case};
+pub use samples::{Samples, sample_signatures};
 
 // The kernel library registers through `inventory`; keep it linked.
 use nki_kernels as _;

@@ -6,29 +6,9 @@
 
 use nki_core::compile::Compiled;
 use nki_core::sim::{BandPolicy, ExecPlan, SimOptions, simulate_to_vecs};
-use nki_core::{KernelDef, Signature, Target};
 use nki_kernels as _;
-use nki_registry::Registry;
-use nki_tests::prng;
+use nki_tests::{Samples, prng, sample_signatures};
 use std::collections::BTreeSet;
-
-/// `(kernel, signature)` for every sample and dtype of every forward kernel, and the backward
-/// each implies.
-fn programs() -> Vec<(&'static KernelDef, Signature)> {
-    let mut out = Vec::new();
-    for def in Registry::global().unwrap().kernels() {
-        for sample in def.samples {
-            for dtype in sample.dtypes_for(&def.contract) {
-                let sig = sample
-                    .signature(def, dtype, Target::Trn2)
-                    .expect("full sample");
-                out.extend(def.backward_signature(&sig));
-                out.push((def, sig));
-            }
-        }
-    }
-    out
-}
 
 /// The outputs of `compiled` on PRNG inputs, simulated with `policy` on one thread or the pool.
 fn outputs(compiled: &Compiled, policy: BandPolicy, sequential: bool) -> (Vec<Vec<u8>>, usize) {
@@ -53,7 +33,7 @@ fn outputs(compiled: &Compiled, policy: BandPolicy, sequential: bool) -> (Vec<Ve
 #[test]
 fn banded_runs_give_the_bits_of_instruction_by_instruction_runs() {
     let mut banded = BTreeSet::new();
-    for (def, sig) in programs() {
+    for (def, sig) in sample_signatures(Samples::Every) {
         let compiled =
             nki_core::compile(def, &sig).unwrap_or_else(|e| panic!("{} at {sig:?}: {e}", def.name));
         let (whole, none) = outputs(&compiled, BandPolicy::never(), true);

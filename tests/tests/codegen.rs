@@ -3,25 +3,14 @@
 //! in codegen's spelling table.
 
 use nki_core::codegen::{EMITTED, emit_nki};
-use nki_core::{KernelDef, Signature, Target};
+use nki_core::{KernelDef, Signature};
 use nki_kernels as _;
 use nki_registry::Registry;
+use nki_tests::{Samples, sample_signatures};
 
 /// `(kernel, signature)` for every forward kernel's first sample and the backward it implies.
 fn programs() -> Vec<(&'static KernelDef, Signature)> {
-    let mut out = Vec::new();
-    for def in Registry::global().unwrap().kernels() {
-        let Some(sample) = def.samples.first() else {
-            continue;
-        };
-        let dtype = sample.dtypes_for(&def.contract)[0];
-        let sig = sample
-            .signature(def, dtype, Target::Trn2)
-            .expect("full sample");
-        out.extend(def.backward_signature(&sig));
-        out.push((def, sig));
-    }
-    out
+    sample_signatures(Samples::First)
 }
 
 #[test]
