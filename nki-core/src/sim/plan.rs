@@ -39,8 +39,12 @@ impl ExecPlan {
         ExecPlan::with_bands(program, BandPolicy::default())
     }
 
-    /// Analyses `program`, banding runs as `policy` says.
+    /// Analyses `program`, banding runs as `policy` says (bands of at least one partition).
     pub fn with_bands(program: &Program, policy: BandPolicy) -> ExecPlan {
+        let policy = BandPolicy {
+            partitions: policy.partitions.max(1),
+            ..policy
+        };
         let (release, loop_block) = release_points(program);
         let parallel = parallel_loops(program);
         let (bands, band_local) =

@@ -15,6 +15,13 @@
 //! `0..32` left it, waiting for it if needed, so every element sums over `K` in the order one
 //! call would. Their destinations take the finished sums in program order once every band is
 //! done. [`plan`] proves, once per program, which runs give the same bits this way.
+//!
+//! Errors: every DMA of the run is checked whole before any band runs (bounds, shapes, writes
+//! to inputs), so a bad access fails with the message it fails with unbanded; of several
+//! failures the earliest statement's is reported. A malformed hand-built program that fails in
+//! more than one way may report a different one than unbanded execution would. A band that
+//! panics marks the run failed, so the bands waiting for its matmul chains give up and the
+//! panic reaches the caller.
 
 mod clip;
 pub(crate) mod plan;
@@ -106,6 +113,9 @@ pub(crate) fn run_region<'a: 'p, 'p>(
     let failed = AtomicBool::new(false);
     let shared: &TileStore<'p> = store;
     let worker = || -> Option<(usize, usize, NkiError)> {
+        // A band that panics (a bug, or a malformed hand-built program) must not leave the
+        // others waiting for its matmul chains: the panic then reaches the caller.
+        let _unwinding = FailOnPanic(&failed);
         let mut band_store = shared.child();
         let mut scratch = Scratch::default();
         loop {
@@ -213,19 +223,17 @@ fn run_band<'a: 'p, 'p>(
                 } => {
                     let chain = &chains[matmul];
                     matmul += 1;
-                    let Some((st, mv)) = clip_operands(stationary, moving, b0, b1, frame.local)
-                    else {
-                        continue;
-                    };
-                    wait_for(&chain.next, band, failed)?;
-                    let mut acc = chain
-                        .acc
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    let done = accumulate_band(store, &st, &mv, &mut acc);
-                    drop(acc);
-                    chain.next.store(band + 1, Ordering::Release);
-                    done.map_err(|e| Stop::Failed(k, ctx(frame, inst).store_err(e)))?;
+                    if let Some((st, mv)) = clip_operands(stationary, moving, b0, b1, frame.local) {
+                        wait_for(&chain.next, band, failed)?;
+                        let mut acc = chain
+                            .acc
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let done = accumulate_band(store, &st, &mv, &mut acc);
+                        drop(acc);
+                        chain.next.store(band + 1, Ordering::Release);
+                        done.map_err(|e| Stop::Failed(k, ctx(frame, inst).store_err(e)))?;
+                    }
                 }
                 op => {
                     if let Some(op) = clip(op, b0, b1, frame.local) {
@@ -242,6 +250,17 @@ fn run_band<'a: 'p, 'p>(
         }
     }
     Ok(())
+}
+
+/// Sets its flag when dropped during a panic, so bands waiting on the panicking one give up.
+struct FailOnPanic<'f>(&'f AtomicBool);
+
+impl Drop for FailOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Release);
+        }
+    }
 }
 
 /// Waits until `next` says it is `band`'s turn, or another band failed.
