@@ -1,6 +1,5 @@
 //! One instruction restricted to one band of partitions.
 
-use super::plan::partition_span;
 use crate::ir::{DmaOperand, HbmAccess, Op, TileRegion};
 
 /// The absolute partitions `c0..c1` an instruction covering `p0..p0 + np` has in the band
@@ -21,11 +20,17 @@ fn cut(r: &TileRegion, (c0, c1): (usize, usize), b0: usize, local: &[bool]) -> T
     }
 }
 
-/// `op` (a partition-local instruction, see [`super::plan`]) restricted to the partitions of
-/// the band `b0..b1`: `None` when it has none there. An HBM side drops the rows of the
-/// partitions cut away. `local` says, per tile, whether the band holds its storage.
-pub(crate) fn clip(op: &Op, b0: usize, b1: usize, local: &[bool]) -> Option<Op> {
-    let span = partition_span(op)?;
+/// `op` (a partition-local instruction covering partitions `span`, see [`super::plan`])
+/// restricted to the partitions of the band `b0..b1`: `None` when it has none there. An HBM
+/// side drops the rows of the partitions cut away. `local` says, per tile, whether the band
+/// holds its storage.
+pub(crate) fn clip(
+    op: &Op,
+    span: (usize, usize),
+    b0: usize,
+    b1: usize,
+    local: &[bool],
+) -> Option<Op> {
     let cols = overlap(span, b0, b1)?;
     let skipped = (cols.0 - span.0) as i64;
     let side = |o: &DmaOperand| match o {
@@ -94,7 +99,7 @@ mod tests {
             engine: ElementwiseEngine::Vector,
         };
         let local = [true, false];
-        let Some(Op::TensorTensor { dst, a, b, .. }) = clip(&op, 8, 16, &local) else {
+        let Some(Op::TensorTensor { dst, a, b, .. }) = clip(&op, (0, 20), 8, 16, &local) else {
             panic!("the band has partitions 8..16")
         };
         assert_eq!((dst.p0, dst.np, dst.f0, dst.nf), (0, 8, 3, 10));
@@ -104,11 +109,11 @@ mod tests {
             "an outer tile keeps absolute partitions"
         );
         assert_eq!((b.p0, b.np), (0, 8));
-        let Some(Op::TensorTensor { dst, .. }) = clip(&op, 16, 24, &local) else {
+        let Some(Op::TensorTensor { dst, .. }) = clip(&op, (0, 20), 16, 24, &local) else {
             panic!("the band has partitions 16..20")
         };
         assert_eq!((dst.p0, dst.np), (0, 4));
-        assert!(clip(&op, 24, 32, &local).is_none());
+        assert!(clip(&op, (0, 20), 24, 32, &local).is_none());
     }
 
     #[test]
@@ -131,7 +136,7 @@ mod tests {
         let Some(Op::DmaCopy {
             dst: DmaOperand::Tile { region: r },
             src: DmaOperand::Hbm { access },
-        }) = clip(&op, 8, 16, &[true])
+        }) = clip(&op, (4, 12), 8, 16, &[true])
         else {
             panic!("the band has partitions 8..16")
         };

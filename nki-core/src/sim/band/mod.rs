@@ -236,7 +236,8 @@ fn run_band<'a: 'p, 'p>(
                     }
                 }
                 op => {
-                    if let Some(op) = clip(op, b0, b1, frame.local) {
+                    let span = region.spans[k - region.start];
+                    if let Some(op) = clip(op, span, b0, b1, frame.local) {
                         let inst = Instruction { op, loc: inst.loc };
                         execute(&ctx(frame, &inst), store, scratch)
                             .map_err(|e| Stop::Failed(k, e))?;

@@ -89,6 +89,9 @@ pub struct BandRegion {
     pub partitions: usize,
     /// The statement indices of the run's matmuls, in program order.
     pub matmuls: Vec<usize>,
+    /// Per statement of the run, the partitions `(p0, np)` its instruction covers (`(0, 0)`
+    /// for an allocation), found once here rather than per band.
+    pub spans: Vec<(usize, usize)>,
 }
 
 /// Per block (numbered as [`crate::sim::ExecPlan::release`] numbers them), the banded runs in
@@ -309,9 +312,11 @@ fn whole_run(
     let mut others = HashSet::new();
     let mut stores: BTreeMap<HbmId, Vec<(&HbmAccess, usize)>> = BTreeMap::new();
     let (mut partitions, mut elements, mut instructions) = (0, 0, 0);
+    let mut spans = vec![(0, 0); run.len()];
     for (i, s) in run.iter().enumerate() {
         let Stmt::Inst(inst) = s else { continue };
         let (p0, np) = partition_span(&inst.op).ok_or(Reject::Unfit)?;
+        spans[i] = (p0, np);
         partitions = partitions.max(p0 + np);
         instructions += 1;
         match &inst.op {
@@ -369,6 +374,7 @@ fn whole_run(
         end,
         partitions,
         matmuls,
+        spans,
     })
 }
 
