@@ -27,7 +27,7 @@ fn sig(shapes: &[&[u64]], dtype: DType, scalars: &[ScalarValue]) -> Signature {
 fn show(def: &KernelDef, s: &Signature) {
     let t0 = Instant::now();
     let compiled = nki_core::compile(def, s).expect("compile");
-    let program = &compiled.program;
+    let program = compiled.program();
     let traced = t0.elapsed();
     let t1 = Instant::now();
     let report = estimate(program);

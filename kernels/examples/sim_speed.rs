@@ -3,7 +3,7 @@
 
 use nki_core::kernel_def::TensorSig;
 use nki_core::prelude::*;
-use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
+use nki_core::sim::{HostTensor, HostTensorMut};
 use nki_core::testing::ScalarValue;
 use nki_core::{KernelDef, Signature};
 use std::time::Instant;
@@ -31,7 +31,7 @@ fn bench(
     let t0 = Instant::now();
     let compiled = nki_core::compile(def, &sig).unwrap();
     let compile = t0.elapsed();
-    let program = &compiled.program;
+    let program = compiled.program();
     let inputs: Vec<Vec<u8>> = shapes
         .iter()
         .map(|s| {
@@ -59,7 +59,6 @@ fn bench(
             data: b,
         })
         .collect();
-    let plan = &compiled.plan;
     let mut run = |parallel: bool| {
         let t = Instant::now();
         for _ in 0..reps {
@@ -72,16 +71,7 @@ fn bench(
                     data,
                 })
                 .collect();
-            simulate(
-                program,
-                &host_in,
-                &mut outs,
-                SimOptions {
-                    parallel,
-                    plan: Some(plan),
-                },
-            )
-            .unwrap();
+            compiled.simulate(&host_in, &mut outs, parallel).unwrap();
         }
         t.elapsed().as_secs_f64() * 1e6 / reps as f64
     };

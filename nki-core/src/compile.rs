@@ -8,7 +8,7 @@ use crate::contract::OutputMeta;
 use crate::error::NkiError;
 use crate::ir::Program;
 use crate::kernel_def::{KernelDef, Signature};
-use crate::sim::ExecPlan;
+use crate::sim::{ExecPlan, HostTensor, HostTensorMut, Plan, simulate_planned, to_vecs};
 use crate::validate::validate;
 use std::sync::Arc;
 
@@ -44,14 +44,66 @@ impl<'k> CheckedSignature<'k> {
 }
 
 /// A kernel compiled for one signature: traced, validated, and analysed for the simulator.
+/// Only [`compile`] makes one, so its plan is always its own program's (which is what lets
+/// [`Compiled::simulate`] skip the analysis):
+///
+/// ```compile_fail,E0451
+/// fn pair(program: nki_core::ir::Program, plan: nki_core::sim::ExecPlan) -> nki_core::Compiled {
+///     nki_core::Compiled { program, outputs: Vec::new(), plan }
+/// }
+/// ```
 #[derive(Debug)]
 pub struct Compiled {
+    program: Program,
+    outputs: Vec<OutputMeta>,
+    plan: ExecPlan,
+}
+
+impl Compiled {
     /// The validated program.
-    pub program: Program,
-    /// Output shapes and dtypes.
-    pub outputs: Vec<OutputMeta>,
-    /// What the simulator derived from the program once (parallel loops, poison elision).
-    pub plan: ExecPlan,
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Output shapes and dtypes, in return order.
+    pub fn outputs(&self) -> &[OutputMeta] {
+        &self.outputs
+    }
+
+    /// What the simulator derived from the program once (parallel loops, poison elision,
+    /// banded runs).
+    pub fn plan(&self) -> &ExecPlan {
+        &self.plan
+    }
+
+    /// Simulates the program on caller buffers, as [`crate::sim::simulate`] does, with the
+    /// plan made at compile time instead of a fresh analysis.
+    pub fn simulate(
+        &self,
+        inputs: &[HostTensor<'_>],
+        outputs: &mut [HostTensorMut<'_>],
+        parallel: bool,
+    ) -> Result<(), NkiError> {
+        simulate_planned(
+            &self.program,
+            Plan::Made(&self.plan),
+            inputs,
+            outputs,
+            parallel,
+        )
+    }
+
+    /// [`Compiled::simulate`] into freshly allocated output buffers, as
+    /// [`crate::sim::simulate_to_vecs`] does.
+    pub fn simulate_to_vecs(
+        &self,
+        inputs: &[&[u8]],
+        parallel: bool,
+    ) -> Result<Vec<Vec<u8>>, NkiError> {
+        to_vecs(&self.program, inputs, |host_in, host_out| {
+            self.simulate(host_in, host_out, parallel)
+        })
+    }
 }
 
 /// Checks `sig` against `def`'s contract, traces the kernel, validates the program for the

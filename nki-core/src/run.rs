@@ -5,7 +5,6 @@
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::kernel_def::{KernelDef, ScalarValue, Signature, TensorSig};
-use crate::sim::{SimOptions, simulate_to_vecs};
 use crate::target::Target;
 
 /// A host tensor whose values are held as fp32 (exactly representable in `dtype`).
@@ -82,14 +81,10 @@ pub fn run_kernel_with(
         target,
     };
     let compiled = crate::compile::compile(kernel, &sig)?;
-    let program = &compiled.program;
+    let program = compiled.program();
     let in_bytes: Vec<Vec<u8>> = inputs.iter().flatten().map(|a| a.bytes()).collect();
     let in_refs: Vec<&[u8]> = in_bytes.iter().map(Vec::as_slice).collect();
-    let opts = SimOptions {
-        plan: Some(&compiled.plan),
-        ..SimOptions::default()
-    };
-    let outputs = simulate_to_vecs(program, &in_refs, opts)?;
+    let outputs = compiled.simulate_to_vecs(&in_refs, true)?;
     Ok(program
         .outputs
         .iter()

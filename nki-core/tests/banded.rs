@@ -60,39 +60,36 @@ fn values(n: usize, seed: usize) -> Vec<u8> {
         .collect()
 }
 
-fn run(p: &Program, plan: &ExecPlan, parallel: bool) -> Vec<Vec<u8>> {
+fn run(p: &Program, bands: BandPolicy, parallel: bool) -> Vec<Vec<u8>> {
     let rows = p.hbm[0].shape[0];
     let (x, y) = (values(rows * 40, 1), values(rows * 40, 2));
-    let opts = SimOptions {
-        parallel,
-        plan: Some(plan),
-    };
-    simulate_to_vecs(p, &[&x, &y], opts).unwrap()
+    simulate_to_vecs(p, &[&x, &y], SimOptions { parallel, bands }).unwrap()
 }
 
 #[test]
 fn the_loop_body_runs_band_by_band_with_the_same_bits() {
     let p = program(100);
-    let whole = run(&p, &ExecPlan::with_bands(&p, BandPolicy::never()), false);
+    let whole = run(&p, BandPolicy::never(), false);
     for partitions in [1, 3, 7, 32, 99] {
-        let plan = ExecPlan::with_bands(&p, BandPolicy::everywhere(partitions));
-        let regions: Vec<_> = plan.bands.iter().flatten().collect();
+        let policy = BandPolicy::everywhere(partitions);
+        let plan = ExecPlan::with_bands(&p, policy);
+        let regions: Vec<_> = plan.bands().iter().flatten().collect();
         // The loop body (block 1), matmul included; the memsets of the accumulator and the
         // copy out of it stay outside.
-        assert_eq!(plan.bands[0], vec![], "partitions {partitions}");
+        assert_eq!(plan.bands()[0], vec![], "partitions {partitions}");
         assert_eq!(regions.len(), 1, "partitions {partitions}");
         assert_eq!(regions[0].matmuls.len(), 1);
         assert_eq!(regions[0].partitions, 100);
         for parallel in [false, true] {
             assert!(
-                run(&p, &plan, parallel) == whole,
+                run(&p, policy, parallel) == whole,
                 "bands of {partitions} partitions (parallel {parallel}) change the outputs"
             );
         }
     }
     // The default policy leaves a run this small alone.
     let default = ExecPlan::new(&p);
-    assert!(default.bands.iter().all(Vec::is_empty));
+    assert!(default.bands().iter().all(Vec::is_empty));
 }
 
 /// The loop body's matmul, to break.
@@ -107,13 +104,18 @@ fn matmul_in(body: &mut [Stmt]) -> Option<&mut Op> {
 #[test]
 fn a_band_that_panics_does_not_leave_the_others_waiting() {
     let mut p = program(128);
-    let plan = ExecPlan::with_bands(&p, BandPolicy::everywhere(8));
-    assert_eq!(plan.bands.iter().flatten().count(), 1);
     // A hand-built program (`simulate` does not validate): the stationary operand starts past
     // the end of its tile, so every band's share of the matmul panics on its slice.
     if let Some(Op::NcMatmul { stationary, .. }) = matmul_in(&mut p.body) {
         stationary.f0 = 1 << 20;
     }
-    let result = std::panic::catch_unwind(|| run(&p, &plan, true));
+    let policy = BandPolicy::everywhere(8);
+    let plan = ExecPlan::with_bands(&p, policy);
+    assert_eq!(
+        plan.bands().iter().flatten().count(),
+        1,
+        "the loop body is banded"
+    );
+    let result = std::panic::catch_unwind(|| run(&p, policy, true));
     assert!(result.is_err(), "the malformed matmul panics");
 }

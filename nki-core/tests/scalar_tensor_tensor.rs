@@ -119,7 +119,7 @@ fn run(p: &Program, x: &[f32], c: &[f32], y: &[f32]) -> Vec<u8> {
 }
 
 /// [`run`] with simulator options (`parallel: false` keeps every row on one thread).
-fn run_with(p: &Program, x: &[f32], c: &[f32], y: &[f32], opts: SimOptions<'_>) -> Vec<u8> {
+fn run_with(p: &Program, x: &[f32], c: &[f32], y: &[f32], opts: SimOptions) -> Vec<u8> {
     let dtypes: Vec<DType> = p.inputs().map(|(_, d)| d.dtype).collect();
     let inputs = [
         encode(dtypes[0], x),
@@ -441,7 +441,7 @@ fn reduce_program(rows: usize, cols: usize, reduce_op: BinOp, form: ReduceForm) 
 }
 
 /// The two outputs of a [`reduce_program`]: `r` and the reductions, as f32s.
-fn run_reduce(p: &Program, x: &[f32], c: &[f32], y: &[f32], opts: SimOptions<'_>) -> [Vec<f32>; 2] {
+fn run_reduce(p: &Program, x: &[f32], c: &[f32], y: &[f32], opts: SimOptions) -> [Vec<f32>; 2] {
     let inputs = [
         encode(DType::BF16, x),
         encode(DType::F32, c),

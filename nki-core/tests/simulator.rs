@@ -51,7 +51,7 @@ fn run(program: &Program, ins: &[(&[f32], DType)], parallel: bool) -> Result<Vec
         }],
         SimOptions {
             parallel,
-            plan: None,
+            ..SimOptions::default()
         },
     )?;
     Ok(floats(&out_bytes, out.dtype))
@@ -430,8 +430,8 @@ fn poison_is_elided_only_when_no_read_can_see_an_unwritten_element() {
     .unwrap();
     let plan = nki_core::sim::ExecPlan::new(&p);
     assert_eq!(
-        plan.poison,
-        vec![
+        plan.poison(),
+        [
             false, true, true, true, false, false, false, true, false, false
         ]
     );
@@ -592,16 +592,17 @@ fn tiles_are_released_after_their_last_use_in_the_block_that_allocates_them() {
             _ => None,
         })
         .expect("the program has a loop");
-    assert_eq!(plan.loop_block, vec![1]);
+    assert_eq!(plan.loop_block(), [1]);
     let (acc, row) = (allocs(&p.body)[0], allocs(loop_body)[0]);
     let last = |body: &[nki_core::ir::Stmt]| body.len() - 1;
-    assert_eq!(plan.release[0][last(&p.body)], vec![acc]);
-    assert_eq!(plan.release[1][last(loop_body)], vec![row]);
-    let released: usize = plan.release.iter().flatten().map(Vec::len).sum();
+    assert_eq!(plan.release()[0][last(&p.body)], vec![acc]);
+    assert_eq!(plan.release()[1][last(loop_body)], vec![row]);
+    let released: usize = plan.release().iter().flatten().map(Vec::len).sum();
     assert_eq!(
-        released, 2,
+        released,
+        2,
         "each tile is released once: {:?}",
-        plan.release
+        plan.release()
     );
     assert_eq!(
         run(&p, &[(&ROW_SUM_INPUT, DType::F32)], true).unwrap(),

@@ -198,7 +198,7 @@ mod tests {
         let c = cache.get_or_compile(rmsnorm(), &sig(100)).unwrap();
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(cache.len(), 2);
-        assert_eq!(a.outputs[0].shape, vec![300, 64]);
+        assert_eq!(a.outputs()[0].shape, vec![300, 64]);
     }
 
     #[test]

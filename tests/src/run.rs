@@ -7,7 +7,7 @@ use crate::prng;
 use nki_core::KernelDef;
 use nki_core::contract::Bindings;
 use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
-use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
+use nki_core::sim::{HostTensor, HostTensorMut};
 use nki_core::{DType, Signature, Target};
 use nki_registry::{CompileCache, Registry};
 
@@ -98,7 +98,7 @@ pub fn run_case(case: &Case) -> Result<CaseRun, Error> {
         .map_err(nki_core::NkiError::from)?;
     let compiled = CompileCache::global().get_or_compile(def, &sig)?;
     // Present inputs in order, with their dtypes and the index domain the kernel declares.
-    let decls: Vec<_> = compiled.program.inputs().map(|(_, d)| d).collect();
+    let decls: Vec<_> = compiled.program().inputs().map(|(_, d)| d).collect();
     let data: Vec<(DType, Vec<u8>)> = case
         .inputs
         .iter()
@@ -119,18 +119,18 @@ pub fn run_case(case: &Case) -> Result<CaseRun, Error> {
         })
         .collect();
     let shapes: Vec<Vec<usize>> = compiled
-        .outputs
+        .outputs()
         .iter()
         .map(|m| m.shape.iter().map(|&d| d as usize).collect())
         .collect();
     let mut bufs: Vec<Vec<u8>> = compiled
-        .outputs
+        .outputs()
         .iter()
         .zip(&shapes)
         .map(|(m, s)| vec![0u8; s.iter().product::<usize>() * m.dtype.size_bytes()])
         .collect();
     let mut outputs: Vec<HostTensorMut<'_>> = compiled
-        .outputs
+        .outputs()
         .iter()
         .zip(&shapes)
         .zip(bufs.iter_mut())
@@ -140,17 +140,12 @@ pub fn run_case(case: &Case) -> Result<CaseRun, Error> {
             data: b,
         })
         .collect();
-    simulate(
-        &compiled.program,
-        &inputs,
-        &mut outputs,
-        SimOptions::default(),
-    )?;
+    compiled.simulate(&inputs, &mut outputs, true)?;
     let outputs = def
         .contract
         .outputs
         .iter()
-        .zip(&compiled.outputs)
+        .zip(compiled.outputs())
         .zip(&bufs)
         .map(|((spec, meta), b)| (spec.name, prng::decode(b, meta.dtype)))
         .collect();

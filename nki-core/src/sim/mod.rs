@@ -54,18 +54,19 @@ pub struct HostTensorMut<'a> {
 
 /// Simulator switches.
 #[derive(Clone, Copy, Debug)]
-pub struct SimOptions<'p> {
+pub struct SimOptions {
     /// Run provably independent `affine_range` iterations on the rayon pool.
     pub parallel: bool,
-    /// A precomputed [`ExecPlan`] for this program (saves the analyses on every call).
-    pub plan: Option<&'p ExecPlan>,
+    /// How straight-line runs of partition-local instructions are executed band by band (the
+    /// bits never depend on it; tests vary it to prove that).
+    pub bands: BandPolicy,
 }
 
-impl Default for SimOptions<'_> {
+impl Default for SimOptions {
     fn default() -> Self {
         SimOptions {
             parallel: true,
-            plan: None,
+            bands: BandPolicy::default(),
         }
     }
 }
@@ -94,7 +95,19 @@ fn check_buffer(
 pub fn simulate_to_vecs(
     program: &Program,
     inputs: &[&[u8]],
-    opts: SimOptions<'_>,
+    opts: SimOptions,
+) -> Result<Vec<Vec<u8>>, NkiError> {
+    to_vecs(program, inputs, |host_in, host_out| {
+        simulate(program, host_in, host_out, opts)
+    })
+}
+
+/// Runs `run` on `inputs` (described by `program`'s input declarations) and on fresh zeroed
+/// buffers for `program`'s outputs, and returns those buffers.
+pub(crate) fn to_vecs(
+    program: &Program,
+    inputs: &[&[u8]],
+    run: impl FnOnce(&[HostTensor<'_>], &mut [HostTensorMut<'_>]) -> Result<(), NkiError>,
 ) -> Result<Vec<Vec<u8>>, NkiError> {
     let decls: Vec<_> = program.inputs().map(|(_, d)| d).collect();
     if decls.len() != inputs.len() {
@@ -132,7 +145,7 @@ pub fn simulate_to_vecs(
             data,
         })
         .collect();
-    simulate(program, &host_in, &mut host_out, opts)?;
+    run(&host_in, &mut host_out)?;
     Ok(bufs)
 }
 
@@ -173,11 +186,36 @@ fn check_indices(
 
 /// Executes `program` reading `inputs` (in parameter order) and writing `outputs` (in return
 /// order). Buffers must match the program's shapes and dtypes exactly; nothing is copied.
+///
+/// The program is analysed on every call ([`ExecPlan`]); a kernel compiled once and run many
+/// times saves that with [`crate::Compiled::simulate`], which uses the plan made at compile time.
 pub fn simulate(
     program: &Program,
     inputs: &[HostTensor<'_>],
     outputs: &mut [HostTensorMut<'_>],
-    opts: SimOptions<'_>,
+    opts: SimOptions,
+) -> Result<(), NkiError> {
+    let plan = Plan::Fresh(opts.bands);
+    simulate_planned(program, plan, inputs, outputs, opts.parallel)
+}
+
+/// Where [`simulate_planned`] gets its plan.
+pub(crate) enum Plan<'p> {
+    /// One made from the program being simulated, earlier (a [`crate::Compiled`]'s).
+    Made(&'p ExecPlan),
+    /// One to make now, with this band policy (after the buffers are checked).
+    Fresh(BandPolicy),
+}
+
+/// [`simulate`] with `plan`, which must be made from `program` itself: the plan is what proves
+/// the concurrent writes of parallel loops and bands disjoint. Callers outside this module pass
+/// a [`crate::Compiled`]'s own program and plan.
+pub(crate) fn simulate_planned(
+    program: &Program,
+    plan: Plan<'_>,
+    inputs: &[HostTensor<'_>],
+    outputs: &mut [HostTensorMut<'_>],
+    parallel: bool,
 ) -> Result<(), NkiError> {
     let input_decls: Vec<_> = program.inputs().collect();
     if inputs.len() != input_decls.len() || outputs.len() != program.outputs.len() {
@@ -222,16 +260,17 @@ pub fn simulate(
             .zip(&hbm)
             .all(|(d, b)| (d.kind == HbmKind::Output) == b.writable)
     );
-    let owned;
-    let plan = match opts.plan {
-        Some(p) if p.fits(program) => p,
-        _ => {
-            owned = ExecPlan::new(program);
-            &owned
+    let fresh;
+    let plan = match plan {
+        Plan::Made(plan) => plan,
+        Plan::Fresh(policy) => {
+            fresh = ExecPlan::with_bands(program, policy);
+            &fresh
         }
     };
+    debug_assert!(plan.fits(program), "a plan made for another program");
     // The pool runs parallel loops, and splits the rows of large instructions elsewhere.
-    let pool = if opts.parallel { pool::current() } else { None };
+    let pool = if parallel { pool::current() } else { None };
     let sequential;
     let parallel = if pool.is_some() {
         &plan.parallel

@@ -8,29 +8,36 @@ use crate::sim::band::plan::{BandPolicy, BandRegion, band_regions};
 use crate::sim::matmul::fused_multiply_add;
 use crate::sim::parallel::parallel_loops;
 
-/// Per-program facts for the simulator. Build once with [`ExecPlan::new`] and pass it in
-/// [`crate::sim::SimOptions::plan`] on every run.
+/// Per-program facts for the simulator, derived from one program and only ever used with it:
+/// [`crate::compile`] makes one per compiled kernel and [`crate::Compiled::simulate`] runs with
+/// it; [`crate::sim::simulate`] makes one per call. Its facts prove which writes may run
+/// concurrently, so it can only be made from a program (its fields are read through accessors,
+/// for tests and tools):
+///
+/// ```compile_fail,E0451
+/// let plan = nki_core::sim::ExecPlan { parallel: vec![true], ..todo!() };
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecPlan {
     /// For each loop variable: may its iterations run in parallel?
-    pub parallel: Vec<bool>,
+    pub(crate) parallel: Vec<bool>,
     /// For each tile: must a fresh allocation be filled with NaN? `false` when no instruction
     /// can read an element of it before one writes it (the writes may come in pieces, as
     /// column chunks), so the poison could never be observed.
-    pub poison: Vec<bool>,
+    pub(crate) poison: Vec<bool>,
     /// Per block (the program body is block 0, then each loop body in program order), per
     /// statement: the tiles allocated in that block whose last use is that statement (or a
     /// statement nested in it). Their storage goes back to the pool there, so a long unrolled
     /// program reuses a few buffers instead of touching fresh memory for every tile.
-    pub release: Vec<Vec<Vec<TileId>>>,
+    pub(crate) release: Vec<Vec<Vec<TileId>>>,
     /// For each loop variable: the block of its body.
-    pub loop_block: Vec<usize>,
+    pub(crate) loop_block: Vec<usize>,
     /// Per block, the runs of statements executed band by band, in statement order.
-    pub bands: Vec<Vec<BandRegion>>,
+    pub(crate) bands: Vec<Vec<BandRegion>>,
     /// For each tile: does a banded run allocate it (its storage is one band's share)?
-    pub band_local: Vec<bool>,
+    pub(crate) band_local: Vec<bool>,
     /// Partitions per band.
-    pub band_partitions: usize,
+    pub(crate) band_partitions: usize,
 }
 
 impl ExecPlan {
@@ -58,6 +65,41 @@ impl ExecPlan {
             band_local,
             band_partitions: policy.partitions,
         }
+    }
+
+    /// For each loop variable: may its iterations run in parallel?
+    pub fn parallel(&self) -> &[bool] {
+        &self.parallel
+    }
+
+    /// For each tile: must a fresh allocation be filled with NaN?
+    pub fn poison(&self) -> &[bool] {
+        &self.poison
+    }
+
+    /// Per block, per statement: the tiles released after it (see the field docs).
+    pub fn release(&self) -> &[Vec<Vec<TileId>>] {
+        &self.release
+    }
+
+    /// For each loop variable: the block of its body.
+    pub fn loop_block(&self) -> &[usize] {
+        &self.loop_block
+    }
+
+    /// Per block, the runs executed band by band.
+    pub fn bands(&self) -> &[Vec<BandRegion>] {
+        &self.bands
+    }
+
+    /// For each tile: does a banded run allocate it?
+    pub fn band_local(&self) -> &[bool] {
+        &self.band_local
+    }
+
+    /// Partitions per band.
+    pub fn band_partitions(&self) -> usize {
+        self.band_partitions
     }
 
     /// Whether this plan was made for a program of this shape.

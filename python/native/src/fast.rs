@@ -9,7 +9,7 @@
 //! and every loaded kernel crate) has its own table and compile cache.
 
 use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
-use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
+use nki_core::sim::{HostTensor, HostTensorMut};
 use nki_core::{Compiled, DType, KernelDef, Signature, Target};
 use nki_registry::CompileCache;
 use std::ffi::{CStr, c_char, c_void};
@@ -226,11 +226,11 @@ unsafe extern "C" fn plan(
             target: TARGET,
         };
         let compiled = CompileCache::global().get_or_compile(def, &sig).ok()?;
-        if compiled.outputs.len() > MAX_OUTPUTS {
+        if compiled.outputs().len() > MAX_OUTPUTS {
             return None;
         }
-        out.n_outputs = compiled.outputs.len();
-        for (i, o) in compiled.outputs.iter().enumerate() {
+        out.n_outputs = compiled.outputs().len();
+        for (i, o) in compiled.outputs().iter().enumerate() {
             if o.shape.len() > MAX_RANK {
                 return None;
             }
@@ -266,7 +266,7 @@ unsafe extern "C" fn execute(
         // allocated and not aliasing anything.
         let compiled: &Compiled = unsafe { &*handle.cast::<Compiled>() };
         let (inputs, outputs) = unsafe { (slice(inputs, n_inputs), slice(outputs, n_outputs)) };
-        let program = &compiled.program;
+        let program = compiled.program();
         let decls: Vec<_> = program.inputs().map(|(_, d)| d).collect();
         if decls.len() != inputs.len() || program.outputs.len() != outputs.len() {
             return None;
@@ -297,11 +297,7 @@ unsafe extern "C" fn execute(
                 }
             })
             .collect();
-        let opts = SimOptions {
-            parallel: true,
-            plan: Some(&compiled.plan),
-        };
-        simulate(program, &host_in, &mut host_out, opts).ok()
+        compiled.simulate(&host_in, &mut host_out, true).ok()
     }));
     match result {
         Ok(Some(())) => OK,

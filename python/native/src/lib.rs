@@ -238,7 +238,7 @@ fn with_program<R: Send>(
     let sig = call.sig;
     let result = py.detach(move || {
         let compiled = nki_registry::CompileCache::global().get_or_compile(def, &sig)?;
-        Ok::<_, nki_core::NkiError>(f(&compiled.program))
+        Ok::<_, nki_core::NkiError>(f(compiled.program()))
     });
     result.map_err(|e| errors::to_py_err(e, def.name))
 }

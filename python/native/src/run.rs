@@ -11,7 +11,7 @@
 use crate::args;
 use crate::errors::{self, to_py_err};
 use nki_core::contract::Qualified;
-use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, simulate};
+use nki_core::sim::{HostTensor, HostTensorMut};
 use nki_core::{DType, KernelDef, NkiError, Signature};
 use nki_registry::CompileCache;
 use pyo3::exceptions::PyValueError;
@@ -191,10 +191,10 @@ impl Job {
             .iter()
             .map(|b| (b.shape.as_slice(), b.dtype))
             .collect();
-        let matches = given.len() == compiled.outputs.len()
+        let matches = given.len() == compiled.outputs().len()
             && given
                 .iter()
-                .zip(&compiled.outputs)
+                .zip(compiled.outputs())
                 .all(|((shape, dtype), meta)| {
                     *dtype == meta.dtype
                         && shape.len() == meta.shape.len()
@@ -202,7 +202,7 @@ impl Job {
                 });
         if !matches {
             let expected: Vec<String> = compiled
-                .outputs
+                .outputs()
                 .iter()
                 .map(|m| format!("{} {:?}", m.dtype, m.shape))
                 .collect();
@@ -254,11 +254,7 @@ impl Job {
                 }
             })
             .collect();
-        let opts = SimOptions {
-            parallel: true,
-            plan: Some(&compiled.plan),
-        };
-        simulate(&compiled.program, &inputs, &mut outputs, opts)
+        compiled.simulate(&inputs, &mut outputs, true)
     }
 }
 
