@@ -51,25 +51,27 @@ impl AffineExpr {
             .map_or(0, |(_, k)| *k)
     }
 
-    /// Evaluates with `values[var.0]` as each variable's current value.
+    /// Evaluates with `values[var.0]` as each variable's current value (saturating at `i64`'s
+    /// bounds, so an offset past them fails a bounds check instead of wrapping into range).
     #[inline]
     pub fn eval(&self, values: &[i64]) -> i64 {
-        self.terms
-            .iter()
-            .fold(self.constant, |acc, (v, k)| acc + k * values[v.0 as usize])
+        self.terms.iter().fold(self.constant, |acc, (v, k)| {
+            acc.saturating_add(k.saturating_mul(values[v.0 as usize]))
+        })
     }
 
     /// The smallest and largest value over all iterations, given each variable's trip count
-    /// (`trips[var.0]`, variables range over `0..trip`).
+    /// (`trips[var.0]`, variables range over `0..trip`), saturating as [`Self::eval`] does.
     pub fn range(&self, trips: &[usize]) -> (i64, i64) {
         let mut lo = self.constant;
         let mut hi = self.constant;
         for (v, k) in &self.terms {
-            let last = trips[v.0 as usize].saturating_sub(1) as i64;
+            let last = i64::try_from(trips[v.0 as usize].saturating_sub(1)).unwrap_or(i64::MAX);
+            let reach = k.saturating_mul(last);
             if *k > 0 {
-                hi += k * last;
+                hi = hi.saturating_add(reach);
             } else {
-                lo += k * last;
+                lo = lo.saturating_add(reach);
             }
         }
         (lo, hi)

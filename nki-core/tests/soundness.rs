@@ -5,7 +5,7 @@
 //!   element each iteration writes must show the iterations' writes disjoint.
 //! - HBM accesses are bounds-checked in release builds too: a malformed program (built by hand,
 //!   not by the tracer, so nothing upstream caught it) gets an error, never a read or write
-//!   outside the caller's buffers.
+//!   outside the caller's buffers, including patterns whose reach overflows `i64`.
 
 use nki_core::affine::{AffineExpr, LoopVar};
 use nki_core::ir::{
@@ -286,6 +286,46 @@ fn an_access_pattern_past_the_buffer_is_an_error() {
     assert!(err.contains("out-of-bounds HBM access"), "{err}");
 }
 
+/// A pattern whose reach overflows `i64`: rows `2^61 + 1` elements apart wrap around to a
+/// span of 8 elements when multiplied out in `i64`.
+fn wrapping_write() -> Write {
+    Write {
+        access: HbmAccess {
+            tensor: HbmId(0),
+            offset: AffineExpr::constant(0),
+            np: 9,
+            nf: 1,
+            p_stride: (1 << 61) + 1,
+            f_stride: 1,
+        },
+    }
+}
+
+#[test]
+fn an_access_pattern_whose_reach_overflows_is_an_error_not_a_wild_write() {
+    let p = program(&[wrapping_write()], [1, 1], 4, 4);
+    let mut out = vec![0u8; 16 * 4];
+    let err = run(&p, &mut out).unwrap_err().to_string();
+    assert!(err.contains("out-of-bounds HBM access"), "{err}");
+    assert!(out.iter().all(|&b| b == 0), "nothing was written");
+    let err = nki_core::validate::validate(&p).unwrap_err().to_string();
+    assert!(err.contains("hbm-bounds"), "{err}");
+}
+
+#[test]
+fn loops_writing_through_an_overflowing_pattern_never_run_in_parallel() {
+    // Iterations 2^61 + 1 elements apart, one element each: in i64 the windows look disjoint
+    // only because the offsets wrap; the analysis must not reason about such a pattern at all.
+    let mut write = wrapping_write();
+    write.access.np = 1;
+    write.access.offset = AffineExpr {
+        constant: 0,
+        terms: vec![(LoopVar(0), (1 << 61) + 1)],
+    };
+    let p = program(&[write], [9, 1], 4, 4);
+    assert_eq!(parallel_loops(&p), vec![false, false]);
+}
+
 fn walk_mut(body: &mut [Stmt]) -> Vec<&mut Stmt> {
     let mut out = Vec::new();
     for s in body {
@@ -296,4 +336,63 @@ fn walk_mut(body: &mut [Stmt]) -> Vec<&mut Stmt> {
         }
     }
     out
+}
+
+#[test]
+fn a_kernel_returning_one_tensor_twice_is_a_trace_error() {
+    use nki_core::lang::{InputSpec, trace};
+    use nki_core::prelude::*;
+    let inputs = [InputSpec {
+        name: "x".into(),
+        shape: vec![4, 8],
+        dtype: DType::F32,
+    }];
+    let err = trace("twice", Target::Trn2, &inputs, |_| {
+        let out = shared_hbm(&[4, 8], DType::F32);
+        let t = sbuf([4, 8], DType::F32);
+        memset(&t, 0.0);
+        dma_copy(&out, &t);
+        vec![out.clone(), out]
+    })
+    .unwrap_err();
+    assert!(matches!(err, NkiError::Trace { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("as output 0 and again as output 1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_program_listing_an_output_twice_is_refused_by_the_simulator() {
+    // Hand-built (simulate does not validate): two caller buffers for one tensor would leave
+    // one of them unwritten.
+    let write = Write {
+        access: HbmAccess {
+            tensor: HbmId(0),
+            offset: AffineExpr::constant(0),
+            np: 4,
+            nf: 4,
+            p_stride: 4,
+            f_stride: 1,
+        },
+    };
+    let mut p = program(&[write], [1, 1], 4, 4);
+    p.outputs.push(HbmId(0));
+    let decl = &p.hbm[0];
+    let (mut a, mut b) = (vec![7u8; 64], vec![7u8; 64]);
+    let mut outputs = [
+        HostTensorMut {
+            dtype: decl.dtype,
+            shape: &decl.shape,
+            data: &mut a,
+        },
+        HostTensorMut {
+            dtype: decl.dtype,
+            shape: &decl.shape,
+            data: &mut b,
+        },
+    ];
+    let err = simulate(&p, &[], &mut outputs, SimOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("listed twice"), "{err}");
 }

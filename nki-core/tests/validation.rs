@@ -217,3 +217,59 @@ fn nc_transpose_keeps_its_source_dtype() {
         ("transpose-dst-dtype", "bf16".into(), "f32".into(), line)
     );
 }
+
+/// The region of the first memset in `p`'s body.
+fn memset_region(p: &mut Program) -> &mut nki_core::ir::TileRegion {
+    p.body
+        .iter_mut()
+        .find_map(|s| match s {
+            nki_core::ir::Stmt::Inst(i) => match &mut i.op {
+                nki_core::ir::Op::Memset { dst, .. } => Some(dst),
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("the program has a memset")
+}
+
+#[test]
+fn tile_operands_stay_inside_their_tiles() {
+    // A hand-edited program: the memset's region reaches past the tile's free size (the
+    // simulator's storage may be longer than the tile, so nothing else would notice).
+    let mut p = program(Target::Trn2, |_| {
+        let out = shared_hbm(&[4, 8], DType::F32);
+        let t = sbuf([4, 8], DType::F32);
+        memset(&t, 0.0);
+        dma_copy(&out, &t);
+        out
+    });
+    assert!(validate(&p).is_ok());
+    memset_region(&mut p).f0 = 4;
+    let (rule, limit, actual, _) = rule_of(&p);
+    assert_eq!(
+        (rule, limit.as_str(), actual.as_str()),
+        ("tile-region", "[4, 8]", "partitions 0..+4, elements 4..+8")
+    );
+    // A region whose end overflows, and a tile the program does not declare.
+    memset_region(&mut p).f0 = usize::MAX;
+    assert_eq!(rule_of(&p).0, "tile-region");
+    let region = memset_region(&mut p);
+    region.f0 = 0;
+    region.tile = nki_core::ir::TileId(99);
+    let (rule, _, actual, _) = rule_of(&p);
+    assert_eq!((rule, actual.as_str()), ("tile-region", "tile 99"));
+}
+
+#[test]
+fn hbm_tensors_fit_the_host() {
+    let mut p = program(Target::Trn2, |_| {
+        let out = shared_hbm(&[4, 8], DType::F32);
+        let t = sbuf([4, 8], DType::F32);
+        memset(&t, 0.0);
+        dma_copy(&out, &t);
+        out
+    });
+    // 2^31 × 2^31 fp32 elements: 2^64 bytes, past any address space.
+    p.hbm[1].shape = vec![1 << 31, 1 << 31];
+    assert_eq!(rule_of(&p).0, "hbm-size");
+}

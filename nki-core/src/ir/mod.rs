@@ -75,9 +75,13 @@ impl IndexDomain {
 }
 
 impl HbmDecl {
-    /// Number of elements.
+    /// Number of elements (`usize::MAX` when the shape's product overflows, which validation
+    /// rejects as `hbm-size`).
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        self.shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .unwrap_or(usize::MAX)
     }
 }
 
@@ -119,9 +123,9 @@ pub struct TileDecl {
 }
 
 impl TileDecl {
-    /// Bytes per partition.
+    /// Bytes per partition (saturating, so an absurd free size fails the capacity checks).
     pub fn bytes_per_partition(&self) -> usize {
-        self.free * self.dtype.size_bytes()
+        self.free.saturating_mul(self.dtype.size_bytes())
     }
 }
 
@@ -182,18 +186,69 @@ pub struct HbmAccess {
 
 impl HbmAccess {
     /// How far the pattern reaches below and above its `(0, 0)` element, in flat elements
-    /// (negative strides reach below).
+    /// (negative strides reach below). A reach past `i64`'s range saturates, so bounds checks
+    /// built on it reject the pattern instead of wrapping around into range.
     pub fn extent(&self) -> (i64, i64) {
-        let (mut below, mut above) = (0, 0);
+        let (mut below, mut above) = (0i64, 0i64);
         for (stride, n) in [(self.p_stride, self.np), (self.f_stride, self.nf)] {
-            let span = stride * (n as i64 - 1);
+            let steps = i64::try_from(n.saturating_sub(1)).unwrap_or(i64::MAX);
+            let span = stride.saturating_mul(steps);
             if span > 0 {
-                above += span;
+                above = above.saturating_add(span);
             } else {
-                below += span;
+                below = below.saturating_add(span);
             }
         }
         (below, above)
+    }
+}
+
+impl HbmAccess {
+    /// The lowest and highest flat element the pattern touches over every iteration of the
+    /// loops (`trips`, indexed by loop variable; a variable without a trip count is taken as
+    /// spanning nothing), exactly.
+    pub fn reach(&self, trips: &[usize]) -> (i128, i128) {
+        let (mut lo, mut hi) = (
+            i128::from(self.offset.constant),
+            i128::from(self.offset.constant),
+        );
+        let steps = |n: usize| n.saturating_sub(1) as i128;
+        let terms = self
+            .offset
+            .terms
+            .iter()
+            .map(|&(v, k)| (k, trips.get(v.0 as usize).copied().unwrap_or(1)));
+        let strides = [(self.p_stride, self.np), (self.f_stride, self.nf)].into_iter();
+        for (k, n) in terms.chain(strides) {
+            let reach = i128::from(k) * steps(n);
+            if reach > 0 {
+                hi += reach;
+            } else {
+                lo += reach;
+            }
+        }
+        (lo, hi)
+    }
+
+    /// Whether the pattern's numbers are small enough for plain `i64` reasoning: the constant
+    /// plus every coefficient and stride times its reach (at least one step each), all in
+    /// absolute value, stays below 2^60, so sums and differences of any of its partial offsets
+    /// cannot overflow. The simulator's analyses that let writes run concurrently only accept
+    /// such patterns (a program that skipped validation may hold any numbers).
+    pub fn is_modest(&self, trips: &[usize]) -> bool {
+        let steps = |n: usize| n.saturating_sub(1).max(1) as i128;
+        let terms = self
+            .offset
+            .terms
+            .iter()
+            .map(|&(v, k)| (k, trips.get(v.0 as usize).copied().unwrap_or(1)));
+        let strides = [(self.p_stride, self.np), (self.f_stride, self.nf)].into_iter();
+        let magnitude = terms
+            .chain(strides)
+            .map(|(k, n)| i128::from(k).abs() * steps(n))
+            .sum::<i128>()
+            + i128::from(self.offset.constant).abs();
+        magnitude < 1 << 60
     }
 }
 

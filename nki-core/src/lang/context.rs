@@ -145,7 +145,8 @@ impl Builder {
         if let Some(e) = self.take_error(name) {
             return Err(e);
         }
-        for o in outputs {
+        let author_error = |message: String, loc: SourceLoc| NkiError::Trace { message, loc };
+        for (i, o) in outputs.iter().enumerate() {
             let Some(decl) = self.hbm.get(o.0 as usize) else {
                 return Err(NkiError::Internal(format!(
                     "kernel {name} returned an unknown tensor #{}",
@@ -153,17 +154,35 @@ impl Builder {
                 )));
             };
             if decl.kind != HbmKind::Output {
-                return Err(NkiError::Internal(format!(
-                    "kernel {name} returned input `{}`; outputs must be allocated with shared_hbm",
-                    decl.name
-                )));
+                return Err(author_error(
+                    format!(
+                        "kernel {name} returned input `{}`; outputs must be allocated with \
+                         shared_hbm",
+                        decl.name
+                    ),
+                    SourceLoc::caller(),
+                ));
+            }
+            if outputs[..i].contains(o) {
+                return Err(author_error(
+                    format!(
+                        "kernel {name} returns `{}` as output {} and again as output {i}; each \
+                         output must be a shared_hbm tensor of its own",
+                        decl.name,
+                        outputs[..i].iter().position(|p| p == o).unwrap_or(0)
+                    ),
+                    SourceLoc::caller(),
+                ));
             }
         }
-        if !self.open_loops.is_empty() {
-            return Err(NkiError::Internal(format!(
-                "kernel {name} finished with {} loop(s) still open",
-                self.open_loops.len()
-            )));
+        if let Some(innermost) = self.open_loops.last() {
+            return Err(author_error(
+                format!(
+                    "kernel {name} finished with {} loop(s) still open",
+                    self.open_loops.len()
+                ),
+                self.loops[innermost.0 as usize].loc,
+            ));
         }
         let body = self.blocks.pop().expect("the top-level block is open");
         Ok(Program {

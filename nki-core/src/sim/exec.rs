@@ -463,7 +463,7 @@ fn alias_source<'a>(
 fn flat_range(a: &HbmAccess, env: &[i64]) -> (i64, i64, i64) {
     let base = a.offset.eval(env);
     let (below, above) = a.extent();
-    (base, base + below, base + above)
+    (base, base.saturating_add(below), base.saturating_add(above))
 }
 
 /// The checks a DMA makes before it moves anything: both sides the same shape, every HBM

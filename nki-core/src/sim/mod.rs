@@ -130,12 +130,16 @@ pub(crate) fn to_vecs(
     let outs: Vec<_> = program
         .outputs
         .iter()
-        .map(|o| &program.hbm[o.0 as usize])
-        .collect();
-    let mut bufs: Vec<Vec<u8>> = outs
-        .iter()
-        .map(|d| vec![0u8; d.numel() * d.dtype.size_bytes()])
-        .collect();
+        .map(|o| {
+            program.hbm.get(o.0 as usize).ok_or_else(|| {
+                NkiError::Buffers(format!(
+                    "kernel {}: output tensor #{} is not declared",
+                    program.name, o.0
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let mut bufs: Vec<Vec<u8>> = outs.iter().map(|d| zeroed(d)).collect::<Result<_, _>>()?;
     let mut host_out: Vec<HostTensorMut<'_>> = outs
         .iter()
         .zip(bufs.iter_mut())
@@ -147,6 +151,26 @@ pub(crate) fn to_vecs(
         .collect();
     run(&host_in, &mut host_out)?;
     Ok(bufs)
+}
+
+/// A zeroed buffer for tensor `d`, or an error when the host cannot allocate it (rather than
+/// the process aborting, as `vec!` would).
+fn zeroed(d: &HbmDecl) -> Result<Vec<u8>, NkiError> {
+    let too_large = || {
+        NkiError::Buffers(format!(
+            "cannot allocate output {} of shape {:?} ({})",
+            d.name, d.shape, d.dtype
+        ))
+    };
+    let bytes = d
+        .shape
+        .iter()
+        .try_fold(d.dtype.size_bytes(), |n, &dim| n.checked_mul(dim))
+        .ok_or_else(too_large)?;
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(bytes).map_err(|_| too_large())?;
+    buf.resize(bytes, 0);
+    Ok(buf)
 }
 
 /// Every value of an integer input against its declared index domain (the data of an input
@@ -237,9 +261,23 @@ pub(crate) fn simulate_planned(
         hbm[id.0 as usize] = Some(HbmBuffer::input(t.data, t.dtype));
     }
     for (id, t) in program.outputs.iter().zip(outputs.iter_mut()) {
-        let decl = &program.hbm[id.0 as usize];
+        let decl = program.hbm.get(id.0 as usize).ok_or_else(|| {
+            NkiError::Buffers(format!(
+                "kernel {}: output tensor #{} is not declared",
+                program.name, id.0
+            ))
+        })?;
         check_buffer(decl, t.dtype, t.shape, t.data.len())?;
-        hbm[id.0 as usize] = Some(HbmBuffer::output(t.data, t.dtype));
+        let slot = &mut hbm[id.0 as usize];
+        if slot.is_some() || decl.kind != HbmKind::Output {
+            // One buffer per tensor: a tensor listed twice would leave one caller buffer
+            // unwritten.
+            return Err(NkiError::Buffers(format!(
+                "kernel {}: tensor {} is listed twice, or is not an output",
+                program.name, decl.name
+            )));
+        }
+        *slot = Some(HbmBuffer::output(t.data, t.dtype));
     }
     let hbm: Vec<HbmBuffer<'_>> = hbm
         .into_iter()

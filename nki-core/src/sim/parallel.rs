@@ -63,10 +63,12 @@ fn independent(program: &Program, var: LoopVar, body: &[Stmt]) -> bool {
             }
         }
     });
-    if reads_output || written_tiles.iter().any(|t| !allocated.contains(t)) {
+    let trips = program.trips();
+    // The window arithmetic below is plain i64 (see `HbmAccess::is_modest`).
+    let modest = writes.values().flatten().all(|a| a.is_modest(&trips));
+    if !modest || reads_output || written_tiles.iter().any(|t| !allocated.contains(t)) {
         return false;
     }
-    let trips = program.trips();
     writes.iter().all(|(tensor, accesses)| {
         let row_len = program.hbm[tensor.0 as usize]
             .shape

@@ -392,12 +392,25 @@ impl<'a> HbmBuffer<'a> {
         self.len / self.dtype.size_bytes()
     }
 
+    /// Panics unless elements `i..i + n` lie inside the buffer. The DMA checks reject every
+    /// access that reaches outside first, with an error; this is the last line between a bug
+    /// (or an overflow those checks missed) and memory the buffer does not own, so it is
+    /// checked in release builds too (once per run of elements).
+    #[inline]
+    fn assert_run(&self, i: usize, n: usize) {
+        let numel = self.numel();
+        assert!(
+            i <= numel && n <= numel - i,
+            "HBM access to elements {i}..+{n} of a buffer of {numel} (caught in the simulator)"
+        );
+    }
+
     /// Reads element `i` (bounds checked by the caller against `numel`).
     #[inline]
     pub(crate) fn read(&self, i: usize) -> f32 {
         let w = self.dtype.size_bytes();
-        debug_assert!((i + 1) * w <= self.len);
-        // SAFETY: the caller checked `i < numel()`; the bytes belong to the caller's buffer for 'a.
+        self.assert_run(i, 1);
+        // SAFETY: `i < numel()` (asserted); the bytes belong to the caller's buffer for 'a.
         let bytes = unsafe { std::slice::from_raw_parts(self.ptr.add(i * w), w) };
         self.dtype.read(bytes, 0)
     }
@@ -406,8 +419,8 @@ impl<'a> HbmBuffer<'a> {
     #[inline]
     pub(crate) fn read_run(&self, i: usize, out: &mut [f32]) {
         let w = self.dtype.size_bytes();
-        debug_assert!((i + out.len()) * w <= self.len);
-        // SAFETY: the caller checked the run is in bounds.
+        self.assert_run(i, out.len());
+        // SAFETY: the run is in bounds (asserted).
         let bytes = unsafe { std::slice::from_raw_parts(self.ptr.add(i * w), out.len() * w) };
         match self.dtype {
             DType::F32 if cfg!(target_endian = "little") => {
@@ -449,11 +462,20 @@ impl<'a> HbmBuffer<'a> {
     pub(crate) fn read_strided(&self, i: i64, stride: i64, out: &mut [f32]) {
         let w = self.dtype.size_bytes() as i64;
         let at = |k: usize| (i + k as i64 * stride) * w;
-        debug_assert!(out.is_empty() || (at(0) >= 0 && at(out.len() - 1) + w <= self.len as i64));
+        if let Some(last) = out.len().checked_sub(1) {
+            // Both ends inside the buffer, computed without overflow: then so is every element
+            // between them, and `at` cannot overflow.
+            let end = i128::from(i) + last as i128 * i128::from(stride);
+            let n = self.numel() as i128;
+            assert!(
+                (0..n).contains(&i128::from(i)) && (0..n).contains(&end),
+                "strided HBM access outside its buffer (caught in the simulator)"
+            );
+        }
         match self.dtype {
             DType::F32 => {
                 for (k, o) in out.iter_mut().enumerate() {
-                    // SAFETY: the caller checked the whole pattern is in bounds.
+                    // SAFETY: the whole pattern is in bounds (asserted above).
                     let bits = unsafe {
                         self.ptr
                             .add(at(k) as usize)
@@ -487,9 +509,13 @@ impl<'a> HbmBuffer<'a> {
     #[inline]
     pub(crate) fn write_run(&self, i: usize, vals: &[f32]) {
         let w = self.dtype.size_bytes();
-        debug_assert!(self.writable && (i + vals.len()) * w <= self.len);
-        // SAFETY: in bounds (checked by the caller); only writable (output) buffers are written,
-        // and concurrent writers touch disjoint runs.
+        assert!(
+            self.writable,
+            "write to a read-only HBM buffer (caught in the simulator)"
+        );
+        self.assert_run(i, vals.len());
+        // SAFETY: in bounds (asserted); only writable (output) buffers are written, and
+        // concurrent writers touch disjoint runs.
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(i * w), vals.len() * w) };
         match self.dtype {
             DType::F32 if cfg!(target_endian = "little") => {

@@ -361,10 +361,13 @@ fn whole_run(
     let worth = instructions >= policy.min_instructions
         && partitions > policy.partitions
         && elements >= instructions.saturating_mul(policy.min_mean_elements);
+    // `stores_commute` compares offsets in plain i64 (see `HbmAccess::is_modest`).
+    let trips = program.trips();
     let ordered = accumulators.is_disjoint(&others)
         && stores.iter().all(|(tensor, s)| {
             let row_len = program.hbm[tensor.0 as usize].shape.last().copied();
-            stores_commute(s, row_len.unwrap_or(1) as i64)
+            s.iter().all(|(a, _)| a.is_modest(&trips))
+                && stores_commute(s, row_len.unwrap_or(1) as i64)
         });
     if !(worth && ordered) {
         return Err(Reject::Unfit);
