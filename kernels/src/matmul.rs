@@ -1,5 +1,6 @@
 //! Matrix multiplication and `F.linear` on the tensor engine, and their backward kernels.
 
+use crate::tiling::fill_zeros;
 use nki_core::prelude::*;
 
 /// Rows of the output block: four stationary tiles of 128.
@@ -282,6 +283,7 @@ fn gemm(
 #[kernel(
     shape(x = [..B, K], w = [K, N]) -> [..B, N],
     dtype(x in {f32, bf16, f16}, w = x) -> x,
+    require(K >= 1),
     backward(matmul_backward, saves(x, w)),
     replaces("aten::mm", "aten::matmul"),
     reference("x @ w"),
@@ -315,6 +317,7 @@ pub fn matmul(x: &Hbm, w: &Hbm) -> Hbm {
 #[kernel(
     shape(grad_out = [..B, N], x = [..B, K], w = [K, N]) -> (grad_x = [..B, K], grad_w = [K, N]),
     dtype(grad_out in {f32, bf16, f16}, x = grad_out, w = grad_out) -> (grad_out, grad_out),
+    require(N >= 1),
     tolerance(matmul),
 )]
 pub fn matmul_backward(grad_out: &Hbm, x: &Hbm, w: &Hbm) -> (Hbm, Hbm) {
@@ -344,6 +347,7 @@ fn product_gradients(g: &HbmView, a: &HbmView, b: &HbmView, grad_a: &HbmView, gr
 #[kernel(
     shape(x = [B, M, K], y = [B, K, N]) -> [B, M, N],
     dtype(x in {f32, bf16, f16}, y = x) -> x,
+    require(K >= 1),
     backward(bmm_backward, saves(x, y)),
     replaces("aten::bmm"),
     reference("torch.bmm(x, y)"),
@@ -378,6 +382,7 @@ pub fn bmm(x: &Hbm, y: &Hbm) -> Hbm {
 #[kernel(
     shape(grad_out = [B, M, N], x = [B, M, K], y = [B, K, N]) -> (grad_x = [B, M, K], grad_y = [B, K, N]),
     dtype(grad_out in {f32, bf16, f16}, x = grad_out, y = grad_out) -> (grad_out, grad_out),
+    require(N >= 1),
     tolerance(matmul),
 )]
 pub fn bmm_backward(grad_out: &Hbm, x: &Hbm, y: &Hbm) -> (Hbm, Hbm) {
@@ -451,6 +456,7 @@ fn column_sums(out: &HbmView, g: &HbmView) {
 #[kernel(
     shape(x = [..B, K], weight = [N, K], bias = [N]) -> [..B, N],
     dtype(x in {f32, bf16, f16}, weight = x, bias = x) -> x,
+    require(K >= 1),
     backward(linear_backward, saves(x, weight)),
     replaces("torch.nn.Linear", "aten::linear", "aten::addmm"),
     reference("F.linear(x, weight, bias)"),
@@ -488,6 +494,7 @@ pub fn linear(x: &Hbm, weight: &Hbm, bias: Option<&Hbm>) -> Hbm {
         -> (grad_x = [..B, K], grad_weight = [N, K], grad_bias = [N]),
     dtype(grad_out in {f32, bf16, f16}, x = grad_out, weight = grad_out)
         -> (grad_out, grad_out, grad_out),
+    require(N >= 1),
     tolerance(matmul),
 )]
 pub fn linear_backward(grad_out: &Hbm, x: &Hbm, weight: &Hbm) -> (Hbm, Hbm, Hbm) {
@@ -516,7 +523,12 @@ pub fn linear_backward(grad_out: &Hbm, x: &Hbm, weight: &Hbm) -> (Hbm, Hbm, Hbm)
         Layout::AsIs,
         None,
     );
-    column_sums(&grad_bias.view(), &g);
+    if rows == 0 {
+        // An empty batch: the bias gradient is a sum over no rows.
+        fill_zeros(&grad_bias);
+    } else {
+        column_sums(&grad_bias.view(), &g);
+    }
     (grad_x, grad_weight, grad_bias)
 }
 
@@ -630,5 +642,67 @@ mod tests {
             *v += bias.values[i % n] as f64;
         }
         close(&y[0].values, &want, 1e-5, "y");
+    }
+
+    /// An empty contraction would sum nothing (NaN from the poisoned accumulator on the
+    /// simulator): each kernel's contract refuses it, naming the dimension.
+    #[test]
+    fn empty_contractions_are_contract_errors() {
+        let f = DType::F32;
+        let cases: [(&nki_core::KernelDef, Vec<HostArray>, &str); 6] = [
+            (
+                &MATMUL_KERNEL,
+                vec![arr(&[4, 0], f, 0), arr(&[0, 5], f, 1)],
+                "K >= 1",
+            ),
+            (
+                &BMM_KERNEL,
+                vec![arr(&[2, 4, 0], f, 0), arr(&[2, 0, 5], f, 1)],
+                "K >= 1",
+            ),
+            (
+                &LINEAR_KERNEL,
+                vec![arr(&[4, 0], f, 0), arr(&[5, 0], f, 1), arr(&[5], f, 2)],
+                "K >= 1",
+            ),
+            (
+                &MATMUL_BACKWARD_KERNEL,
+                vec![arr(&[4, 0], f, 0), arr(&[4, 3], f, 1), arr(&[3, 0], f, 2)],
+                "N >= 1",
+            ),
+            (
+                &BMM_BACKWARD_KERNEL,
+                vec![
+                    arr(&[2, 4, 0], f, 0),
+                    arr(&[2, 4, 3], f, 1),
+                    arr(&[2, 3, 0], f, 2),
+                ],
+                "N >= 1",
+            ),
+            (
+                &LINEAR_BACKWARD_KERNEL,
+                vec![arr(&[4, 0], f, 0), arr(&[4, 3], f, 1), arr(&[0, 3], f, 2)],
+                "N >= 1",
+            ),
+        ];
+        for (def, inputs, rule) in cases {
+            let err = run_kernel(def, &inputs, &[], Target::Trn2).unwrap_err();
+            assert!(
+                matches!(err, nki_core::NkiError::Contract(_)) && err.to_string().contains(rule),
+                "{}: {err}",
+                def.name
+            );
+        }
+    }
+
+    /// An empty batch has zero weight and bias gradients (sums over no rows), as in torch.
+    #[test]
+    fn an_empty_batch_has_zero_linear_gradients() {
+        let f = DType::F32;
+        let inputs = [arr(&[0, 5], f, 0), arr(&[0, 3], f, 1), arr(&[5, 3], f, 2)];
+        let out = run_kernel(&LINEAR_BACKWARD_KERNEL, &inputs, &[], Target::Trn2).unwrap();
+        let shapes: Vec<&[usize]> = out.iter().map(|o| o.shape.as_slice()).collect();
+        assert_eq!(shapes, [&[0, 3][..], &[5, 3], &[5]]);
+        assert!(out[1..].iter().all(|o| o.values.iter().all(|&v| v == 0.0)));
     }
 }

@@ -51,6 +51,24 @@ pub(crate) fn for_each_chunk(
     });
 }
 
+/// Writes zeros to every element of `out`, viewed as `[rows, cols]` of its last dimension:
+/// what a sum over no rows gives (the weight gradients of an empty batch).
+pub(crate) fn fill_zeros(out: &Hbm) {
+    let (rows, cols) = rows_of(out);
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    let view = out.reshape(&[rows, cols]);
+    let zeros = sbuf([rows.min(PMAX), cols.min(CHUNK)], out.dtype());
+    memset(&zeros, 0.0);
+    for_each_chunk(rows, cols, |r, c| {
+        dma_copy(
+            block(&view, r, &c),
+            zeros.region().slice(0, r.size, 0, c.size),
+        );
+    });
+}
+
 /// The `[r, c]` block of a row view.
 pub(crate) fn block(v: &HbmView, r: &TileSpan, c: &TileSpan) -> HbmView {
     v.clone()

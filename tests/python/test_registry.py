@@ -38,7 +38,9 @@ def test_ops_and_manifest() -> None:
     }
     assert rms["backward"] == {"kernel": "rmsnorm_backward", "saves": ["x", "weight", "rstd"]}
     assert by_name["rmsnorm_backward"]["backward_of"] == "rmsnorm"
-    assert rms["contract_text"] == "x[..B, D], weight[D] -> (y[..B, D], saved rstd[..B]), require(D <= 16384)"
+    assert rms["contract_text"] == (
+        "x[..B, D], weight[D] -> (y[..B, D], saved rstd[..B]), require(D >= 1), require(D <= 16384)"
+    )
     assert rms["dtype_text"] == "x in {f32, bf16, f16}, weight = x -> (x, f32)"
     assert "*RMSNorm" in rms["replaces"]
     assert rms["location"].startswith("kernels/src/norm/rmsnorm.rs:")

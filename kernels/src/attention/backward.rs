@@ -13,7 +13,7 @@ use super::*;
     dtype(grad_out in {f32, bf16, f16}, grad_lse in {f32}, q = grad_out, k = grad_out,
           v = grad_out, out = grad_out, lse in {f32})
         -> (grad_out, grad_out, grad_out),
-    require(Dh <= 128, H % Hkv == 0, Sk <= 8192),
+    require(Dh <= 128, H % Hkv == 0, Sk >= 1, Sk <= 8192),
     tolerance(reduction(Sk)),
 )]
 #[allow(clippy::too_many_arguments)]

@@ -208,3 +208,26 @@ impl KvHead {
         KvHead { k_t, k, v, v_t }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nki_core::testing::*;
+
+    /// Attention over no keys is refused by the contract, naming `Sk` (its softmax would
+    /// normalise an empty row).
+    #[test]
+    fn attending_no_keys_is_a_contract_error() {
+        let q = HostArray::new(&[1, 2, 4, 8], DType::F32, (0..64).map(|i| i as f32 / 64.0));
+        let kv = HostArray::new(&[1, 2, 0, 8], DType::F32, std::iter::empty());
+        let scalars = [ScalarValue::Bool(false), ScalarValue::None];
+        let err = run_kernel(
+            &FLASH_ATTENTION_KERNEL,
+            &[q, kv.clone(), kv],
+            &scalars,
+            Target::Trn2,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("Sk >= 1"), "{err}");
+    }
+}

@@ -8,7 +8,7 @@
 
 use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of};
 use crate::tiling::{
-    CHUNK, column_chunks, identity, keeps_rows, psum_banks, rows_of, spans, transposed,
+    CHUNK, column_chunks, fill_zeros, identity, keeps_rows, psum_banks, rows_of, spans, transposed,
 };
 use nki_core::prelude::*;
 
@@ -25,7 +25,7 @@ use nki_core::prelude::*;
     shape(x = [..B, D], weight = [D], bias = [D])
         -> (y = [..B, D], saved mean = [..B], saved rstd = [..B]),
     dtype(x in {f32, bf16, f16}, weight = x, bias = x) -> (x, f32, f32),
-    require(D <= 16384),
+    require(D >= 1, D <= 16384),
     backward(layernorm_backward, saves(x, weight, mean, rstd)),
     replaces("aten::layer_norm", "aten::native_layer_norm", "torch.nn.LayerNorm"),
     reference("F.layer_norm(x.float(), x.shape[-1:], None if weight is None else weight.float(), None if bias is None else bias.float(), eps).to(x.dtype)"),
@@ -443,7 +443,7 @@ fn add_to_row_sum(total: &Tile, data: &TileRegion, first: bool, op: BinOp) {
         -> (grad_x = [..B, D], grad_weight = [D], grad_bias = [D]),
     dtype(grad_y in {f32, bf16, f16}, x = grad_y, weight = grad_y, mean in {f32}, rstd in {f32})
         -> (grad_y, grad_y, grad_y),
-    require(D <= 16384),
+    require(D >= 1, D <= 16384),
     tolerance(reduction(D)),
 )]
 pub fn layernorm_backward(
@@ -474,6 +474,12 @@ pub fn layernorm_backward(
     }
     let grad_w = shared_hbm(&[d], dt);
     let grad_b = shared_hbm(&[d], dt);
+    if n == 0 {
+        // An empty batch: `grad_x` is empty and the sums over rows are zeros.
+        fill_zeros(&grad_w);
+        fill_zeros(&grad_b);
+        return (grad_x, grad_w, grad_b);
+    }
     let chunks = column_chunks(d);
     // Rows whose fp32 x̂ and ĝ fit the keep budget together stay in SBUF between the two
     // passes; longer rows are loaded and recomputed chunk by chunk in the second.

@@ -139,3 +139,83 @@ fn affine_gradients(g: &AffineGrads) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nki_core::testing::*;
+
+    fn arr(shape: &[usize], seed: usize) -> HostArray {
+        let n: usize = shape.iter().product();
+        HostArray::new(
+            shape,
+            DType::F32,
+            (0..n).map(|i| ((i + seed) % 7) as f32 / 3.0 - 1.0),
+        )
+    }
+
+    /// An empty batch runs forward (nothing to write) and backward: `grad_x` is empty and the
+    /// weight and bias gradients, sums over no rows, are zeros, as in torch; on the one-pass
+    /// path (4096 columns or fewer) and the long-row path.
+    #[test]
+    fn an_empty_batch_has_zero_weight_gradients() {
+        for d in [8, 5000] {
+            let (rows, col, stat) = (arr(&[0, d], 0), arr(&[d], 1), arr(&[0], 2));
+            let cases: [(&nki_core::KernelDef, Vec<HostArray>); 3] = [
+                (
+                    &RMSNORM_BACKWARD_KERNEL,
+                    vec![rows.clone(), rows.clone(), col.clone(), stat.clone()],
+                ),
+                (
+                    &ADD_RMSNORM_BACKWARD_KERNEL,
+                    vec![
+                        rows.clone(),
+                        rows.clone(),
+                        rows.clone(),
+                        col.clone(),
+                        stat.clone(),
+                    ],
+                ),
+                (
+                    &LAYERNORM_BACKWARD_KERNEL,
+                    vec![
+                        rows.clone(),
+                        rows.clone(),
+                        col.clone(),
+                        stat.clone(),
+                        stat.clone(),
+                    ],
+                ),
+            ];
+            for (def, inputs) in cases {
+                let out = run_kernel(def, &inputs, &[], Target::Trn2)
+                    .unwrap_or_else(|e| panic!("{} at D = {d}: {e}", def.name));
+                for o in &out {
+                    if o.shape == [d] {
+                        assert!(
+                            o.values.iter().all(|&v| v == 0.0),
+                            "{} at D = {d}",
+                            def.name
+                        );
+                    } else {
+                        assert_eq!(o.shape, [0, d], "{}", def.name);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A norm over no columns is refused by the contract, naming `D`.
+    #[test]
+    fn rows_of_no_columns_are_contract_errors() {
+        let (x, w) = (arr(&[4, 0], 0), arr(&[0], 1));
+        for (def, inputs) in [
+            (&RMSNORM_KERNEL, vec![x.clone(), w.clone()]),
+            (&LAYERNORM_KERNEL, vec![x.clone(), w.clone(), w.clone()]),
+        ] {
+            let err =
+                run_kernel(def, &inputs, &[ScalarValue::Float(1e-5)], Target::Trn2).unwrap_err();
+            assert!(err.to_string().contains("D >= 1"), "{}: {err}", def.name);
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //! backward.
 
 use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of, reciprocal_rms};
-use crate::tiling::{CHUNK, column_chunks, rows_of};
+use crate::tiling::{CHUNK, column_chunks, fill_zeros, rows_of};
 use nki_core::prelude::*;
 
 /// RMSNorm over the last dim: `x * rsqrt(mean(x²) + eps) * weight`, for `x` of any rank ≥ 1
@@ -17,7 +17,7 @@ use nki_core::prelude::*;
 #[kernel(
     shape(x = [..B, D], weight = [D]) -> (y = [..B, D], saved rstd = [..B]),
     dtype(x in {f32, bf16, f16}, weight = x) -> (x, f32),
-    require(D <= 16384),
+    require(D >= 1, D <= 16384),
     backward(rmsnorm_backward, saves(x, weight, rstd)),
     replaces("torch.nn.RMSNorm", "*RMSNorm"),
     reference("(x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight"),
@@ -61,7 +61,7 @@ pub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> (Hbm, Hbm) {
     shape(x = [..B, D], residual = [..B, D], weight = [D])
         -> (h = [..B, D], y = [..B, D], saved rstd = [..B]),
     dtype(x in {f32, bf16, f16}, residual = x, weight = x) -> (x, x, f32),
-    require(D <= 16384),
+    require(D >= 1, D <= 16384),
     backward(add_rmsnorm_backward, saves(h, weight, rstd)),
     replaces("rmsnorm(x + residual)"),
     reference("(x + residual, ((x + residual).to(dtype).float() * torch.rsqrt((x + residual).to(dtype).float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight)"),
@@ -159,7 +159,7 @@ fn normalize_into(dst: &Tile, xt: &Tile, w: &Tile, eps: f32) -> Tile {
     shape(grad_y = [..B, D], x = [..B, D], weight = [D], rstd = [..B])
         -> (grad_x = [..B, D], grad_weight = [D]),
     dtype(grad_y in {f32, bf16, f16}, x = grad_y, weight = grad_y, rstd in {f32}) -> (grad_y, grad_y),
-    require(D <= 16384),
+    require(D >= 1, D <= 16384),
     tolerance(reduction(D)),
 )]
 pub fn rmsnorm_backward(grad_y: &Hbm, x: &Hbm, weight: &Hbm, rstd: &Hbm) -> (Hbm, Hbm) {
@@ -176,7 +176,7 @@ pub fn rmsnorm_backward(grad_y: &Hbm, x: &Hbm, weight: &Hbm, rstd: &Hbm) -> (Hbm
         -> (grad_x = [..B, D], grad_residual = [..B, D], grad_weight = [D]),
     dtype(grad_h in {f32, bf16, f16}, grad_y = grad_h, h = grad_h, weight = grad_h, rstd in {f32})
         -> (grad_h, grad_h, grad_h),
-    require(D <= 16384),
+    require(D >= 1, D <= 16384),
     tolerance(reduction(D)),
 )]
 pub fn add_rmsnorm_backward(
@@ -226,6 +226,11 @@ fn normalize_backward(
     }
     let dt = x.dtype();
     let grad_w = shared_hbm(&[d], dt);
+    if n == 0 {
+        // An empty batch: `grad_x` is empty and the weight gradient, a sum over rows, zeros.
+        fill_zeros(&grad_w);
+        return grad_w;
+    }
     let (gv, xv, rv) = (
         grad_y.reshape(&[n, d]),
         x.reshape(&[n, d]),

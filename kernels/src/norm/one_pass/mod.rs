@@ -24,7 +24,7 @@
 
 mod stages;
 
-use crate::tiling::{psum_banks, rows_of, spans};
+use crate::tiling::{fill_zeros, psum_banks, rows_of, spans};
 use nki_core::prelude::*;
 use stages::{Pass, RowTile, Scaled};
 
@@ -60,6 +60,11 @@ pub(super) fn run(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
     let dt = o.x.dtype();
     let grad_w = shared_hbm(&[d], dt);
     let grad_b = o.with_bias.then(|| shared_hbm(&[d], dt));
+    if n == 0 {
+        // An empty batch: `grad_x` is empty and the sums over rows are zeros.
+        grad_b.iter().chain([&grad_w]).for_each(fill_zeros);
+        return (grad_w, grad_b);
+    }
     let pass = Pass::new(o);
     let group = group_tiles(&pass, n);
     let depth = pipeline_depth(dt, o.extra.is_some());
