@@ -34,6 +34,7 @@ from torch_nki.errors import (
     NkiError,
     NoBackwardError,
     PluginError,
+    UnknownOpError,
     UnsupportedTransformError,
     ValidationError,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "NoBackwardError",
     "PluginError",
     "SwapReport",
+    "UnknownOpError",
     "UnsupportedTransformError",
     "ValidationError",
     "__version__",

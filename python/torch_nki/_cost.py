@@ -21,7 +21,6 @@ from typing import Any
 
 import torch
 
-import torch_nki
 from torch_nki._dtypes import caller_name
 from torch_nki._kernels import Binder
 
@@ -89,15 +88,26 @@ def _engine_name(engine: Any) -> str:
     return str(engine)
 
 
-def example_arguments(
-    op: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[list[list[int] | None], list[str | None], list[Any]]:
-    """Binds example arguments of ``op`` like a call and returns what compiling needs from them:
-    each tensor's shape and dtype name (``None`` for an absent optional tensor), and the scalars."""
-    reg = torch_nki._registration()
-    if op not in reg.ops:
-        raise KeyError(f"no kernel named `{op}` (registered: {', '.join(sorted(reg.ops))})")
-    spec = reg.ops[op]
+@dataclass
+class ExampleCall:
+    """What compiling ``op`` for example arguments needs: the native module that holds it (the
+    package's, or a loaded kernel crate's), its name there, each tensor's shape and dtype name
+    (``None`` for an absent optional tensor), and the scalars."""
+
+    native: Any
+    name: str
+    shapes: list[list[int] | None]
+    dtypes: list[str | None]
+    scalars: list[Any]
+
+
+def example_arguments(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ExampleCall:
+    """Binds example arguments of ``op`` (``name`` in ``torch.ops.neuron``, or ``ns::name`` for a
+    loaded kernel crate) like a call; :class:`~torch_nki.errors.UnknownOpError` for an op no
+    registration has."""
+    from torch_nki.testing import _lookup
+
+    reg, spec = _lookup(op)
     values = Binder(spec)(args, kwargs)
     shapes: list[list[int] | None] = []
     dtypes: list[str | None] = []
@@ -110,13 +120,14 @@ def example_arguments(
             dtypes.append(None if v is None else caller_name(v.dtype))
         else:
             scalars.append(v)
-    return shapes, dtypes, scalars
+    return ExampleCall(reg.native, spec.name, shapes, dtypes, scalars)
 
 
 def cost(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> CostReport:
-    """Estimates ``torch.ops.neuron.<op>(*args, **kwargs)`` on ``target`` with the cost model."""
-    shapes, dtypes, scalars = example_arguments(op, args, kwargs)
-    text, summary, trace = torch_nki._native.cost(op, shapes, dtypes, scalars, target)
+    """Estimates ``torch.ops.neuron.<op>(*args, **kwargs)`` on ``target`` with the cost model
+    (``ns::name`` for an op of a kernel crate loaded into another namespace)."""
+    call = example_arguments(op, args, kwargs)
+    text, summary, trace = call.native.cost(call.name, call.shapes, call.dtypes, call.scalars, target)
     s = json.loads(summary)
     bound = s["bound"]
     return CostReport(

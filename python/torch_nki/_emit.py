@@ -17,7 +17,6 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import torch_nki
 from torch_nki._cost import example_arguments
 
 __all__ = ["emit"]
@@ -27,9 +26,10 @@ _REPORTED: set[str] = set()
 
 
 def emit(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> str:
-    """NKI Python source of ``torch.ops.neuron.<op>(*args, **kwargs)`` compiled for ``target``."""
-    shapes, dtypes, scalars = example_arguments(op, args, kwargs)
-    source, status = torch_nki._native.emit(op, shapes, dtypes, scalars, target)
+    """NKI Python source of ``torch.ops.neuron.<op>(*args, **kwargs)`` compiled for ``target``
+    (``ns::name`` for an op of a kernel crate loaded into another namespace)."""
+    call = example_arguments(op, args, kwargs)
+    source, status = call.native.emit(call.name, call.shapes, call.dtypes, call.scalars, target)
     if status not in _REPORTED:
         if status.startswith("rebuilt "):
             message = f"torch_nki: NKI source cache entry {status.removeprefix('rebuilt ')}; rebuilt it"

@@ -70,8 +70,16 @@ class Binder:
             return args
         if len(args) > self.n:
             raise TypeError(f"{self.qualname}: takes {self.n} arguments, got {len(args)}")
+        rest = self.params[len(args) :]
+        unknown = sorted(set(kwargs) - {p.name for p in rest})
+        if unknown:
+            given = {p.name for p in self.params[: len(args)]}
+            twice = [k for k in unknown if k in given]
+            what = "given twice" if twice else "unknown"
+            names = ", ".join(twice or unknown)
+            raise TypeError(f"{self.qualname}: {what} argument {names} (parameters: {self._names()})")
         values = list(args)
-        for p in self.params[len(args) :]:
+        for p in rest:
             if p.name in kwargs:
                 values.append(kwargs[p.name])
             elif p.has_default:
@@ -79,6 +87,9 @@ class Binder:
             else:
                 raise TypeError(f"{self.qualname}: missing argument {p.name}")
         return tuple(values)
+
+    def _names(self) -> str:
+        return ", ".join(p.name for p in self.params)
 
 
 class _Layout:

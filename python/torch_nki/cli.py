@@ -1,5 +1,6 @@
-"""The ``torch-nki`` command line: ``list`` the registry, run the ``demo``, ``cost`` an op,
-``bench`` every op."""
+"""The ``torch-nki`` command line: ``list`` the registry, run the ``demo``, ``cost`` an op or
+``emit`` its NKI source, ``bench`` every op, write the op ``table``, manage the source ``cache``,
+``swap`` kernels into a model. Usage errors print ``torch-nki COMMAND: ...`` and exit 2."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import torch_nki
-from torch_nki.errors import NkiError
+from torch_nki.errors import NkiError, UnknownOpError
 
 
 def print_registry() -> None:
@@ -47,14 +48,42 @@ def _print_ops(ops: dict[str, Any], ns: str) -> None:
             print(f"  replaces: {', '.join(spec.replaces)}")
 
 
+class _BadArgument(Exception):
+    """A command-line value that cannot be used; the message says which and why."""
+
+
 def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
     pairs: dict[str, str] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name or not value:
-            raise SystemExit(f"torch-nki cost: --{what} takes NAME=VALUE, got {item!r}")
+            raise _BadArgument(f"--{what} takes NAME=VALUE, got {item!r}")
         pairs[name] = value
     return pairs
+
+
+def _dims(name: str, text: str) -> list[int]:
+    """``8x4`` as ``[8, 4]``: sizes of zero or more."""
+    try:
+        dims = [int(d) for d in text.split("x")]
+    except ValueError:
+        dims = [-1]
+    if any(d < 0 for d in dims):
+        raise _BadArgument(f"--shape {name}: expected sizes like 8x4 (each 0 or more), got {text!r}")
+    return dims
+
+
+def _scalar(name: str, kind: str, raw: str) -> object:
+    """A ``--scalar`` value of a parameter of ``kind`` (``bool``, ``int``, else float)."""
+    try:
+        if kind == "bool":
+            if raw not in ("true", "false"):
+                raise ValueError(raw)
+            return raw == "true"
+        return int(raw) if kind == "int" else float(raw)
+    except ValueError:
+        wanted = {"bool": "true or false", "int": "an integer"}.get(kind, "a number")
+        raise _BadArgument(f"--scalar {name}: expected {wanted}, got {raw!r}") from None
 
 
 def _example_args(
@@ -64,27 +93,32 @@ def _example_args(
     optional tensor left out) and the given scalars or their defaults. Positional, since a
     parameter may share a name with a keyword of ``cost``/``emit`` (cross_entropy's ``target``).
     Prints what is wrong and returns ``None`` for an unknown op or dtype, a missing shape or
-    scalar, or an unknown parameter."""
+    scalar, a value that does not parse, or an unknown parameter."""
+    try:
+        return _example_args_or_raise(op, shapes, scalars, dtype)
+    except (_BadArgument, UnknownOpError) as e:
+        print(f"torch-nki {command}: {e}")
+        return None
+
+
+def _example_args_or_raise(
+    op: str, shapes: Sequence[str], scalars: Sequence[str], dtype: str
+) -> list[object]:
     import torch
 
     from torch_nki._dtypes import NKI_TO_TORCH
-    from torch_nki.testing import fixed_dtype
+    from torch_nki.testing import _lookup, fixed_dtype
 
-    reg = torch_nki._registration()
-    if op not in reg.ops:
-        print(f"torch-nki {command}: no kernel named `{op}` (registered: {', '.join(sorted(reg.ops))})")
-        return None
-    spec = reg.ops[op]
+    _, spec = _lookup(op)
     if dtype not in NKI_TO_TORCH:
-        print(f"torch-nki {command}: unknown dtype `{dtype}` (known: {', '.join(NKI_TO_TORCH)})")
-        return None
+        raise _BadArgument(f"unknown dtype `{dtype}` (known: {', '.join(NKI_TO_TORCH)})")
     given = _parse_pairs(shapes, "shape")
     values = _parse_pairs(scalars, "scalar")
     by_name: dict[str, object] = {}
     for p in spec.params:
         if p.is_tensor:
             if p.name in given:
-                dims = [int(d) for d in given.pop(p.name).split("x")]
+                dims = _dims(p.name, given.pop(p.name))
                 # A parameter whose contract allows one dtype (`mean in {f32}`, class targets
                 # in {i32}, which callers pass as int64) gets that one whatever --dtype says.
                 fixed = fixed_dtype(spec, p.name)
@@ -96,8 +130,7 @@ def _example_args(
                 by_name[p.name] = None
             else:
                 hint = f"--shape {p.name}=AxB (schema: {spec.schema})"
-                print(f"torch-nki {command}: give the shape of `{p.name}`: {hint}")
-                return None
+                raise _BadArgument(f"give the shape of `{p.name}`: {hint}")
         elif p.name in values:
             raw = values.pop(p.name)
             if p.is_optional and raw == "none":
@@ -105,19 +138,15 @@ def _example_args(
             elif p.kind == "str":
                 by_name[p.name] = raw
             else:
-                by_name[p.name] = (
-                    (raw == "true") if p.kind == "bool" else (int(raw) if p.kind == "int" else float(raw))
-                )
+                by_name[p.name] = _scalar(p.name, p.kind, raw)
         elif p.has_default:
             by_name[p.name] = p.default
         else:
             hint = f"--scalar {p.name}=VALUE (schema: {spec.schema})"
-            print(f"torch-nki {command}: give the value of `{p.name}`: {hint}")
-            return None
+            raise _BadArgument(f"give the value of `{p.name}`: {hint}")
     unknown = sorted(given) + sorted(values)
     if unknown:
-        print(f"torch-nki {command}: `{op}` has no parameter {', '.join(unknown)} (schema: {spec.schema})")
-        return None
+        raise _BadArgument(f"`{op}` has no parameter {', '.join(unknown)} (schema: {spec.schema})")
     return [by_name[p.name] for p in spec.params]
 
 
@@ -140,14 +169,14 @@ def run_cost(
         print(f"torch-nki cost: {e}")
         return 2
     print(report, end="")
-    if trace:
-        print(f"  trace: {report.write_trace(trace)} (open in https://ui.perfetto.dev)")
-    if plot:
-        try:
+    try:
+        if trace:
+            print(f"  trace: {report.write_trace(trace)} (open in https://ui.perfetto.dev)")
+        if plot:
             print(f"  plot: {report.write_plot(plot)}")
-        except ImportError as e:
-            print(f"torch-nki cost: {e}")
-            return 2
+    except (ImportError, OSError) as e:
+        print(f"torch-nki cost: {e}")
+        return 2
     return 0
 
 
@@ -164,7 +193,11 @@ def run_emit(
         print(f"torch-nki emit: {e}")
         return 2
     if output:
-        Path(output).write_text(source)
+        try:
+            Path(output).write_text(source)
+        except OSError as e:
+            print(f"torch-nki emit: cannot write {output}: {e.strerror or e}")
+            return 2
         print(f"wrote {output}")
     else:
         print(source, end="")
@@ -183,6 +216,17 @@ def run_cache(action: str) -> int:
         entries, size = source_cache.info()
         print(f"{source_cache.path()}: {entries} entries, {size} bytes")
     return 0
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
 
 
 def _add_example_arguments(command: argparse.ArgumentParser) -> None:
@@ -215,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--no-compile", action="store_true", help="skip torch.compile(fullgraph=True)")
     demo.add_argument(
         "--repeat",
-        type=int,
+        type=_positive,
         default=15,
         help="timed calls per measurement (median of three alternating blocks)",
     )
@@ -241,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="grade every op at its bench shape: estimated device time vs CPU")
     bench.add_argument("--op", action="append", default=[], help="only this op (repeatable)")
     bench.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
-    bench.add_argument("--repeat", type=int, default=3, help="timed calls per CPU measurement")
+    bench.add_argument("--repeat", type=_positive, default=3, help="timed calls per CPU measurement")
     bench.add_argument("--dtype", choices=["f32", "bf16", "f16"], help="instead of each op's bench dtype")
     args = parser.parse_args(argv)
     for entry in args.load:
@@ -260,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from torch_nki._dtypes import NKI_TO_TORCH
 
         dtype = NKI_TO_TORCH[args.dtype] if args.dtype else None
-        return bench_mod.run(args.op, args.target, max(1, args.repeat), dtype)
+        return bench_mod.run(args.op, args.target, args.repeat, dtype)
     if args.command == "cache":
         return run_cache(args.action)
     if args.command == "table":
@@ -268,7 +312,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         text = optable.markdown()
         if args.output:
-            Path(args.output).write_text(text, encoding="utf-8")
+            try:
+                Path(args.output).write_text(text, encoding="utf-8")
+            except OSError as e:
+                print(f"torch-nki table: cannot write {args.output}: {e.strerror or e}")
+                return 2
         else:
             print(text, end="")
         return 0
@@ -283,4 +331,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print_registry()
     print()
-    return demo_mod.run(compile=not args.no_compile, repeat=max(1, args.repeat))
+    return demo_mod.run(compile=not args.no_compile, repeat=args.repeat)

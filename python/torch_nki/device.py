@@ -72,13 +72,13 @@ class NeuronDevice:
 
     def kernel(self, op: str, args: tuple[Any, ...]) -> CompiledKernel:
         """The kernel for calling ``op`` on ``args``, generated and loaded on first use."""
-        shapes, dtypes, scalars = example_arguments(op, args, {})
+        call = example_arguments(op, args, {})
         key = (
             op,
             self.target,
-            tuple(None if s is None else tuple(s) for s in shapes),
-            tuple(dtypes),
-            tuple(_scalar_key(s) for s in scalars),
+            tuple(None if s is None else tuple(s) for s in call.shapes),
+            tuple(call.dtypes),
+            tuple(_scalar_key(s) for s in call.scalars),
         )
         with self._lock:
             found = self._kernels.get(key)

@@ -17,6 +17,7 @@ __all__ = [
     "NoBackwardError",
     "SimulationError",
     "TraceError",
+    "UnknownOpError",
     "UnsupportedTransformError",
     "ValidationError",
 ]
@@ -88,6 +89,14 @@ class NoBackwardError(NkiError):
 class UnsupportedTransformError(NkiError):
     """Forward-mode AD or a ``torch.func`` autograd transform was used through an op that
     cannot support it (the message says why and what to use instead)."""
+
+
+class UnknownOpError(NkiError, KeyError):
+    """No registered kernel has the name asked for (``torch_nki.cost``, ``emit``, the testing
+    helpers). Also a ``KeyError``, as a failed lookup by name; its message reads plainly."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class PluginError(NkiError):

@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from torch_nki import testing
 from torch_nki.adapters import adapter_for, qualified_name
-from torch_nki.errors import ContractError
+from torch_nki.errors import NkiError
 
 __all__ = ["Captured", "Hotspot", "HotspotReport", "profile", "record_neuron_calls"]
 
@@ -174,11 +174,13 @@ def _match_module(module: torch.nn.Module, captured: Captured | None) -> tuple[s
     try:
         with torch.no_grad(), record_neuron_calls() as calls:
             result = adapter.forward(module, *captured.args, **captured.kwargs)
-    except ContractError as err:
+        if result is NotImplemented:
+            return None, f"{pattern} matches, but this call is outside what the adapter takes", None
+        return label, pattern, _estimate(calls)
+    except NkiError as err:
+        # The contract refuses these shapes, or the kernel or its cost estimate fails on them:
+        # the module stays as it is, with the reason.
         return None, str(err), None
-    if result is NotImplemented:
-        return None, f"{pattern} matches, but this call is outside what the adapter takes", None
-    return label, pattern, _estimate(calls)
 
 
 def _replacing() -> dict[str, list[str]]:
@@ -205,7 +207,7 @@ def _match_op(
         given = [torch.empty(s, device="meta") for s in shapes if s][: len(tensors)]
         try:
             report = torch_nki.cost(kernel, *given, target="trn2")
-        except (ContractError, TypeError, ValueError) as err:
+        except (NkiError, TypeError, ValueError) as err:
             reasons.append(str(err))
             continue
         return kernel, f"replaces {op}", report.total_ns / 1e3
@@ -221,8 +223,11 @@ def profile(
     kernel with its contract checked on the real shapes, and the cost model's Trn2 estimate.
 
     The inputs of each module instance's first call are captured for
-    :func:`torch_nki.swap`'s verification. A progress bar goes to stderr.
+    :func:`torch_nki.swap`'s verification. A progress bar goes to stderr. ``steps`` must be at
+    least 1 (``ValueError`` otherwise).
     """
+    if steps < 1:
+        raise ValueError(f"torch_nki.profile: steps must be at least 1, got {steps}")
     names = {m: n or type(model).__name__ for n, m in model.named_modules()}
     captured: dict[str, Captured] = {}
     ranges: dict[int, list[Any]] = {}

@@ -147,7 +147,7 @@ def load(path: str | os.PathLike[str], namespace: str = NAMESPACE) -> LoadedModu
     kernels as ``torch.ops.<namespace>.<name>``. Loading the same library into the same
     namespace again returns the first load."""
     if not namespace.isidentifier():
-        raise ValueError(f"torch_nki.load: namespace {namespace!r} is not a Python identifier")
+        raise PluginError(f"torch_nki.load: namespace {namespace!r} is not a Python identifier")
     source = Path(path).resolve()
     if not source.exists():
         raise PluginError(f"torch_nki.load: {source} does not exist")

@@ -63,13 +63,16 @@ def _lookup(op: str) -> tuple[Registration, OpSpec]:
     for reg in registrations():
         if reg.namespace == namespace and name in reg.ops:
             return reg, reg.ops[name]
+    from torch_nki.errors import UnknownOpError
+
     known = ", ".join(torch_nki.ops())
-    raise KeyError(f"no kernel named `{op}` (registered: {known})")
+    raise UnknownOpError(f"no kernel named `{op}` (registered: {known})")
 
 
 def op_spec(op: str) -> OpSpec:
     """The manifest entry of kernel ``op`` (``name``, or ``ns::name`` outside ``neuron``);
-    ``KeyError`` naming the registered ops otherwise."""
+    :class:`~torch_nki.errors.UnknownOpError` (a ``KeyError``) naming the registered ops
+    otherwise."""
     return _lookup(op)[1]
 
 

@@ -58,8 +58,57 @@ def test_contract_errors_and_unknown_targets() -> None:
         torch_nki.cost("rmsnorm", torch.empty(4, 8, device="meta"), torch.empty(9, device="meta"))
     with pytest.raises(ValueError, match="unknown target `trn9`"):
         torch_nki.cost("add", torch.ones(2), torch.ones(2), target="trn9")
-    with pytest.raises(KeyError, match="no kernel named `no_such_op`"):
+    with pytest.raises(torch_nki.UnknownOpError, match="no kernel named `no_such_op`") as unknown:
         torch_nki.cost("no_such_op")
+    assert isinstance(unknown.value, KeyError) and isinstance(unknown.value, torch_nki.NkiError)
+    assert str(unknown.value).startswith("no kernel named `no_such_op` (registered: ")
+
+
+def test_misspelled_keyword_arguments_are_errors() -> None:
+    q = torch.empty(1, 2, 128, 64, device="meta")
+    wrong = r"neuron::flash_attention: unknown argument casual \(parameters: q, k, v, "
+    with pytest.raises(TypeError, match=wrong):
+        torch_nki.cost("flash_attention", q, q, q, casual=True)
+    with pytest.raises(TypeError, match="unknown argument casual"):
+        torch_nki.emit("flash_attention", q, q, q, casual=True)
+    x, w = torch.empty(4, 8, device="meta"), torch.empty(8, device="meta")
+    with pytest.raises(TypeError, match="neuron::rmsnorm: given twice argument x"):
+        torch_nki.cost("rmsnorm", x, w, x=x)
+    # As the op itself does (torch checks the schema there).
+    with pytest.raises(TypeError, match="unknown argument epsilon"):
+        torch_nki.cost("rmsnorm", x, w, epsilon=1e-5)
+    with pytest.raises(RuntimeError, match="Unknown keyword argument 'epsilon'"):
+        torch.ops.neuron.rmsnorm(torch.ones(4, 8), torch.ones(8), epsilon=1e-5)
+
+
+def test_cli_usage_errors_print_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rms = ["--shape", "weight=4"]
+    bad_eps = "--scalar eps: expected a number"
+    cases = {
+        ("cost", "rmsnorm", "--shape", "x=8xa", *rms): "torch-nki cost: --shape x: expected sizes like 8x4",
+        ("cost", "rmsnorm", "--shape", "x=-1x4", *rms): "torch-nki cost: --shape x: expected sizes like 8x4",
+        ("cost", "rmsnorm", "--shape", "x=8x4", *rms, "--scalar", "eps=abc"): bad_eps,
+        ("emit", "rmsnorm", "--shape", "x"): "torch-nki emit: --shape takes NAME=VALUE, got 'x'",
+        ("emit", "nope"): "torch-nki emit: no kernel named `nope`",
+        ("emit", "rmsnorm", "--shape", "x=8x4", *rms, "-o", str(tmp_path / "no" / "t.py")): (
+            "torch-nki emit: cannot write"
+        ),
+        ("cost", "rmsnorm", "--shape", "x=8x4", *rms, "--trace", str(tmp_path / "no" / "t.json")): (
+            "torch-nki cost: "
+        ),
+        ("--load", str(tmp_path) + "=my-ns", "list"): "error: torch_nki.load: namespace 'my-ns'",
+    }
+    for argv, message in cases.items():
+        assert cli.main(list(argv)) == 2, argv
+        out = capsys.readouterr().out
+        assert message in out, (argv, out)
+    for command in (["bench", "--op", "add"], ["demo"]):
+        with pytest.raises(SystemExit) as usage:
+            cli.main([*command, "--repeat", "0"])
+        assert usage.value.code == 2
+        assert "expected a whole number of at least 1, got '0'" in capsys.readouterr().err
 
 
 def test_cli_cost_prints_the_estimate_and_writes_a_trace(

@@ -63,8 +63,8 @@ def test_generated_source_traces_back_to_the_same_program_and_bits(op: str, inde
     tensors = [t.to(INDEX_DOWNCAST.get(t.dtype, t.dtype)) for t in sample.tensors]
 
     traced = kernel.trace(*tensors)
-    shapes, dtypes, scalars = example_arguments(op, sample.args, {})
-    rust = torch_nki._native.program(op, shapes, dtypes, scalars, "trn2")
+    call = example_arguments(op, sample.args, {})
+    rust = call.native.program(call.name, call.shapes, call.dtypes, call.scalars, "trn2")
     assert rust.difference(traced) is None, f"{sample}"
     assert traced.instruction_count() == rust.unrolled().instruction_count()
     traced.validate()

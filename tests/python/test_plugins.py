@@ -111,6 +111,21 @@ def test_loading_refuses_what_it_must(loaded: plugins.LoadedModule, library: Pat
     bogus.write_bytes(b"not a library")
     with pytest.raises(torch_nki.PluginError, match="not a torch-nki kernel module"):
         torch_nki.load(bogus)
+    with pytest.raises(torch_nki.PluginError, match="'my-ns' is not a Python identifier"):
+        torch_nki.load(library, namespace="my-ns")
+
+
+@pytest.mark.usefixtures("loaded")
+def test_cost_and_emit_see_the_crates_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    meta = [torch.empty(s, device="meta") for s in ([8, 4], [8, 4], [4])]
+    report = torch_nki.cost(OP, *meta)
+    assert report.op == OP and report.total_ns > 0 and report.instructions > 0
+    assert "@nki.jit" in torch_nki.emit(OP, *meta)
+    shapes = ["--shape", "x=8x4", "--shape", "residual=8x4", "--shape", "weight=4"]
+    assert cli.main(["cost", OP, *shapes]) == 0
+    assert cli.main(["emit", OP, *shapes]) == 0
+    out = capsys.readouterr().out
+    assert "def residual_rmsnorm(" in out
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:

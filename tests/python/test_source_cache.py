@@ -3,6 +3,7 @@ reported once and rebuilt, concurrent writers all succeed, and ``torch-nki cache
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -69,13 +70,19 @@ def test_damaged_entries_are_reported_once_and_rebuilt(cache_dir: Path, damage: 
         assert _emit() == good
 
 
-def test_concurrent_processes_writing_one_entry_all_succeed(cache_dir: Path) -> None:
+def test_concurrent_processes_writing_one_entry_all_succeed(
+    cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the source is, from a cache of its own (nothing the children write can reach it).
+    monkeypatch.setenv("TORCH_NKI_CACHE_DIR", str(tmp_path / "reference"))
+    want = hashlib.sha256(_emit().encode()).hexdigest()
+    monkeypatch.setenv("TORCH_NKI_CACHE_DIR", str(cache_dir))
     code = (
-        "import torch, torch_nki\n"
+        "import hashlib, torch, torch_nki\n"
         "m = torch.empty(300, 70, device='meta')\n"
         "for _ in range(20):\n"
         "    s = torch_nki.emit('add', m, m)\n"
-        "print(len(s))\n"
+        "print(hashlib.sha256(s.encode()).hexdigest())\n"
     )
     env = {**os.environ, "TORCH_NKI_CACHE_DIR": str(cache_dir)}
     procs = [
@@ -84,10 +91,11 @@ def test_concurrent_processes_writing_one_entry_all_succeed(cache_dir: Path) -> 
     ]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0]
-    assert len(set(outs)) == 1
+    assert [o.strip() for o in outs] == [want] * 3
     assert len(_entries(cache_dir)) == 1
     assert not list(cache_dir.glob(".*.tmp"))
-    assert _emit() == _emit()
+    # This process reads the entry the children raced to write: the same source.
+    assert hashlib.sha256(_emit().encode()).hexdigest() == want
 
 
 def test_an_unusable_cache_warns_once_and_still_emits(

@@ -157,6 +157,18 @@ def test_contract_rejections_are_reasons_and_nothing_matching_is_an_empty_plan()
     assert torch_nki.swap(conv, report).entries == []
 
 
+def test_an_empty_batch_profiles_and_steps_must_be_positive() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.RMSNorm(8))
+    report = torch_nki.profile(model, torch.randn(0, 8), steps=1)
+    rows = {row.name: row for row in report.modules}
+    assert rows["0"].kernel == "Linear: linear"
+    # The kernel's cost estimate cannot trace an empty tile: a reason, not a crash.
+    assert rows["1"].kernel is None and "empty dimension" in rows["1"].reason, rows["1"]
+    for steps in (0, -1):
+        with pytest.raises(ValueError, match=f"steps must be at least 1, got {steps}"):
+            torch_nki.profile(model, torch.randn(2, 8), steps=steps)
+
+
 def test_the_context_manager_restores_what_it_swapped(ids: torch.Tensor) -> None:
     model = tiny_llama()
     with torch_nki.swapped(model) as report:

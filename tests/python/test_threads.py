@@ -34,6 +34,7 @@ def test_first_calls_race_on_the_compile_cache() -> None:
         results = list(pool.map(lambda _: neuron.matmul(x, w), range(12)))
     for out in results:
         assert torch.equal(out, results[0])
+    torch.testing.assert_close(results[0], x @ w, rtol=1e-4, atol=1e-4)
 
 
 def test_the_gil_is_released_while_the_simulator_runs() -> None:
