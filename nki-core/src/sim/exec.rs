@@ -5,12 +5,13 @@
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{DmaOperand, HbmAccess, Instruction, Op, ScalarOperand, TileRegion};
+use crate::sim::hbm::HbmBuffer;
 use crate::sim::matmul::matmul;
 use crate::sim::row_math::{
     apply_activation, bn_aggr_row, bn_stats_row, reduce_row, selected_columns, with_op,
 };
 use crate::sim::rows::{Scratch, fill_rows, read_rows, rows1, rows2};
-use crate::sim::store::{HbmBuffer, StoreError, TileStore};
+use crate::sim::store::{StoreError, TileStore};
 
 pub(crate) struct Ctx<'a, 'b> {
     pub(crate) hbm: &'b [HbmBuffer<'a>],

@@ -10,6 +10,7 @@
 
 mod band;
 mod exec;
+mod hbm;
 mod matmul;
 mod parallel;
 mod plan;
@@ -22,9 +23,10 @@ use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{HbmDecl, HbmKind, IndexDomain, Program, Stmt, TileId};
 use exec::{Ctx, execute};
+use hbm::HbmBuffer;
 use rayon::prelude::*;
 use rows::Scratch;
-use store::{HbmBuffer, TileStore};
+use store::TileStore;
 
 pub use band::plan::{BandPolicy, BandRegion};
 pub use parallel::parallel_loops;

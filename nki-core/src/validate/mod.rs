@@ -3,16 +3,19 @@
 //! Every violation names its rule, the limit, the actual value, the instruction and the kernel
 //! source line. Unlike NKI's own simulator, capacity (SBUF bytes, PSUM banks) is checked.
 
+mod liveness;
+mod operands;
+
 use crate::dtype::DType;
 use crate::error::{NkiError, ValidationError};
 use crate::ir::{
-    Buffer, DmaOperand, ElementwiseEngine, HbmAccess, Instruction, Op, Program, Stmt, TileDecl,
-    TileId, TileRegion,
+    Buffer, DmaOperand, ElementwiseEngine, Instruction, Op, Program, TileDecl, TileRegion,
 };
 use crate::loc::SourceLoc;
-use crate::target::{
-    GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_BYTES, PSUM_BANKS, Target,
-};
+use crate::target::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_BYTES, Target};
+
+use liveness::check_liveness;
+use operands::{check_hbm_bounds, check_hbm_sizes, check_regions};
 
 /// The names of every rule, for documentation and tests.
 pub const RULES: &[&str] = &[
@@ -89,75 +92,6 @@ pub fn validate(program: &Program) -> Result<(), NkiError> {
         return Err(e);
     }
     check_liveness(program)
-}
-
-/// Every HBM tensor's byte size is a number the host can hold (a shape whose product
-/// overflows would otherwise wrap into a small tensor, or abort an allocation).
-fn check_hbm_sizes(program: &Program) -> Result<(), NkiError> {
-    for d in &program.hbm {
-        let bytes = d
-            .shape
-            .iter()
-            .try_fold(d.dtype.size_bytes(), |n, &dim| n.checked_mul(dim))
-            .filter(|&b| b <= isize::MAX as usize);
-        if bytes.is_none() {
-            return Err(violation(
-                "hbm-size",
-                format!("{} bytes", isize::MAX),
-                format!("{:?} {}", d.shape, d.dtype),
-                format!("tensor {}", d.name),
-                format!(
-                    "tensor {} of shape {:?} is larger than any host buffer can be",
-                    d.name, d.shape
-                ),
-                SourceLoc::caller(),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Every tile operand names a declared tile and stays inside it: the other rules index tiles
-/// by these, and the simulator's storage may be longer than a tile.
-fn check_regions(program: &Program, inst: &Instruction) -> Result<(), NkiError> {
-    let name = inst.op.name();
-    let regions = inst
-        .op
-        .tile_reads()
-        .into_iter()
-        .chain(inst.op.tile_writes());
-    for r in regions {
-        let Some(t) = program.tiles.get(r.tile.0 as usize) else {
-            return Err(violation(
-                "tile-region",
-                format!("one of {} tiles", program.tiles.len()),
-                format!("tile {}", r.tile.0),
-                name.into(),
-                format!(
-                    "{name} uses tile {}, which the program does not declare",
-                    r.tile.0
-                ),
-                inst.loc,
-            ));
-        };
-        let inside = |start: usize, len: usize, size: usize| {
-            start.checked_add(len).is_some_and(|end| end <= size)
-        };
-        if !inside(r.p0, r.np, t.partitions) || !inside(r.f0, r.nf, t.free) {
-            return Err(violation(
-                "tile-region",
-                format!("[{}, {}]", t.partitions, t.free),
-                format!(
-                    "partitions {}..+{}, elements {}..+{}",
-                    r.p0, r.np, r.f0, r.nf
-                ),
-                name.into(),
-                format!("{name} reaches outside tile {}", describe_tile(t)),
-                inst.loc,
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn check_tiles(program: &Program) -> Result<(), NkiError> {
@@ -522,201 +456,6 @@ fn check_transpose(
             ),
             inst.loc,
         ));
-    }
-    Ok(())
-}
-
-fn check_hbm_bounds(program: &Program, a: &HbmAccess, inst: &Instruction) -> Result<(), NkiError> {
-    let Some(decl) = program.hbm.get(a.tensor.0 as usize) else {
-        return Err(violation(
-            "hbm-bounds",
-            format!("one of {} tensors", program.hbm.len()),
-            format!("tensor {}", a.tensor.0),
-            inst.op.name().into(),
-            format!(
-                "access to tensor {}, which the program does not declare",
-                a.tensor.0
-            ),
-            inst.loc,
-        ));
-    };
-    let (lo, hi) = a.reach(&program.trips());
-    let numel = decl.numel() as i128;
-    if lo < 0 || hi >= numel {
-        return Err(violation(
-            "hbm-bounds",
-            format!("[0, {numel})"),
-            format!("[{lo}, {}]", hi),
-            inst.op.name().into(),
-            format!(
-                "access pattern reaches outside {} (shape {:?})",
-                decl.name, decl.shape
-            ),
-            inst.loc,
-        ));
-    }
-    Ok(())
-}
-
-/// A tile's live interval in program positions, and the block that owns it.
-struct Live {
-    alloc: usize,
-    last: usize,
-    blocks: Vec<usize>,
-}
-
-struct Walker {
-    pos: usize,
-    next_block: usize,
-    blocks: Vec<usize>,
-    /// Each tile's live interval, once allocated.
-    live: Vec<Option<Live>>,
-    /// `(tile, position, blocks at use)` for uses to resolve after the walk.
-    uses: Vec<(TileId, usize, Vec<usize>, SourceLoc, &'static str)>,
-    block_end: Vec<usize>,
-}
-
-impl Walker {
-    fn walk(&mut self, body: &[Stmt]) {
-        for s in body {
-            self.pos += 1;
-            match s {
-                Stmt::Alloc { tile } => {
-                    self.live[tile.0 as usize] = Some(Live {
-                        alloc: self.pos,
-                        last: self.pos,
-                        blocks: self.blocks.clone(),
-                    });
-                }
-                Stmt::Inst(inst) => {
-                    let mut regions = inst.op.tile_reads();
-                    regions.extend(inst.op.tile_writes());
-                    for r in regions {
-                        self.uses.push((
-                            r.tile,
-                            self.pos,
-                            self.blocks.clone(),
-                            inst.loc,
-                            inst.op.name(),
-                        ));
-                    }
-                }
-                Stmt::Loop { body, .. } => {
-                    let id = self.next_block;
-                    self.next_block += 1;
-                    self.block_end.push(0);
-                    self.blocks.push(id);
-                    self.walk(body);
-                    self.blocks.pop();
-                    self.pos += 1;
-                    self.block_end[id] = self.pos;
-                }
-            }
-        }
-    }
-}
-
-fn check_liveness(program: &Program) -> Result<(), NkiError> {
-    let mut w = Walker {
-        pos: 0,
-        next_block: 1,
-        blocks: vec![0],
-        live: (0..program.tiles.len()).map(|_| None).collect(),
-        uses: Vec::new(),
-        block_end: vec![usize::MAX],
-    };
-    w.walk(&program.body);
-    let Walker {
-        mut live,
-        uses,
-        block_end,
-        ..
-    } = w;
-    for (tile, pos, blocks, loc, inst) in uses {
-        let t = &program.tiles[tile.0 as usize];
-        let Some(l) = live[tile.0 as usize].as_mut() else {
-            return Err(violation(
-                "tile-scope",
-                "after alloc",
-                "before alloc",
-                inst.into(),
-                format!("{} is used before it is allocated", t.name),
-                loc,
-            ));
-        };
-        let owner = *l
-            .blocks
-            .last()
-            .expect("every tile is allocated in some block");
-        let Some(depth) = blocks.iter().position(|b| *b == owner) else {
-            return Err(violation(
-                "tile-scope",
-                "inside the allocating block",
-                "outside it",
-                inst.into(),
-                format!(
-                    "{} is used outside the loop body that allocated it (allocated at {})",
-                    t.name, t.loc
-                ),
-                loc,
-            ));
-        };
-        // A use inside a loop nested below the owner keeps the tile live until that loop ends.
-        let end = blocks.get(depth + 1).map_or(pos, |inner| block_end[*inner]);
-        l.last = l.last.max(end);
-    }
-    for buffer in [Buffer::Sbuf, Buffer::Psum] {
-        let mut events: Vec<(usize, i64, TileId)> = Vec::new();
-        for (i, l) in live.iter().enumerate() {
-            let t = &program.tiles[i];
-            if t.buffer != buffer {
-                continue;
-            }
-            let Some(l) = l else { continue };
-            let size = match buffer {
-                Buffer::Sbuf => t.bytes_per_partition() as i64,
-                Buffer::Psum => t.bytes_per_partition().div_ceil(PSUM_BANK_BYTES).max(1) as i64,
-            };
-            events.push((l.alloc, size, TileId(i as u32)));
-            events.push((l.last + 1, -size, TileId(i as u32)));
-        }
-        // Frees before allocations at the same position.
-        events.sort_by_key(|(pos, size, _)| (*pos, *size > 0));
-        let limit = match buffer {
-            Buffer::Sbuf => program.target.sbuf_bytes_per_partition() as i64,
-            Buffer::Psum => PSUM_BANKS as i64,
-        };
-        let mut total = 0i64;
-        for (_, size, tile) in events {
-            total += size;
-            if size > 0 && total > limit {
-                let t = &program.tiles[tile.0 as usize];
-                return Err(match buffer {
-                    Buffer::Sbuf => violation(
-                        "sbuf-capacity",
-                        format!("{limit} B per partition on {}", program.target),
-                        format!("{total} B"),
-                        format!("alloc {}", describe_tile(t)),
-                        format!(
-                            "live SBUF tiles need {total} B per partition when {} is allocated",
-                            t.name
-                        ),
-                        t.loc,
-                    ),
-                    Buffer::Psum => violation(
-                        "psum-banks-live",
-                        format!("{PSUM_BANKS} banks"),
-                        format!("{total} banks"),
-                        format!("alloc {}", describe_tile(t)),
-                        format!(
-                            "live PSUM tiles need {total} banks when {} is allocated",
-                            t.name
-                        ),
-                        t.loc,
-                    ),
-                });
-            }
-        }
     }
     Ok(())
 }
