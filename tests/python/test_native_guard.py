@@ -82,7 +82,9 @@ def _calls() -> dict[str, Callable[[], object]]:
         "Tracer.tensor_reduce": _with_tile(
             lambda t, r: t.tensor_reduce((*r[:4], 1), "add", r, 1, False, *AT)
         ),
-        "Tracer.bn_stats": _with_tile(lambda t, r: t.bn_stats((*r[:4], 6), (*r[:4], 4), *AT)),
+        "Tracer.bn_stats": _with_tile(
+            lambda t, r: t.bn_stats((t.tile(4, 6, "f32", "sbuf", "k.py", 1), 0, 4, 0, 6), r, *AT)
+        ),
         "Tracer.bn_aggr": _with_tile(lambda t, r: t.bn_aggr((*r[:4], 2), (*r[:4], 3), *AT)),
         "Tracer.tensor_copy": _with_tile(lambda t, r: t.tensor_copy(r, r, *AT)),
         "Tracer.memset": _with_tile(lambda t, r: t.memset(r, 0.0, *AT)),
@@ -101,6 +103,7 @@ def _calls() -> dict[str, Callable[[], object]]:
         "Program.emit": program.emit,
         "Program.unrolled": program.unrolled,
         "Program.difference": lambda: program.difference(program),
+        "Program.to_json": program.to_json,
     }
 
 

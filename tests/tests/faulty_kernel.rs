@@ -53,7 +53,13 @@ fn faulty_kernel_fails_validation_naming_rule_limit_and_line() {
 #[test]
 fn the_same_kernel_passes_when_the_rows_fit_the_partitions() {
     let sig = Signature::new(&[(&[128, 64], DType::F32)], &[], Target::Trn2);
-    CompileCache::global()
+    let compiled = CompileCache::global()
         .get_or_compile(&TOO_MANY_PARTITIONS_KERNEL, &sig)
         .unwrap();
+    // And it does what it says: the output is a copy of the input.
+    let x: Vec<u8> = (0..128 * 64)
+        .flat_map(|i| (i as f32 * 0.25 - 7.0).to_le_bytes())
+        .collect();
+    let out = compiled.simulate_to_vecs(&[&x], true).unwrap();
+    assert!(out == [x], "the copy changed the values");
 }

@@ -198,6 +198,10 @@ pub fn dma_copy(dst: impl Into<DmaArg>, src: impl Into<DmaArg>) {
                     }
                 },
                 DmaArg::Tile(region) => {
+                    if let Some(m) = b.region_problem(&region) {
+                        b.fail(loc, format!("dma_copy {role}: {m}"));
+                        return None;
+                    }
                     let dtype = b.tiles[region.tile.0 as usize].dtype;
                     let shape = region.shape();
                     Some((DmaOperand::Tile { region }, shape, dtype))

@@ -9,6 +9,7 @@ use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{
     HbmDecl, HbmId, HbmKind, Instruction, LoopDecl, LoopKind, Op, Program, Stmt, TileDecl,
+    TileRegion,
 };
 use crate::lang::hbm::Hbm;
 use crate::loc::SourceLoc;
@@ -64,14 +65,39 @@ impl Builder {
             .push(s);
     }
 
-    /// Records an instruction; returns where it sits, for amending it right after.
+    /// Records an instruction; returns where it sits, for amending it right after. A tile
+    /// operand that names no tile of this trace (a tile kept from another one) or reaches
+    /// outside its tile is a trace error at `loc`.
     pub(crate) fn push_op(&mut self, op: Op, loc: SourceLoc) -> StmtRef {
+        let regions = op.tile_reads().into_iter().chain(op.tile_writes());
+        if let Some(message) = regions.map(|r| self.region_problem(r)).find_map(|m| m) {
+            self.fail(loc, format!("{}: {message}", op.name()));
+        }
         self.push_stmt(Stmt::Inst(Instruction { op, loc }));
         let depth = self.blocks.len() - 1;
         StmtRef {
             depth,
             index: self.blocks[depth].len() - 1,
         }
+    }
+
+    /// What is wrong with `r` as an operand of this trace, if anything.
+    pub(crate) fn region_problem(&self, r: &TileRegion) -> Option<String> {
+        let Some(t) = self.tiles.get(r.tile.0 as usize) else {
+            return Some(format!(
+                "tile #{} does not belong to this kernel's trace (a tile kept from another one?)",
+                r.tile.0
+            ));
+        };
+        let inside = |start: usize, len: usize, size: usize| {
+            start.checked_add(len).is_some_and(|end| end <= size)
+        };
+        (!inside(r.p0, r.np, t.partitions) || !inside(r.f0, r.nf, t.free)).then(|| {
+            format!(
+                "partitions {}..+{} and elements {}..+{} reach outside tile {} [{}, {}]",
+                r.p0, r.np, r.f0, r.nf, t.name, t.partitions, t.free
+            )
+        })
     }
 
     /// The statement recorded at `at`, if its block is still open.

@@ -144,7 +144,7 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Op, Stmt};
+    use crate::ir::{Op, Stmt, TileRegion};
     use crate::isa::{dma_copy, tensor_scalar};
     use crate::language::sbuf;
     use crate::loc::intern_file;
@@ -242,6 +242,49 @@ mod tests {
         assert!(panic.to_string().contains("boom"), "{panic}");
         assert!(r.close_loop().is_err());
         assert_eq!(r.finish(&[]).unwrap().instruction_count(), 1);
+    }
+
+    #[test]
+    fn tiles_from_another_trace_and_regions_outside_a_tile_are_trace_errors() {
+        let mut first = Recorder::new("k", Target::Trn2, &[input(&[4, 8])]);
+        let mut second = Recorder::new("k", Target::Trn2, &[input(&[4, 8])]);
+        let _own = second.record(at(1), || sbuf([4, 8], DType::F32)).unwrap();
+        let a = first.record(at(1), || sbuf([4, 8], DType::F32)).unwrap();
+        let b = first.record(at(2), || sbuf([4, 8], DType::F32)).unwrap();
+        // `b` is tile #1 of the first trace; the second has only tile #0.
+        let err = second
+            .record(at(3), || crate::isa::memset(&b, 0.0))
+            .unwrap_err();
+        let NkiError::Trace { message, loc } = err else {
+            panic!("expected a trace error, got {err:?}");
+        };
+        assert_eq!(loc, at(3));
+        assert!(
+            message.contains("does not belong to this kernel's trace"),
+            "{message}"
+        );
+        let outside = TileRegion {
+            f0: 4,
+            ..a.region()
+        };
+        let err = first
+            .record(at(4), || crate::isa::memset(outside, 0.0))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("elements 4..+8 reach outside tile"), "{err}");
+        let err = first
+            .record(at(5), || {
+                crate::isa::dma_copy(
+                    &a,
+                    TileRegion {
+                        p0: 3,
+                        ..a.region()
+                    },
+                )
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("dma_copy src: partitions 3..+4"), "{err}");
     }
 
     #[test]

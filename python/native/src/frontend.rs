@@ -666,8 +666,8 @@ impl Program {
     }
 
     /// The program as JSON.
-    fn to_json(&self) -> String {
-        self.program.to_json()
+    fn to_json(&self) -> PyResult<String> {
+        crate::guard::guard("Program.to_json", || Ok(self.program.to_json()))
     }
 
     fn __repr__(&self) -> String {

@@ -62,6 +62,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "Program.emit",
     "Program.unrolled",
     "Program.difference",
+    "Program.to_json",
 ];
 
 /// The C ABI entry points of the fast path (`fast.rs`). They catch panics too, and answer one
