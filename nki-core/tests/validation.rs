@@ -218,6 +218,18 @@ fn nc_transpose_keeps_its_source_dtype() {
     );
 }
 
+/// A valid program writing zeros to a `[4, 8]` output through one tile: the starting point
+/// for hand edits that break one rule.
+fn zeros_4x8() -> Program {
+    program(Target::Trn2, |_| {
+        let out = shared_hbm(&[4, 8], DType::F32);
+        let t = sbuf([4, 8], DType::F32);
+        memset(&t, 0.0);
+        dma_copy(&out, &t);
+        out
+    })
+}
+
 /// The region of the first memset in `p`'s body.
 fn memset_region(p: &mut Program) -> &mut nki_core::ir::TileRegion {
     p.body
@@ -236,13 +248,7 @@ fn memset_region(p: &mut Program) -> &mut nki_core::ir::TileRegion {
 fn tile_operands_stay_inside_their_tiles() {
     // A hand-edited program: the memset's region reaches past the tile's free size (the
     // simulator's storage may be longer than the tile, so nothing else would notice).
-    let mut p = program(Target::Trn2, |_| {
-        let out = shared_hbm(&[4, 8], DType::F32);
-        let t = sbuf([4, 8], DType::F32);
-        memset(&t, 0.0);
-        dma_copy(&out, &t);
-        out
-    });
+    let mut p = zeros_4x8();
     assert!(validate(&p).is_ok());
     memset_region(&mut p).f0 = 4;
     let (rule, limit, actual, _) = rule_of(&p);
@@ -262,13 +268,7 @@ fn tile_operands_stay_inside_their_tiles() {
 
 #[test]
 fn hbm_tensors_fit_the_host() {
-    let mut p = program(Target::Trn2, |_| {
-        let out = shared_hbm(&[4, 8], DType::F32);
-        let t = sbuf([4, 8], DType::F32);
-        memset(&t, 0.0);
-        dma_copy(&out, &t);
-        out
-    });
+    let mut p = zeros_4x8();
     // 2^31 × 2^31 fp32 elements: 2^64 bytes, past any address space.
     p.hbm[1].shape = vec![1 << 31, 1 << 31];
     assert_eq!(rule_of(&p).0, "hbm-size");

@@ -165,6 +165,17 @@ pub struct TileRegion {
     pub nf: usize,
 }
 
+impl TileRegion {
+    /// Whether the region lies inside a `[partitions, free]` tile (ends computed without
+    /// overflow).
+    pub fn within(&self, partitions: usize, free: usize) -> bool {
+        let inside = |start: usize, len: usize, size: usize| {
+            start.checked_add(len).is_some_and(|end| end <= size)
+        };
+        inside(self.p0, self.np, partitions) && inside(self.f0, self.nf, free)
+    }
+}
+
 /// A 2-D access pattern into an HBM tensor: element `(p, f)` of the pattern is flat element
 /// `offset + p·p_stride + f·f_stride` of the tensor. Covers row and column slices, broadcasts
 /// (stride 0), reshapes and transposed views without copies.
@@ -212,15 +223,8 @@ impl HbmAccess {
             i128::from(self.offset.constant),
             i128::from(self.offset.constant),
         );
-        let steps = |n: usize| n.saturating_sub(1) as i128;
-        let terms = self
-            .offset
-            .terms
-            .iter()
-            .map(|&(v, k)| (k, trips.get(v.0 as usize).copied().unwrap_or(1)));
-        let strides = [(self.p_stride, self.np), (self.f_stride, self.nf)].into_iter();
-        for (k, n) in terms.chain(strides) {
-            let reach = i128::from(k) * steps(n);
+        for (k, n) in self.steps(trips) {
+            let reach = i128::from(k) * n.saturating_sub(1) as i128;
             if reach > 0 {
                 hi += reach;
             } else {
@@ -230,22 +234,26 @@ impl HbmAccess {
         (lo, hi)
     }
 
+    /// Every `(step, count)` the pattern moves by: each loop term's coefficient with its trip
+    /// count (1 for a variable `trips` does not cover), then the row and column strides.
+    fn steps<'s>(&'s self, trips: &'s [usize]) -> impl Iterator<Item = (i64, usize)> + 's {
+        let terms = self
+            .offset
+            .terms
+            .iter()
+            .map(|&(v, k)| (k, trips.get(v.0 as usize).copied().unwrap_or(1)));
+        terms.chain([(self.p_stride, self.np), (self.f_stride, self.nf)])
+    }
+
     /// Whether the pattern's numbers are small enough for plain `i64` reasoning: the constant
     /// plus every coefficient and stride times its reach (at least one step each), all in
     /// absolute value, stays below 2^60, so sums and differences of any of its partial offsets
     /// cannot overflow. The simulator's analyses that let writes run concurrently only accept
     /// such patterns (a program that skipped validation may hold any numbers).
     pub fn is_modest(&self, trips: &[usize]) -> bool {
-        let steps = |n: usize| n.saturating_sub(1).max(1) as i128;
-        let terms = self
-            .offset
-            .terms
-            .iter()
-            .map(|&(v, k)| (k, trips.get(v.0 as usize).copied().unwrap_or(1)));
-        let strides = [(self.p_stride, self.np), (self.f_stride, self.nf)].into_iter();
-        let magnitude = terms
-            .chain(strides)
-            .map(|(k, n)| i128::from(k).abs() * steps(n))
+        let magnitude = self
+            .steps(trips)
+            .map(|(k, n)| i128::from(k).abs() * n.saturating_sub(1).max(1) as i128)
             .sum::<i128>()
             + i128::from(self.offset.constant).abs();
         magnitude < 1 << 60

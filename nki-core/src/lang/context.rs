@@ -89,10 +89,7 @@ impl Builder {
                 r.tile.0
             ));
         };
-        let inside = |start: usize, len: usize, size: usize| {
-            start.checked_add(len).is_some_and(|end| end <= size)
-        };
-        (!inside(r.p0, r.np, t.partitions) || !inside(r.f0, r.nf, t.free)).then(|| {
+        (!r.within(t.partitions, t.free)).then(|| {
             format!(
                 "partitions {}..+{} and elements {}..+{} reach outside tile {} [{}, {}]",
                 r.p0, r.np, r.f0, r.nf, t.name, t.partitions, t.free

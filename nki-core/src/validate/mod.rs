@@ -73,25 +73,24 @@ fn describe_tile(t: &TileDecl) -> String {
 pub fn validate(program: &Program) -> Result<(), NkiError> {
     check_hbm_sizes(program)?;
     check_tiles(program)?;
-    let mut first: Option<NkiError> = None;
-    program.visit_instructions(&mut |inst, _| {
-        if first.is_none() {
-            first = check_regions(program, inst).err();
-        }
-    });
-    if let Some(e) = first {
-        return Err(e);
-    }
-    let mut first: Option<NkiError> = None;
-    program.visit_instructions(&mut |inst, _| {
-        if first.is_none() {
-            first = check_instruction(program, inst).err();
-        }
-    });
-    if let Some(e) = first {
-        return Err(e);
-    }
+    // Every operand first: the instruction rules index tiles by them.
+    each_instruction(program, check_regions)?;
+    each_instruction(program, check_instruction)?;
     check_liveness(program)
+}
+
+/// `check` on every instruction in program order; the first violation.
+fn each_instruction(
+    program: &Program,
+    check: fn(&Program, &Instruction) -> Result<(), NkiError>,
+) -> Result<(), NkiError> {
+    let mut first: Option<NkiError> = None;
+    program.visit_instructions(&mut |inst, _| {
+        if first.is_none() {
+            first = check(program, inst).err();
+        }
+    });
+    first.map_or(Ok(()), Err)
 }
 
 fn check_tiles(program: &Program) -> Result<(), NkiError> {

@@ -56,10 +56,7 @@ pub(super) fn check_regions(program: &Program, inst: &Instruction) -> Result<(),
                 inst.loc,
             ));
         };
-        let inside = |start: usize, len: usize, size: usize| {
-            start.checked_add(len).is_some_and(|end| end <= size)
-        };
-        if !inside(r.p0, r.np, t.partitions) || !inside(r.f0, r.nf, t.free) {
+        if !r.within(t.partitions, t.free) {
             return Err(violation(
                 "tile-region",
                 format!("[{}, {}]", t.partitions, t.free),
