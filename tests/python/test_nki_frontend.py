@@ -195,8 +195,44 @@ def test_python_level_mistakes_get_clear_errors() -> None:
     def returns_a_tile(x):
         return nl.load(x)
 
-    with pytest.raises(TypeError, match=r"must return its nl\.shared_hbm outputs"):
+    with pytest.raises(TypeError, match=r"must return the nl\.shared_hbm outputs it allocated"):
         nki.simulate(returns_a_tile)(_rand(4, 4))
+
+    # Tiles and tensors kept from one call and used in the next: their ids would name other
+    # tiles there (tile t1 exists in both calls below).
+    kept: dict[str, Any] = {}
+
+    @nki.jit
+    def keeps(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        first, second = nl.load(x), nl.load(x)
+        if "tile" in kept:
+            nl.store(out, value=kept["tile"])
+        else:
+            nl.store(out, value=second)
+            kept["tile"], kept["out"], kept["x"] = second, out, x
+        assert first is not second
+        return out
+
+    nki.simulate(keeps)(_rand(4, 4))
+    with pytest.raises(ValueError, match=r"tile t1 belongs to another kernel call's trace"):
+        nki.simulate(keeps)(_rand(4, 4))
+
+    @nki.jit
+    def returns_a_kept_output(x):
+        return kept["out"]
+
+    with pytest.raises(TypeError, match="outputs it allocated in this call"):
+        nki.simulate(returns_a_kept_output)(_rand(4, 4))
+
+    @nki.jit
+    def loads_a_kept_input(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(kept["x"]))
+        return out
+
+    with pytest.raises(ValueError, match="tensor x belongs to another kernel call's trace"):
+        nki.simulate(loads_a_kept_input)(_rand(4, 4))
 
     with pytest.raises(RuntimeError, match="only work inside a kernel"):
         nl.ndarray((4, 4), dtype=nl.float32)

@@ -78,16 +78,17 @@ class Kernel:
         for value in args:
             if is_array(value):
                 name, shape, _ = inputs[index]
-                call_args.append(HbmTensor(index, name, shape, spec(value)[1]))
+                call_args.append(HbmTensor(index, name, shape, spec(value)[1], t))
                 index += 1
             else:
                 call_args.append(value)
         with tracing(t):
             result = self.fn(*call_args)
         outputs = result if isinstance(result, tuple | list) else (result,)
-        if not all(isinstance(o, HbmTensor) for o in outputs):
+        if not all(isinstance(o, HbmTensor) and o.trace is t for o in outputs):
             raise TypeError(
-                f"torch_nki.nki: kernel {self.__name__} must return its nl.shared_hbm outputs, got {result!r}"
+                f"torch_nki.nki: kernel {self.__name__} must return the nl.shared_hbm outputs it "
+                f"allocated in this call, got {result!r}"
             )
         return t.native.finish([o.id for o in outputs])
 

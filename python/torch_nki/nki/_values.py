@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from torch_nki.nki._trace import unsupported, where
+from torch_nki.nki._trace import current, unsupported, where
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,8 @@ class HbmView:
         return HbmView(self.tensor, self.offset, out)
 
     def operand(self) -> tuple[Any, ...]:
-        """The native DMA operand."""
+        """The native DMA operand (of a tensor of the trace in progress)."""
+        _owned(self.tensor.trace, f"tensor {self.tensor.name}")
         return ("hbm", self.tensor.id, self.offset, self.dims)
 
     def tile_shape(self) -> tuple[int, int]:
@@ -161,8 +162,10 @@ class HbmView:
 class HbmTensor(HbmView):
     """A kernel argument, or an output allocated with ``nl.ndarray(..., buffer=nl.shared_hbm)``."""
 
-    def __init__(self, tensor_id: int, name: str, shape: Sequence[int], dtype: DType) -> None:
+    def __init__(self, tensor_id: int, name: str, shape: Sequence[int], dtype: DType, trace: object) -> None:
         self.id = tensor_id
+        self.trace = trace
+        """The trace that made it (its id means nothing in another)."""
         self.name = name
         self._dtype = dtype
         dims, stride = [], 1
@@ -177,6 +180,16 @@ class HbmTensor(HbmView):
 
     def __repr__(self) -> str:
         return f"<hbm {self.name} {self.shape} {self.dtype!r}>"
+
+
+def _owned(owner: object, what: str) -> None:
+    """Refuses a tile or tensor made by another kernel call's trace: its id would name a
+    different tile (or none) in this one."""
+    if owner is not current():
+        raise ValueError(
+            f"{what} belongs to another kernel call's trace; tiles and tensors cannot be kept "
+            f"across calls ({where()})"
+        )
 
 
 class TileRegion:
@@ -205,7 +218,8 @@ class TileRegion:
         return TileRegion(self.tile, self.p0 + p0, np, self.f0 + f0, nf)
 
     def operand(self) -> tuple[int, int, int, int, int]:
-        """The native region tuple."""
+        """The native region tuple (of a tile of the trace in progress)."""
+        _owned(self.tile.trace, f"tile t{self.tile.id}")
         return (self.tile.id, self.p0, self.np, self.f0, self.nf)
 
     def __repr__(self) -> str:
@@ -216,8 +230,12 @@ class Tile(TileRegion):
     """A tile in SBUF or PSUM: ``[partitions, free]`` (a 1-D shape ``(p,)`` is ``[p, 1]``;
     higher ranks merge the free dimensions)."""
 
-    def __init__(self, tile_id: int, shape: tuple[int, int], dtype: DType, buffer: str) -> None:
+    def __init__(
+        self, tile_id: int, shape: tuple[int, int], dtype: DType, buffer: str, trace: object
+    ) -> None:
         self.id = tile_id
+        self.trace = trace
+        """The trace that made it (its id means nothing in another)."""
         self._dtype = dtype
         self._buffer = buffer
         super().__init__(self, 0, shape[0], 0, shape[1])

@@ -125,14 +125,14 @@ def ndarray(shape: Sequence[int], dtype: Any, buffer: Buffer = sbuf, name: str =
     if buffer is shared_hbm:
         index = trace.native.output(list(shape), d.native, file, line)
         outputs = len(trace.outputs)
-        tensor = HbmTensor(index, name or f"out{outputs}", shape, d)
+        tensor = HbmTensor(index, name or f"out{outputs}", shape, d, trace)
         trace.outputs.append(tensor)
         return tensor
     if buffer not in (sbuf, psum):
         raise unsupported(f"nl.ndarray(buffer={buffer!r})", "buffers are nl.sbuf, nl.psum and nl.shared_hbm")
     p, f = tile_shape(shape)
     tile_id = trace.native.tile(p, f, d.native, buffer.name, file, line)
-    return Tile(tile_id, (p, f), d, buffer.name)
+    return Tile(tile_id, (p, f), d, buffer.name, trace)
 
 
 def zeros(shape: Sequence[int], dtype: Any, buffer: Buffer = sbuf, name: str = "") -> Tile:
