@@ -69,8 +69,8 @@ impl Builder {
     /// operand that names no tile of this trace (a tile kept from another one) or reaches
     /// outside its tile is a trace error at `loc`.
     pub(crate) fn push_op(&mut self, op: Op, loc: SourceLoc) -> StmtRef {
-        let regions = op.tile_reads().into_iter().chain(op.tile_writes());
-        if let Some(message) = regions.map(|r| self.region_problem(r)).find_map(|m| m) {
+        let mut regions = op.tile_reads().into_iter().chain(op.tile_writes());
+        if let Some(message) = regions.find_map(|r| self.region_problem(r)) {
             self.fail(loc, format!("{}: {message}", op.name()));
         }
         self.push_stmt(Stmt::Inst(Instruction { op, loc }));
