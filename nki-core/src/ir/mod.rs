@@ -10,10 +10,12 @@ use crate::loc::SourceLoc;
 use crate::target::Target;
 use serde::Serialize;
 
+mod math;
 mod op;
 mod unroll;
 
-pub use op::{ActFn, BinOp, ElementwiseEngine, Op, ScalarOperand};
+pub use math::{ActFn, BinOp};
+pub use op::{ElementwiseEngine, Op, ScalarOperand};
 pub use unroll::{stream_difference, unroll};
 
 /// Index of an HBM tensor in [`Program::hbm`].

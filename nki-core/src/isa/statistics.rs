@@ -2,8 +2,9 @@
 //! variance of up to 512 elements as `(count, mean, variance · count)` triples, and
 //! `nisa.bn_aggr`, which combines any number of triples into a mean and a variance.
 
-use super::{SourceLoc, TileRegion, with_builder};
+use super::{SourceLoc, TileRegion};
 use crate::ir::Op;
+use crate::lang::context::with_builder;
 
 /// The most elements per partition one `bn_stats` reads (NKI's `nl.tile_size.bn_stats_fmax`).
 pub const BN_STATS_FMAX: usize = 512;

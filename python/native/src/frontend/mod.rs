@@ -11,6 +11,10 @@
 //! - a scalar operand: a `float` or a tile region;
 //! - operators and activation functions by their `nl` names (`"add"`, `"exp"`).
 
+mod program;
+
+pub use program::Program;
+
 use crate::errors::to_py_err;
 use nki_core::affine::AffineExpr;
 use nki_core::ir::{
@@ -20,12 +24,10 @@ use nki_core::isa::{self, DmaArg};
 use nki_core::lang::{InputSpec, Recorder, ViewDim};
 use nki_core::language::{psum, sbuf};
 use nki_core::loc::{SourceLoc, intern_file};
-use nki_core::sim::SimOptions;
-use nki_core::{DType, NkiError, Target};
+use nki_core::{DType, Target};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
-use std::sync::Arc;
+use pyo3::types::PyTuple;
 
 /// `(tile_id, p0, np, f0, nf)`.
 type RegionArg = (u32, usize, usize, usize, usize);
@@ -540,142 +542,5 @@ impl Tracer {
             let program = recorder.finish(&ids).map_err(|e| to_py_err(e, &name))?;
             Ok(Program::new(program))
         })
-    }
-}
-
-/// A traced program (from the frontend, or a registry op's Rust kernel).
-#[pyclass(module = "torch_nki._native", frozen)]
-pub struct Program {
-    program: Arc<nki_core::ir::Program>,
-}
-
-impl Program {
-    /// Wraps a program.
-    pub fn new(program: nki_core::ir::Program) -> Program {
-        Program {
-            program: Arc::new(program),
-        }
-    }
-
-    fn err(&self, e: NkiError) -> PyErr {
-        to_py_err(e, &self.program.name)
-    }
-}
-
-#[pymethods]
-impl Program {
-    /// The kernel's name.
-    #[getter]
-    fn name(&self) -> String {
-        self.program.name.clone()
-    }
-
-    /// The target it was traced for.
-    #[getter]
-    fn target(&self) -> &'static str {
-        self.program.target.name()
-    }
-
-    /// `[(name, shape, dtype), ...]` of the inputs, in parameter order.
-    fn inputs(&self) -> Vec<(String, Vec<usize>, &'static str)> {
-        self.program
-            .inputs()
-            .map(|(_, d)| (d.name.clone(), d.shape.clone(), d.dtype.name()))
-            .collect()
-    }
-
-    /// `[(shape, dtype), ...]` of the outputs, in return order.
-    fn outputs(&self) -> Vec<(Vec<usize>, &'static str)> {
-        self.program
-            .outputs
-            .iter()
-            .map(|o| {
-                let d = &self.program.hbm[o.0 as usize];
-                (d.shape.clone(), d.dtype.name())
-            })
-            .collect()
-    }
-
-    /// Instructions in the program tree (each loop body counted once).
-    fn instruction_count(&self) -> usize {
-        self.program.instruction_count()
-    }
-
-    /// Checks every hardware constraint of the target (`ValidationError` naming the rule and
-    /// the kernel line).
-    fn validate(&self, py: Python<'_>) -> PyResult<()> {
-        crate::guard::guard("Program.validate", || {
-            let program = Arc::clone(&self.program);
-            py.detach(move || nki_core::validate::validate(&program))
-                .map_err(|e| self.err(e))
-        })
-    }
-
-    /// Runs the program on the simulator: `inputs` are little-endian buffers of the input
-    /// dtypes (in parameter order); returns the outputs as `bytes`.
-    fn simulate<'py>(
-        &self,
-        py: Python<'py>,
-        inputs: Vec<Vec<u8>>,
-    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        crate::guard::guard("Program.simulate", || {
-            let program = Arc::clone(&self.program);
-            let result = py.detach(move || {
-                let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-                nki_core::sim::simulate_to_vecs(&program, &inputs, SimOptions::default())
-            });
-            let bufs = result.map_err(|e| self.err(e))?;
-            Ok(bufs.iter().map(|b| PyBytes::new(py, b)).collect())
-        })
-    }
-
-    /// The cost model's estimate: `(text, summary_json, chrome_trace_json)`.
-    fn cost(&self, py: Python<'_>) -> PyResult<(String, String, String)> {
-        crate::guard::guard("Program.cost", || {
-            Ok({
-                let program = Arc::clone(&self.program);
-                let report = py.detach(move || nki_core::cost::estimate(&program));
-                crate::cost_outputs(&report)
-            })
-        })
-    }
-
-    /// This program as NKI Python source.
-    fn emit(&self) -> PyResult<String> {
-        crate::guard::guard("Program.emit", || {
-            Ok(nki_core::codegen::emit_nki(&self.program))
-        })
-    }
-
-    /// The program with every loop unrolled (as the frontend traces).
-    fn unrolled(&self) -> PyResult<Program> {
-        crate::guard::guard("Program.unrolled", || {
-            Ok(Program::new(nki_core::ir::unroll(&self.program)))
-        })
-    }
-
-    /// Where the unrolled instruction streams of this program and `other` first differ, or
-    /// `None` when they are the same (locations and names are not compared).
-    fn difference(&self, other: &Program) -> PyResult<Option<String>> {
-        crate::guard::guard("Program.difference", || {
-            Ok(nki_core::ir::stream_difference(
-                &self.program,
-                &other.program,
-            ))
-        })
-    }
-
-    /// The program as JSON.
-    fn to_json(&self) -> PyResult<String> {
-        crate::guard::guard("Program.to_json", || Ok(self.program.to_json()))
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "<Program {} for {}: {} instructions>",
-            self.program.name,
-            self.program.target.name(),
-            self.program.instruction_count()
-        )
     }
 }
