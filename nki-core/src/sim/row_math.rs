@@ -208,7 +208,7 @@ pub(crate) fn bn_stats_row(row: &[f32]) -> [f32; 6] {
 
 #[inline(always)]
 fn bn_stats_loops(row: &[f32]) -> [f32; 6] {
-    let sums = half_sums(row, |v| v);
+    let sums = half_sums(row, [0.0; 2], |v, _| v);
     let counts = [row.len().div_ceil(2) as f32, (row.len() / 2) as f32];
     let means = [0, 1].map(|h| {
         if counts[h] > 0.0 {
@@ -217,8 +217,7 @@ fn bn_stats_loops(row: &[f32]) -> [f32; 6] {
             0.0
         }
     });
-    let (me, mo) = (means[0], means[1]);
-    let squares = half_sums_pairs(row, |e, o| ((e - me) * (e - me), (o - mo) * (o - mo)));
+    let squares = half_sums(row, means, |v, m| (v - m) * (v - m));
     let mut out = [0.0f32; 6];
     for h in 0..2 {
         if counts[h] > 0.0 {
@@ -228,33 +227,26 @@ fn bn_stats_loops(row: &[f32]) -> [f32; 6] {
     out
 }
 
-/// `[Σ f(even elements), Σ f(odd elements)]` of a row, eight lanes per half.
+/// `[Σ term(e, centre[0]) over the even elements, Σ term(o, centre[1]) over the odd ones]`, eight
+/// lanes per half: lane `j` of the even half adds elements `16k + 2j` for `k = 0, 1, ...` in
+/// order, lane `j` of the odd half elements `16k + 2j + 1`; then each half's lanes in order, then
+/// the tail (the elements after the last full 16) in order. Kept as sixteen interleaved lanes,
+/// lane `i` adding elements `16k + i`: the same chains, laid out as the row is, so one vector
+/// add per 16 elements makes them.
 #[inline(always)]
-fn half_sums(row: &[f32], f: impl Fn(f32) -> f32) -> [f32; 2] {
-    half_sums_pairs(row, |e, o| (f(e), f(o)))
-}
-
-/// `[Σ first, Σ second]` of `f(even, odd)` over a row's element pairs (a trailing even element
-/// pairs with nothing: its odd term is dropped), eight lanes per half.
-#[inline(always)]
-fn half_sums_pairs(row: &[f32], f: impl Fn(f32, f32) -> (f32, f32)) -> [f32; 2] {
-    let (mut even, mut odd) = ([0.0f32; 8], [0.0f32; 8]);
+fn half_sums(row: &[f32], centre: [f32; 2], term: impl Fn(f32, f32) -> f32) -> [f32; 2] {
+    let centres: [f32; 16] = std::array::from_fn(|i| centre[i % 2]);
+    let mut lanes = [0.0f32; 16];
     let chunks = row.chunks_exact(16);
     let tail = chunks.remainder();
     for c in chunks {
-        for j in 0..8 {
-            let (e, o) = f(c[2 * j], c[2 * j + 1]);
-            even[j] += e;
-            odd[j] += o;
+        for i in 0..16 {
+            lanes[i] += term(c[i], centres[i]);
         }
     }
-    let mut totals = [even.iter().sum::<f32>(), odd.iter().sum::<f32>()];
-    for pair in tail.chunks(2) {
-        let (e, o) = f(pair[0], pair.get(1).copied().unwrap_or(0.0));
-        totals[0] += e;
-        if pair.len() == 2 {
-            totals[1] += o;
-        }
+    let mut totals = [0, 1].map(|h| lanes.iter().skip(h).step_by(2).sum::<f32>());
+    for (i, &v) in tail.iter().enumerate() {
+        totals[i % 2] += term(v, centre[i % 2]);
     }
     totals
 }
@@ -280,4 +272,72 @@ pub(crate) fn bn_aggr_row(triples: &[f32]) -> [f32; 2] {
         return [f32::NAN, f32::NAN];
     }
     [mean, m2 / n]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`half_sums`] as its documentation states it: each half in eight lanes of its own,
+    /// element by element.
+    fn half_sums_by_the_book(
+        row: &[f32],
+        centre: [f32; 2],
+        term: impl Fn(f32, f32) -> f32,
+    ) -> [f32; 2] {
+        let full = row.len() / 16 * 16;
+        [0, 1].map(|h| {
+            let mut lanes = [0.0f32; 8];
+            for k in (0..full).step_by(16) {
+                for (j, lane) in lanes.iter_mut().enumerate() {
+                    *lane += term(row[k + 2 * j + h], centre[h]);
+                }
+            }
+            let mut total = lanes.iter().sum::<f32>();
+            for v in row[full..].iter().skip(h).step_by(2) {
+                total += term(*v, centre[h]);
+            }
+            total
+        })
+    }
+
+    #[test]
+    fn half_sums_keep_the_documented_order_to_the_bit() {
+        // A deterministic spread of magnitudes and signs (so the order shows in the bits),
+        // with the special values among them in some rows.
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let mantissa = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            mantissa * 2f32.powi((state % 40) as i32 - 20)
+        };
+        for len in [0, 1, 2, 15, 16, 17, 31, 33, 100, 512, 515] {
+            for special in [None, Some(f32::NAN), Some(f32::INFINITY), Some(-0.0)] {
+                let mut row: Vec<f32> = (0..len).map(|_| next()).collect();
+                if let (Some(v), true) = (special, len > 3) {
+                    row[len / 3] = v;
+                }
+                let centre = [next(), next()];
+                let square = |v: f32, m: f32| (v - m) * (v - m);
+                for (fast, book) in [
+                    (
+                        half_sums(&row, centre, |v, _| v),
+                        half_sums_by_the_book(&row, centre, |v, _| v),
+                    ),
+                    (
+                        half_sums(&row, centre, square),
+                        half_sums_by_the_book(&row, centre, square),
+                    ),
+                ] {
+                    assert_eq!(
+                        fast.map(f32::to_bits),
+                        book.map(f32::to_bits),
+                        "len {len}, {special:?}"
+                    );
+                }
+            }
+        }
+    }
 }
