@@ -1,0 +1,274 @@
+//! `nki.isa` instructions as data: each one's keyword signature in NKI's order with each
+//! parameter's kind and default, the engines it runs on, the NeuronCore versions that have it
+//! and whether torch-nki implements it yet. The declarations are in [`table`]; this module
+//! holds their vocabulary and lookups.
+
+use serde::Serialize;
+
+mod table;
+
+pub use table::INSTRUCTIONS;
+
+/// A NeuronCore version (`nisa.nc_version`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NcVersion {
+    /// NeuronCore-v2: Trn1 / Inf2.
+    Gen2,
+    /// NeuronCore-v3: Trn2.
+    Gen3,
+    /// NeuronCore-v4: Trn3.
+    Gen4,
+}
+
+impl NcVersion {
+    /// Every version, oldest first.
+    pub const ALL: [NcVersion; 3] = [NcVersion::Gen2, NcVersion::Gen3, NcVersion::Gen4];
+
+    /// The `nisa.nc_version` variant name (`gen2`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            NcVersion::Gen2 => "gen2",
+            NcVersion::Gen3 => "gen3",
+            NcVersion::Gen4 => "gen4",
+        }
+    }
+
+    /// The Trainium generation built on it (`trn1`, `trn2`, `trn3`).
+    pub const fn trainium(self) -> &'static str {
+        match self {
+            NcVersion::Gen2 => "trn1",
+            NcVersion::Gen3 => "trn2",
+            NcVersion::Gen4 => "trn3",
+        }
+    }
+}
+
+/// The NeuronCore versions an instruction is available on: a contiguous range from `since`.
+/// (Every instruction of NKI 0.7 that exists on a version exists on the later ones too.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Targets {
+    /// The oldest version that has it.
+    pub since: NcVersion,
+}
+
+impl Targets {
+    /// Every NeuronCore version.
+    pub const ALL: Targets = Targets {
+        since: NcVersion::Gen2,
+    };
+    /// NeuronCore-v3 (Trn2) and newer.
+    pub const GEN3: Targets = Targets {
+        since: NcVersion::Gen3,
+    };
+    /// NeuronCore-v4 (Trn3) and newer.
+    pub const GEN4: Targets = Targets {
+        since: NcVersion::Gen4,
+    };
+
+    /// Whether `version` has the instruction.
+    pub fn includes(self, version: NcVersion) -> bool {
+        version >= self.since
+    }
+}
+
+/// An engine (`nisa.engine`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    /// The tensor engine.
+    Tensor,
+    /// The vector engine.
+    Vector,
+    /// The scalar (activation) engine.
+    Scalar,
+    /// The GpSimd engine.
+    Gpsimd,
+    /// A DMA engine.
+    Dma,
+    /// The sync engine.
+    Sync,
+}
+
+impl Engine {
+    /// The `nisa.engine` variant name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Engine::Tensor => "tensor",
+            Engine::Vector => "vector",
+            Engine::Scalar => "scalar",
+            Engine::Gpsimd => "gpsimd",
+            Engine::Dma => "dma",
+            Engine::Sync => "sync",
+        }
+    }
+}
+
+/// What a parameter accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "of", rename_all = "snake_case")]
+pub enum Kind {
+    /// An on-chip tile (SBUF or PSUM) the instruction writes.
+    TileOut,
+    /// An on-chip tile the instruction reads.
+    TileIn,
+    /// A tile or an HBM tensor the instruction writes (the DMA instructions).
+    TensorOut,
+    /// A tile or an HBM tensor the instruction reads (the DMA instructions).
+    TensorIn,
+    /// A list of tiles or HBM tensors the instruction reads.
+    TensorsIn,
+    /// An immediate number, or a tile giving one value per partition (`float | NkiTensor`).
+    Scalar,
+    /// An `nl` arithmetic, comparison or bitwise function (`nl.add`), as an operator.
+    Operator,
+    /// An `nl` activation function (`nl.exp`).
+    Activation,
+    /// A variant of the named `nisa` enum.
+    Enum(&'static str),
+    /// `True` or `False`.
+    Bool,
+    /// An integer.
+    Int,
+    /// A number (integer or float) used as an immediate.
+    Number,
+    /// An axis or a tuple of axes.
+    Axes,
+    /// A tuple of integers.
+    Ints,
+    /// An access pattern: a list of `[step, count]` pairs.
+    Pattern,
+    /// A list of core ids.
+    Cores,
+    /// A virtual register (`nisa.register_alloc`) or an integer.
+    Register,
+    /// A Python string.
+    Str,
+}
+
+/// A parameter's default value, as NKI writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "default", content = "value", rename_all = "snake_case")]
+pub enum Default {
+    /// No default: the caller must pass it.
+    Required,
+    /// `None`.
+    None,
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// `nisa.<enum>.<variant>`.
+    Enum(&'static str, &'static str),
+    /// `nl.<name>` (an operator default such as `nl.maximum`).
+    Operator(&'static str),
+    /// `()`.
+    EmptyTuple,
+    /// `...` (a value the instruction picks from its other arguments).
+    Ellipsis,
+}
+
+/// One keyword parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Param {
+    /// Its keyword.
+    pub name: &'static str,
+    /// What it accepts.
+    #[serde(flatten)]
+    pub kind: Kind,
+    /// Its default.
+    #[serde(flatten)]
+    pub default: Default,
+}
+
+/// Whether torch-nki implements an instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", content = "note", rename_all = "snake_case")]
+pub enum Status {
+    /// Traced, validated, simulated, costed and emitted.
+    Implemented,
+    /// Not implemented yet: calling it raises `NotImplementedError` naming the call and line.
+    Planned,
+    /// A multi-core instruction (`core_barrier`, `sendrecv`), part of the multi-core work; not
+    /// implemented yet.
+    MultiCore,
+    /// Not applicable to torch-nki, with the reason.
+    NotApplicable(&'static str),
+}
+
+/// One `nki.isa` instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct InstrSpec {
+    /// Its name (`tensor_tensor`).
+    pub name: &'static str,
+    /// What it computes, in one line.
+    pub summary: &'static str,
+    /// Its parameters, in NKI's order (the trailing `name=None` included).
+    pub params: &'static [Param],
+    /// The engines it can run on; where it has an `engine=` parameter, the values that
+    /// parameter accepts besides `unknown` (the first is the default).
+    pub engines: &'static [Engine],
+    /// The NeuronCore versions that have it.
+    pub targets: Targets,
+    /// Whether torch-nki implements it.
+    #[serde(flatten)]
+    pub status: Status,
+}
+
+impl InstrSpec {
+    /// The parameter called `name`.
+    pub fn param(&self, name: &str) -> Option<&'static Param> {
+        self.params.iter().find(|p| p.name == name)
+    }
+
+    /// Whether it takes `engine=`.
+    pub fn takes_engine(&self) -> bool {
+        self.param("engine").is_some()
+    }
+}
+
+/// The instruction called `name`.
+pub fn instruction(name: &str) -> Option<&'static InstrSpec> {
+    INSTRUCTIONS.iter().find(|i| i.name == name)
+}
+
+/// Shorthands the table is written with.
+pub(crate) mod build {
+    use super::{Default, Kind, Param};
+
+    pub(crate) const fn req(name: &'static str, kind: Kind) -> Param {
+        Param {
+            name,
+            kind,
+            default: Default::Required,
+        }
+    }
+
+    pub(crate) const fn opt(name: &'static str, kind: Kind, default: Default) -> Param {
+        Param {
+            name,
+            kind,
+            default,
+        }
+    }
+
+    pub(crate) const fn none(name: &'static str, kind: Kind) -> Param {
+        opt(name, kind, Default::None)
+    }
+
+    pub(crate) const fn flag(name: &'static str, default: bool) -> Param {
+        opt(name, Kind::Bool, Default::Bool(default))
+    }
+
+    pub(crate) const fn en(name: &'static str, kind: &'static str, variant: &'static str) -> Param {
+        opt(name, Kind::Enum(kind), Default::Enum(kind, variant))
+    }
+
+    /// The trailing `name=None` every instruction takes.
+    pub(crate) const NAME: Param = none("name", Kind::Str);
+}
+
+#[cfg(test)]
+mod tests;
