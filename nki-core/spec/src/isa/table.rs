@@ -1,6 +1,8 @@
 //! The declarations: every `nki.isa` instruction of NKI 0.7, in the order of the API stubs.
-//! Signatures follow the stubs (`nki/api/nki/isa/__init__.py` of aws-neuron/aws-neuron-sdk);
-//! engines and availability follow each instruction's documentation.
+//! Signatures follow the NKI 0.7 (Neuron SDK 2.33) API reference; where the API stubs of
+//! aws-neuron/aws-neuron-sdk at 81ce03ae (`nki/api/nki/isa/__init__.py`, SDK 2.32) differ, the
+//! 2.33 reference wins (`scalar_tensor_tensor` gained `reduce_cmd` / `reduce_op` /
+//! `reduce_res`). Engines and availability follow each instruction's documentation.
 
 use super::build::{NAME, en, flag, none, opt, req};
 use super::{Default as D, Engine as E, InstrSpec, Kind as K, Status as S, Targets as T};
@@ -517,6 +519,9 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
             req("operand1", K::TileIn),
             flag("reverse0", false),
             flag("reverse1", false),
+            en("reduce_cmd", "reduce_cmd", "reset_reduce"),
+            opt("reduce_op", K::Operator, D::Ellipsis),
+            none("reduce_res", K::TileOut),
             NAME,
         ],
         &[E::Vector],
