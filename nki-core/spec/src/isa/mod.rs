@@ -110,7 +110,7 @@ impl Engine {
 pub enum Kind {
     /// An on-chip tile (SBUF or PSUM) the instruction writes.
     TileOut,
-    /// An on-chip tile the instruction reads.
+    /// An on-chip tile the instruction (or `nl` function) reads.
     TileIn,
     /// A tile or an HBM tensor the instruction writes (the DMA instructions).
     TensorOut,
@@ -121,7 +121,7 @@ pub enum Kind {
     /// An immediate number, or a tile giving one value per partition (`float | NkiTensor`).
     Scalar,
     /// A tile read element by element, or an immediate number standing for every element
-    /// (`nisa.tensor_copy_predicated`'s `src`).
+    /// (`nisa.tensor_copy_predicated`'s `src`, the operands of `nl.add`).
     TileOrNumber,
     /// An `nl` arithmetic, comparison or bitwise function (`nl.add`), as an operator.
     Operator,
@@ -149,6 +149,16 @@ pub enum Kind {
     Register,
     /// A Python string.
     Str,
+    /// A tensor shape: a tuple of integers, the partition dimension first on chip.
+    Shape,
+    /// An `nl` dtype (`nl.float32`).
+    DType,
+    /// An `nl` buffer (`nl.sbuf`, `nl.psum`, `nl.shared_hbm`, ...).
+    Buffer,
+    /// A Python callable (the body of `nl.fori_loop` / `nl.while_loop`).
+    Callable,
+    /// Any Python value (`nl.shared_constant`'s array or `.npy` path).
+    Any,
 }
 
 /// A parameter's default value, as NKI writes it.
@@ -173,6 +183,12 @@ pub enum Default {
     EmptyTuple,
     /// `...` (a value the instruction picks from its other arguments).
     Ellipsis,
+    /// `nl.<dtype>` (`nl.uint8`).
+    DType(&'static str),
+    /// `nl.<buffer>` (`nl.sbuf`).
+    Buffer(&'static str),
+    /// A string literal (`''`).
+    Str(&'static str),
 }
 
 /// One keyword parameter.
@@ -266,6 +282,9 @@ pub(crate) fn signature_problems(params: &[Param]) -> Vec<String> {
             Default::Operator(_) => p.kind == Kind::Operator,
             Default::EmptyTuple => p.kind == Kind::Ints,
             Default::Ellipsis => p.kind == Kind::Number,
+            Default::DType(_) => p.kind == Kind::DType,
+            Default::Buffer(_) => p.kind == Kind::Buffer,
+            Default::Str(_) => p.kind == Kind::Str,
         };
         if !fits {
             problems.push(format!(
