@@ -1,7 +1,7 @@
 //! `nki.isa` instructions as data: each one's keyword signature in NKI's order with each
 //! parameter's kind and default, the engines it runs on, the NeuronCore versions that have it
-//! and whether torch-nki implements it yet. The declarations are in [`table`]; this module
-//! holds their vocabulary and lookups.
+//! and whether torch-nki implements it yet. The declarations are [`INSTRUCTIONS`]; this
+//! module holds their vocabulary and lookups.
 
 use serde::Serialize;
 
@@ -110,7 +110,7 @@ impl Engine {
 pub enum Kind {
     /// An on-chip tile (SBUF or PSUM) the instruction writes.
     TileOut,
-    /// An on-chip tile the instruction reads.
+    /// An on-chip tile the instruction (or `nl` function) reads.
     TileIn,
     /// A tile or an HBM tensor the instruction writes (the DMA instructions).
     TensorOut,
@@ -120,6 +120,9 @@ pub enum Kind {
     TensorsIn,
     /// An immediate number, or a tile giving one value per partition (`float | NkiTensor`).
     Scalar,
+    /// A tile read element by element, or an immediate number standing for every element
+    /// (`nisa.tensor_copy_predicated`'s `src`, the operands of `nl.add`).
+    TileOrNumber,
     /// An `nl` arithmetic, comparison or bitwise function (`nl.add`), as an operator.
     Operator,
     /// An `nl` activation function (`nl.exp`).
@@ -136,6 +139,8 @@ pub enum Kind {
     Axes,
     /// A tuple of integers.
     Ints,
+    /// A list of numbers (`nisa.dma_compute`'s `scales`).
+    Numbers,
     /// An access pattern: a list of `[step, count]` pairs.
     Pattern,
     /// A list of core ids.
@@ -144,6 +149,16 @@ pub enum Kind {
     Register,
     /// A Python string.
     Str,
+    /// A tensor shape: a tuple of integers, the partition dimension first on chip.
+    Shape,
+    /// An `nl` dtype (`nl.float32`).
+    DType,
+    /// An `nl` buffer (`nl.sbuf`, `nl.psum`, `nl.shared_hbm`, ...).
+    Buffer,
+    /// A Python callable (the body of `nl.fori_loop` / `nl.while_loop`).
+    Callable,
+    /// Any Python value (`nl.shared_constant`'s array or `.npy` path).
+    Any,
 }
 
 /// A parameter's default value, as NKI writes it.
@@ -168,6 +183,12 @@ pub enum Default {
     EmptyTuple,
     /// `...` (a value the instruction picks from its other arguments).
     Ellipsis,
+    /// `nl.<dtype>` (`nl.uint8`).
+    DType(&'static str),
+    /// `nl.<buffer>` (`nl.sbuf`).
+    Buffer(&'static str),
+    /// A string literal (`''`).
+    Str(&'static str),
 }
 
 /// One keyword parameter.
@@ -232,6 +253,47 @@ impl InstrSpec {
 /// The instruction called `name`.
 pub fn instruction(name: &str) -> Option<&'static InstrSpec> {
     INSTRUCTIONS.iter().find(|i| i.name == name)
+}
+
+/// What is wrong with a signature as Python would take it: a keyword twice, a required
+/// parameter after a defaulted one, a default its kind cannot hold. Empty when it is sound.
+#[cfg(test)]
+pub(crate) fn signature_problems(params: &[Param]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut defaulted = false;
+    for p in params {
+        if !seen.insert(p.name) {
+            problems.push(format!("{} twice", p.name));
+        }
+        let required = p.default == Default::Required;
+        if required && defaulted {
+            problems.push(format!("required {} after a defaulted parameter", p.name));
+        }
+        defaulted |= !required;
+        let fits = match p.default {
+            Default::Required | Default::None => true,
+            Default::Bool(_) => p.kind == Kind::Bool,
+            Default::Int(_) => {
+                matches!(p.kind, Kind::Int | Kind::Number | Kind::Axes | Kind::Scalar)
+            }
+            Default::Float(_) => matches!(p.kind, Kind::Scalar | Kind::Number),
+            Default::Enum(of, _) => p.kind == Kind::Enum(of),
+            Default::Operator(_) => p.kind == Kind::Operator,
+            Default::EmptyTuple => p.kind == Kind::Ints,
+            Default::Ellipsis => p.kind == Kind::Number,
+            Default::DType(_) => p.kind == Kind::DType,
+            Default::Buffer(_) => p.kind == Kind::Buffer,
+            Default::Str(_) => p.kind == Kind::Str,
+        };
+        if !fits {
+            problems.push(format!(
+                "{}: default {:?} does not fit {:?}",
+                p.name, p.default, p.kind
+            ));
+        }
+    }
+    problems
 }
 
 /// Shorthands the table is written with.

@@ -3,6 +3,17 @@
 //! aws-neuron/aws-neuron-sdk at 81ce03ae (`nki/api/nki/isa/__init__.py`, SDK 2.32) differ, the
 //! 2.33 reference wins (`scalar_tensor_tensor` gained `reduce_cmd` / `reduce_op` /
 //! `reduce_res`). Engines and availability follow each instruction's documentation.
+//!
+//! Not here, because they are not instructions: `get_nc_version()` and `get_nc_sub_version()`
+//! (the two other `def`s of the stub) take no arguments, run on no engine and exist on every
+//! target; they answer the kernel's target, so they belong with [`super::NcVersion`] and the
+//! frontend's target selection (the tracer's target context answers them). The stub's
+//! deprecated engine aliases (`nisa.tensor_engine`, ...) are spellings of [`super::Engine`]
+//! variants, and its classes (`VirtualRegister`, `NkiInstruction`, `NkiValidationError`) are
+//! values the frontend defines.
+//!
+//! Where the docs restrict an engine or a keyword to newer NeuronCores than the instruction
+//! itself, a comment says so next to the declaration; those restrictions are validation rules.
 
 use super::build::{NAME, en, flag, none, opt, req};
 use super::{Default as D, Engine as E, InstrSpec, Kind as K, Status as S, Targets as T};
@@ -30,6 +41,8 @@ const TODO: S = S::Planned;
 
 /// Every instruction, in the order of the API stubs.
 pub static INSTRUCTIONS: &[InstrSpec] = &[
+    // `priority` is NeuronCore-v4+; `dge_mode=hwdge` is NeuronCore-v3+ and `engine=` (sync or
+    // scalar, the engine that drives hardware descriptor generation) is only valid with it.
     i(
         "dma_copy",
         "Copies between HBM and on-chip memory (or within either) on a DMA engine.",
@@ -46,6 +59,8 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::ALL,
         IMPL,
     ),
+    // The scalar engine has no tensor_copy on NeuronCore-v2 (the docs point to activation with
+    // nl.copy).
     i(
         "tensor_copy",
         "Copies a tile within on-chip memory, casting to the destination's dtype.",
@@ -61,7 +76,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
     ),
     i(
         "memset",
-        "Fills a tile with a constant.",
+        "Fills a tile with a compile-time constant.",
         &[
             req("dst", K::TileOut),
             req("value", K::Number),
@@ -74,10 +89,10 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
     ),
     i(
         "tensor_copy_predicated",
-        "Copies the elements of src (or a constant) where a predicate tile is nonzero.",
+        "Copies src (a tile or a constant) into dst where the predicate is nonzero; dst keeps its values elsewhere.",
         &[
             req("dst", K::TileOut),
-            req("src", K::Scalar),
+            req("src", K::TileOrNumber),
             req("predicate", K::TileIn),
             flag("reverse_pred", false),
             NAME,
@@ -86,6 +101,8 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::ALL,
         TODO,
     ),
+    // `perf_mode=double_row` and a bit-accurate `is_transpose` are NeuronCore-v3+; a bf16 dst and
+    // float8_e4m3fn inputs are NeuronCore-v4+.
     i(
         "nc_matmul",
         "dst (+)= stationary.T @ moving on the tensor engine, contracting over partitions.",
@@ -137,11 +154,14 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::ALL,
         IMPL,
     ),
+    // The docstring marks only the indirect (swdge) form "TRN2+"; the Trainium2 architecture guide
+    // introduces DMA transpose as a Trainium2 capability and hwdge is NeuronCore-v3+, so the whole
+    // instruction is declared NeuronCore-v3+.
     i(
         "dma_transpose",
-        "Transposes while copying, on a DMA engine.",
+        "Transposes while copying from HBM or SBUF into SBUF, on the DMA engines.",
         &[
-            req("dst", K::TensorOut),
+            req("dst", K::TileOut),
             req("src", K::TensorIn),
             none("axes", K::Ints),
             none("priority", K::Int),
@@ -168,6 +188,8 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::ALL,
         IMPL,
     ),
+    // `op0=nl.square` / `nl.relu` are NeuronCore-v4+; on the scalar engine (trn2) only
+    // multiply-add, multiply and add combinations run; on GpSimd only rsqrt.
     i(
         "tensor_scalar",
         "(data <op0> operand0) <op1> operand1, each operand an immediate or a per-partition column.",
@@ -218,7 +240,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
     ),
     i(
         "tensor_scalar_cumulative",
-        "Tensor-scalar arithmetic with a running (cumulative) reduction along the free axis.",
+        "A running reduction along the free axis: acc = (src <op0> imm0) <op1> acc, each step written to dst.",
         &[
             req("dst", K::TileOut),
             req("src", K::TileIn),
@@ -233,6 +255,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::ALL,
         TODO,
     ),
+    // A scalar (immediate) `bias` is NeuronCore-v3+; on NeuronCore-v2 it must be a (P, 1) column.
     i(
         "activation",
         "op(data * scale + bias) on the scalar engine, optionally reducing each row.",
@@ -251,6 +274,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::ALL,
         IMPL,
     ),
+    // On NeuronCore-v2 `reduce_op` must be nl.add.
     i(
         "activation_reduce",
         "activation, then a reduction of each row of the result into reduce_res.",
@@ -368,7 +392,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
     ),
     i(
         "tensor_tensor_scan",
-        "A scan along the free axis: state = (state <op0> data0) <op1> data1, from initial.",
+        "A scan along the free axis: state = (data0 <op0> state) <op1> data1, starting from initial.",
         &[
             req("dst", K::TileOut),
             req("data0", K::TileIn),
@@ -386,7 +410,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
     ),
     i(
         "nc_stream_shuffle",
-        "Moves partitions within each group of 32 by a shuffle mask.",
+        "Copies partitions within each 32-partition quadrant by a 32-entry mask (255 leaves a partition alone).",
         &[
             req("dst", K::TileOut),
             req("src", K::TileIn),
@@ -397,6 +421,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::ALL,
         TODO,
     ),
+    // GpSimd is NeuronCore-v3+; NeuronCore-v2 has the vector engine only.
     i(
         "rng",
         "Fills a tile with pseudo-random bits from the engine's generator.",
@@ -411,7 +436,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
     ),
     i(
         "dropout",
-        "Zeroes each element with probability prob.",
+        "Zeroes each element with probability prob (an immediate or a per-partition column).",
         &[
             req("dst", K::TileOut),
             req("data", K::TileIn),
@@ -430,6 +455,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::ALL,
         TODO,
     ),
+    // The vector engine is NeuronCore-v4+; NeuronCore-v3 has GpSimd only.
     i(
         "rand_set_state",
         "Sets the generator state of an engine's random number generator.",
@@ -442,6 +468,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::GEN3,
         TODO,
     ),
+    // The vector engine is NeuronCore-v4+; NeuronCore-v3 has GpSimd only.
     i(
         "rand_get_state",
         "Reads the generator state of an engine's random number generator.",
@@ -456,7 +483,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
     ),
     i(
         "rand2",
-        "Uniform pseudo-random numbers in [min, max).",
+        "Uniformly distributed pseudo-random numbers between min and max (XORWOW).",
         &[
             req("dst", K::TileOut),
             req("min", K::Scalar),
@@ -491,6 +518,8 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::ALL,
         TODO,
     ),
+    // The docstring names no engine; the vector engine is assumed (nki-library's top-k kernels
+    // treat max8 / nc_match_replace8 as vector-engine work).
     i(
         "max8",
         "The eight largest values of each partition, in descending order.",
@@ -528,6 +557,8 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::ALL,
         IMPL,
     ),
+    // `op0=nl.square` / `nl.relu` are NeuronCore-v4+; `reverse0` is documented as not supported
+    // yet.
     i(
         "tensor_scalar_reduce",
         "data <op0> operand0, with a reduction of each row of the result into reduce_res.",
@@ -548,6 +579,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::ALL,
         TODO,
     ),
+    // The docs give GpSimd as the default engine and list no other value for `engine=`.
     i(
         "core_barrier",
         "Waits until every listed core of the logical NeuronCore reaches the barrier on data.",
@@ -568,7 +600,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
             req("dst", K::TensorOut),
             req("srcs", K::TensorsIn),
             req("reduce_op", K::Operator),
-            none("scales", K::Ints),
+            none("scales", K::Numbers),
             flag("unique_indices", true),
             en("oob_mode", "oob_mode", "error"),
             NAME,
@@ -603,7 +635,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
             en("reduce_cmd", "reduce_cmd", "reset_reduce"),
             none("reduce_res", K::TileOut),
             opt("reduce_op", K::Operator, D::Operator("maximum")),
-            opt("range_start", K::Number, D::Int(0)),
+            opt("range_start", K::Int, D::Int(0)),
             opt("on_false_value", K::Number, D::Ellipsis),
             NAME,
         ],
@@ -633,8 +665,8 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         "sendrecv",
         "Sends a tile to one core of the logical NeuronCore and receives one from another.",
         &[
-            req("src", K::TensorIn),
-            req("dst", K::TensorOut),
+            req("src", K::TileIn),
+            req("dst", K::TileOut),
             req("send_to_rank", K::Int),
             req("recv_from_rank", K::Int),
             req("pipe_id", K::Int),
@@ -677,9 +709,11 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::ALL,
         TODO,
     ),
+    // The docstring names no engine; the vector engine is assumed, as for max8 and
+    // nc_match_replace8.
     i(
         "nc_find_index8",
-        "The index of each of eight values within each partition.",
+        "The index of the first occurrence of each of eight given values in each partition (all ones where absent).",
         &[
             req("dst", K::TileOut),
             req("data", K::TileIn),
@@ -692,7 +726,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
     ),
     i(
         "nc_match_replace8",
-        "Replaces each of eight values within each partition by an immediate, optionally writing their indices.",
+        "Replaces the first occurrence of each of eight given values in each partition by imm, optionally writing where they were.",
         &[
             req("dst", K::TileOut),
             req("data", K::TileIn),
@@ -719,9 +753,10 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         T::GEN3,
         TODO,
     ),
+    // The docs give no availability note (new in NKI 0.6 on GpSimd); declared for every target.
     i(
         "topk",
-        "The n largest values of each partition and their indices.",
+        "The K largest values (K = val_dst's free size, ascending) and their indices, from n bf16 values laid out as a 16-partition snake.",
         &[
             req("val_dst", K::TileOut),
             req("idx_dst", K::TileOut),

@@ -13,18 +13,78 @@ fn names_are_unique() {
 #[test]
 fn signatures_are_valid_python() {
     for inst in INSTRUCTIONS {
-        let mut seen_default = false;
-        let mut names = std::collections::HashSet::new();
-        for p in inst.params {
-            assert!(names.insert(p.name), "{}: {} twice", inst.name, p.name);
-            let required = p.default == Default::Required;
-            assert!(
-                !(required && seen_default),
-                "{}: required {} after a defaulted parameter",
-                inst.name,
-                p.name
+        let problems = signature_problems(inst.params);
+        assert!(problems.is_empty(), "{}: {problems:?}", inst.name);
+    }
+}
+
+#[test]
+fn signature_check_catches_broken_signatures() {
+    use build::{flag, opt, req};
+    assert!(signature_problems(&[req("dst", Kind::TileOut), flag("negate", false)]).is_empty());
+    let broken = [
+        flag("negate", false),
+        req("dst", Kind::TileOut),
+        opt("axis", Kind::Bool, Default::Int(1)),
+        req("dst", Kind::TileOut),
+    ];
+    assert_eq!(
+        signature_problems(&broken).len(),
+        4,
+        "{:?}",
+        signature_problems(&broken)
+    );
+}
+
+#[test]
+fn name_comes_last() {
+    for inst in INSTRUCTIONS {
+        if let Some(at) = inst.params.iter().position(|p| p.name == "name") {
+            assert_eq!(
+                at + 1,
+                inst.params.len(),
+                "{}: name= is not last",
+                inst.name
             );
-            seen_default |= !required;
+            assert_eq!(inst.params[at], build::NAME, "{}", inst.name);
+        }
+    }
+}
+
+#[test]
+fn engines_are_nisa_engine_variants() {
+    let spec = enum_spec("engine").unwrap();
+    for inst in INSTRUCTIONS {
+        for engine in inst.engines {
+            assert!(
+                spec.variant(engine.name()).is_some(),
+                "{}: {engine:?}",
+                inst.name
+            );
+        }
+        let mut names: Vec<&str> = inst.engines.iter().map(|e| e.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(
+            names.len(),
+            inst.engines.len(),
+            "{}: an engine twice",
+            inst.name
+        );
+    }
+}
+
+#[test]
+fn engine_default_is_listed_first() {
+    for inst in INSTRUCTIONS {
+        let Some(p) = inst.param("engine") else {
+            continue;
+        };
+        let Default::Enum("engine", default) = p.default else {
+            panic!("{}: engine= defaults to {:?}", inst.name, p.default)
+        };
+        if default != "unknown" {
+            assert_eq!(inst.engines[0].name(), default, "{}", inst.name);
         }
     }
 }
