@@ -48,6 +48,15 @@ impl Target {
         matches!(self, Target::Trn3)
     }
 
+    /// The NeuronCore version it is built on (what `nki.isa` declarations are available for).
+    pub const fn nc_version(self) -> nki_spec::NcVersion {
+        match self {
+            Target::Trn1 => nki_spec::NcVersion::Gen2,
+            Target::Trn2 => nki_spec::NcVersion::Gen3,
+            Target::Trn3 => nki_spec::NcVersion::Gen4,
+        }
+    }
+
     /// Every generation, oldest first.
     pub const ALL: [Target; 3] = [Target::Trn1, Target::Trn2, Target::Trn3];
 

@@ -376,7 +376,7 @@ fn range_select_needs_neuroncore_v3_and_fp32_bounds() {
     let shapes: [(&[u64], DType); 2] = [(&[128, 64], DType::F32), (&[128, 1], DType::F32)];
     let trn1 = program_of(&GATHER_COLUMNS_KERNEL, &shapes, Target::Trn1);
     let (rule, limit, actual, message) = validation_rule(&trn1);
-    assert_eq!(rule, "range-select-target");
+    assert_eq!(rule, "isa-target");
     assert_eq!(limit, "NeuronCore-v3 (trn2) or newer");
     assert_eq!(actual, "trn1 (NeuronCore-v2)");
     assert!(
@@ -395,7 +395,7 @@ fn range_select_needs_neuroncore_v3_and_fp32_bounds() {
     .unwrap_err()
     .to_string();
     assert!(
-        err.contains("[range-select-target]") && err.contains("range_select needs NeuronCore-v3"),
+        err.contains("[isa-target]") && err.contains("range_select needs NeuronCore-v3"),
         "{err}"
     );
     for target in [Target::Trn2, Target::Trn3] {
@@ -560,7 +560,7 @@ fn codegen_emits_the_nki_calls() {
             "nisa.range_select(dst=t3[0:128, {c0}:{c1}], on_true_tile=t2[0:128, {c0}:{c1}], \
              comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=t0, bound1=t1, \
              reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_res=t4[0:128, {k}:{k1}], \
-             reduce_op=nl.maximum, range_start={c0}.0, on_false_value=float('-inf'))",
+             reduce_op=nl.maximum, range_start={c0}, on_false_value=float('-inf'))",
             k = c0 / 32,
             k1 = c0 / 32 + 1
         );
@@ -598,7 +598,7 @@ fn codegen_emits_the_nki_calls() {
     assert!(
         source.contains(
             "nisa.range_select(dst=t0, on_true_tile=t0, comp_op0=nl.equal, comp_op1=nl.less_equal, \
-             bound0=t1, bound1=t1, range_start=0.0, on_false_value=0.5)"
+             bound0=t1, bound1=t1, range_start=0, on_false_value=0.5)"
         ),
         "{source}"
     );

@@ -1,6 +1,7 @@
 """The ``torch-nki`` command line: ``list`` the registry, run the ``demo``, ``cost`` an op or
-``emit`` its NKI source, ``bench`` every op, write the op ``table``, manage the source ``cache``,
-``swap`` kernels into a model. Usage errors print ``torch-nki COMMAND: ...`` and exit 2."""
+``emit`` its NKI source, ``bench`` every op, write the op ``table`` or the NKI ``coverage``
+table, manage the source ``cache``, ``swap`` kernels into a model. Usage errors print
+``torch-nki COMMAND: ...`` and exit 2."""
 
 from __future__ import annotations
 
@@ -274,6 +275,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     emit.add_argument("-o", "--output", metavar="PATH", help="write the source here instead of printing it")
     table = sub.add_parser("table", help="the Markdown table of every op: contract, dtypes, backward, grade")
     table.add_argument("-o", "--output", metavar="PATH", help="write it here instead of printing it")
+    coverage = sub.add_parser(
+        "coverage", help="the Markdown table of the NKI 0.7 API the frontend implements"
+    )
+    coverage.add_argument("-o", "--output", metavar="PATH", help="write it here instead of printing it")
     cache = sub.add_parser("cache", help="the persistent NKI source cache: info, clear or path")
     cache.add_argument("action", choices=["info", "clear", "path"])
     swap = sub.add_parser(
@@ -307,15 +312,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return bench_mod.run(args.op, args.target, args.repeat, dtype)
     if args.command == "cache":
         return run_cache(args.action)
-    if args.command == "table":
-        from torch_nki import optable
+    if args.command in ("table", "coverage"):
+        if args.command == "table":
+            from torch_nki import optable
 
-        text = optable.markdown()
+            text = optable.markdown()
+        else:
+            from torch_nki.nki import coverage as coverage_mod
+
+            text = coverage_mod.markdown()
         if args.output:
             try:
                 Path(args.output).write_text(text, encoding="utf-8")
             except OSError as e:
-                print(f"torch-nki table: cannot write {args.output}: {e.strerror or e}")
+                print(f"torch-nki {args.command}: cannot write {args.output}: {e.strerror or e}")
                 return 2
         else:
             print(text, end="")

@@ -38,12 +38,13 @@ def _closing() -> object:
     return t.close_loop()
 
 
+ENGINE_UNKNOWN = ("enum", "engine", "unknown")
+
+
 def _calls() -> dict[str, Callable[[], object]]:
     x = torch.rand(4, 4)
     program = _native.program("add", SHAPES, DTYPES, [], "trn2")
     data = x.numpy().tobytes()
-    psum = lambda t: t.tile(4, 4, "f32", "psum", "k.py", 1)  # noqa: E731
-    col = lambda t: (t.tile(4, 1, "f32", "sbuf", "k.py", 1), 0, 4, 0, 1)  # noqa: E731
     return {
         "versions": _native.versions,
         "huge_pages": _native.huge_pages,
@@ -59,6 +60,7 @@ def _calls() -> dict[str, Callable[[], object]]:
         "program": lambda: _native.program("add", SHAPES, DTYPES, [], "trn2"),
         "index_domains": lambda: _native.index_domains("add", SHAPES, DTYPES, []),
         "nki_api": _native.nki_api,
+        "nki_spec": _native.nki_spec,
         "cache_size": _native.cache_size,
         "cache_capacity": lambda: _native.cache_capacity(None),
         "disk_cache_dir": _native.disk_cache_dir,
@@ -72,30 +74,13 @@ def _calls() -> dict[str, Callable[[], object]]:
         "Tracer.tile": lambda: _tracer().tile(4, 4, "f32", "sbuf", "k.py", 1),
         "Tracer.open_loop": lambda: _tracer().open_loop(1, "affine", "k.py", 1),
         "Tracer.close_loop": _closing,
-        "Tracer.dma_copy": _with_tile(lambda t, r: t.dma_copy(("tile", *r), WHOLE_X, *AT)),
-        "Tracer.tensor_tensor": _with_tile(lambda t, r: t.tensor_tensor(r, r, r, "add", "vector", *AT)),
-        "Tracer.tensor_scalar": _with_tile(lambda t, r: t.tensor_scalar(r, r, "add", 1.0, None, None, *AT)),
-        "Tracer.scalar_tensor_tensor": _with_tile(
-            lambda t, r: t.scalar_tensor_tensor(r, r, "multiply", col(t), "add", r, None, None, *AT)
-        ),
-        "Tracer.activation": _with_tile(lambda t, r: t.activation(r, "exp", r, None, 1.0, None, None, *AT)),
-        "Tracer.tensor_reduce": _with_tile(
-            lambda t, r: t.tensor_reduce((*r[:4], 1), "add", r, 1, False, *AT)
-        ),
-        "Tracer.bn_stats": _with_tile(
-            lambda t, r: t.bn_stats((t.tile(4, 6, "f32", "sbuf", "k.py", 1), 0, 4, 0, 6), r, *AT)
-        ),
-        "Tracer.bn_aggr": _with_tile(lambda t, r: t.bn_aggr((*r[:4], 2), (*r[:4], 3), *AT)),
-        "Tracer.tensor_copy": _with_tile(lambda t, r: t.tensor_copy(r, r, *AT)),
-        "Tracer.memset": _with_tile(lambda t, r: t.memset(r, 0.0, *AT)),
-        "Tracer.iota": _with_tile(lambda t, r: t.iota(r, 0, 4, 1, *AT)),
-        "Tracer.range_select": _with_tile(
-            lambda t, r: t.range_select(
-                r, r, "greater_equal", "less", col(t), col(t), None, "maximum", 0.0, 0.0, *AT
+        "Tracer.record": _with_tile(
+            lambda t, r: t.record(
+                "tensor_copy",
+                {"dst": ("tile", *r), "src": ("tile", *r), "engine": ENGINE_UNKNOWN, "name": None},
+                *AT,
             )
         ),
-        "Tracer.nc_transpose": _with_tile(lambda t, r: t.nc_transpose((psum(t), 0, 4, 0, 4), r, *AT)),
-        "Tracer.nc_matmul": _with_tile(lambda t, r: t.nc_matmul((psum(t), 0, 4, 0, 4), r, r, False, *AT)),
         "Tracer.finish": lambda: _tracer().finish([]),
         "Program.validate": program.validate,
         "Program.simulate": lambda: program.simulate([data, data]),

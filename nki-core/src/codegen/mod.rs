@@ -293,7 +293,13 @@ impl Emitter<'_> {
                     v.push(("reduce_op", op.nki_name().into()));
                 }
                 // Both explicit too: `on_false_value`'s default differs between releases.
-                v.push(("range_start", float(*range_start)));
+                // NKI 0.7 declares `range_start` an int.
+                let start = if range_start.fract() == 0.0 && range_start.abs() < 1e9 {
+                    format!("{}", *range_start as i64)
+                } else {
+                    float(*range_start)
+                };
+                v.push(("range_start", start));
                 v.push(("on_false_value", float(*on_false)));
                 v
             }

@@ -349,7 +349,7 @@ pub const RANGE_SELECT_COMPARISONS: [BinOp; 5] = [
 ];
 
 /// `nisa.range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1,
-/// reduce_cmd=reset_reduce, reduce_res=None, reduce_op=nl.maximum, range_start=0.0,
+/// reduce_cmd=reset_reduce, reduce_res=None, reduce_op=nl.maximum, range_start=0,
 /// on_false_value=...)` on the vector engine (NeuronCore-v3 and newer: Trn2, Trn3). For the free
 /// index `f` of row `p` and `i = f + range_start` (in fp32), writes `on_true_tile[p, f]` where
 /// `i comp_op0 bound0[p]` and `i comp_op1 bound1[p]` both hold, and `on_false_value` elsewhere.

@@ -32,7 +32,7 @@ pub const RULES: &[&str] = &[
     "dma-psum",
     "gpsimd-psum",
     "psum-both-inputs",
-    "range-select-target",
+    "isa-target",
     "range-select-dtype",
     "hbm-bounds",
     "hbm-size",
@@ -192,6 +192,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             inst.loc,
         ));
     }
+    check_target(program, inst)?;
     if let Op::RangeSelect {
         on_true,
         bound0,
@@ -225,8 +226,40 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     Ok(())
 }
 
-/// `range_select` exists from NeuronCore-v3 (Trn2) on, compares against fp32 bounds and
-/// selects from a floating-point tile.
+/// The instruction exists on the program's target, as its `nki_spec` declaration says.
+fn check_target(program: &Program, inst: &Instruction) -> Result<(), NkiError> {
+    let name = inst.op.name();
+    let Some(spec) = nki_spec::instruction(name) else {
+        return Err(NkiError::Internal(format!(
+            "instruction {name} has no nki_spec declaration"
+        )));
+    };
+    let version = program.target.nc_version();
+    if spec.targets.includes(version) {
+        return Ok(());
+    }
+    let since = spec.targets.since;
+    let oldest = Target::ALL
+        .into_iter()
+        .find(|t| t.nc_version() == since)
+        .unwrap_or(Target::Trn3);
+    Err(violation(
+        "isa-target",
+        format!("{} ({oldest}) or newer", since.neuron_core()),
+        format!("{} ({})", program.target, version.neuron_core()),
+        name.into(),
+        format!(
+            "{name} needs {} ({}) or newer; {} is {}",
+            since.neuron_core(),
+            since.trainium_title(),
+            program.target,
+            version.neuron_core()
+        ),
+        inst.loc,
+    ))
+}
+
+/// `range_select` compares against fp32 bounds and selects from a floating-point tile.
 fn check_range_select(
     program: &Program,
     inst: &Instruction,
@@ -236,18 +269,6 @@ fn check_range_select(
 ) -> Result<(), NkiError> {
     let tile = |r: &TileRegion| &program.tiles[r.tile.0 as usize];
     let name = inst.op.name();
-    if program.target == Target::Trn1 {
-        return Err(violation(
-            "range-select-target",
-            "NeuronCore-v3 (trn2) or newer",
-            "trn1 (NeuronCore-v2)",
-            name.into(),
-            "range_select needs NeuronCore-v3 (Trn2) or newer; trn1 is NeuronCore-v2 \
-             (compare an iota of the indices with tensor_scalar and select arithmetically instead)"
-                .into(),
-            inst.loc,
-        ));
-    }
     for (role, r) in [("bound0", bound0), ("bound1", bound1)] {
         let t = tile(r);
         if t.dtype != DType::F32 {

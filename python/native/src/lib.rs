@@ -488,6 +488,7 @@ pub fn init_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(program, m)?)?;
     m.add_function(wrap_pyfunction!(index_domains, m)?)?;
     m.add_function(wrap_pyfunction!(nki_api, m)?)?;
+    m.add_function(wrap_pyfunction!(frontend::nki_spec, m)?)?;
     m.add_class::<frontend::Tracer>()?;
     m.add_class::<frontend::Program>()?;
     m.add_function(wrap_pyfunction!(disk_cache_dir, m)?)?;

@@ -136,11 +136,15 @@ def trace(kernel: Any, *args: Any, target: str = "trn2") -> Any:
 
 @contextmanager
 def as_nki(nki_module: Any = None) -> Iterator[None]:
-    """Within the block, ``import nki``, ``import nki.language`` and ``import nki.isa`` give
+    """Within the block, ``import nki``, ``import nki.language``, ``import nki.isa`` and
+    ``import nki.isa.constants`` (where the module has it) give
     ``nki_module`` (this frontend by default); whatever was imported under those names before
     is restored after."""
     module = sys.modules[__name__] if nki_module is None else nki_module
     names = {"nki": module, "nki.language": module.language, "nki.isa": module.isa}
+    constants = getattr(module.isa, "constants", None)
+    if constants is not None:
+        names["nki.isa.constants"] = constants
     saved = {name: sys.modules.get(name) for name in names}
     sys.modules.update(names)
     try:

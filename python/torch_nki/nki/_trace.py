@@ -35,12 +35,11 @@ class Trace:
 
     def __init__(self, name: str, target: str, inputs: list[tuple[str, list[int], str]]) -> None:
         self.name = name
+        self.target = target
         self.native: Any = _native.Tracer(name, target, inputs)
         self.active = True
         self.outputs: list[Any] = []
         """Outputs allocated so far, in order."""
-        self.written: set[int] = set()
-        """Tiles some instruction has written (``nc_matmul(accumulate=None)`` decides by it)."""
 
     def at(self) -> tuple[str, int]:
         return location(2)

@@ -1,6 +1,7 @@
 """``nki.language`` (``nl``) as the torch-nki frontend implements it: element types, buffers,
 ``nl.ndarray``, loops, tile sizes, ``nl.load`` / ``nl.store``, ``nl.broadcast_to``, ``nl.ds``
-and the operator and activation names ``nisa`` instructions take.
+and the operator and activation names ``nisa`` instructions take (every one NKI 0.7 declares, built
+from the native declarations: ``FUNCTIONS``).
 
 Loops follow NKI 0.6: ``affine_range``, ``sequential_range`` and ``static_range`` iterate like
 ``range`` (the kernel is unrolled while it is traced), and each iteration is its own scope, so
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import current, location, unsupported
 from torch_nki.nki._values import DType, HbmTensor, HbmView, Tile, TileRegion, tile_shape
 
@@ -42,14 +44,13 @@ shared_hbm = Buffer("shared_hbm")
 
 
 class Function:
-    """An operator or activation function (``nl.add``, ``nl.exp``) as ``nisa`` calls take it.
-    Calling it as a tile-level operation is not implemented."""
+    """An ``nl`` operator or activation function (``nl.add``, ``nl.exp``) as ``nisa`` calls take
+    it: its ``kinds`` say which it can be (``operator``, ``activation``, or both, as
+    ``nl.reciprocal``). Calling it as a tile-level operation is not implemented."""
 
-    def __init__(self, name: str, kind: str) -> None:
+    def __init__(self, name: str, kinds: tuple[str, ...]) -> None:
         self.name = name
-        self.kind = kind
-        """``operator`` (tensor_tensor, tensor_scalar, reductions, range_select comparisons; the
-        comparisons give 1.0 or 0.0) or ``activation``."""
+        self.kinds = kinds
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise unsupported(
@@ -61,34 +62,26 @@ class Function:
         return f"nl.{self.name}"
 
 
-add = Function("add", "operator")
-subtract = Function("subtract", "operator")
-multiply = Function("multiply", "operator")
-maximum = Function("maximum", "operator")
-minimum = Function("minimum", "operator")
-divide = Function("divide", "operator")
-equal = Function("equal", "operator")
-not_equal = Function("not_equal", "operator")
-greater = Function("greater", "operator")
-greater_equal = Function("greater_equal", "operator")
-less = Function("less", "operator")
-less_equal = Function("less_equal", "operator")
+def _functions() -> dict[str, Function]:
+    """Every operator and activation function NKI 0.7 declares, and those the simulator
+    implements beyond them, with the kinds each can be."""
+    kinds: dict[str, list[str]] = {}
+    for table, kind in (
+        ("operators", "operator"),
+        ("implemented_operators", "operator"),
+        ("activations", "activation"),
+        ("implemented_activations", "activation"),
+    ):
+        for entry in SPEC[table]:
+            name = entry if isinstance(entry, str) else entry["name"]
+            if kind not in kinds.setdefault(name, []):
+                kinds[name].append(kind)
+    return {name: Function(name, tuple(k)) for name, k in kinds.items()}
 
-copy = Function("copy", "activation")
-exp = Function("exp", "activation")
-rsqrt = Function("rsqrt", "activation")
-sqrt = Function("sqrt", "activation")
-silu = Function("silu", "activation")
-square = Function("square", "activation")
-relu = Function("relu", "activation")
-tanh = Function("tanh", "activation")
-sigmoid = Function("sigmoid", "activation")
-reciprocal = Function("reciprocal", "activation")
-gelu_apprx_tanh = Function("gelu_apprx_tanh", "activation")
-log = Function("log", "activation")
-gelu = Function("gelu", "activation")
-gelu_dx = Function("gelu_dx", "activation")
-silu_dx = Function("silu_dx", "activation")
+
+FUNCTIONS: dict[str, Function] = _functions()
+"""The ``nl`` operators and activation functions, by name."""
+globals().update(FUNCTIONS)
 
 
 class tile_size:
@@ -142,7 +135,7 @@ def zeros(shape: Sequence[int], dtype: Any, buffer: Buffer = sbuf, name: str = "
     if buffer is shared_hbm:
         raise unsupported("nl.zeros(buffer=nl.shared_hbm)")
     tile = ndarray(shape, dtype, buffer=buffer, name=name)
-    isa.memset(dst=tile, value=0.0)
+    isa.instruction("memset")(dst=tile, value=0.0)
     return tile
 
 
@@ -189,7 +182,7 @@ def load(src: HbmView, dtype: Any = None, **kwargs: Any) -> Tile:
     if dtype is not None and as_dtype(dtype) != src.dtype:
         raise unsupported("nl.load(dtype=...) with a cast", "DMA does not cast: load, then nisa.tensor_copy")
     tile = ndarray(src.tile_shape(), src.dtype, buffer=sbuf)
-    isa.dma_copy(dst=tile, src=src)
+    isa.instruction("dma_copy")(dst=tile, src=src)
     return tile
 
 
@@ -205,7 +198,7 @@ def store(dst: HbmView, value: TileRegion, **kwargs: Any) -> None:
             f"nl.store does not take PSUM tiles ({location(2)[0]}:{location(2)[1]}); "
             "copy to SBUF with nisa.tensor_copy first"
         )
-    isa.dma_copy(dst=dst, src=value)
+    isa.instruction("dma_copy")(dst=dst, src=value)
 
 
 def broadcast_to(src: Any, shape: Sequence[int]) -> HbmView:

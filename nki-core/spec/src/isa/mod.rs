@@ -34,6 +34,24 @@ impl NcVersion {
         }
     }
 
+    /// `NeuronCore-v2` ... `NeuronCore-v4`, as the docs write it.
+    pub const fn neuron_core(self) -> &'static str {
+        match self {
+            NcVersion::Gen2 => "NeuronCore-v2",
+            NcVersion::Gen3 => "NeuronCore-v3",
+            NcVersion::Gen4 => "NeuronCore-v4",
+        }
+    }
+
+    /// `Trn1` ... `Trn3`, as the docs write it.
+    pub const fn trainium_title(self) -> &'static str {
+        match self {
+            NcVersion::Gen2 => "Trn1",
+            NcVersion::Gen3 => "Trn2",
+            NcVersion::Gen4 => "Trn3",
+        }
+    }
+
     /// The Trainium generation built on it (`trn1`, `trn2`, `trn3`).
     pub const fn trainium(self) -> &'static str {
         match self {
@@ -281,7 +299,9 @@ pub(crate) fn signature_problems(params: &[Param]) -> Vec<String> {
             Default::Enum(of, _) => p.kind == Kind::Enum(of),
             Default::Operator(_) => p.kind == Kind::Operator,
             Default::EmptyTuple => p.kind == Kind::Ints,
-            Default::Ellipsis => p.kind == Kind::Number,
+            // `...`: a value picked from the other arguments (`range_select`'s `on_false_value`,
+            // `scalar_tensor_tensor`'s `reduce_op`, which has no default without `reduce_res`).
+            Default::Ellipsis => matches!(p.kind, Kind::Number | Kind::Operator),
             Default::DType(_) => p.kind == Kind::DType,
             Default::Buffer(_) => p.kind == Kind::Buffer,
             Default::Str(_) => p.kind == Kind::Str,

@@ -1,0 +1,308 @@
+//! What each implemented `nisa` instruction does with its decoded arguments: the one place
+//! the frontend maps an NKI call onto the tile language's `nki_core::isa` function (so a call
+//! runs the same checks as a Rust kernel). Signatures, kinds, defaults and engines come from the
+//! instruction's declaration in `nki_spec`; a keyword an instruction below does not read must be
+//! at its default ([`Args::finish`]).
+
+use super::Tracer;
+use super::args::{Args, RegionArg, Scalar};
+use nki_core::ir::{ActFn, BinOp, ElementwiseEngine, ScalarOperand, TileId, TileRegion};
+use nki_core::isa;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+pub(super) fn region((tile, p0, np, f0, nf): RegionArg) -> TileRegion {
+    TileRegion {
+        tile: TileId(tile),
+        p0,
+        np,
+        f0,
+        nf,
+    }
+}
+
+fn scalar(s: Scalar) -> ScalarOperand {
+    match s {
+        Scalar::Imm(value) => ScalarOperand::Imm {
+            value: value as f32,
+        },
+        Scalar::Tile(r) => ScalarOperand::Column { region: region(r) },
+    }
+}
+
+fn binop(a: &Args<'_>, name: &str) -> PyResult<BinOp> {
+    let f = a.function(name)?;
+    BinOp::from_nki_name(&f).ok_or_else(|| a.unsupported(&format!("{name}=nl.{f}")))
+}
+
+fn opt_binop(a: &Args<'_>, name: &str) -> PyResult<Option<BinOp>> {
+    match a.opt_function(name)? {
+        None => Ok(None),
+        Some(_) => binop(a, name).map(Some),
+    }
+}
+
+fn actfn(a: &Args<'_>, name: &str) -> PyResult<ActFn> {
+    let f = a.function(name)?;
+    ActFn::from_nki_name(&f).ok_or_else(|| a.unsupported(&format!("{name}=nl.{f}")))
+}
+
+/// The engine chosen by `engine=`, which must be `unknown` or one of `modelled` (the engines
+/// the IR records this instruction on; the first is what `unknown` picks).
+fn engine<'e>(a: &Args<'_>, modelled: &[&'e str]) -> PyResult<&'e str> {
+    let chosen = a.variant("engine")?;
+    if chosen == "unknown" {
+        return Ok(modelled[0]);
+    }
+    modelled
+        .iter()
+        .copied()
+        .find(|m| *m == chosen)
+        .ok_or_else(|| a.unsupported(&format!("engine=nisa.engine.{chosen}")))
+}
+
+/// The reduction of an instruction that writes this instruction's row reductions into
+/// `reduce_res` (`reduce_cmd=reset_reduce`). Without `reduce_res` there is none, and
+/// `reduce_op` / `reduce_cmd` are left for [`Args::finish`] to require at their defaults
+/// (reducing into the accumulator registers across instructions is not implemented).
+fn reduction(a: &Args<'_>) -> PyResult<Option<(BinOp, TileRegion)>> {
+    let Some(res) = a.opt_tile("reduce_res")? else {
+        return Ok(None);
+    };
+    let cmd = a.variant("reduce_cmd")?;
+    if cmd != "reset_reduce" {
+        return Err(a.unsupported(&format!(
+            "reduce_cmd=nisa.reduce_cmd.{cmd} (the accumulator registers across instructions; \
+             only reset_reduce, which writes this instruction's reductions)"
+        )));
+    }
+    let op = opt_binop(a, "reduce_op")?
+        .ok_or_else(|| a.value_error("reduce_res needs reduce_op".into()))?;
+    Ok(Some((op, region(res))))
+}
+
+/// The one step of an `iota` pattern (`[[step, num], ...]`, outermost first) over `free`
+/// elements: dimensions of size 1 drop out, and an outer dimension whose step is the inner
+/// one's step times its size continues it.
+fn iota_step(a: &Args<'_>, free: usize) -> PyResult<i32> {
+    let pattern = a.value("pattern")?;
+    let bad = || a.type_error("pattern", "[[step, num], ...] of int32s", &pattern);
+    let dims: Vec<Vec<i32>> = pattern.extract().map_err(|_| bad())?;
+    let dims: Vec<(i32, i32)> = dims
+        .into_iter()
+        .map(|d| match d.as_slice() {
+            [step, num] => Ok((*step, *num)),
+            _ => Err(bad()),
+        })
+        .collect::<PyResult<_>>()?;
+    let total: i64 = dims.iter().map(|&(_, n)| i64::from(n)).product();
+    if total != free as i64 {
+        return Err(a.value_error(format!(
+            "pattern covers {total} elements per partition but dst has {free}"
+        )));
+    }
+    // With one element per partition the step is never applied: keep the innermost one given
+    // (what generated code writes for a one-column tile), so a round trip finds the same value.
+    let (mut step, mut size) = (dims.last().map_or(0, |d| d.0), 1i64);
+    for &(outer, num) in dims.iter().rev().filter(|d| d.1 != 1) {
+        if size == 1 {
+            (step, size) = (outer, i64::from(num));
+        } else if i64::from(outer) == i64::from(step) * size {
+            size *= i64::from(num);
+        } else {
+            return Err(a.unsupported(
+                "pattern= that is not one arithmetic progression over the free elements",
+            ));
+        }
+    }
+    Ok(step)
+}
+
+fn tensor_reduce_axis(a: &Args<'_>) -> PyResult<usize> {
+    let v = a.value("axis")?;
+    let axes: Vec<usize> = match v.extract::<usize>() {
+        Ok(axis) => vec![axis],
+        Err(_) => v
+            .cast::<PyTuple>()
+            .map(|t| t.extract())
+            .or_else(|_| v.cast::<PyList>().map(|l| l.extract()))
+            .map_err(|_| a.value_error("axis must be an int or a tuple of ints".into()))??,
+    };
+    match axes.as_slice() {
+        [axis] => Ok(*axis),
+        _ => Err(a.unsupported(&format!("axis={axes:?} (several axes)"))),
+    }
+}
+
+/// Records `nisa.<spec.name>(...)` with its decoded arguments `a` at `file:line`.
+pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyResult<()> {
+    let name = a.call();
+    match name.strip_prefix("nisa.").unwrap_or(&name) {
+        "dma_copy" => {
+            // Which engine triggers the transfer, how its descriptors are made, its queue
+            // priority and the out-of-bounds mode of indirect accesses do not change the bytes
+            // a direct copy moves; the cost model does not tell them apart yet.
+            for unmodelled in ["priority", "oob_mode", "dge_mode", "engine"] {
+                a.value(unmodelled)?;
+            }
+            let dst = tracer.dma_arg(&a.tensor("dst")?)?;
+            let src = tracer.dma_arg(&a.tensor("src")?)?;
+            a.finish()?;
+            tracer.at(file, line, || isa::dma_copy(dst, src))
+        }
+        "tensor_copy" => {
+            engine(a, &["vector"])?;
+            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            a.finish()?;
+            tracer.at(file, line, || isa::tensor_copy(dst, src))
+        }
+        "memset" => {
+            engine(a, &["vector"])?;
+            let (dst, value) = (region(a.tile("dst")?), a.number("value")?);
+            a.finish()?;
+            tracer.at(file, line, || isa::memset(dst, value as f32))
+        }
+        "nc_matmul" => {
+            let dst = a.tile("dst")?;
+            let (stationary, moving) = (a.tile("stationary")?, a.tile("moving")?);
+            // NKI's `accumulate=None` accumulates when the destination was written before.
+            let accumulate = a
+                .opt_flag("accumulate")?
+                .unwrap_or_else(|| tracer.written.contains(&dst.0));
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::nc_matmul(region(dst), region(stationary), region(moving), accumulate)
+            })
+        }
+        "nc_transpose" => {
+            engine(a, &["tensor"])?;
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            a.finish()?;
+            tracer.at(file, line, || isa::nc_transpose(dst, data))
+        }
+        "tensor_tensor" => {
+            let on = match engine(a, &["vector", "gpsimd"])? {
+                "gpsimd" => ElementwiseEngine::GpSimd,
+                _ => ElementwiseEngine::Vector,
+            };
+            let (dst, d1, d2) = (a.tile("dst")?, a.tile("data1")?, a.tile("data2")?);
+            let op = binop(a, "op")?;
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::tensor_tensor(region(dst), region(d1), region(d2), op).on(on)
+            })
+        }
+        "tensor_scalar" => {
+            engine(a, &["vector"])?;
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (op0, operand0) = (binop(a, "op0")?, scalar(a.scalar("operand0")?));
+            let second = match (opt_binop(a, "op1")?, a.opt_scalar("operand1")?) {
+                (Some(op), Some(operand)) => Some((op, scalar(operand))),
+                (None, None) => None,
+                _ => return Err(a.value_error("op1 and operand1 go together".into())),
+            };
+            a.finish()?;
+            tracer.at(file, line, || {
+                let recorded = isa::tensor_scalar(dst, data, op0, operand0);
+                if let Some((op1, operand1)) = second {
+                    recorded.then(op1, operand1);
+                }
+            })
+        }
+        "scalar_tensor_tensor" => {
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (op0, operand0) = (binop(a, "op0")?, scalar(a.scalar("operand0")?));
+            let (op1, operand1) = (binop(a, "op1")?, region(a.tile("operand1")?));
+            let reduce = reduction(a)?;
+            a.finish()?;
+            tracer.at(file, line, || match reduce {
+                Some((op, res)) => isa::scalar_tensor_tensor_reduce(
+                    dst, data, op0, operand0, op1, operand1, op, res,
+                ),
+                None => isa::scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1),
+            })
+        }
+        "activation" | "activation_reduce" => {
+            let (dst, func, data) = (region(a.tile("dst")?), actfn(a, "op")?, a.tile("data")?);
+            let bias = match a.opt_scalar("bias")? {
+                None => None,
+                Some(Scalar::Tile(r)) => Some(region(r)),
+                Some(Scalar::Imm(0.0)) => None,
+                Some(Scalar::Imm(v)) => {
+                    return Err(a.unsupported(&format!("bias={v} (an immediate bias)")));
+                }
+            };
+            let scale = scalar(a.scalar("scale")?);
+            let reduce = if a.call() == "nisa.activation" {
+                reduction(a)?
+            } else {
+                Some((binop(a, "reduce_op")?, region(a.tile("reduce_res")?)))
+            };
+            a.finish()?;
+            tracer.at(file, line, || match reduce {
+                Some((op, res)) => {
+                    isa::activation_reduce(dst, func, region(data), op, res, bias, scale)
+                }
+                None => isa::activation(dst, func, region(data), bias, scale),
+            })
+        }
+        "tensor_reduce" => {
+            let (dst, op, data) = (region(a.tile("dst")?), binop(a, "op")?, a.tile("data")?);
+            let axis = tensor_reduce_axis(a)?;
+            let negate = a.flag("negate")?;
+            // Tiles are [partition, free]: the result is a (P, 1) column either way.
+            a.flag("keepdims")?;
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::tensor_reduce(dst, op, region(data), axis, negate)
+            })
+        }
+        "bn_stats" | "bn_aggr" => {
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            a.finish()?;
+            if name == "nisa.bn_stats" {
+                tracer.at(file, line, || isa::bn_stats(dst, data))
+            } else {
+                tracer.at(file, line, || isa::bn_aggr(dst, data))
+            }
+        }
+        "iota" => {
+            let dst = a.tile("dst")?;
+            let step = iota_step(a, dst.4)?;
+            let (offset, multiplier) = (a.int32("offset")?, a.int32("channel_multiplier")?);
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::iota(region(dst), offset, multiplier, step)
+            })
+        }
+        "range_select" => {
+            let (dst, on_true) = (region(a.tile("dst")?), region(a.tile("on_true_tile")?));
+            let (comp0, comp1) = (binop(a, "comp_op0")?, binop(a, "comp_op1")?);
+            let (bound0, bound1) = (region(a.tile("bound0")?), region(a.tile("bound1")?));
+            let reduce = reduction(a)?;
+            let range_start = a.number("range_start")?;
+            // NKI writes `on_false_value=...`; its documented default value is 0.0.
+            let on_false = a.opt_number("on_false_value")?.unwrap_or(0.0);
+            a.finish()?;
+            let (res, op) = match reduce {
+                Some((op, res)) => (Some(res), op),
+                None => (None, BinOp::Maximum),
+            };
+            tracer.at(file, line, || {
+                isa::range_select(
+                    dst,
+                    on_true,
+                    comp0,
+                    comp1,
+                    bound0,
+                    bound1,
+                    res,
+                    op,
+                    range_start as f32,
+                    on_false as f32,
+                )
+            })
+        }
+        _ => Err(a.unsupported("...")),
+    }
+}
