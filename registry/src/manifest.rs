@@ -4,6 +4,7 @@
 use crate::Registry;
 use nki_core::autodiff::BackwardPlan;
 use nki_core::contract::Contract;
+use nki_core::dtype::{DType, DTypeInfo, HOST_DTYPES, HostDType};
 use nki_core::kernel_def::ParamDef;
 use nki_core::op_info::{AutocastPolicy, ResolvedSample, ToleranceClass};
 use serde::Serialize;
@@ -70,11 +71,15 @@ pub struct ManifestEntry {
     pub bench: Option<ResolvedSample>,
 }
 
-/// Every registered op, sorted by name.
+/// Every registered op, sorted by name, and the dtype names every layer spells.
 #[derive(Clone, Debug, Serialize)]
 pub struct Manifest {
     /// Format version of this document ([`Manifest::VERSION`]).
     pub version: u32,
+    /// Every kernel dtype with its names (kernel, NKI, torch), in [`DType::ALL`] order.
+    pub dtypes: Vec<DTypeInfo>,
+    /// Host dtypes a caller may pass that kernels compute in a narrower kernel dtype.
+    pub host_dtypes: &'static [HostDType],
     /// The ops.
     pub ops: Vec<ManifestEntry>,
 }
@@ -128,6 +133,8 @@ impl Manifest {
                 .collect();
         Manifest {
             version: Manifest::VERSION,
+            dtypes: DType::ALL.into_iter().map(DType::info).collect(),
+            host_dtypes: &HOST_DTYPES,
             ops,
         }
     }
