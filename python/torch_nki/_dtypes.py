@@ -33,6 +33,7 @@ class KernelDType:
     torch: torch.dtype
     """The torch dtype (``torch.bfloat16``)."""
     is_float: bool
+    """A floating-point type."""
     itemsize: int
     """Bytes per element."""
 
@@ -82,9 +83,13 @@ def _manifest() -> dict[str, Any]:
     return doc
 
 
+_KERNEL, _HOST = _load(_manifest())
+
 #: Every kernel dtype, in Rust's ``DType::ALL`` order.
-#: Host dtypes computed in a narrower kernel dtype.
-KERNEL_DTYPES, HOST_DTYPES = _load(_manifest())
+KERNEL_DTYPES: tuple[KernelDType, ...] = _KERNEL
+
+#: Host dtypes computed in a narrower kernel dtype (Rust's ``HOST_DTYPES``).
+HOST_DTYPES: tuple[HostDType, ...] = _HOST
 
 #: torch dtypes a kernel can take, by their kernel dtype name.
 TORCH_TO_NKI: dict[torch.dtype, str] = {d.torch: d.name for d in KERNEL_DTYPES}
