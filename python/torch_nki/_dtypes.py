@@ -1,35 +1,126 @@
-"""torch dtypes ↔ the kernel dtype names (``f32``, ``bf16``, ...), and the float64 policy."""
+"""torch dtypes ↔ the kernel dtype names (``f32``, ``bf16``, ...), and the float64 policy.
+
+The table is Rust's (``DType`` and ``HOST_DTYPES`` in the contract crate), read from the
+manifest's ``dtypes`` and ``host_dtypes``: every other module takes its dtype spellings from here,
+so a dtype added in Rust reaches Python without an edit.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
 import warnings
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from torch_nki.errors import ContractIndexError
 
+
+@dataclass(frozen=True)
+class KernelDType:
+    """One element type kernels take, with its names."""
+
+    name: str
+    """The kernel name (``bf16``): contracts, messages, the native functions."""
+    nki: str
+    """The NKI name without ``nl.`` (``bfloat16``)."""
+    torch_name: str
+    """The torch name without ``torch.`` (``bfloat16``)."""
+    torch: torch.dtype
+    """The torch dtype (``torch.bfloat16``)."""
+    is_float: bool
+    """A floating-point type."""
+    itemsize: int
+    """Bytes per element."""
+
+
+@dataclass(frozen=True)
+class HostDType:
+    """A torch dtype no kernel takes that is computed in a narrower kernel dtype (``float64`` in
+    ``float32``, ``int64`` indices in ``int32``)."""
+
+    name: str
+    """The name the native contract check takes (``f64``)."""
+    torch: torch.dtype
+    compute: torch.dtype
+    """The kernel dtype it is computed in."""
+
+
+def _torch_dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ImportError(f"torch_nki: this torch ({torch.__version__}) has no dtype torch.{name}")
+    return dtype
+
+
+def _load(doc: dict[str, Any]) -> tuple[tuple[KernelDType, ...], tuple[HostDType, ...]]:
+    kernel = tuple(
+        KernelDType(
+            d["name"],
+            d["nki"].removeprefix("nl."),
+            d["torch"],
+            _torch_dtype(d["torch"]),
+            d["float"],
+            d["bytes"],
+        )
+        for d in doc["dtypes"]
+    )
+    by_name = {d.name: d.torch for d in kernel}
+    host = tuple(
+        HostDType(h["name"], _torch_dtype(h["torch"]), by_name[h["compute"]]) for h in doc["host_dtypes"]
+    )
+    return kernel, host
+
+
+def _manifest() -> dict[str, Any]:
+    from torch_nki import _native
+
+    doc: dict[str, Any] = json.loads(_native.manifest())
+    return doc
+
+
+_KERNEL, _HOST = _load(_manifest())
+
+#: Every kernel dtype, in Rust's ``DType::ALL`` order.
+KERNEL_DTYPES: tuple[KernelDType, ...] = _KERNEL
+
+#: Host dtypes computed in a narrower kernel dtype (Rust's ``HOST_DTYPES``).
+HOST_DTYPES: tuple[HostDType, ...] = _HOST
+
 #: torch dtypes a kernel can take, by their kernel dtype name.
-TORCH_TO_NKI: dict[torch.dtype, str] = {
-    torch.float32: "f32",
-    torch.bfloat16: "bf16",
-    torch.float16: "f16",
-    torch.float8_e4m3fn: "f8e4m3",
-    torch.float8_e5m2: "f8e5m2",
-    torch.int32: "i32",
-}
+TORCH_TO_NKI: dict[torch.dtype, str] = {d.torch: d.name for d in KERNEL_DTYPES}
 
 #: The inverse of :data:`TORCH_TO_NKI`.
-NKI_TO_TORCH: dict[str, torch.dtype] = {v: k for k, v in TORCH_TO_NKI.items()}
+NKI_TO_TORCH: dict[str, torch.dtype] = {d.name: d.torch for d in KERNEL_DTYPES}
 
 #: Dtypes computed in a narrower dtype and cast back (as on TorchNeuron): float64 runs as float32.
-DOWNCAST: dict[torch.dtype, torch.dtype] = {torch.float64: torch.float32}
+DOWNCAST: dict[torch.dtype, torch.dtype] = {
+    h.torch: h.compute for h in HOST_DTYPES if h.torch.is_floating_point
+}
 
 #: Index dtypes a kernel takes in a narrower dtype: int64 (torch's class targets) runs as int32
 #: after a range check (:func:`narrow_indices`); nothing is cast back.
-INDEX_DOWNCAST: dict[torch.dtype, torch.dtype] = {torch.int64: torch.int32}
+INDEX_DOWNCAST: dict[torch.dtype, torch.dtype] = {
+    h.torch: h.compute for h in HOST_DTYPES if not h.torch.is_floating_point
+}
+
+#: Output dtype names the native check returns (kernel names, and ``f64`` for the ``f32``
+#: outputs of a call with float64 inputs) → torch dtypes.
+RETURNED: dict[str, torch.dtype] = {
+    **NKI_TO_TORCH,
+    **{h.name: h.torch for h in HOST_DTYPES if h.torch.is_floating_point},
+}
+
+#: torch dtypes the native check takes by a name other than torch's: kernel dtypes and float
+#: host dtypes (whose outputs come back under that name).
+_CALLER_NAMES: dict[torch.dtype, str] = {
+    **TORCH_TO_NKI,
+    **{h.torch: h.name for h in HOST_DTYPES if h.torch.is_floating_point},
+}
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
@@ -44,10 +135,7 @@ def caller_name(dtype: torch.dtype) -> str:
     """The name the native contract check takes for a torch dtype: a kernel dtype (``bf16``),
     ``f64`` (computed in f32), or torch's own name otherwise (``int64``, computed in i32; ``bool``,
     which no kernel takes)."""
-    name = TORCH_TO_NKI.get(dtype)
-    if name is not None:
-        return name
-    return "f64" if dtype == torch.float64 else torch_name(dtype)
+    return _CALLER_NAMES.get(dtype) or torch_name(dtype)
 
 
 def narrow_indices(op: str, param: str, t: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,8 @@ import torch
 from torch_nki._dtypes import (
     DOWNCAST,
     INDEX_DOWNCAST,
-    NKI_TO_TORCH,
+    RETURNED,
+    TORCH_TO_NKI,
     caller_name,
     narrow_indices,
     warn_downcast,
@@ -30,9 +31,6 @@ from torch_nki.errors import ContractShapeError
 Metas = list[tuple[tuple[int, ...], str]]
 
 _META_CACHE_LIMIT = 4096
-
-#: Returned dtype names (``f64`` for widened outputs) → torch dtypes.
-_RETURNED: dict[str, torch.dtype] = {**NKI_TO_TORCH, "f64": torch.float64}
 
 
 class Native(Protocol):
@@ -131,9 +129,9 @@ def make_cpu_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
         if metas is None:
             metas = []
             for s, name in check(op, shapes, dtypes, scalars):
-                returned = _RETURNED[name]
+                returned = RETURNED[name]
                 computed = DOWNCAST.get(returned, returned)
-                metas.append((tuple(s), name if returned is computed else "f32", computed, returned))
+                metas.append((tuple(s), TORCH_TO_NKI[computed], computed, returned))
             if len(cache) < _META_CACHE_LIMIT:
                 cache[key] = metas
         for i, t in enumerate(tensors):
@@ -219,7 +217,7 @@ def make_fake_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
         if all(type(d) is int for s in shapes if s is not None for d in s) and _is_plain(scalars):
             metas = native.check(op, shapes, dtypes, scalars)
             out_shapes = [s for s, _ in metas]
-            out_dtypes = [_RETURNED[d] for _, d in metas]
+            out_dtypes = [RETURNED[d] for _, d in metas]
         else:
             doc = json.loads(native.symbolic(op, shapes, dtypes, scalars))
             for c in doc["checks"]:
@@ -229,7 +227,7 @@ def make_fake_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
                     lambda m=c["message"]: m,
                 )
             out_shapes = [[evaluate(e, shapes) for e in shape] for shape in doc["shapes"]]
-            out_dtypes = [_RETURNED[d] for d in doc["dtypes"]]
+            out_dtypes = [RETURNED[d] for d in doc["dtypes"]]
         outs = [like.new_empty(s, dtype=d) for s, d in zip(out_shapes, out_dtypes, strict=True)]
         return outs[0] if layout.single else tuple(outs)
 

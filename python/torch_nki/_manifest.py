@@ -7,10 +7,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from torch_nki import _backward
+from torch_nki._backward import BackwardSpec
+
 Scalar = float | int | bool
 
 #: The manifest layout this package reads (``Manifest::version`` in the registry crate).
-MANIFEST_VERSION = 2
+MANIFEST_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -49,14 +52,6 @@ class OutputSpec:
 
 
 @dataclass(frozen=True)
-class BackwardSpec:
-    """A forward kernel's backward declaration: the backward op and what the forward saves."""
-
-    kernel: str
-    saves: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class SampleSpec:
     """One declared set of sample arguments: tensor shapes (``None`` for an absent optional
     tensor) and scalar values by parameter name, and the dtypes to run it in (empty: every float
@@ -85,6 +80,7 @@ class OpSpec:
     forward_op: tuple[str, str] | None
     """``(name, schema)`` of the op returning every output, for kernels with saved outputs."""
     backward: BackwardSpec | None
+    """The backward kernel, what the forward saves and how a call is wired into it."""
     backward_of: str | None
     reference: str | None
     samples: tuple[SampleSpec, ...]
@@ -155,7 +151,7 @@ def _op(op: dict[str, Any]) -> OpSpec:
         dtype_text=op["dtype_text"],
         outputs=tuple(OutputSpec(o["name"], bool(o["saved"])) for o in op["contract"]["outputs"]),
         forward_op=None if fwd is None else (fwd["name"], fwd["schema"]),
-        backward=None if bwd is None else BackwardSpec(bwd["kernel"], tuple(bwd["saves"])),
+        backward=None if bwd is None else _backward.parse(bwd),
         backward_of=op.get("backward_of"),
         reference=op.get("reference"),
         samples=tuple(SampleSpec(dict(s["args"]), tuple(s["dtypes"])) for s in op["samples"]),

@@ -3,9 +3,10 @@
 A forward kernel names its backward kernel (itself a registered op) and what it saves; the
 backward kernel's parameters say what it takes, by name: ``grad_<output>`` (the gradient of a
 forward output), a saved forward input or output, or a forward scalar. Its outputs are
-``grad_<input>``. :func:`rule_for` turns that into a ``setup_context``/``backward`` pair and
-:func:`make_autograd_kernel` into the op's ``Autograd`` dispatch kernel. Nothing here is specific
-to one op.
+``grad_<input>``. Rust resolves those names once into the op's backward plan (by position; see
+:mod:`torch_nki._backward`); :func:`rule_for` carries the plan out as a
+``setup_context``/``backward`` pair and :func:`make_autograd_kernel` makes the op's ``Autograd``
+dispatch kernel. Nothing here is specific to one op.
 
 The kernel is an ``autograd.Function`` whose ``jvp`` raises an error naming the op: no kernel
 declares a forward-mode rule, and silently returning zero tangents (what an op registered with
@@ -29,8 +30,6 @@ from torch._C import _functorch
 from torch_nki._kernels import Binder
 from torch_nki._manifest import OpSpec
 from torch_nki.errors import NoBackwardError, UnsupportedTransformError
-
-GRAD_PREFIX = "grad_"
 
 
 @dataclass(frozen=True)
@@ -62,58 +61,37 @@ def _no_backward(spec: OpSpec) -> AutogradRule:
 
 
 def rule_for(spec: OpSpec, ops: dict[str, OpSpec], op_of: Callable[[str], Any]) -> AutogradRule:
-    """The autograd rule of ``spec`` (whose op returns every kernel output); ``ops`` are all
-    kernels by name and ``op_of(name)`` the registered op overload of a kernel."""
+    """The autograd rule of ``spec`` (whose op returns every kernel output), carrying out its
+    backward plan (:mod:`torch_nki._backward`); ``ops`` are all kernels by name and
+    ``op_of(name)`` the registered op overload of a kernel."""
     if spec.backward is None:
         return _no_backward(spec)
-    bwd = ops[spec.backward.kernel]
-    saves = spec.backward.saves
-    names = [p.name for p in spec.params]
-    out_names = [o.name for o in spec.outputs]
-    tensor_pos = {p.name: i for i, p in enumerate(spec.params) if p.is_tensor}
+    plan = spec.backward
+    bwd = ops[plan.kernel]
+    num_params = len(spec.params)
     saved_outputs = [i for i, o in enumerate(spec.outputs) if o.saved]
-    # Where each backward argument comes from: ("grad", output index), ("saved", index into
-    # saves) or ("scalar", forward parameter index).
-    plan: list[tuple[str, int]] = []
-    for p in bwd.params:
-        if not p.is_tensor:
-            plan.append(("scalar", names.index(p.name)))
-        elif p.name.startswith(GRAD_PREFIX) and p.name[len(GRAD_PREFIX) :] in out_names:
-            plan.append(("grad", out_names.index(p.name[len(GRAD_PREFIX) :])))
-        else:
-            plan.append(("saved", saves.index(p.name)))
-    # Which forward input each backward output is the gradient of.
-    grad_of = [tensor_pos[o.name[len(GRAD_PREFIX) :]] for o in bwd.outputs]
     single_out = len(spec.outputs) == 1
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         outs = (output,) if single_out else tuple(output)
-        values = dict(zip(names, inputs, strict=True))
-        values.update(zip(out_names, outs, strict=True))
-        ctx.save_for_backward(*(values[n] for n in saves))
+        ctx.save_for_backward(*plan.saved_values(inputs, outs))
         ctx.nki_scalars = inputs
         ctx.nki_out_meta = [(o.shape, o.dtype, o.device) for o in outs]
         if saved_outputs:
             ctx.mark_non_differentiable(*(outs[i] for i in saved_outputs))
 
     def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
-        saved = ctx.saved_tensors
-        args: list[Any] = []
-        for kind, i in plan:
-            if kind == "scalar":
-                args.append(ctx.nki_scalars[i])
-            elif kind == "saved":
-                args.append(saved[i])
-            else:
-                g = grads[i]
-                if g is None:
-                    shape, dtype, device = ctx.nki_out_meta[i]
-                    g = torch.zeros(shape, dtype=dtype, device=device)
-                args.append(g)
-        result = op_of(bwd.name)(*args)
-        results = (result,) if len(grad_of) == 1 else tuple(result)
-        out: list[Any] = [None] * len(names)
-        for pos, g in zip(grad_of, results, strict=True):
+        def gradient(i: int) -> Any:
+            g = grads[i]
+            if g is None:
+                shape, dtype, device = ctx.nki_out_meta[i]
+                g = torch.zeros(shape, dtype=dtype, device=device)
+            return g
+
+        result = op_of(bwd.name)(*plan.arguments(ctx.saved_tensors, ctx.nki_scalars, gradient))
+        results = (result,) if len(plan.grads) == 1 else tuple(result)
+        out: list[Any] = [None] * num_params
+        for pos, g in zip(plan.grads, results, strict=True):
             if ctx.needs_input_grad[pos]:
                 out[pos] = g
         return tuple(out)

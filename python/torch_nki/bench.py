@@ -48,10 +48,11 @@ def _aten_backward(forward: testing.SampleInput, backward: testing.SampleInput) 
         for a in forward.args
     )
     outs = testing.reference(forward, leaves)
-    bwd = testing.op_spec(backward.op)
     fwd = testing.op_spec(forward.op)
-    grads_by_name = dict(zip((p.name for p in bwd.params), backward.args, strict=True))
-    grads = [grads_by_name.get(f"grad_{o.name}") for o in fwd.public_outputs]
+    if fwd.backward is None:
+        raise ValueError(f"{fwd.qualname} declares no backward kernel")
+    by_output = fwd.backward.output_gradients(backward.args, fwd.num_outputs)
+    grads = [g for o, g in zip(fwd.outputs, by_output, strict=True) if not o.saved]
     inputs = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
 
     def run() -> object:

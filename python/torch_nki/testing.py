@@ -254,24 +254,22 @@ def sample_inputs(
 
 def backward_sample(sample: SampleInput, make: MakeTensor | None = None) -> SampleInput:
     """The arguments the backward kernel of ``sample.op`` receives after a forward call on
-    ``sample``: gradients of the public outputs from ``make``, saved inputs and outputs (the
-    forward run once, with every output), scalars by name."""
+    ``sample``, as its backward plan wires them: gradients of the public outputs from ``make``,
+    saved inputs and outputs (the forward run once, with every output), the forward's
+    scalars."""
     spec = op_spec(sample.op)
     if spec.backward is None:
         raise ValueError(f"{spec.qualname} declares no backward kernel")
     make = make or uniform(1)
-    bwd = op_spec(_qualified(spec, spec.backward.kernel))
+    plan = spec.backward
     full = _torch_op(spec, spec.forward_op[0] if spec.forward_op else spec.name)
     with torch.no_grad():
         detached = [a.detach() if isinstance(a, torch.Tensor) else a for a in sample.args]
         outs = public_outputs(full(*detached))
-    values: dict[str, Any] = {p.name: a for p, a in zip(spec.params, detached, strict=True)}
-    values.update({o.name: t for o, t in zip(spec.outputs, outs, strict=True)})
-    for o, t in zip(spec.outputs, outs, strict=True):
-        if not o.saved:
-            values[f"grad_{o.name}"] = make(t.shape, t.dtype)
-    args = tuple(values[p.name] for p in bwd.params)
-    return SampleInput(_qualified(spec, bwd.name), sample.dtype, args, sample.index)
+    args = plan.arguments(
+        plan.saved_values(detached, outs), detached, lambda i: make(outs[i].shape, outs[i].dtype)
+    )
+    return SampleInput(_qualified(spec, plan.kernel), sample.dtype, tuple(args), sample.index)
 
 
 def bench_inputs(

@@ -18,9 +18,13 @@ from typing import Any
 import torch
 
 import torch_nki
+from torch_nki._dtypes import NKI_TO_TORCH
 from torch_nki.hotspots import HotspotReport
 
-__all__ = ["MODELS", "build", "run"]
+__all__ = ["MODELS", "SWAP_DTYPES", "build", "run"]
+
+#: The kernel dtypes the workflow runs a model in (``--dtype``).
+SWAP_DTYPES = ("f32", "bf16")
 
 
 def _llama(tiny: bool) -> Any:
@@ -104,12 +108,11 @@ def _chart(before: dict[str, float], after: dict[str, float], device: dict[str, 
 
 def run(model_name: str, dtype_name: str, report_path: str | None, steps: int = 2) -> int:
     """Runs the workflow and prints (or writes) the report; returns the exit code."""
-    dtypes = {"f32": torch.float32, "bf16": torch.bfloat16}
-    if dtype_name not in dtypes:
-        print(f"torch-nki swap: unknown dtype `{dtype_name}` (known: {', '.join(dtypes)})")
+    if dtype_name not in SWAP_DTYPES:
+        print(f"torch-nki swap: unknown dtype `{dtype_name}` (known: {', '.join(SWAP_DTYPES)})")
         return 2
     try:
-        model, ids = build(model_name, dtypes[dtype_name])
+        model, ids = build(model_name, NKI_TO_TORCH[dtype_name])
     except ValueError as err:
         print(f"torch-nki swap: {err}")
         return 2

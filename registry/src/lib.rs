@@ -19,6 +19,7 @@ pub use manifest::{Manifest, ManifestEntry};
 pub use nki_core::Compiled;
 
 use nki_core::KernelDef;
+use nki_core::autodiff::{BackwardMismatch, BackwardPlan};
 use nki_core::kernel_def::registered_kernels;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -37,6 +38,10 @@ pub enum RegistryError {
         /// The other definition site.
         second: String,
     },
+    /// A kernel's backward declaration does not fit its backward kernel (only possible for
+    /// definitions not built by `#[kernel]`, which checks this at compile time).
+    #[error("{0}")]
+    Backward(#[from] BackwardMismatch),
     /// No kernel with that name.
     #[error("no kernel named `{name}` (registered: {known})")]
     Unknown {
@@ -51,10 +56,13 @@ pub enum RegistryError {
 #[derive(Debug)]
 pub struct Registry {
     kernels: BTreeMap<&'static str, &'static KernelDef>,
+    /// The backward plan of every kernel that declares a backward.
+    plans: BTreeMap<&'static str, BackwardPlan>,
 }
 
 impl Registry {
-    /// Builds a registry from kernel definitions, rejecting duplicate names.
+    /// Builds a registry from kernel definitions, rejecting duplicate names and backward
+    /// declarations that do not fit their backward kernel.
     pub fn from_defs(
         defs: impl IntoIterator<Item = &'static KernelDef>,
     ) -> Result<Registry, RegistryError> {
@@ -74,6 +82,7 @@ impl Registry {
                 }
             }
         }
+        let mut plans = BTreeMap::new();
         for def in all {
             if let Some(prev) = kernels.insert(def.name, def) {
                 return Err(RegistryError::Duplicate {
@@ -82,8 +91,11 @@ impl Registry {
                     second: def.location.to_string(),
                 });
             }
+            if let Some(b) = &def.backward {
+                plans.insert(def.name, b.plan(def)?);
+            }
         }
-        Ok(Registry { kernels })
+        Ok(Registry { kernels, plans })
     }
 
     /// The registry of every kernel linked into this binary (built once).
@@ -116,9 +128,14 @@ impl Registry {
         self.kernels.values().copied()
     }
 
+    /// The backward plan of kernel `name`, if it declares a backward.
+    pub fn backward_plan(&self, name: &str) -> Option<&BackwardPlan> {
+        self.plans.get(name)
+    }
+
     /// The manifest of every kernel.
     pub fn manifest(&self) -> Manifest {
-        Manifest::new(self.kernels())
+        Manifest::new(self)
     }
 }
 
@@ -138,6 +155,48 @@ mod tests {
                 reg.names().join(", ")
             )
         );
+    }
+
+    #[test]
+    fn a_backward_that_does_not_fit_its_forward_is_rejected() {
+        let reg = Registry::global().unwrap();
+        let (add, rms) = (reg.get("add").unwrap(), reg.get("rmsnorm").unwrap());
+        // `add` (whose output is `out`) declaring rmsnorm's backward, which takes `grad_y`.
+        let bad: &'static KernelDef = Box::leak(Box::new(KernelDef {
+            backward: Some(nki_core::autodiff::BackwardDef {
+                kernel: rms.backward.as_ref().unwrap().kernel,
+                saves: &[],
+            }),
+            ..*add
+        }));
+        let err = Registry::from_defs([bad]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "backward kernel `rmsnorm_backward` of `add`: tensor parameter `grad_y` is neither the \
+             gradient of a forward output (`grad_<output>`) nor a saved tensor (saves: none)"
+        );
+    }
+
+    #[test]
+    fn every_backward_has_its_plan() {
+        let reg = Registry::global().unwrap();
+        for def in reg.kernels() {
+            let plan = reg.backward_plan(def.name);
+            match &def.backward {
+                Some(b) => {
+                    let plan = plan.expect("a kernel with a backward has a plan");
+                    assert_eq!(plan.args.len(), b.kernel.params.len(), "{}", def.name);
+                    assert_eq!(plan.saved.len(), b.saves.len(), "{}", def.name);
+                    assert_eq!(
+                        plan.grads.len(),
+                        b.kernel.contract.outputs.len(),
+                        "{}",
+                        def.name
+                    );
+                }
+                None => assert!(plan.is_none(), "{}", def.name),
+            }
+        }
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! The manifest: every registered op as JSON data (name, schema, params, contract, docs,
 //! replaces, source location), for the Python layer and for humans.
 
-use nki_core::KernelDef;
-use nki_core::autodiff::BackwardDef;
+use crate::Registry;
+use nki_core::autodiff::BackwardPlan;
 use nki_core::contract::Contract;
+use nki_core::dtype::{DType, DTypeInfo, HOST_DTYPES, HostDType};
 use nki_core::kernel_def::ParamDef;
 use nki_core::op_info::{AutocastPolicy, ResolvedSample, ToleranceClass};
 use serde::Serialize;
@@ -15,6 +16,20 @@ pub struct ForwardOp {
     pub name: String,
     /// Its schema, returning every output.
     pub schema: &'static str,
+}
+
+/// A forward kernel's backward: the kernel, what the forward saves, and the plan that wires a
+/// forward call into it (each backward argument and output by position).
+#[derive(Clone, Debug, Serialize)]
+pub struct BackwardEntry {
+    /// The backward kernel's name.
+    pub kernel: &'static str,
+    /// The forward inputs and outputs kept for it, by name.
+    pub saves: &'static [&'static str],
+    /// What the forward saves, what each backward argument is, what each output is the
+    /// gradient of.
+    #[serde(flatten)]
+    pub plan: BackwardPlan,
 }
 
 /// One op of the manifest.
@@ -40,8 +55,8 @@ pub struct ManifestEntry {
     pub replaces: &'static [&'static str],
     /// `file:line` of the kernel.
     pub location: String,
-    /// The backward kernel and what the forward saves for it.
-    pub backward: Option<&'static BackwardDef>,
+    /// The backward kernel, what the forward saves for it and how a call is wired into it.
+    pub backward: Option<BackwardEntry>,
     /// The forward kernel this one is the backward of, if any.
     pub backward_of: Option<&'static str>,
     /// The ATen reference expression.
@@ -56,54 +71,72 @@ pub struct ManifestEntry {
     pub bench: Option<ResolvedSample>,
 }
 
-/// Every registered op, sorted by name.
+/// Every registered op, sorted by name, and the dtype names every layer spells.
 #[derive(Clone, Debug, Serialize)]
 pub struct Manifest {
-    /// Format version of this document.
+    /// Format version of this document ([`Manifest::VERSION`]).
     pub version: u32,
+    /// Every kernel dtype with its names (kernel, NKI, torch), in [`DType::ALL`] order.
+    pub dtypes: Vec<DTypeInfo>,
+    /// Host dtypes a caller may pass that kernels compute in a narrower kernel dtype.
+    pub host_dtypes: &'static [HostDType],
     /// The ops.
     pub ops: Vec<ManifestEntry>,
 }
 
 impl Manifest {
-    /// Builds the manifest of `defs` (in the given order).
-    pub fn new(defs: impl IntoIterator<Item = &'static KernelDef>) -> Manifest {
-        let defs: Vec<&'static KernelDef> = defs.into_iter().collect();
+    /// The layout version (`MANIFEST_VERSION` in `torch_nki._manifest`).
+    pub const VERSION: u32 = 3;
+
+    /// Builds the manifest of every kernel of `reg` (sorted by name).
+    pub fn new(reg: &Registry) -> Manifest {
+        let defs: Vec<_> = reg.kernels().collect();
         let backward_of = |name: &str| {
             defs.iter()
                 .find(|f| f.backward.as_ref().is_some_and(|b| b.kernel.name == name))
                 .map(|f| f.name)
         };
-        let ops = defs
-            .iter()
-            .map(|d| ManifestEntry {
-                name: d.name,
-                schema: d.schema,
-                forward_op: d
-                    .forward_schema
-                    .zip(d.forward_op_name())
-                    .map(|(schema, name)| ForwardOp { name, schema }),
-                doc: d.doc,
-                params: d.params,
-                contract: d.contract,
-                contract_text: d.contract.to_string(),
-                dtype_text: d.contract.dtype_text(),
-                replaces: d.replaces,
-                location: d.location.to_string(),
-                backward: d.backward.as_ref(),
-                backward_of: backward_of(d.name),
-                reference: d.reference,
-                samples: d.samples.iter().map(|s| s.resolve(&d.contract)).collect(),
-                tolerance: d.tolerance,
-                autocast: d.autocast,
-                bench: d.bench.map(|b| {
-                    let mut r = b.resolve(&d.contract);
-                    r.dtypes = b.bench_dtype(&d.contract).into_iter().collect();
-                    r
-                }),
-            })
-            .collect();
-        Manifest { version: 2, ops }
+        let ops =
+            defs.iter()
+                .map(|d| ManifestEntry {
+                    name: d.name,
+                    schema: d.schema,
+                    forward_op: d
+                        .forward_schema
+                        .zip(d.forward_op_name())
+                        .map(|(schema, name)| ForwardOp { name, schema }),
+                    doc: d.doc,
+                    params: d.params,
+                    contract: d.contract,
+                    contract_text: d.contract.to_string(),
+                    dtype_text: d.contract.dtype_text(),
+                    replaces: d.replaces,
+                    location: d.location.to_string(),
+                    backward: d.backward.as_ref().zip(reg.backward_plan(d.name)).map(
+                        |(b, plan)| BackwardEntry {
+                            kernel: b.kernel.name,
+                            saves: b.saves,
+                            plan: plan.clone(),
+                        },
+                    ),
+                    backward_of: backward_of(d.name),
+                    reference: d.reference,
+                    samples: d.samples.iter().map(|s| s.resolve(&d.contract)).collect(),
+                    tolerance: d.tolerance,
+                    autocast: d.autocast,
+                    bench: d.bench.map(|b| {
+                        let mut r = b.resolve(&d.contract);
+                        r.dtypes = b.bench_dtype(&d.contract).into_iter().collect();
+                        r
+                    }),
+                })
+                .collect();
+        Manifest {
+            version: Manifest::VERSION,
+            dtypes: DType::ALL.into_iter().map(DType::info).collect(),
+            host_dtypes: &HOST_DTYPES,
+            ops,
+        }
     }
 
     /// Pretty-printed JSON.

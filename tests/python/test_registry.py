@@ -11,6 +11,7 @@ import torch
 import torch_nki
 from torch_nki import testing
 from torch_nki._dtypes import caller_name
+from torch_nki._manifest import MANIFEST_VERSION
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -27,7 +28,7 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 def test_ops_and_manifest() -> None:
     assert torch_nki.ops() == sorted(torch_nki._native.names())
     manifest = torch_nki.manifest()
-    assert manifest["version"] == 2
+    assert manifest["version"] == MANIFEST_VERSION
     by_name = {op["name"]: op for op in manifest["ops"]}
     assert set(by_name) == set(torch_nki.ops())
     rms = by_name["rmsnorm"]
@@ -36,7 +37,23 @@ def test_ops_and_manifest() -> None:
         "name": "rmsnorm_fwd",
         "schema": "rmsnorm_fwd(Tensor x, Tensor weight, float eps=1e-06) -> (Tensor, Tensor)",
     }
-    assert rms["backward"] == {"kernel": "rmsnorm_backward", "saves": ["x", "weight", "rstd"]}
+    # rmsnorm_backward(grad_y, x, weight, rstd) -> (grad_x, grad_weight), by position.
+    assert rms["backward"] == {
+        "kernel": "rmsnorm_backward",
+        "saves": ["x", "weight", "rstd"],
+        "saved": [
+            {"kind": "input", "param": 0},
+            {"kind": "input", "param": 1},
+            {"kind": "output", "output": 1},
+        ],
+        "args": [
+            {"kind": "grad", "output": 0},
+            {"kind": "saved", "slot": 0},
+            {"kind": "saved", "slot": 1},
+            {"kind": "saved", "slot": 2},
+        ],
+        "grads": [0, 1],
+    }
     assert by_name["rmsnorm_backward"]["backward_of"] == "rmsnorm"
     assert rms["contract_text"] == (
         "x[..B, D], weight[D] -> (y[..B, D], saved rstd[..B]), require(D >= 1), require(D <= 16384)"

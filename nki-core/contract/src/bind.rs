@@ -3,7 +3,7 @@
 //! dtypes. The binder is generic over what a dimension is, so the same code checks concrete
 //! shapes and symbolic ones (see [`crate::symbolic`]).
 
-use crate::dtype::DType;
+use crate::dtype::{DType, HostDType};
 use crate::text::pattern_text;
 use crate::violation::{BoundBy, ContractViolation, Violation};
 use crate::{Contract, DimPattern, DtypeRule, InputShape, OutDim, OutputDtype};
@@ -245,13 +245,10 @@ impl CallerDtype {
     pub fn resolve(name: &str) -> CallerDtype {
         match DType::from_name(name) {
             Some(d) => CallerDtype::Kernel(d),
-            None if name == "f64" || name == "float64" => CallerDtype::Downcast {
-                compute: DType::F32,
+            None => match HostDType::find(name) {
+                Some(h) => CallerDtype::Downcast { compute: h.compute },
+                None => CallerDtype::Unsupported,
             },
-            None if name == "i64" || name == "int64" => CallerDtype::Downcast {
-                compute: DType::I32,
-            },
-            None => CallerDtype::Unsupported,
         }
     }
 

@@ -76,6 +76,36 @@ impl DType {
         }
     }
 
+    /// The torch spelling without `torch.` (`float32`, `bfloat16`, `float8_e4m3fn`, ...): the
+    /// torch dtype a tensor of this type is.
+    pub const fn torch_name(self) -> &'static str {
+        match self {
+            DType::F32 => "float32",
+            DType::BF16 => "bfloat16",
+            DType::F16 => "float16",
+            DType::F8E4M3 => "float8_e4m3fn",
+            DType::F8E5M2 => "float8_e5m2",
+            DType::I32 => "int32",
+        }
+    }
+
+    /// The dtype whose torch spelling is `name` (`float32` or `torch.float32`).
+    pub fn from_torch_name(name: &str) -> Option<DType> {
+        let name = name.strip_prefix("torch.").unwrap_or(name);
+        DType::ALL.into_iter().find(|d| d.torch_name() == name)
+    }
+
+    /// Every name of this type, as the manifest exports it.
+    pub fn info(self) -> DTypeInfo {
+        DTypeInfo {
+            name: self.name(),
+            nki: self.nki_name(),
+            torch: self.torch_name(),
+            float: self.is_float(),
+            bytes: self.size_bytes(),
+        }
+    }
+
     /// Rounds an fp32 value to this type (round to nearest even) and widens it back to fp32.
     ///
     /// Tiles store fp32 values that are exactly representable in their dtype, so rounding on
@@ -131,6 +161,65 @@ impl DType {
             DType::I32 => bytes[index * 4..index * 4 + 4]
                 .copy_from_slice(&(round_i32(v) as i32).to_le_bytes()),
         }
+    }
+}
+
+/// One element type's names and size: the row of the dtype table every layer derives its
+/// spellings from (the Python package reads it from the manifest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct DTypeInfo {
+    /// The kernel name ([`DType::name`]: `bf16`).
+    pub name: &'static str,
+    /// The NKI spelling ([`DType::nki_name`]: `nl.bfloat16`).
+    pub nki: &'static str,
+    /// The torch spelling ([`DType::torch_name`]: `bfloat16`).
+    pub torch: &'static str,
+    /// Whether it is a floating-point type.
+    pub float: bool,
+    /// Bytes per element.
+    pub bytes: usize,
+}
+
+/// A host dtype no kernel takes but a caller may pass: it is computed in a narrower kernel
+/// dtype (TorchNeuron's policy). A float one (`f64`) has its `f32` outputs returned in it; an
+/// integer one (`i64` indices) is range-checked at the boundary and not widened back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct HostDType {
+    /// The name callers pass to the contract check (`f64`).
+    pub name: &'static str,
+    /// The torch spelling (`float64`).
+    pub torch: &'static str,
+    /// The kernel dtype it is computed in.
+    pub compute: DType,
+}
+
+/// The host dtypes computed in a kernel dtype: `f64` in `f32`, `i64` in `i32`.
+pub const HOST_DTYPES: [HostDType; 2] = [
+    HostDType {
+        name: "f64",
+        torch: "float64",
+        compute: DType::F32,
+    },
+    HostDType {
+        name: "i64",
+        torch: "int64",
+        compute: DType::I32,
+    },
+];
+
+impl HostDType {
+    /// The host dtype called `name` (`f64`) or spelled `name` by torch (`float64`,
+    /// `torch.float64`).
+    pub fn find(name: &str) -> Option<&'static HostDType> {
+        let bare = name.strip_prefix("torch.").unwrap_or(name);
+        HOST_DTYPES
+            .iter()
+            .find(|h| h.name == name || h.torch == bare)
+    }
+
+    /// Whether it is a floating-point type (its outputs go back widened).
+    pub fn is_float(&self) -> bool {
+        self.compute.is_float()
     }
 }
 
@@ -216,6 +305,39 @@ mod tests {
             dt.write(&mut buf, 1, 0.75);
             assert_eq!(dt.read(&buf, 1), dt.round(0.75), "{dt}");
             assert_eq!(DType::from_name(dt.name()), Some(dt));
+        }
+    }
+
+    #[test]
+    fn every_dtype_has_distinct_names_in_each_spelling() {
+        for (i, a) in DType::ALL.iter().enumerate() {
+            assert_eq!(DType::from_torch_name(a.torch_name()), Some(*a));
+            assert_eq!(
+                DType::from_torch_name(&format!("torch.{}", a.torch_name())),
+                Some(*a)
+            );
+            assert_eq!(a.info().nki, a.nki_name());
+            for b in &DType::ALL[i + 1..] {
+                assert_ne!(a.name(), b.name());
+                assert_ne!(a.nki_name(), b.nki_name());
+                assert_ne!(a.torch_name(), b.torch_name());
+            }
+        }
+        for h in &HOST_DTYPES {
+            assert_eq!(
+                DType::from_name(h.name),
+                None,
+                "{} is a kernel dtype",
+                h.name
+            );
+            assert_eq!(
+                DType::from_torch_name(h.torch),
+                None,
+                "{} is a kernel dtype",
+                h.torch
+            );
+            assert_eq!(HostDType::find(h.name), Some(h));
+            assert_eq!(HostDType::find(&format!("torch.{}", h.torch)), Some(h));
         }
     }
 }

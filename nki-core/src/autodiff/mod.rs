@@ -12,12 +12,18 @@
 //! without a `grad_` output get no gradient. The `#[kernel]` expansion of the forward evaluates
 //! [`check_backward`] in a `const`, so a backward that cannot accept what the forward gives it is
 //! a compile error at the `backward(...)` clause.
+//!
+//! The same rule, evaluated at run time, is the [`BackwardPlan`]: each backward argument and
+//! output by position. The backward signature, the manifest and the Python autograd, test and
+//! bench layers all follow the plan instead of matching names themselves.
 
 mod check;
 mod msg;
+mod plan;
 
 pub use check::check_backward;
 pub use msg::ConstMsg;
+pub use plan::{BackwardArg, BackwardMismatch, BackwardPlan, SavedTensor};
 
 use crate::kernel_def::KernelDef;
 use serde::Serialize;
@@ -38,6 +44,13 @@ impl Serialize for BackwardDef {
         st.serialize_field("kernel", self.kernel.name)?;
         st.serialize_field("saves", self.saves)?;
         st.end()
+    }
+}
+
+impl BackwardDef {
+    /// The plan of this declaration of forward kernel `fwd`.
+    pub fn plan(&self, fwd: &KernelDef) -> Result<BackwardPlan, BackwardMismatch> {
+        BackwardPlan::new(fwd, self)
     }
 }
 

@@ -5,7 +5,7 @@ mod args;
 
 pub use args::{ArgValue, IntoOutputs, KernelArgs};
 
-use crate::autodiff::BackwardDef;
+use crate::autodiff::{BackwardArg, BackwardDef, SavedTensor};
 use crate::compile::CheckedSignature;
 use crate::contract::{Contract, ContractViolation, OutputMeta, Qualified, TensorMeta, Violation};
 use crate::dtype::DType;
@@ -65,12 +65,12 @@ fn is_false(b: &bool) -> bool {
 
 impl ParamKind {
     /// Whether the parameter is a tensor (optional or not).
-    pub fn is_tensor(self) -> bool {
+    pub const fn is_tensor(self) -> bool {
         matches!(self, ParamKind::Tensor | ParamKind::OptionalTensor)
     }
 
     /// Whether the parameter is a scalar that may be `None`.
-    pub fn is_optional_scalar(self) -> bool {
+    pub const fn is_optional_scalar(self) -> bool {
         matches!(
             self,
             ParamKind::Float { optional: true, .. }
@@ -294,49 +294,47 @@ impl KernelDef {
         self.params.iter().filter(|p| !p.kind.is_tensor())
     }
 
-    /// The backward kernel and its signature after a forward call with `sig`: the forward's
-    /// inputs and outputs by name, `grad_<output>` shaped like each output, the forward's
-    /// scalars. `None` without a backward or when `sig` breaks the forward's contract.
+    /// The backward kernel and its signature after a forward call with `sig`, as its
+    /// [`BackwardPlan`](crate::autodiff::BackwardPlan) wires it: saved inputs and outputs,
+    /// `grad_<output>` shaped like each output, the forward's scalars. `None` without a
+    /// backward or when `sig` breaks the forward's contract.
     pub fn backward_signature(&self, sig: &Signature) -> Option<(&'static KernelDef, Signature)> {
         let bwd = self.backward.as_ref()?;
-        let outs = self.check(sig).ok()?.into_outputs();
-        let mut tensors: Vec<(String, Option<TensorSig>)> = self
-            .tensor_params()
-            .zip(&sig.tensors)
-            .map(|(p, t)| (p.name.to_string(), t.clone()))
-            .collect();
-        for (o, m) in self.contract.outputs.iter().zip(outs) {
-            let t = Some(TensorSig {
+        let plan = bwd.plan(self).ok()?;
+        let outs: Vec<TensorSig> = self
+            .check(sig)
+            .ok()?
+            .into_outputs()
+            .into_iter()
+            .map(|m| TensorSig {
                 shape: m.shape,
                 dtype: m.dtype,
-            });
-            tensors.push((format!("grad_{}", o.name), t.clone()));
-            tensors.push((o.name.to_string(), t));
-        }
-        let tensor = |name: &str| {
-            tensors
+            })
+            .collect();
+        // A forward parameter position as an index into `sig.tensors` or `sig.scalars`.
+        let among = |param: usize| {
+            let tensor = self.params[param].kind.is_tensor();
+            self.params[..param]
                 .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, t)| t.clone())
+                .filter(|p| p.kind.is_tensor() == tensor)
+                .count()
         };
-        let scalar = |name: &str| {
-            self.scalar_params()
-                .zip(&sig.scalars)
-                .find(|(p, _)| p.name == name)
-                .map(|(_, v)| *v)
-        };
-        let k = bwd.kernel;
+        let (mut tensors, mut scalars) = (Vec::new(), Vec::new());
+        for arg in &plan.args {
+            match *arg {
+                BackwardArg::Grad { output } => tensors.push(Some(outs.get(output)?.clone())),
+                BackwardArg::Saved { slot } => tensors.push(match *plan.saved.get(slot)? {
+                    SavedTensor::Input { param } => sig.tensors.get(among(param))?.clone(),
+                    SavedTensor::Output { output } => Some(outs.get(output)?.clone()),
+                }),
+                BackwardArg::Scalar { param } => scalars.push(*sig.scalars.get(among(param))?),
+            }
+        }
         Some((
-            k,
+            bwd.kernel,
             Signature {
-                tensors: k
-                    .tensor_params()
-                    .map(|p| tensor(p.name))
-                    .collect::<Option<_>>()?,
-                scalars: k
-                    .scalar_params()
-                    .map(|p| scalar(p.name))
-                    .collect::<Option<_>>()?,
+                tensors,
+                scalars,
                 target: sig.target,
             },
         ))

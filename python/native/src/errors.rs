@@ -10,7 +10,7 @@
 //! | `NkiError::IndexOutOfRange` | `ContractIndexError` (an `IndexError`), `.op`, `.param` |
 //! | `NkiError::Buffers`, `NkiError::Internal` | `NkiError` |
 //! | `RegistryError::Unknown` | `KeyError` |
-//! | `RegistryError::Duplicate` | `NkiError` |
+//! | `RegistryError::Duplicate`, `RegistryError::Backward` | `NkiError` |
 //!
 //! The message is always the error's `Display`, which names the op. All of them derive from
 //! `torch_nki.errors.NkiError` (a `RuntimeError`).
@@ -104,7 +104,9 @@ pub fn internal_error(message: String) -> PyErr {
 pub fn registry_err(err: RegistryError) -> PyErr {
     match err {
         RegistryError::Unknown { .. } => PyKeyError::new_err(err.to_string()),
-        RegistryError::Duplicate { .. } => raise("NkiError", err.to_string(), &[]),
+        RegistryError::Duplicate { .. } | RegistryError::Backward(_) => {
+            raise("NkiError", err.to_string(), &[])
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 use crate::args;
 use crate::errors::{self, to_py_err};
 use nki_core::contract::Qualified;
+use nki_core::dtype::HostDType;
 use nki_core::sim::{HostTensor, HostTensorMut};
 use nki_core::{DType, KernelDef, NkiError, Signature};
 use nki_registry::CompileCache;
@@ -21,19 +22,16 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 /// A tensor's memory as `run` reads it: `(data_ptr, shape, dtype_name)`.
 type BufferArg = (usize, Vec<u64>, String);
 
-/// The kernel dtype name of a torch dtype (`torch.bfloat16` → `bf16`); other dtypes keep their
-/// torch name, which the contract check rejects in words.
+/// The name the contract check takes for a torch dtype (`torch.bfloat16` → `bf16`, a float
+/// host dtype by its host name: `torch.float64` → `f64`); other dtypes keep their torch name,
+/// which the contract check rejects in words. The same rule as `torch_nki._dtypes.caller_name`,
+/// from the same table.
 fn dtype_name(torch_dtype: &str) -> String {
     let name = torch_dtype.strip_prefix("torch.").unwrap_or(torch_dtype);
-    match name {
-        "float32" => "f32",
-        "bfloat16" => "bf16",
-        "float16" => "f16",
-        "int32" => "i32",
-        "float8_e4m3fn" => "f8e4m3",
-        "float8_e5m2" => "f8e5m2",
-        "float64" => "f64",
-        other => other,
+    match (DType::from_torch_name(name), HostDType::find(name)) {
+        (Some(d), _) => d.name(),
+        (None, Some(h)) if h.is_float() => h.name,
+        _ => name,
     }
     .to_string()
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch_nki._dtypes import KERNEL_DTYPES, NKI_TO_TORCH
 from torch_nki.nki._values import DType
 from torch_nki.nki.language import as_dtype
 
@@ -29,10 +30,9 @@ def to_bytes(value: Any) -> bytes:
     if is_torch(value):
         import torch
 
-        t = value.detach().to("cpu").contiguous()
-        if t.dtype == torch.bfloat16:
-            t = t.view(torch.int16)
-        return bytes(t.numpy().tobytes())
+        # As raw bytes, so dtypes NumPy lacks (bfloat16, fp8) come through too.
+        t = value.detach().to("cpu").contiguous().reshape(-1)
+        return bytes(t.view(torch.uint8).numpy().tobytes())
     import numpy as np
 
     return bytes(np.ascontiguousarray(value).tobytes())
@@ -42,20 +42,15 @@ def from_bytes(data: bytes, shape: list[int], dtype: str, like_torch: bool) -> A
     """An array of ``shape`` and simulator dtype ``dtype`` holding ``data``."""
     import numpy as np
 
-    numpy_dtypes = {"f32": np.float32, "f16": np.float16, "i32": np.int32}
     if like_torch:
         import torch
 
-        torch_dtypes = {
-            "f32": torch.float32,
-            "f16": torch.float16,
-            "i32": torch.int32,
-            "bf16": torch.bfloat16,
-        }
-        if dtype not in torch_dtypes:
+        if dtype not in NKI_TO_TORCH:
             raise TypeError(f"torch_nki.nki: outputs of dtype {dtype} have no torch equivalent")
         raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        return raw.view(torch_dtypes[dtype]).reshape(shape)
+        return raw.view(NKI_TO_TORCH[dtype]).reshape(shape)
+    # NumPy has the IEEE types and int32 (no bfloat16, no fp8), by the same names as torch.
+    numpy_dtypes = {d.name: np.dtype(name) for d in KERNEL_DTYPES if hasattr(np, name := d.torch_name)}
     if dtype not in numpy_dtypes:
         raise TypeError(
             f"torch_nki.nki: an output is {dtype}, which NumPy cannot hold; pass torch tensors to get it"

@@ -14,18 +14,21 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from torch_nki._dtypes import KERNEL_DTYPES
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import current, location, unsupported
 from torch_nki.nki._values import DType, HbmTensor, HbmView, Tile, TileRegion, tile_shape
 
-float32 = DType("float32", "f32")
-bfloat16 = DType("bfloat16", "bf16")
-float16 = DType("float16", "f16")
-int32 = DType("int32", "i32")
-float8_e4m3 = DType("float8_e4m3", "f8e4m3")
-float8_e5m2 = DType("float8_e5m2", "f8e5m2")
+#: Every element type, from the kernel dtype table (:mod:`torch_nki._dtypes`).
+DTYPES = tuple(DType(d.nki, d.name) for d in KERNEL_DTYPES)
+_BY_NKI_NAME = {d.nki_name: d for d in DTYPES}
 
-DTYPES = (float32, bfloat16, float16, int32, float8_e4m3, float8_e5m2)
+float32 = _BY_NKI_NAME["float32"]
+bfloat16 = _BY_NKI_NAME["bfloat16"]
+float16 = _BY_NKI_NAME["float16"]
+int32 = _BY_NKI_NAME["int32"]
+float8_e4m3 = _BY_NKI_NAME["float8_e4m3"]
+float8_e5m2 = _BY_NKI_NAME["float8_e5m2"]
 
 
 class Buffer:
@@ -99,10 +102,9 @@ def as_dtype(dtype: Any) -> DType:
     if isinstance(dtype, DType):
         return dtype
     text = str(getattr(dtype, "name", dtype)).removeprefix("torch.")
-    aliases = {"float": "float32", "half": "float16", "bf16": "bfloat16", "f32": "float32"}
-    text = aliases.get(text, text)
-    for d in DTYPES:
-        if d.nki_name == text:
+    text = {"float": "float32", "half": "float16"}.get(text, text)
+    for d, k in zip(DTYPES, KERNEL_DTYPES, strict=True):
+        if text in (d.nki_name, d.native, k.torch_name):
             return d
     raise TypeError(f"torch_nki.nki: dtype {dtype!r} is not an NKI dtype (known: {list(DTYPES)})")
 

@@ -20,6 +20,7 @@ mod unify;
 
 use super::GRAD_PREFIX;
 use super::msg::{ConstMsg, str_eq, strip_prefix};
+use super::plan::{self, BackwardArg, Ctx, SavedTensor};
 use crate::contract::{Contract, DimExpr, DimPattern, DtypeRule, OutDim, OutputDtype, OutputSpec};
 use crate::kernel_def::{KernelDef, ParamKind};
 use dtypes::{Root, input_root, push_dtypes, push_root, root_eq, root_within, source_root};
@@ -30,31 +31,13 @@ const MAX_SYMS: usize = 32;
 /// Most dimensions a spliced shape may have.
 const MAX_DIMS: usize = 64;
 
-/// Where a backward tensor parameter's value comes from.
+/// Where a backward tensor parameter's value comes from, for shapes and dtypes.
 #[derive(Clone, Copy)]
 enum Source {
     /// Forward tensor input (index into `contract.inputs`).
     Input(usize),
     /// Forward output, or the gradient of one (same shape and dtype).
     Output(usize),
-}
-
-/// What the check reports against: the two kernels, for message prefixes.
-#[derive(Clone, Copy)]
-struct Ctx {
-    fwd: &'static KernelDef,
-    bwd: &'static KernelDef,
-}
-
-impl Ctx {
-    const fn msg(self) -> ConstMsg {
-        ConstMsg::new()
-            .push("backward kernel `")
-            .push(self.bwd.name)
-            .push("` of `")
-            .push(self.fwd.name)
-            .push("`: ")
-    }
 }
 
 /// Name and dimension list of a source, for messages and unification.
@@ -95,15 +78,37 @@ const fn find_input(c: &Contract, name: &str) -> Option<usize> {
     None
 }
 
-const fn find_output(c: &Contract, name: &str) -> Option<usize> {
-    let mut i = 0;
-    while i < c.outputs.len() {
-        if str_eq(c.outputs[i].name, name) {
-            return Some(i);
+/// Where backward tensor parameter `name` comes from (the plan's rule,
+/// [`plan::tensor_arg`]), as the forward tensor whose shape and dtype it has.
+const fn resolve(ctx: Ctx, saves: &[&str], name: &str) -> Result<Source, ConstMsg> {
+    let saved = match plan::tensor_arg(ctx, saves, name) {
+        Ok(BackwardArg::Grad { output }) => return Ok(Source::Output(output)),
+        Ok(BackwardArg::Saved { slot }) => plan::saved_tensor(ctx, saves, slot),
+        Ok(BackwardArg::Scalar { .. }) => {
+            return Err(ctx
+                .msg()
+                .push("internal: a tensor parameter resolved to a scalar"));
         }
-        i += 1;
+        Err(e) => return Err(e),
+    };
+    match saved {
+        Ok(SavedTensor::Output { output }) => Ok(Source::Output(output)),
+        Ok(SavedTensor::Input { param }) => match forward_input(ctx, param) {
+            Ok(i) => Ok(Source::Input(i)),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
     }
-    None
+}
+
+/// Forward parameter `param` (a tensor) as an index into the forward's `contract.inputs`.
+const fn forward_input(ctx: Ctx, param: usize) -> Result<usize, ConstMsg> {
+    match find_input(&ctx.fwd.contract, ctx.fwd.params[param].name) {
+        Some(i) => Ok(i),
+        None => Err(ctx
+            .msg()
+            .push("internal: a tensor parameter outside the contract")),
+    }
 }
 
 const fn contains(list: &[&str], name: &str) -> bool {
@@ -115,50 +120,6 @@ const fn contains(list: &[&str], name: &str) -> bool {
         i += 1;
     }
     false
-}
-
-/// Where backward tensor parameter `name` comes from, or an error naming what it could be.
-const fn resolve(ctx: Ctx, saves: &[&str], name: &'static str) -> Result<Source, ConstMsg> {
-    let fwd = &ctx.fwd.contract;
-    if let Some(out) = strip_prefix(name, GRAD_PREFIX)
-        && let Some(o) = find_output(fwd, out)
-    {
-        if fwd.outputs[o].saved {
-            return Err(ctx
-                .msg()
-                .push("parameter `")
-                .push(name)
-                .push("` is the gradient of `")
-                .push(out)
-                .push("`, a `saved` output the torch op does not return; it has no gradient"));
-        }
-        return Ok(Source::Output(o));
-    }
-    if contains(saves, name) {
-        if let Some(i) = find_input(fwd, name) {
-            return Ok(Source::Input(i));
-        }
-        if let Some(o) = find_output(fwd, name) {
-            return Ok(Source::Output(o));
-        }
-    }
-    Err(ctx
-        .msg()
-        .push("tensor parameter `")
-        .push(name)
-        .push("` is neither the gradient of a forward output (`grad_<output>`) nor a saved tensor (saves: ")
-        .push_list(saves)
-        .push(")"))
-}
-
-/// Whether `kind` is a scalar declared `Option<_>`.
-const fn optional_scalar(kind: ParamKind) -> bool {
-    matches!(
-        kind,
-        ParamKind::Float { optional: true, .. }
-            | ParamKind::Int { optional: true, .. }
-            | ParamKind::Bool { optional: true, .. }
-    )
 }
 
 /// Whether `name` is an optional tensor parameter (`Option<&Hbm>`) of `def`.
@@ -201,38 +162,10 @@ pub const fn check_backward(
     let mut i = 0;
     while i < bwd.params.len() {
         let p = bwd.params[i];
-        if !matches!(p.kind, ParamKind::Tensor | ParamKind::OptionalTensor) {
-            let mut found = false;
-            let mut j = 0;
-            while j < fwd.params.len() {
-                let q = fwd.params[j];
-                if str_eq(q.name, p.name) {
-                    found = matches!(
-                        (p.kind, q.kind),
-                        (ParamKind::Float { .. }, ParamKind::Float { .. })
-                            | (ParamKind::Int { .. }, ParamKind::Int { .. })
-                            | (ParamKind::Bool { .. }, ParamKind::Bool { .. })
-                            | (ParamKind::Str { .. }, ParamKind::Str { .. })
-                    );
-                    if found && optional_scalar(q.kind) && !optional_scalar(p.kind) {
-                        return Err(ctx
-                            .msg()
-                            .push("scalar parameter `")
-                            .push(p.name)
-                            .push("` receives the forward's optional `")
-                            .push(q.name)
-                            .push("`, which may be None: declare it `Option<_>`"));
-                    }
-                }
-                j += 1;
-            }
-            if !found {
-                return Err(ctx
-                    .msg()
-                    .push("scalar parameter `")
-                    .push(p.name)
-                    .push("` is not a scalar parameter of the forward of the same kind"));
-            }
+        if !p.kind.is_tensor()
+            && let Err(e) = plan::arg(ctx, saves, p)
+        {
+            return Err(e);
         }
         i += 1;
     }
@@ -340,21 +273,12 @@ const fn check_tensors(
     i = 0;
     while i < bc.outputs.len() {
         let out = bc.outputs[i];
-        let Some(input) = strip_prefix(out.name, GRAD_PREFIX) else {
-            return Err(ctx
-                .msg()
-                .push("output `")
-                .push(out.name)
-                .push("` must be named `grad_<input>` after the forward tensor input it is the gradient of"));
-        };
-        let Some(fi) = find_input(fc, input) else {
-            return Err(ctx
-                .msg()
-                .push("output `")
-                .push(out.name)
-                .push("` is the gradient of `")
-                .push(input)
-                .push("`, which is not a tensor parameter of the forward"));
+        let (input, fi) = match plan::grad_of(ctx, out.name) {
+            Ok(param) => match forward_input(ctx, param) {
+                Ok(fi) => (fwd.params[param].name, fi),
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
         };
         if let Err(e) = same_shape(ctx, &b, out.name, out.shape, fc.inputs[fi].dims) {
             return Err(e);
