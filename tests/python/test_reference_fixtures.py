@@ -5,11 +5,8 @@ other kernel's fixtures)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -17,18 +14,9 @@ import pytest
 
 from torch_nki._manifest import OpSpec
 
+from refs import generator
 
-def _generate() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "reference" / "generate.py"
-    spec = importlib.util.spec_from_file_location("reference_generate", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-GENERATE = _generate()
+GENERATE = generator()
 
 
 def _bytes(values: np.ndarray) -> bytes:
