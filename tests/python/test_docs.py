@@ -12,6 +12,7 @@ import re
 import shlex
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from torch_nki import cli
@@ -105,3 +106,15 @@ def test_relative_links_resolve(page: Path) -> None:
             if anchor not in {_slug(h) for h in headings}:
                 broken.append(target)
     assert not broken, f"{page.name}: links to nothing: {broken}"
+
+
+def test_frontend_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (DOCS / "nki-frontend.md").read_text(encoding="utf-8")
+    example = re.search(r"```python\n(.*?)```", text, re.S)
+    assert example is not None
+    namespace: dict[str, object] = {}
+    exec(compile(example.group(1), str(DOCS / "nki-frontend.md"), "exec"), namespace)
+    y = namespace["y"]
+    assert isinstance(y, np.ndarray) and y.shape == (300, 8) and (y == 2.0).all()
+    out = capsys.readouterr().out
+    assert "double on trn2 (estimate, not a measurement)" in out and "def double(x):" in out
