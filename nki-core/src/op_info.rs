@@ -198,7 +198,8 @@ impl Serialize for SampleArgs {
 }
 
 /// How closely an op must match its ATen reference. The class picks `rtol`/`atol` per dtype
-/// with [`ToleranceClass::tolerance`]; the numbers are the project's accuracy policy (DESIGN §14).
+/// with [`ToleranceClass::tolerance`]; the numbers are the project's accuracy policy, listed for
+/// kernel authors under `tolerance(class)` in `docs/kernel-authoring.md`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ToleranceClass {

@@ -1,9 +1,29 @@
 """Input generation shared by the tests (references and tolerances come from the registry,
-through ``torch_nki.testing``)."""
+through ``torch_nki.testing``), and the fixture generator as a module."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
 import torch
+
+GENERATOR = Path(__file__).resolve().parents[1] / "reference" / "generate.py"
+"""The ATen fixture generator (``tests/reference/generate.py``)."""
+
+
+@functools.cache
+def generator() -> ModuleType:
+    """``tests/reference/generate.py``, imported once."""
+    spec = importlib.util.spec_from_file_location("reference_generate", GENERATOR)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def rand(*shape: int, dtype: torch.dtype = torch.float32, requires_grad: bool = False) -> torch.Tensor:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ATen reference fixtures for the accuracy tests of torch-nki (DESIGN §13 and §14).
+"""ATen reference fixtures for the accuracy tests of torch-nki (``tests/reference/README.md``).
 
 The cases are every declared ``sample(...)`` of every kernel with a ``reference(...)``, in every
 dtype the sample runs in, read from the registry (``torch_nki.testing``): this script names no op.
@@ -12,7 +12,9 @@ bit for bit, evaluates each kernel's reference expression with ATen on CPU and w
   little-endian, row-major, viewed as rows of its last dimension; only the listed rows when the
   output is large.
 
-Inputs are not stored: both sides regenerate them from the seeds.
+Inputs are not stored: both sides regenerate them from the seeds. A seed depends only on its
+case's name and parameter name (:func:`input_seed`), so adding a kernel or a sample changes no
+other case's files.
 
 Portable PRNG: element ``i`` of an input with seed ``s`` is ``z = splitmix64(s + i)`` (wrapping
 u64 arithmetic), whose top 24 bits ``z >> 40`` map to ``(z >> 40) / 2**23 - 1`` in [-1, 1)
@@ -30,10 +32,12 @@ are asserted by the Rust unit tests). The output is deterministic: same torch bu
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +55,8 @@ FORMAT_VERSION = 2
 """Version of the ``cases.json`` layout; bump when the Rust loader must change."""
 
 MAX_FIXTURE_BYTES = 8_000_000
-"""Budget for all fixture files together."""
+"""Budget for all fixture files together, in bytes: the generator refuses to write this much or more
+(``tests/reference/README.md`` states it)."""
 
 DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 """Case dtypes by their nki-core name."""
@@ -177,38 +182,48 @@ def dims(shape: Sequence[int]) -> str:
     return "x".join(str(d) for d in shape) or "scalar"
 
 
-def build_cases() -> list[Case]:
-    """Every declared sample of every kernel with a reference, in every dtype it runs in.
+def input_seed(case: str, param: str) -> int:
+    """The seed of input ``param`` of case ``case``, from the two names alone.
 
-    In registry order (the order of ``cases.json``); nothing here names an op.
+    The first four bytes of the SHA-256 of ``"<case>/<param>"`` (little-endian) times
+    ``SEED_STRIDE``: a function of the case's own name (op, shapes, dtype) and nothing else, so
+    adding, removing or reordering other ops or samples reseeds no existing case.
     """
-    counter = 0
+    digest = hashlib.sha256(f"{case}/{param}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") * SEED_STRIDE
 
-    def seed() -> int:
-        nonlocal counter
-        counter += 1
-        return counter * SEED_STRIDE
 
+def build_cases(ops: Sequence[str] | None = None) -> list[Case]:
+    """Every declared sample of every kernel in ``ops``, in every dtype it runs in.
+
+    ``ops`` defaults to every kernel with a reference, in registry order. The cases are in the
+    order of ``ops`` (the order of ``cases.json``); nothing here names an op. Each input's seed
+    comes from its case's name (:func:`input_seed`).
+    """
     cases: list[Case] = []
-    for op in testing.ops_with_reference():
+    for op in testing.ops_with_reference() if ops is None else ops:
         spec = testing.op_spec(op)
         for sample in spec.samples:
             shapes = [sample.args[p.name] for p in spec.params if p.is_tensor]
+            texts = ("none" if s is None else dims(s) for s in shapes)
+            stem = f"{op}_{'_'.join(texts)}"
             for dt in sample.dtypes:
+                name = f"{stem}_{dt}"
                 params: list[tuple[str, Input | float | int | bool | None]] = []
                 for p in spec.params:
                     if p.is_tensor:
                         shape = sample.args[p.name]
-                        value = None if shape is None else Input(p.name, tuple(shape), seed())
+                        value = None if shape is None else Input(p.name, tuple(shape), input_seed(name, p.name))
                         params.append((p.name, value))
                     else:
                         params.append((p.name, sample.args.get(p.name, p.default)))
-                texts = ("none" if s is None else dims(s) for s in shapes)
-                name = f"{op}_{'_'.join(texts)}_{dt}"
                 cases.append(Case(name=name, op=op, dtype=dt, params=tuple(params)))
     names = [c.name for c in cases]
     dupes = sorted({n for n in names if names.count(n) > 1})
     assert not dupes, f"case names must be unique (two samples with the same shapes?): {dupes}"
+    seeds = Counter(i.seed for c in cases for i in c.inputs)
+    clashes = sorted(f"{c.name}.{i.name}" for c in cases for i in c.inputs if seeds[i.seed] > 1)
+    assert not clashes, f"two inputs hash to the same seed (rename a sample's shapes): {clashes}"
     return cases
 
 
@@ -269,14 +284,18 @@ def compact_lists(text: str) -> str:
     return re.sub(r"\[([^\[\]{}]*)\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text)
 
 
-def generate(out_dir: Path) -> dict[str, bytes]:
-    """Computes every fixture file: file name → contents."""
+def compute(ops: Sequence[str] | None = None) -> dict[str, bytes]:
+    """Every fixture file of the cases of ``ops``: file name → contents.
+
+    ``ops`` defaults to every kernel with a reference. Raises ``AssertionError`` over the size
+    budget.
+    """
     torch.manual_seed(0)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     files: dict[str, bytes] = {}
     entries: list[dict[str, object]] = []
-    for case in build_cases():
+    for case in build_cases(ops):
         entry, data = run_case(case)
         entries.append(entry)
         files.update(data)
@@ -291,6 +310,12 @@ def generate(out_dir: Path) -> dict[str, bytes]:
     total = sum(len(b) for b in files.values())
     if total >= MAX_FIXTURE_BYTES:
         raise AssertionError(f"fixtures total {total} bytes, over the {MAX_FIXTURE_BYTES} budget")
+    return files
+
+
+def generate(out_dir: Path) -> dict[str, bytes]:
+    """Computes every fixture file (:func:`compute`) and writes it to ``out_dir``."""
+    files = compute()
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         (out_dir / name).write_bytes(data)

@@ -1,10 +1,11 @@
 //! Shared helpers of the cross-crate tests.
 //!
-//! The ATen accuracy harness (DESIGN §13–§14) lives here: [`prng`] makes the inputs exactly as
+//! The ATen accuracy harness (`tests/reference/README.md`) lives here: [`prng`] makes the inputs exactly as
 //! `tests/reference/generate.py` does, [`fixtures`] loads the ATen outputs that script wrote,
 //! [`run::run_case`] runs a case through registry → compile cache → simulator, and [`report`]
 //! applies the tolerances and renders the report `tests/tests/accuracy.rs` snapshots;
-//! [`samples`] lists the signatures the kernels' samples declare.
+//! [`samples`] lists the signatures the kernels' samples declare; [`snapshots`] holds the settings
+//! every snapshot test shares ([`assert_snapshot!`]).
 
 #![warn(missing_docs)]
 
@@ -13,6 +14,10 @@ pub mod prng;
 pub mod report;
 pub mod run;
 pub mod samples;
+pub mod snapshots;
+
+/// insta, for [`assert_snapshot!`] (which binds [`snapshots::settings`]).
+pub use insta;
 
 pub use fixtures::{Case, Fixtures};
 pub use report::CaseResult;

@@ -1,4 +1,5 @@
-//! Tolerances (DESIGN §14), the element-wise comparison against ATen, and the text report.
+//! Tolerances (each kernel's `ToleranceClass`, `nki_core::op_info`), the element-wise comparison
+//! against ATen, and the text report.
 
 use std::fmt::Write as _;
 

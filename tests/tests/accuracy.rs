@@ -1,4 +1,4 @@
-//! Accuracy of every library kernel against ATen (DESIGN §13–§14).
+//! Accuracy of every library kernel against ATen (`tests/reference/README.md`).
 //!
 //! `tests/reference/generate.py` turns every declared `sample(...)` of every kernel with a
 //! `reference(...)` into fixture cases. Each case runs here through the registry, the compile
@@ -19,7 +19,7 @@ fn kernels_match_aten_within_tolerance() {
         .flat_map(|case| evaluate(case).unwrap_or_else(|e| panic!("case {}: {e}", case.name)))
         .collect();
     let report = nki_tests::report::render(&results);
-    insta::assert_snapshot!("accuracy", report);
+    nki_tests::assert_snapshot!("accuracy", report);
 
     let failed: Vec<String> = results
         .iter()

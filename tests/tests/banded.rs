@@ -78,5 +78,5 @@ fn banded_runs_give_the_bits_of_instruction_by_instruction_runs() {
     }
     // Which kernels have runs to band: a change here is a change in what this test covers.
     let names: Vec<&str> = banded.into_iter().collect();
-    insta::assert_snapshot!("banded_kernels", names.join("\n"));
+    nki_tests::assert_snapshot!("banded_kernels", names.join("\n"));
 }

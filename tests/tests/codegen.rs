@@ -21,7 +21,7 @@ fn every_kernel_emits_nki_source() {
         let program = def.check(&sig).and_then(|c| c.trace()).unwrap();
         let source = emit_nki(&program);
         assert!(source.contains(&format!("def {}(", def.name)), "{source}");
-        insta::assert_snapshot!(def.name, source);
+        nki_tests::assert_snapshot!(def.name, source);
     }
 }
 
@@ -197,7 +197,7 @@ fn iota_range_select_and_comparisons_emit_within_the_spelling_table() {
     for name in ["nisa.iota", "nisa.range_select", "nl.equal", "nl.not_equal"] {
         assert!(names.iter().any(|n| n == name), "{name}\n{source}");
     }
-    insta::assert_snapshot!("select_columns", source);
+    nki_tests::assert_snapshot!("select_columns", source);
 }
 
 /// `scalar_tensor_tensor`, with a column and an immediate `operand0`, and with a free-dim

@@ -72,5 +72,5 @@ fn contract_error_messages() {
             lines.push(format!("{} / {what}:\n  {msg}", def.name));
         }
     }
-    insta::assert_snapshot!(lines.join("\n"));
+    nki_tests::assert_snapshot!(lines.join("\n"));
 }

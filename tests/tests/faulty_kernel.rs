@@ -41,7 +41,7 @@ fn faulty_kernel_fails_validation_naming_rule_limit_and_line() {
         (loc.file, loc.line),
         ("tests/tests/faulty_kernel.rs", faulty_line())
     );
-    insta::assert_snapshot!(err.to_string());
+    nki_tests::assert_snapshot!(err.to_string());
     // The kernel-authoring guide quotes this exact message; keep it true.
     let guide = include_str!("../../docs/kernel-authoring.md");
     assert!(

@@ -19,5 +19,5 @@ fn rmsnorm_program_for_a_ragged_row_count() {
         "one affine loop over the two full row tiles"
     );
     assert_eq!(program.loops[0].trip, 2);
-    insta::assert_snapshot!(serde_json::to_string_pretty(&program).unwrap());
+    nki_tests::assert_snapshot!(serde_json::to_string_pretty(&program).unwrap());
 }

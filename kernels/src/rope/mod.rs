@@ -8,7 +8,7 @@
 //! tiles take the product with `cos` and the sum; the rotate-half swaps are per head chunk,
 //! shared between the vector engine and GpSimd, software-pipelined across heads. The products
 //! and the sum run in the input dtype, as transformers computes them. The backward is in
-//! [`backward`].
+//! `rope/backward.rs`.
 
 mod backward;
 

@@ -6,7 +6,7 @@
 //! tiles it allocates and HBM regions disjoint across iterations; the rows of a large elementwise
 //! instruction are split across the same threads. Results are the same bits whatever the
 //! thread count. Parallel loops run on the simulator's own thread pool, which is
-//! rebuilt in a process forked from one that used it ([`pool`]).
+//! rebuilt in a process forked from one that used it (`sim/pool.rs`).
 
 mod band;
 mod exec;

@@ -9,7 +9,7 @@ use crate::sim::matmul::fused_multiply_add;
 use crate::sim::parallel::parallel_loops;
 
 /// Per-program facts for the simulator, derived from one program and only ever used with it:
-/// [`crate::compile`] makes one per compiled kernel and [`crate::Compiled::simulate`] runs with
+/// [`crate::compile()`] makes one per compiled kernel and [`crate::Compiled::simulate`] runs with
 /// it; [`crate::sim::simulate`] makes one per call. Its facts prove which writes may run
 /// concurrently, so it can only be made from a program (its fields are read through accessors,
 /// for tests and tools):

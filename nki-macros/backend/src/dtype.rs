@@ -35,7 +35,7 @@ pub enum DtypeRule {
     SameAs(Ident),
 }
 
-/// An element type as written in a contract: the shared vocabulary's [`DType`].
+/// An element type as written in a contract: the shared vocabulary's [`nki_contract::DType`].
 pub use nki_contract::DType as DTypeName;
 
 /// `f32, bf16, f16, f8e4m3, f8e5m2, i32`, for messages.
