@@ -47,10 +47,6 @@ pub fn entry_points() -> &'static [&'static str] {
     })
 }
 
-/// The C ABI entry points of the fast path (`fast.rs`). They catch panics too, and answer one
-/// with "take the slow path", so a forced panic there is invisible but for the path taken.
-pub const FAST_ENTRY_POINTS: &[&str] = &["fast.plan", "fast.execute"];
-
 /// Panics if a forced panic is armed for `entry` on this thread (disarming it).
 pub fn panic_if_forced(entry: &'static str) {
     if FORCED.with(|forced| forced.get() == Some(entry)) {
@@ -81,7 +77,7 @@ pub fn guard<R>(entry: &'static str, f: impl FnOnce() -> PyResult<R>) -> PyResul
 /// The test hook itself, so not an entry point: [`init_module`](crate::init_module) adds it.
 #[pyfunction]
 pub fn _force_panic(entry: &str) -> PyResult<()> {
-    let all = entry_points().iter().chain(FAST_ENTRY_POINTS);
+    let all = entry_points().iter().chain(crate::fast::ENTRY_POINTS);
     let Some(&known) = all.into_iter().find(|e| **e == entry) else {
         return Err(pyo3::exceptions::PyKeyError::new_err(format!(
             "no native entry point `{entry}`"

@@ -27,6 +27,16 @@ pub use abi::{
     FastTensorMeta, MAX_OUTPUTS, MAX_RANK, OK, SLOW_PATH,
 };
 
+/// `plan`'s name for a forced panic.
+const PLAN: &str = "fast.plan";
+/// `execute`'s name for a forced panic.
+const EXECUTE: &str = "fast.execute";
+
+/// The C ABI functions that catch panics, by the names `_force_panic` arms them with. They
+/// answer a panic with "take the slow path", so a forced panic there is invisible but for the
+/// path taken.
+pub const ENTRY_POINTS: &[&str] = &[PLAN, EXECUTE];
+
 /// The table of this module.
 pub static FAST_API: FastApi = FastApi {
     version: FAST_ABI_VERSION,
@@ -64,7 +74,7 @@ unsafe extern "C" fn plan(
     out: *mut FastPlan,
 ) -> i32 {
     let result = catch_unwind(AssertUnwindSafe(|| -> Option<()> {
-        crate::guard::panic_if_forced("fast.plan");
+        crate::guard::panic_if_forced(PLAN);
         if kernel.is_null() || out.is_null() {
             return None;
         }
@@ -159,7 +169,7 @@ unsafe extern "C" fn execute(
     n_outputs: usize,
 ) -> i32 {
     let result = catch_unwind(AssertUnwindSafe(|| -> Option<()> {
-        crate::guard::panic_if_forced("fast.execute");
+        crate::guard::panic_if_forced(EXECUTE);
         if handle.is_null() {
             return None;
         }
@@ -248,6 +258,12 @@ unsafe fn bytes_mut<'a>(b: &FastBuffer) -> &'a mut [u8] {
 #[entry_point]
 pub fn _fast_abi_header() -> pyo3::PyResult<String> {
     Ok(abi::header())
+}
+
+/// The C ABI functions a forced panic can be armed for ([`ENTRY_POINTS`]).
+#[entry_point]
+pub fn _fast_entry_points() -> Vec<&'static str> {
+    ENTRY_POINTS.to_vec()
 }
 
 /// The address of this module's [`FastApi`] table, for the C++ kernels.
