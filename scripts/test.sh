@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine (scripts/setup.sh) and runs every test the project has:
 # rustfmt and clippy, cargo tests (unit, integration, trybuild, insta snapshots, README doctest),
-# the ATen fixture freshness check, ruff, and the pytest suites.
+# the ATen fixture freshness check, ruff, mypy over python/torch_nki, and the pytest suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -23,6 +23,8 @@ cargo test --workspace
 step "ruff"
 ruff check python tests examples
 ruff format --check python tests examples
+step "mypy (python/torch_nki, configured in python/pyproject.toml)"
+mypy --config-file python/pyproject.toml python/torch_nki
 step "ATen reference fixtures are reproducible"
 python tests/reference/generate.py --check
 step "pytest"

@@ -14,6 +14,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from typing import Any
+from types import FrameType
 
 import torch
 
@@ -175,7 +176,8 @@ def warn_downcast(op: str, dtype: torch.dtype) -> None:
 def _caller_stacklevel() -> int:
     """The ``stacklevel`` that points a warning at the first frame outside torch and torch_nki."""
     internal = (os.path.dirname(torch.__file__), os.path.dirname(__file__))
-    frame, level = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_code.co_filename.startswith(internal):
         frame, level = frame.f_back, level + 1
     return level

@@ -29,6 +29,8 @@ def emit(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> str:
     """NKI Python source of ``torch.ops.neuron.<op>(*args, **kwargs)`` compiled for ``target``
     (``ns::name`` for an op of a kernel crate loaded into another namespace)."""
     call = example_arguments(op, args, kwargs)
+    source: str
+    status: str
     source, status = call.native.emit(call.name, call.shapes, call.dtypes, call.scalars, target)
     if status not in _REPORTED:
         if status.startswith("rebuilt "):

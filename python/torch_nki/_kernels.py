@@ -37,11 +37,19 @@ class Native(Protocol):
     """What the kernels need from a native module (``torch_nki._native``)."""
 
     def check(
-        self, name: str, shapes: Sequence[Sequence[int]], dtypes: Sequence[str], scalars: Sequence[Scalar]
+        self,
+        name: str,
+        shapes: Sequence[Sequence[int] | None],
+        dtypes: Sequence[str | None],
+        scalars: Sequence[Scalar],
     ) -> Metas: ...
 
     def symbolic(
-        self, name: str, shapes: Sequence[Sequence[Any]], dtypes: Sequence[str], scalars: Sequence[Any]
+        self,
+        name: str,
+        shapes: Sequence[Sequence[Any] | None],
+        dtypes: Sequence[str | None],
+        scalars: Sequence[Any],
     ) -> str: ...
 
     def run(
@@ -177,14 +185,21 @@ COMPARE: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-def evaluate(expr: dict[str, Any], shapes: Sequence[Sequence[Any]]) -> Any:
+def evaluate(expr: dict[str, Any], shapes: Sequence[Sequence[Any] | None]) -> Any:
     """Evaluates an expression the native ``symbolic`` returned on the inputs' (Sym)Int dims."""
     kind = expr["kind"]
     if kind == "dim":
-        return shapes[expr["tensor"]][expr["axis"]]
+        shape = shapes[expr["tensor"]]
+        assert shape is not None, f"a dimension of tensor {expr['tensor']}, which was left out"
+        return shape[expr["axis"]]
     if kind == "const":
         return int(expr["value"])
     return _BINARY[expr["op"]](evaluate(expr["lhs"], shapes), evaluate(expr["rhs"], shapes))
+
+
+def _message(text: str) -> Callable[[], str]:
+    """A message for ``torch._check_with`` (called only when the check fails)."""
+    return lambda: text
 
 
 def make_fake_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
@@ -224,7 +239,7 @@ def make_fake_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
                 torch._check_with(
                     ContractShapeError,
                     COMPARE[c["op"]](evaluate(c["lhs"], shapes), evaluate(c["rhs"], shapes)),
-                    lambda m=c["message"]: m,
+                    _message(c["message"]),
                 )
             out_shapes = [[evaluate(e, shapes) for e in shape] for shape in doc["shapes"]]
             out_dtypes = [RETURNED[d] for d in doc["dtypes"]]

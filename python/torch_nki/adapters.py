@@ -129,7 +129,8 @@ def _is_gated_mlp(module: torch.nn.Module) -> bool:
 
 def _linear_of(proj: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """A projection through its own (possibly swapped) forward."""
-    return proj(x)
+    out: torch.Tensor = proj(x)
+    return out
 
 
 def _mlp_forward(module: Any, x: torch.Tensor) -> Any:

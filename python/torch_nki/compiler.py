@@ -27,7 +27,7 @@ import logging
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 import torch.nn.functional as F
@@ -79,11 +79,11 @@ def _accepts(op: Callable[..., Any], args: Sequence[Any]) -> str | None:
     return None
 
 
-def _is(node: Any, *targets: Any) -> bool:
+def _is(node: object, *targets: object) -> TypeGuard[fx.Node]:
     return isinstance(node, fx.Node) and node.op == "call_function" and node.target in targets
 
 
-def _is_method(node: Any, name: str) -> bool:
+def _is_method(node: object, name: str) -> TypeGuard[fx.Node]:
     return isinstance(node, fx.Node) and node.op == "call_method" and node.target == name
 
 
@@ -147,13 +147,16 @@ def _rmsnorm(node: fx.Node) -> tuple[Any, Any, float, list[fx.Node]] | None:
     return None
 
 
-def _half_slice(node: Any, t: fx.Node, first: bool, half: int) -> bool:
+def _half_slice(node: object, t: fx.Node, first: bool, half: int) -> TypeGuard[fx.Node]:
     """``node`` is ``t[..., :half]`` (``first``) or ``t[..., half:]``."""
     if not _is(node, operator.getitem) or node.args[0] is not t:
         return False
     index = node.args[1]
     want = slice(None, half, None) if first else slice(half, None, None)
-    return isinstance(index, tuple) and len(index) == 2 and index[0] is Ellipsis and index[1] == want
+    if not (isinstance(index, tuple) and len(index) == 2):
+        return False
+    # torch.fx's `Argument` type omits the Ellipsis a getitem node's index holds.
+    return index[0] is Ellipsis and index[1] == want  # type: ignore[comparison-overlap, unreachable]
 
 
 def _rotary(node: fx.Node) -> tuple[fx.Node, Any, Any, list[fx.Node]] | None:
@@ -400,4 +403,7 @@ def nki_backend(gm: fx.GraphModule, example_inputs: list[Any], **kwargs: Any) ->
     _LAST[:] = decisions
     for d in decisions:
         logger.info("%s at %s: %s", d.pattern, d.node, "rewritten" if d.rewritten else f"kept ({d.reason})")
-    return compile_fx(gm, example_inputs)
+    compiled = compile_fx(gm, example_inputs)
+    # Its annotation also covers AOT compilation's outputs (paths, weights).
+    assert callable(compiled), "compile_fx returns a callable outside AOT compilation"
+    return compiled

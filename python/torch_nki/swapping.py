@@ -106,7 +106,7 @@ def _install(module: torch.nn.Module, adapter: Adapter) -> None:
             return _original_forward(self)(*args, **kwargs)
         return result
 
-    module.forward = types.MethodType(forward, module)  # type: ignore[method-assign]
+    module.forward = types.MethodType(forward, module)
     setattr(module, _STATE, _State(adapter.kind, original))
 
 
@@ -124,7 +124,7 @@ def _remove(module: torch.nn.Module) -> None:
     if state.original is None:
         module.__dict__.pop("forward", None)
     else:
-        module.forward = state.original  # type: ignore[method-assign]
+        module.forward = state.original
 
 
 def _first_tensor(out: Any) -> torch.Tensor | None:

@@ -353,4 +353,4 @@ def assert_close(
     tols = tols or tolerances(sample)
     assert len(actual) == len(expected) == len(tols), (sample, len(actual), len(expected))
     for a, e, (rtol, atol) in zip(actual, expected, tols, strict=True):
-        torch.testing.assert_close(a, e, rtol=rtol, atol=atol, msg=lambda m, s=sample: f"{s}: {m}")
+        torch.testing.assert_close(a, e, rtol=rtol, atol=atol, msg=lambda m: f"{sample}: {m}")

@@ -30,7 +30,7 @@ SWAP_DTYPES = ("f32", "bf16")
 def _llama(tiny: bool) -> Any:
     import transformers
 
-    size = (
+    size: dict[str, Any] = (
         {"hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4}
         if tiny
         else {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 8}
@@ -113,8 +113,8 @@ def run(model_name: str, dtype_name: str, report_path: str | None, steps: int = 
         return 2
     try:
         model, ids = build(model_name, NKI_TO_TORCH[dtype_name])
-    except ValueError as err:
-        print(f"torch-nki swap: {err}")
+    except ValueError as problem:
+        print(f"torch-nki swap: {problem}")
         return 2
     print(f"== {model_name} ({dtype_name}): profile")
     before = torch_nki.profile(model, ids, steps=steps)

@@ -81,7 +81,7 @@ def test_autograd_is_recorded_only_when_a_gradient_can_be_needed() -> None:
     assert g.shape == x.shape
 
 
-@pytest.mark.parametrize("entry", ["fast.plan", "fast.execute"])
+@pytest.mark.parametrize("entry", _native._fast_entry_points())
 def test_a_panic_in_the_c_abi_takes_the_python_kernel(entry: str) -> None:
     x = torch.rand(5, 7)
     _native._force_panic(entry)

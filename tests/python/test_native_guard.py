@@ -1,9 +1,13 @@
 """No native entry point lets a Rust panic cross into Python: a panic forced through each one
 (``_native._force_panic``) comes back as a ``torch_nki.NkiError`` naming the entry point, and
-the module keeps working afterwards."""
+the module keeps working afterwards. The entry points are the module's own list
+(``_native._entry_points()``, from their ``#[entry_point]`` declarations); a function is called
+with sample values chosen by parameter name."""
 
 from __future__ import annotations
 
+import inspect
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -38,37 +42,30 @@ def _closing() -> object:
     return t.close_loop()
 
 
+ARGUMENTS: dict[str, Callable[[], object]] = {
+    "name": lambda: "add",
+    "shapes": lambda: SHAPES,
+    "dtypes": lambda: DTYPES,
+    "scalars": lambda: [],
+    "target": lambda: "trn2",
+    "inputs": lambda: [torch.rand(4, 4), torch.rand(4, 4)],
+    "outputs": lambda: [torch.empty(4, 4)],
+    "ns": lambda: "neuron",
+    "kind": lambda: "internal",
+}
+"""A working value for each parameter name of the module's functions (parameters with defaults
+are left out), made afresh for each call."""
+
+
 ENGINE_UNKNOWN = ("enum", "engine", "unknown")
 
 
-def _calls() -> dict[str, Callable[[], object]]:
-    x = torch.rand(4, 4)
+def _method_calls() -> dict[str, Callable[[], object]]:
+    """Calls of the NKI frontend's class methods, which are not declared with
+    ``#[entry_point]`` yet (their arguments are tiles and regions of a live trace)."""
     program = _native.program("add", SHAPES, DTYPES, [], "trn2")
-    data = x.numpy().tobytes()
+    data = torch.rand(4, 4).numpy().tobytes()
     return {
-        "versions": _native.versions,
-        "huge_pages": _native.huge_pages,
-        "set_namespace": lambda: _native.set_namespace("neuron"),
-        "manifest": _native.manifest,
-        "names": _native.names,
-        "check": lambda: _native.check("add", SHAPES, DTYPES, []),
-        "symbolic": lambda: _native.symbolic("add", [["s0", 4], ["s0", 4]], DTYPES, []),
-        "tolerance": lambda: _native.tolerance("add", SHAPES, DTYPES, []),
-        "run": lambda: _native.run("add", [x, x], [], [torch.empty(4, 4)]),
-        "cost": lambda: _native.cost("add", SHAPES, DTYPES, [], "trn2"),
-        "emit": lambda: _native.emit("add", SHAPES, DTYPES, [], "trn2"),
-        "program": lambda: _native.program("add", SHAPES, DTYPES, [], "trn2"),
-        "index_domains": lambda: _native.index_domains("add", SHAPES, DTYPES, []),
-        "nki_api": _native.nki_api,
-        "nki_spec": _native.nki_spec,
-        "cache_size": _native.cache_size,
-        "cache_capacity": lambda: _native.cache_capacity(None),
-        "disk_cache_dir": _native.disk_cache_dir,
-        "disk_cache_info": _native.disk_cache_info,
-        "disk_cache_clear": _native.disk_cache_clear,
-        "_error_example": lambda: _native._error_example("internal"),
-        "_fast_api": _native._fast_api,
-        "_armed": _native._armed,
         "Tracer.__new__": _tracer,
         "Tracer.output": lambda: _tracer().output([4, 4], "f32", "k.py", 1),
         "Tracer.tile": lambda: _tracer().tile(4, 4, "f32", "sbuf", "k.py", 1),
@@ -76,9 +73,7 @@ def _calls() -> dict[str, Callable[[], object]]:
         "Tracer.close_loop": _closing,
         "Tracer.record": _with_tile(
             lambda t, r: t.record(
-                "tensor_copy",
-                {"dst": ("tile", *r), "src": ("tile", *r), "engine": ENGINE_UNKNOWN, "name": None},
-                *AT,
+                "tensor_copy", {"dst": ("tile", *r), "src": ("tile", *r), "engine": ENGINE_UNKNOWN, "name": None}, *AT
             )
         ),
         "Tracer.finish": lambda: _tracer().finish([]),
@@ -92,16 +87,40 @@ def _calls() -> dict[str, Callable[[], object]]:
     }
 
 
-CALLS = _calls()
+METHOD_CALLS = _method_calls()
+ENTRY_POINTS: list[str] = _native._entry_points()
 
 
-def test_every_entry_point_is_exercised() -> None:
-    assert sorted(CALLS) == sorted(_native._entry_points())
+def _function_call(name: str) -> Callable[[], object]:
+    function = getattr(_native, name)
+    required = [
+        p.name
+        for p in inspect.signature(function).parameters.values()
+        if p.default is inspect.Parameter.empty
+    ]
+    missing = [p for p in required if p not in ARGUMENTS]
+    assert not missing, f"{name}: no sample value for parameter(s) {missing}: add them to ARGUMENTS"
+    return lambda: function(**{p: ARGUMENTS[p]() for p in required})
 
 
-@pytest.mark.parametrize("entry", sorted(CALLS))
+def _call(entry: str) -> Callable[[], object]:
+    return METHOD_CALLS[entry] if "." in entry else _function_call(entry)
+
+
+def test_the_list_is_every_exported_function_and_the_frontend_methods() -> None:
+    functions = sorted(
+        n
+        for n, v in vars(_native).items()
+        if isinstance(v, types.BuiltinFunctionType) and n != "_force_panic"
+    )
+    assert [e for e in ENTRY_POINTS if "." not in e] == functions
+    assert [e for e in ENTRY_POINTS if "." in e] == sorted(METHOD_CALLS)
+    assert sorted(set(ENTRY_POINTS)) == ENTRY_POINTS, "listed once each, sorted"
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
 def test_a_forced_panic_is_an_nki_error_naming_the_entry_point(entry: str) -> None:
-    call = CALLS[entry]
+    call = _call(entry)
     if entry == "_error_example":
         with pytest.raises(torch_nki.NkiError, match="an impossible state"):
             call()

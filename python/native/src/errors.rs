@@ -15,6 +15,7 @@
 //! The message is always the error's `Display`, which names the op. All of them derive from
 //! `torch_nki.errors.NkiError` (a `RuntimeError`).
 
+use crate::guard::entry_point;
 use nki_core::NkiError as CoreError;
 use nki_core::contract::{ContractViolation, ViolationKind};
 use nki_registry::{Registry, RegistryError};
@@ -118,49 +119,47 @@ pub fn registry() -> Result<&'static Registry, PyErr> {
 /// One error of each kind the native module can raise, built the way real failures are, so the
 /// Python tests can check the mapping (class and attributes) for kinds no library kernel
 /// produces on valid input (a validation failure needs a faulty kernel).
-#[pyfunction]
+#[entry_point]
 pub fn _error_example(kind: &str) -> PyResult<()> {
-    crate::guard::guard("_error_example", || {
-        let loc = nki_core::loc::SourceLoc {
-            file: "kernels/src/example.rs",
-            line: 12,
-            column: 5,
-        };
-        let err = match kind {
-            "validation" => CoreError::Validation(Box::new(nki_core::ValidationError {
-                rule: "partition-dim",
-                limit: "128".into(),
-                actual: "256".into(),
-                instruction: "alloc t0 [256, 64] f32 in sbuf".into(),
-                message: "tile t0 has 256 partitions".into(),
-                loc,
-            })),
-            "trace" => CoreError::Trace {
-                message: "kernel example: dma_copy: dst has shape [2, 3] but src has shape [3, 2]"
-                    .into(),
-                loc,
-            },
-            "simulation" => CoreError::Simulation {
-                message: "read of an uninitialised element".into(),
-                instruction: "tensor_copy",
-                loc,
-            },
-            "index" => CoreError::IndexOutOfRange {
-                op: "example".into(),
-                param: "target".into(),
-                position: "[3]".into(),
-                value: 7,
-                lo: 0,
-                hi: 5,
-                except: Some(-100),
-            },
-            "internal" => CoreError::Internal("neuron::example: an impossible state".into()),
-            other => {
-                return Err(PyKeyError::new_err(format!(
-                    "no error example `{other}` (validation, trace, simulation, index, internal)"
-                )));
-            }
-        };
-        Err(to_py_err(err, "example"))
-    })
+    let loc = nki_core::loc::SourceLoc {
+        file: "kernels/src/example.rs",
+        line: 12,
+        column: 5,
+    };
+    let err = match kind {
+        "validation" => CoreError::Validation(Box::new(nki_core::ValidationError {
+            rule: "partition-dim",
+            limit: "128".into(),
+            actual: "256".into(),
+            instruction: "alloc t0 [256, 64] f32 in sbuf".into(),
+            message: "tile t0 has 256 partitions".into(),
+            loc,
+        })),
+        "trace" => CoreError::Trace {
+            message: "kernel example: dma_copy: dst has shape [2, 3] but src has shape [3, 2]"
+                .into(),
+            loc,
+        },
+        "simulation" => CoreError::Simulation {
+            message: "read of an uninitialised element".into(),
+            instruction: "tensor_copy",
+            loc,
+        },
+        "index" => CoreError::IndexOutOfRange {
+            op: "example".into(),
+            param: "target".into(),
+            position: "[3]".into(),
+            value: 7,
+            lo: 0,
+            hi: 5,
+            except: Some(-100),
+        },
+        "internal" => CoreError::Internal("neuron::example: an impossible state".into()),
+        other => {
+            return Err(PyKeyError::new_err(format!(
+                "no error example `{other}` (validation, trace, simulation, index, internal)"
+            )));
+        }
+    };
+    Err(to_py_err(err, "example"))
 }

@@ -1,61 +1,51 @@
 //! Every native entry point runs inside [`guard`]: a Rust panic becomes a `torch_nki.NkiError`
 //! naming the entry point, never an unwinding across the FFI (nor pyo3's `PanicException`,
-//! which is not an `Exception`). Tests force a panic through each entry point with
-//! `_force_panic(name)` (see [`ENTRY_POINTS`]).
+//! which is not an `Exception`).
+//!
+//! Entry points are declared once, with `#[entry_point]` (crate `nki-python-macros`) on the
+//! function or on a class's impl block: that wraps each body in [`guard`] under its name
+//! (`name`, `Class.method`), and submits an [`Export`] which adds it to the module and lists
+//! it. The module's functions, [`entry_points`], the names [`_force_panic`] accepts and the
+//! list the panic test iterates (`_entry_points()`) all come from those submissions.
 
 use crate::errors::internal_error;
-use pyo3::PyResult;
+use pyo3::prelude::*;
+use pyo3::types::PyModule;
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::OnceLock;
+
+pub use nki_python_macros::entry_point;
 
 thread_local! {
     static FORCED: Cell<Option<&'static str>> = const { Cell::new(None) };
 }
 
-/// The name of every guarded entry point (functions, and `Class.method`).
-pub const ENTRY_POINTS: &[&str] = &[
-    "versions",
-    "huge_pages",
-    "set_namespace",
-    "manifest",
-    "names",
-    "check",
-    "symbolic",
-    "tolerance",
-    "run",
-    "cost",
-    "emit",
-    "program",
-    "index_domains",
-    "nki_api",
-    "nki_spec",
-    "cache_size",
-    "cache_capacity",
-    "disk_cache_dir",
-    "disk_cache_info",
-    "disk_cache_clear",
-    "_error_example",
-    "_fast_api",
-    "_armed",
-    "Tracer.__new__",
-    "Tracer.output",
-    "Tracer.tile",
-    "Tracer.open_loop",
-    "Tracer.close_loop",
-    "Tracer.record",
-    "Tracer.finish",
-    "Program.validate",
-    "Program.simulate",
-    "Program.cost",
-    "Program.emit",
-    "Program.unrolled",
-    "Program.difference",
-    "Program.to_json",
-];
+/// One thing the native module exports, submitted by `#[entry_point]`: a guarded function, or a
+/// class whose methods are guarded.
+pub struct Export {
+    /// Adds it to the module.
+    pub add: fn(&Bound<'_, PyModule>) -> PyResult<()>,
+    /// Its guarded entry points: the function's name, or `Class.method` for each method.
+    pub entry_points: &'static [&'static str],
+}
 
-/// The C ABI entry points of the fast path (`fast.rs`). They catch panics too, and answer one
-/// with "take the slow path", so a forced panic there is invisible but for the path taken.
-pub const FAST_ENTRY_POINTS: &[&str] = &["fast.plan", "fast.execute"];
+inventory::collect!(Export);
+
+/// Every export of this module, as `#[entry_point]` declared them.
+pub fn exports() -> impl Iterator<Item = &'static Export> {
+    inventory::iter::<Export>.into_iter()
+}
+
+/// The name of every guarded entry point (functions, and `Class.method`), sorted.
+pub fn entry_points() -> &'static [&'static str] {
+    static ALL: OnceLock<Vec<&'static str>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut all: Vec<&'static str> = exports().flat_map(|e| e.entry_points).copied().collect();
+        all.sort_unstable();
+        all
+    })
+}
 
 /// Panics if a forced panic is armed for `entry` on this thread (disarming it).
 pub fn panic_if_forced(entry: &'static str) {
@@ -68,8 +58,8 @@ pub fn panic_if_forced(entry: &'static str) {
 /// Runs `f` for entry point `entry`, turning a panic into an `NkiError`.
 pub fn guard<R>(entry: &'static str, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
     debug_assert!(
-        ENTRY_POINTS.contains(&entry),
-        "{entry} is not in ENTRY_POINTS"
+        entry_points().binary_search(&entry).is_ok(),
+        "{entry} is not a declared entry point"
     );
     let result = catch_unwind(AssertUnwindSafe(|| {
         panic_if_forced(entry);
@@ -84,9 +74,10 @@ pub fn guard<R>(entry: &'static str, f: impl FnOnce() -> PyResult<R>) -> PyResul
 }
 
 /// Makes the next call of entry point `entry` on this thread panic inside its guard (for tests).
-#[pyo3::pyfunction]
+/// The test hook itself, so not an entry point: [`init_module`](crate::init_module) adds it.
+#[pyfunction]
 pub fn _force_panic(entry: &str) -> PyResult<()> {
-    let all = ENTRY_POINTS.iter().chain(FAST_ENTRY_POINTS);
+    let all = entry_points().iter().chain(crate::fast::ENTRY_POINTS);
     let Some(&known) = all.into_iter().find(|e| **e == entry) else {
         return Err(pyo3::exceptions::PyKeyError::new_err(format!(
             "no native entry point `{entry}`"
@@ -98,13 +89,35 @@ pub fn _force_panic(entry: &str) -> PyResult<()> {
 
 /// The entry point a forced panic is armed for on this thread, if any (a test checks that the
 /// call it made consumed it).
-#[pyo3::pyfunction]
+#[entry_point]
 pub fn _armed() -> PyResult<Option<&'static str>> {
-    guard("_armed", || Ok(FORCED.with(Cell::get)))
+    Ok(FORCED.with(Cell::get))
 }
 
-/// Every guarded entry point's name.
-#[pyo3::pyfunction]
-pub fn _entry_points() -> Vec<&'static str> {
-    ENTRY_POINTS.to_vec()
+/// Every guarded entry point's name, sorted: the list the panic test iterates.
+#[entry_point]
+pub fn _entry_points() -> PyResult<Vec<&'static str>> {
+    Ok(entry_points().to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_points_are_declared_once() {
+        let all = entry_points();
+        let mut unique = all.to_vec();
+        unique.dedup();
+        assert_eq!(all, unique, "an entry point is declared twice");
+        for name in [
+            "versions",
+            "run",
+            "_fast_api",
+            "_entry_points",
+            "Tracer.finish",
+        ] {
+            assert!(all.contains(&name), "{name} missing from {all:?}");
+        }
+    }
 }

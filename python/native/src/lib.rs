@@ -17,8 +17,14 @@
 //!   fake kernel to evaluate on `SymInt`s.
 //! - `tolerance(name, shapes, dtypes, scalars)`: each output's tolerance against its reference.
 //! - `cost`, `emit`, `program`: an op's cost estimate, NKI source, and traced `Program`.
-//! - `Tracer`, `Program`, `nki_api()`: the NKI Python frontend's native half (see [`frontend`]).
+//! - `Tracer`, `Program`, `nki_api()`, `nki_spec()`: the NKI Python frontend's native half (see
+//!   [`frontend`]).
 //! - `versions()`: the module protocol and nki-core versions, which must match the host's.
+//!
+//! Each function (and each class's methods) is declared once, with `#[entry_point]` (see
+//! [`guard`]): that adds the panic guard, the registration [`init_module`] performs and its name
+//! in `_entry_points()`; `torch_nki/_native.pyi` types them, checked against the module by
+//! `tests/python/test_native_stub.py`.
 //!
 //! Errors are the exceptions of `torch_nki.errors` (see [`errors`]): contract violations are
 //! `ContractShapeError` (a `ValueError`) or `ContractDtypeError` (a `TypeError`), every other
@@ -42,26 +48,25 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Names this module's ops in `torch.ops.<ns>` in every message (`neuron` by default). Set
 /// once, when the module is registered; another namespace later is a `ValueError`.
-#[pyfunction]
+#[entry_point]
 fn set_namespace(ns: &str) -> PyResult<()> {
-    crate::guard::guard("set_namespace", || {
-        nki_core::contract::set_namespace(ns).map_err(pyo3::exceptions::PyValueError::new_err)
-    })
+    nki_core::contract::set_namespace(ns).map_err(pyo3::exceptions::PyValueError::new_err)
 }
 
 /// Whether this module advises its large outputs into transparent huge pages (on unless
 /// `TORCH_NKI_HUGE_PAGES=0`; see [`pages`]).
-#[pyfunction]
+#[entry_point]
 fn huge_pages() -> PyResult<bool> {
-    crate::guard::guard("huge_pages", || Ok(crate::pages::enabled()))
+    Ok(crate::pages::enabled())
 }
 
 /// `(protocol version, nki-core version)` of this module.
-#[pyfunction]
+#[entry_point]
 fn versions() -> PyResult<(u32, &'static str)> {
-    crate::guard::guard("versions", || Ok((PROTOCOL_VERSION, nki_core::VERSION)))
+    Ok((PROTOCOL_VERSION, nki_core::VERSION))
 }
 
+use guard::entry_point;
 use nki_core::contract::Qualified;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
@@ -70,15 +75,15 @@ use nki_core::DType;
 use nki_core::contract::symbolic::SymInput;
 
 /// The registry manifest as pretty-printed JSON.
-#[pyfunction]
+#[entry_point]
 fn manifest() -> PyResult<String> {
-    crate::guard::guard("manifest", || Ok(errors::registry()?.manifest().to_json()))
+    Ok(errors::registry()?.manifest().to_json())
 }
 
 /// Registered op names, sorted.
-#[pyfunction]
+#[entry_point]
 fn names() -> PyResult<Vec<&'static str>> {
-    crate::guard::guard("names", || Ok(errors::registry()?.names()))
+    Ok(errors::registry()?.names())
 }
 
 /// Checks a call against op `name`'s contract and returns its outputs as
@@ -87,7 +92,7 @@ fn names() -> PyResult<Vec<&'static str>> {
 /// `dtypes` are the dtypes as the caller passed them: kernel dtypes (`f32`, `bf16`, ...), `f64`
 /// (computed in `f32`; such outputs are reported as `f64`), or any other name (`int32`), which
 /// the contract rejects in words naming it.
-#[pyfunction]
+#[entry_point]
 fn check<'py>(
     py: Python<'py>,
     name: &str,
@@ -95,20 +100,18 @@ fn check<'py>(
     dtypes: Vec<Option<String>>,
     scalars: Vec<Bound<'py, PyAny>>,
 ) -> PyResult<Vec<(Bound<'py, PyTuple>, &'static str)>> {
-    crate::guard::guard("check", || {
-        let def = errors::registry()?
-            .get(name)
-            .map_err(errors::registry_err)?;
-        let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
-        let outputs = def
-            .check(&call.sig)
-            .map_err(|e| errors::to_py_err(e, def.name))?
-            .into_outputs();
-        outputs
-            .into_iter()
-            .map(|o| Ok((PyTuple::new(py, o.shape)?, call.returned_name(o.dtype))))
-            .collect()
-    })
+    let def = errors::registry()?
+        .get(name)
+        .map_err(errors::registry_err)?;
+    let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
+    let outputs = def
+        .check(&call.sig)
+        .map_err(|e| errors::to_py_err(e, def.name))?
+        .into_outputs();
+    outputs
+        .into_iter()
+        .map(|o| Ok((PyTuple::new(py, o.shape)?, call.returned_name(o.dtype))))
+        .collect()
 }
 
 /// The contract on symbolic shapes (the fake kernel under `torch.compile(dynamic=True)`):
@@ -117,99 +120,95 @@ fn check<'py>(
 /// a}`, constants, binary operations), the output dtypes, and the equalities between unknown
 /// sizes to assert, each with its violation message. Violations the known sizes already decide
 /// raise here.
-#[pyfunction]
+#[entry_point]
 fn symbolic(
     name: &str,
     shapes: Vec<Option<Vec<Bound<'_, PyAny>>>>,
     dtypes: Vec<Option<String>>,
     scalars: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<String> {
-    crate::guard::guard("symbolic", || {
-        let def = errors::registry()?
-            .get(name)
-            .map_err(errors::registry_err)?;
-        let dims = shapes
-            .iter()
-            .map(|shape| {
-                let Some(shape) = shape else {
-                    return Ok(None);
-                };
-                shape
-                    .iter()
-                    .map(|d| {
-                        // Only a plain `int` is a known size: converting a `SymInt` to an integer
-                        // would specialise the graph on its current value.
-                        if d.is_exact_instance_of::<PyInt>() {
-                            Ok(SymInput::Known(d.extract::<u64>()?))
-                        } else {
-                            Ok(SymInput::Named(d.str()?.to_string()))
-                        }
-                    })
-                    .collect::<PyResult<Vec<_>>>()
-                    .map(Some)
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        let names: Vec<Option<&str>> = dtypes.iter().map(|d| d.as_deref()).collect();
-        let compute: Vec<DType> = def
-            .contract
-            .check_optional_dtypes(def.name, &names)
-            .map_err(|v| errors::violation_err(&v))?
-            .into_iter()
-            .map(|d| d.unwrap_or(DType::F32))
-            .collect();
-        let out = def
-            .contract
-            .bind_symbolic(def.name, &dims, &args::choices(def, &scalars)?)
-            .map_err(|v| errors::violation_err(&v))?;
-        let widened = args::widened(&names.iter().flatten().copied().collect::<Vec<_>>());
-        let out_dtypes: Vec<&str> = def
-            .contract
-            .output_dtypes(&compute)
-            .into_iter()
-            .map(|d| args::returned_name(d, widened))
-            .collect();
-        let doc = serde_json::json!({
-            "shapes": out.shapes,
-            "dtypes": out_dtypes,
-            "checks": out.checks,
-        });
-        Ok(doc.to_string())
-    })
+    let def = errors::registry()?
+        .get(name)
+        .map_err(errors::registry_err)?;
+    let dims = shapes
+        .iter()
+        .map(|shape| {
+            let Some(shape) = shape else {
+                return Ok(None);
+            };
+            shape
+                .iter()
+                .map(|d| {
+                    // Only a plain `int` is a known size: converting a `SymInt` to an integer
+                    // would specialise the graph on its current value.
+                    if d.is_exact_instance_of::<PyInt>() {
+                        Ok(SymInput::Known(d.extract::<u64>()?))
+                    } else {
+                        Ok(SymInput::Named(d.str()?.to_string()))
+                    }
+                })
+                .collect::<PyResult<Vec<_>>>()
+                .map(Some)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let names: Vec<Option<&str>> = dtypes.iter().map(|d| d.as_deref()).collect();
+    let compute: Vec<DType> = def
+        .contract
+        .check_optional_dtypes(def.name, &names)
+        .map_err(|v| errors::violation_err(&v))?
+        .into_iter()
+        .map(|d| d.unwrap_or(DType::F32))
+        .collect();
+    let out = def
+        .contract
+        .bind_symbolic(def.name, &dims, &args::choices(def, &scalars)?)
+        .map_err(|v| errors::violation_err(&v))?;
+    let widened = args::widened(&names.iter().flatten().copied().collect::<Vec<_>>());
+    let out_dtypes: Vec<&str> = def
+        .contract
+        .output_dtypes(&compute)
+        .into_iter()
+        .map(|d| args::returned_name(d, widened))
+        .collect();
+    let doc = serde_json::json!({
+        "shapes": out.shapes,
+        "dtypes": out_dtypes,
+        "checks": out.checks,
+    });
+    Ok(doc.to_string())
 }
 
 /// The `(rtol, atol)` each output of op `name` is held to against its reference for these
 /// arguments (the kernel's tolerance class, evaluated on the contract's bindings); `None` for an
 /// output dtype without a rule (fp8).
-#[pyfunction]
+#[entry_point]
 fn tolerance(
     name: &str,
     shapes: Vec<Option<Vec<u64>>>,
     dtypes: Vec<Option<String>>,
     scalars: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<Vec<Option<(f64, f64)>>> {
-    crate::guard::guard("tolerance", || {
-        let def = errors::registry()?
-            .get(name)
-            .map_err(errors::registry_err)?;
-        let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
-        let metas = call.sig.metas();
-        let bindings = def
-            .contract
-            .bind_call(def.name, &metas, &def.choices(&call.sig.scalars))
-            .map_err(|v| errors::violation_err(&v))?;
-        let outputs = def
-            .contract
-            .optional_outputs(def.name, &bindings, &metas)
-            .map_err(|v| errors::violation_err(&v))?;
-        Ok(outputs
-            .iter()
-            .map(|o| {
-                def.tolerance
-                    .tolerance(o.dtype, &bindings)
-                    .map(|t| (t.rtol, t.atol))
-            })
-            .collect())
-    })
+    let def = errors::registry()?
+        .get(name)
+        .map_err(errors::registry_err)?;
+    let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
+    let metas = call.sig.metas();
+    let bindings = def
+        .contract
+        .bind_call(def.name, &metas, &def.choices(&call.sig.scalars))
+        .map_err(|v| errors::violation_err(&v))?;
+    let outputs = def
+        .contract
+        .optional_outputs(def.name, &bindings, &metas)
+        .map_err(|v| errors::violation_err(&v))?;
+    Ok(outputs
+        .iter()
+        .map(|o| {
+            def.tolerance
+                .tolerance(o.dtype, &bindings)
+                .map(|t| (t.rtol, t.atol))
+        })
+        .collect())
 }
 
 /// Compiles op `name` for these arguments on `target` (`trn1`, `trn2`, `trn3`), as a call
@@ -246,7 +245,7 @@ fn with_program<R: Send>(
 /// Estimates op `name` on `target` for these arguments with the cost model. Returns
 /// `(text, summary_json, chrome_trace_json)`: the readable report, its figures as JSON (no
 /// per-instruction slices), and the timeline.
-#[pyfunction]
+#[entry_point]
 fn cost(
     py: Python<'_>,
     name: &str,
@@ -255,12 +254,10 @@ fn cost(
     scalars: Vec<Bound<'_, PyAny>>,
     target: &str,
 ) -> PyResult<(String, String, String)> {
-    crate::guard::guard("cost", || {
-        let report = with_program(py, name, shapes, dtypes, scalars, target, |p| {
-            nki_core::cost::estimate(p)
-        })?;
-        Ok(cost_outputs(&report))
-    })
+    let report = with_program(py, name, shapes, dtypes, scalars, target, |p| {
+        nki_core::cost::estimate(p)
+    })?;
+    Ok(cost_outputs(&report))
 }
 
 /// A cost report as `(text, summary_json, chrome_trace_json)`: the readable report, its figures
@@ -291,7 +288,7 @@ pub(crate) fn cost_outputs(report: &nki_core::cost::CostReport) -> (String, Stri
 
 /// Op `name`'s program for these arguments on `target`, as its Rust kernel traces it (through
 /// the compile cache): for comparing with what the NKI frontend traces from generated source.
-#[pyfunction]
+#[entry_point]
 fn program(
     py: Python<'_>,
     name: &str,
@@ -300,17 +297,15 @@ fn program(
     scalars: Vec<Bound<'_, PyAny>>,
     target: &str,
 ) -> PyResult<frontend::Program> {
-    crate::guard::guard("program", || {
-        with_program(py, name, shapes, dtypes, scalars, target, |p| {
-            frontend::Program::new(p.clone())
-        })
+    with_program(py, name, shapes, dtypes, scalars, target, |p| {
+        frontend::Program::new(p.clone())
     })
 }
 
 /// The index range each tensor input of op `name` declares for these arguments
 /// (`Hbm::require_indices`): per tensor parameter `(lo, hi, except)`, or `None` (no
 /// declaration, or a tensor left out). Test inputs are drawn from it.
-#[pyfunction]
+#[entry_point]
 #[allow(clippy::type_complexity)]
 fn index_domains(
     py: Python<'_>,
@@ -319,32 +314,26 @@ fn index_domains(
     dtypes: Vec<Option<String>>,
     scalars: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<Vec<Option<(i64, i64, Option<i64>)>>> {
-    crate::guard::guard("index_domains", || {
-        let present: Vec<bool> = shapes.iter().map(Option::is_some).collect();
-        let domains = with_program(py, name, shapes, dtypes, scalars, "trn2", |p| {
-            p.inputs()
-                .map(|(_, d)| d.domain.as_ref().map(|d| (d.lo, d.hi, d.except)))
-                .collect::<Vec<_>>()
-        })?;
-        let mut given = domains.into_iter();
-        Ok(present
-            .into_iter()
-            .map(|p| if p { given.next().flatten() } else { None })
-            .collect())
-    })
+    let present: Vec<bool> = shapes.iter().map(Option::is_some).collect();
+    let domains = with_program(py, name, shapes, dtypes, scalars, "trn2", |p| {
+        p.inputs()
+            .map(|(_, d)| d.domain.as_ref().map(|d| (d.lo, d.hi, d.except)))
+            .collect::<Vec<_>>()
+    })?;
+    let mut given = domains.into_iter();
+    Ok(present
+        .into_iter()
+        .map(|p| if p { given.next().flatten() } else { None })
+        .collect())
 }
 
 /// Every `nki` / `nl` / `nisa` name codegen may emit: `[(name, keywords, doc_url), ...]`.
-#[pyfunction]
+#[entry_point]
 fn nki_api() -> PyResult<Vec<(&'static str, Vec<&'static str>, &'static str)>> {
-    crate::guard::guard("nki_api", || {
-        Ok({
-            nki_core::codegen::EMITTED
-                .iter()
-                .map(|n| (n.name, n.keywords.to_vec(), n.doc))
-                .collect()
-        })
-    })
+    Ok(nki_core::codegen::EMITTED
+        .iter()
+        .map(|n| (n.name, n.keywords.to_vec(), n.doc))
+        .collect())
 }
 
 /// The NKI Python source of op `name` for these arguments on `target` (see
@@ -352,7 +341,7 @@ fn nki_api() -> PyResult<Vec<(&'static str, Vec<&'static str>, &'static str)>> {
 /// `hit`, `miss` (generated and stored), `rebuilt <path>: <reason>` when a stored entry was
 /// truncated or corrupted and has been replaced, or `uncached <dir>: <error>` when the cache
 /// could not be read or written (the source is generated all the same).
-#[pyfunction]
+#[entry_point]
 fn emit(
     py: Python<'_>,
     name: &str,
@@ -361,93 +350,79 @@ fn emit(
     scalars: Vec<Bound<'_, PyAny>>,
     target: &str,
 ) -> PyResult<(String, String)> {
-    crate::guard::guard("emit", || {
-        with_program(py, name, shapes, dtypes, scalars, target, |program| {
-            use nki_registry::{CacheEntry, DiskCache, Lookup};
-            let cache = DiskCache::from_env();
-            let key = DiskCache::key(program);
-            let uncached = |e: std::io::Error| format!("uncached {}: {e}", cache.dir().display());
-            let status = match cache.get(&key) {
-                Ok(Lookup::Hit(entry)) => return (entry.source, "hit".to_string()),
-                Ok(Lookup::Miss) => "miss".to_string(),
-                Ok(Lookup::Corrupt { path, reason }) => {
-                    format!("rebuilt {}: {reason}", path.display())
-                }
-                Err(e) => uncached(e),
-            };
-            let entry = CacheEntry {
-                kernel: program.name.clone(),
-                target: program.target.name().to_string(),
-                source: nki_core::codegen::emit_nki(program),
-                validated: true,
-            };
-            match cache.put(&key, &entry) {
-                Ok(()) => (entry.source, status),
-                Err(e) => (entry.source, uncached(e)),
+    with_program(py, name, shapes, dtypes, scalars, target, |program| {
+        use nki_registry::{CacheEntry, DiskCache, Lookup};
+        let cache = DiskCache::from_env();
+        let key = DiskCache::key(program);
+        let uncached = |e: std::io::Error| format!("uncached {}: {e}", cache.dir().display());
+        let status = match cache.get(&key) {
+            Ok(Lookup::Hit(entry)) => return (entry.source, "hit".to_string()),
+            Ok(Lookup::Miss) => "miss".to_string(),
+            Ok(Lookup::Corrupt { path, reason }) => {
+                format!("rebuilt {}: {reason}", path.display())
             }
-        })
+            Err(e) => uncached(e),
+        };
+        let entry = CacheEntry {
+            kernel: program.name.clone(),
+            target: program.target.name().to_string(),
+            source: nki_core::codegen::emit_nki(program),
+            validated: true,
+        };
+        match cache.put(&key, &entry) {
+            Ok(()) => (entry.source, status),
+            Err(e) => (entry.source, uncached(e)),
+        }
     })
 }
 
 /// The persistent cache's directory.
-#[pyfunction]
+#[entry_point]
 fn disk_cache_dir() -> PyResult<String> {
-    crate::guard::guard("disk_cache_dir", || {
-        Ok({
-            nki_registry::DiskCache::from_env()
-                .dir()
-                .display()
-                .to_string()
-        })
-    })
+    Ok(nki_registry::DiskCache::from_env()
+        .dir()
+        .display()
+        .to_string())
 }
 
 /// `(entries, bytes)` in the persistent cache.
-#[pyfunction]
+#[entry_point]
 fn disk_cache_info() -> PyResult<(usize, u64)> {
-    crate::guard::guard("disk_cache_info", || {
-        let info = nki_registry::DiskCache::from_env()
-            .info()
-            .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
-        Ok((info.entries, info.bytes))
-    })
+    let info = nki_registry::DiskCache::from_env()
+        .info()
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
+    Ok((info.entries, info.bytes))
 }
 
 /// Removes every entry of the persistent cache; returns how many there were.
-#[pyfunction]
+#[entry_point]
 fn disk_cache_clear() -> PyResult<usize> {
-    crate::guard::guard("disk_cache_clear", || {
-        nki_registry::DiskCache::from_env()
-            .clear()
-            .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
-    })
+    nki_registry::DiskCache::from_env()
+        .clear()
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
 }
 
 /// Number of compiled programs in the process-wide compile cache.
-#[pyfunction]
+#[entry_point]
 fn cache_size() -> PyResult<usize> {
-    crate::guard::guard("cache_size", || {
-        Ok(nki_registry::CompileCache::global().len())
-    })
+    Ok(nki_registry::CompileCache::global().len())
 }
 
 /// The compile cache's capacity (most programs it holds); with `capacity`, sets it first
 /// (least recently used programs are evicted to fit).
-#[pyfunction]
+#[entry_point]
 #[pyo3(signature = (capacity=None))]
 fn cache_capacity(capacity: Option<usize>) -> PyResult<usize> {
-    crate::guard::guard("cache_capacity", || {
-        let cache = nki_registry::CompileCache::global();
-        if let Some(n) = capacity {
-            if n == 0 {
-                return Err(pyo3::exceptions::PyValueError::new_err(
-                    "the compile cache capacity must be at least 1",
-                ));
-            }
-            cache.set_capacity(n);
+    let cache = nki_registry::CompileCache::global();
+    if let Some(n) = capacity {
+        if n == 0 {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "the compile cache capacity must be at least 1",
+            ));
         }
-        Ok(cache.capacity())
-    })
+        cache.set_capacity(n);
+    }
+    Ok(cache.capacity())
 }
 
 /// Defines the Python module `$name` (a `#[pymodule]`, so the `cdylib` exports `PyInit_$name`)
@@ -465,35 +440,46 @@ macro_rules! nki_module {
     };
 }
 
-/// Adds every function and class of the module to `m` (what [`nki_module!`] calls).
+/// Adds every function and class of the module to `m` (what [`nki_module!`] calls): each
+/// [`guard::Export`] that `#[entry_point]` declared, the panic test hook and the constants.
 pub fn init_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(versions, m)?)?;
-    m.add_function(wrap_pyfunction!(huge_pages, m)?)?;
-    m.add("HUGE_PAGES_MIN_BYTES", crate::pages::MIN_BYTES)?;
-    m.add_function(wrap_pyfunction!(set_namespace, m)?)?;
+    for export in guard::exports() {
+        (export.add)(m)?;
+    }
     m.add_function(wrap_pyfunction!(guard::_force_panic, m)?)?;
-    m.add_function(wrap_pyfunction!(guard::_entry_points, m)?)?;
-    m.add_function(wrap_pyfunction!(guard::_armed, m)?)?;
-    m.add_function(wrap_pyfunction!(fast::_fast_api, m)?)?;
-    m.add_function(wrap_pyfunction!(manifest, m)?)?;
-    m.add_function(wrap_pyfunction!(names, m)?)?;
-    m.add_function(wrap_pyfunction!(check, m)?)?;
-    m.add_function(wrap_pyfunction!(run::run, m)?)?;
-    m.add_function(wrap_pyfunction!(cache_size, m)?)?;
-    m.add_function(wrap_pyfunction!(cache_capacity, m)?)?;
-    m.add_function(wrap_pyfunction!(tolerance, m)?)?;
-    m.add_function(wrap_pyfunction!(symbolic, m)?)?;
-    m.add_function(wrap_pyfunction!(cost, m)?)?;
-    m.add_function(wrap_pyfunction!(emit, m)?)?;
-    m.add_function(wrap_pyfunction!(program, m)?)?;
-    m.add_function(wrap_pyfunction!(index_domains, m)?)?;
-    m.add_function(wrap_pyfunction!(nki_api, m)?)?;
-    m.add_function(wrap_pyfunction!(frontend::nki_spec, m)?)?;
-    m.add_class::<frontend::Tracer>()?;
-    m.add_class::<frontend::Program>()?;
-    m.add_function(wrap_pyfunction!(disk_cache_dir, m)?)?;
-    m.add_function(wrap_pyfunction!(disk_cache_info, m)?)?;
-    m.add_function(wrap_pyfunction!(disk_cache_clear, m)?)?;
-    m.add_function(wrap_pyfunction!(errors::_error_example, m)?)?;
+    m.add("HUGE_PAGES_MIN_BYTES", crate::pages::MIN_BYTES)?;
+    m.add("FAST_ABI_VERSION", fast::FAST_ABI_VERSION)?;
     Ok(())
+}
+
+// The NKI frontend's classes guard their methods by hand (`guard("Tracer.tile", ..)`) until
+// their impl blocks are declared with `#[entry_point]`, which lists and registers them; until
+// then their methods are listed here.
+inventory::submit! {
+    guard::Export {
+        add: |m| m.add_class::<frontend::Tracer>(),
+        entry_points: &[
+            "Tracer.__new__",
+            "Tracer.output",
+            "Tracer.tile",
+            "Tracer.open_loop",
+            "Tracer.close_loop",
+            "Tracer.record",
+            "Tracer.finish",
+        ],
+    }
+}
+inventory::submit! {
+    guard::Export {
+        add: |m| m.add_class::<frontend::Program>(),
+        entry_points: &[
+            "Program.validate",
+            "Program.simulate",
+            "Program.cost",
+            "Program.emit",
+            "Program.unrolled",
+            "Program.difference",
+            "Program.to_json",
+        ],
+    }
 }

@@ -10,6 +10,7 @@
 
 use crate::args;
 use crate::errors::{self, to_py_err};
+use crate::guard::entry_point;
 use nki_core::contract::Qualified;
 use nki_core::dtype::HostDType;
 use nki_core::sim::{HostTensor, HostTensorMut};
@@ -270,7 +271,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// for an optional tensor left out), `scalars` the scalar arguments in parameter order,
 /// `outputs` fresh contiguous CPU tensors in return order, written in place. The kernel is
 /// compiled once per signature and simulated with the GIL released.
-#[pyfunction]
+#[entry_point]
 pub fn run(
     py: Python<'_>,
     name: &str,
@@ -278,67 +279,65 @@ pub fn run(
     scalars: Vec<Bound<'_, PyAny>>,
     outputs: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<()> {
-    crate::guard::guard("run", || {
-        let def = errors::registry()?
-            .get(name)
-            .map_err(errors::registry_err)?;
-        // The tensors (and any contiguous copies) stay referenced here until `run` returns.
-        let mut alive: Vec<Bound<'_, PyAny>> = Vec::with_capacity(inputs.len() + outputs.len());
-        let mut input_args: Vec<Option<BufferArg>> = Vec::with_capacity(inputs.len());
-        for (i, t) in inputs.iter().enumerate() {
-            input_args.push(match t {
-                None => None,
-                Some(t) if t.is_none() => None,
-                Some(t) => {
-                    let (keep, arg) = read_tensor(name, "input", i, t)?;
-                    alive.push(keep);
-                    Some(arg)
-                }
-            });
-        }
-        let mut output_args: Vec<BufferArg> = Vec::with_capacity(outputs.len());
-        for (i, t) in outputs.iter().enumerate() {
-            let (keep, arg) = read_tensor(name, "output", i, t)?;
-            alive.push(keep);
-            output_args.push(arg);
-        }
-        let shapes: Vec<Option<Vec<u64>>> = input_args
-            .iter()
-            .map(|b| b.as_ref().map(|b| b.1.clone()))
-            .collect();
-        let dtypes: Vec<Option<&str>> = input_args
-            .iter()
-            .map(|b| b.as_ref().map(|b| b.2.as_str()))
-            .collect();
-        let sig = args::signature(def, &shapes, &dtypes, &scalars)?;
-        let raw_inputs = input_args
-            .iter()
-            .enumerate()
-            .filter_map(|(i, b)| b.as_ref().map(|b| RawBuffer::new(name, "input", i, b)))
-            .collect::<PyResult<Vec<_>>>()?;
-        let raw_outputs = output_args
-            .iter()
-            .enumerate()
-            .map(|(i, b)| RawBuffer::new(name, "output", i, b))
-            .collect::<PyResult<Vec<_>>>()?;
-        let job = Job {
-            def,
-            sig,
-            inputs: raw_inputs,
-            outputs: raw_outputs,
-        };
-        let result = py.detach(move || {
-            catch_unwind(AssertUnwindSafe(move || job.execute())).unwrap_or_else(|payload| {
-                Err(NkiError::Internal(format!(
-                    "{}: panic while compiling or simulating: {}",
-                    Qualified(def.name),
-                    panic_message(payload.as_ref())
-                )))
-            })
+    let def = errors::registry()?
+        .get(name)
+        .map_err(errors::registry_err)?;
+    // The tensors (and any contiguous copies) stay referenced here until `run` returns.
+    let mut alive: Vec<Bound<'_, PyAny>> = Vec::with_capacity(inputs.len() + outputs.len());
+    let mut input_args: Vec<Option<BufferArg>> = Vec::with_capacity(inputs.len());
+    for (i, t) in inputs.iter().enumerate() {
+        input_args.push(match t {
+            None => None,
+            Some(t) if t.is_none() => None,
+            Some(t) => {
+                let (keep, arg) = read_tensor(name, "input", i, t)?;
+                alive.push(keep);
+                Some(arg)
+            }
         });
-        drop(alive);
-        result.map_err(|e| to_py_err(e, def.name))
-    })
+    }
+    let mut output_args: Vec<BufferArg> = Vec::with_capacity(outputs.len());
+    for (i, t) in outputs.iter().enumerate() {
+        let (keep, arg) = read_tensor(name, "output", i, t)?;
+        alive.push(keep);
+        output_args.push(arg);
+    }
+    let shapes: Vec<Option<Vec<u64>>> = input_args
+        .iter()
+        .map(|b| b.as_ref().map(|b| b.1.clone()))
+        .collect();
+    let dtypes: Vec<Option<&str>> = input_args
+        .iter()
+        .map(|b| b.as_ref().map(|b| b.2.as_str()))
+        .collect();
+    let sig = args::signature(def, &shapes, &dtypes, &scalars)?;
+    let raw_inputs = input_args
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| b.as_ref().map(|b| RawBuffer::new(name, "input", i, b)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let raw_outputs = output_args
+        .iter()
+        .enumerate()
+        .map(|(i, b)| RawBuffer::new(name, "output", i, b))
+        .collect::<PyResult<Vec<_>>>()?;
+    let job = Job {
+        def,
+        sig,
+        inputs: raw_inputs,
+        outputs: raw_outputs,
+    };
+    let result = py.detach(move || {
+        catch_unwind(AssertUnwindSafe(move || job.execute())).unwrap_or_else(|payload| {
+            Err(NkiError::Internal(format!(
+                "{}: panic while compiling or simulating: {}",
+                Qualified(def.name),
+                panic_message(payload.as_ref())
+            )))
+        })
+    });
+    drop(alive);
+    result.map_err(|e| to_py_err(e, def.name))
 }
 
 #[cfg(test)]

@@ -14,12 +14,17 @@
 //
 // Built against the installed torch by torch_nki._fast (at install, or on first import) and
 // loaded with torch.ops.load_library; registration goes through torch.ops.torch_nki_fast.register.
+// The ABI's constants, enums and structs come from fast_abi.h, which torch_nki._fast generates
+// from their one definition in Rust (python/native/src/fast/abi.rs) when it compiles this file;
+// `python -m torch_nki._fast --header` prints it.
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
+
+#include "fast_abi.h"  // generated from python/native/src/fast/abi.rs (see torch_nki._fast)
 
 #include <array>
 #include <memory>
@@ -30,67 +35,35 @@
 
 namespace {
 
-constexpr uint32_t kAbiVersion = 1;
-constexpr size_t kMaxOutputs = 8;
-constexpr size_t kMaxRank = 8;
-constexpr int32_t kOk = 0;
+using namespace torch_nki_fast_abi;
 
-struct FastTensorMeta {
-  uint8_t present;
-  uint8_t dtype;
-  size_t ndim;
-  const int64_t* shape;
-};
-
-struct FastScalar {
-  uint8_t kind;
-  double f;
-  int64_t i;
-};
-
-struct FastPlan {
-  const void* handle;
-  size_t n_outputs;
-  size_t ndim[kMaxOutputs];
-  int64_t shape[kMaxOutputs][kMaxRank];
-  uint8_t dtype[kMaxOutputs];
-};
-
-struct FastBuffer {
-  void* data;
-  size_t nbytes;
-};
-
-struct FastApi {
-  uint32_t version;
-  const void* (*lookup)(const char*);
-  int32_t (*plan)(const void*, const FastTensorMeta*, size_t, const FastScalar*, size_t, FastPlan*);
-  int32_t (*execute)(const void*, const FastBuffer*, size_t, const FastBuffer*, size_t);
-  void (*release)(const void*);
-};
-
-// The simulator's dtype code of a torch dtype, or -1.
+// The FastDtype code of a torch dtype, or -1.
 int dtype_code(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return 0;
-    case at::kBFloat16: return 1;
-    case at::kHalf: return 2;
-    case at::kInt: return 3;
-    case at::ScalarType::Float8_e4m3fn: return 4;
-    case at::ScalarType::Float8_e5m2: return 5;
+#define TORCH_NKI_CASE(variant, aten) \
+  case at::ScalarType::aten:          \
+    return static_cast<int>(FastDtype::variant);
+    TORCH_NKI_FAST_DTYPES(TORCH_NKI_CASE)
+#undef TORCH_NKI_CASE
     default: return -1;
   }
 }
 
+// The torch dtype of a FastDtype code (the native module only returns known codes).
 at::ScalarType scalar_type(uint8_t code) {
-  switch (code) {
-    case 0: return at::kFloat;
-    case 1: return at::kBFloat16;
-    case 2: return at::kHalf;
-    case 3: return at::kInt;
-    case 4: return at::ScalarType::Float8_e4m3fn;
-    default: return at::ScalarType::Float8_e5m2;
+  switch (static_cast<FastDtype>(code)) {
+#define TORCH_NKI_CASE(variant, aten) \
+  case FastDtype::variant:            \
+    return at::ScalarType::aten;
+    TORCH_NKI_FAST_DTYPES(TORCH_NKI_CASE)
+#undef TORCH_NKI_CASE
   }
+  TORCH_CHECK(false, "torch_nki_fast: unknown dtype code ", static_cast<int>(code));
+}
+
+// A FastScalar of kind `kind`.
+FastScalar scalar(FastScalarKind kind, double f, int64_t i) {
+  return FastScalar{static_cast<uint8_t>(kind), f, i};
 }
 
 // Releases a plan's handle on every exit.
@@ -150,17 +123,18 @@ class FastCpu final : public c10::OperatorKernel {
       } else {
         if (n_scalars >= scalars.size()) return false;
         if (v.isDouble()) {
-          scalars[n_scalars++] = FastScalar{0, v.toDouble(), 0};
+          scalars[n_scalars++] = scalar(FastScalarKind::Float, v.toDouble(), 0);
         } else if (v.isBool()) {
-          scalars[n_scalars++] = FastScalar{2, 0.0, v.toBool() ? 1 : 0};
+          scalars[n_scalars++] = scalar(FastScalarKind::Bool, 0.0, v.toBool() ? 1 : 0);
         } else if (v.isInt()) {
-          scalars[n_scalars++] = FastScalar{1, 0.0, v.toInt()};
+          scalars[n_scalars++] = scalar(FastScalarKind::Int, 0.0, v.toInt());
         } else if (v.isNone()) {
-          scalars[n_scalars++] = FastScalar{3, 0.0, 0};
+          scalars[n_scalars++] = scalar(FastScalarKind::None, 0.0, 0);
         } else if (v.isString()) {
           // The string lives on the stack's IValue until the call returns.
-          scalars[n_scalars++] =
-              FastScalar{4, 0.0, static_cast<int64_t>(reinterpret_cast<uintptr_t>(v.toStringRef().c_str()))};
+          scalars[n_scalars++] = scalar(
+              FastScalarKind::Str, 0.0,
+              static_cast<int64_t>(reinterpret_cast<uintptr_t>(v.toStringRef().c_str())));
         } else {
           return false;
         }

@@ -122,9 +122,8 @@ def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
 
 def simulate(kernel: Any) -> Callable[..., Any]:
     """``nki.simulate(kernel)(*arrays)``: runs the kernel on the simulator."""
-    if not isinstance(kernel, Kernel):
-        kernel = Kernel(kernel)
-    return kernel.__call__
+    compiled = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+    return compiled.__call__
 
 
 def trace(kernel: Any, *args: Any, target: str = "trn2") -> Any:

@@ -7,6 +7,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from torch_nki import _native
@@ -16,9 +17,9 @@ _PACKAGE = __name__.rpartition(".")[0]
 
 def location(depth: int = 1) -> tuple[str, int]:
     """``(file, line)`` of the kernel code that called into the frontend."""
-    frame = sys._getframe(depth)
+    frame: FrameType | None = sys._getframe(depth)
     while frame is not None and str(frame.f_globals.get("__name__", "")).startswith(_PACKAGE):
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     if frame is None:
         return ("<unknown>", 0)
     return (frame.f_code.co_filename, frame.f_lineno)

@@ -136,7 +136,7 @@ def zeros(shape: Sequence[int], dtype: Any, buffer: Buffer = sbuf, name: str = "
 
     if buffer is shared_hbm:
         raise unsupported("nl.zeros(buffer=nl.shared_hbm)")
-    tile = ndarray(shape, dtype, buffer=buffer, name=name)
+    tile: Tile = ndarray(shape, dtype, buffer=buffer, name=name)
     isa.instruction("memset")(dst=tile, value=0.0)
     return tile
 
@@ -183,7 +183,7 @@ def load(src: HbmView, dtype: Any = None, **kwargs: Any) -> Tile:
         raise TypeError(f"nl.load takes an HBM tensor or view, got {src!r}")
     if dtype is not None and as_dtype(dtype) != src.dtype:
         raise unsupported("nl.load(dtype=...) with a cast", "DMA does not cast: load, then nisa.tensor_copy")
-    tile = ndarray(src.tile_shape(), src.dtype, buffer=sbuf)
+    tile: Tile = ndarray(src.tile_shape(), src.dtype, buffer=sbuf)
     isa.instruction("dma_copy")(dst=tile, src=src)
     return tile
 

@@ -16,6 +16,7 @@ mod program;
 pub use program::Program;
 
 use crate::errors::to_py_err;
+use crate::guard::entry_point;
 use args::{Args, RegionArg};
 use instructions::region;
 use nki_core::affine::AffineExpr;
@@ -54,27 +55,25 @@ fn dtype(kernel: &str, name: &str) -> PyResult<DType> {
 /// plus the `nl` names of the operators and activation functions the simulator implements
 /// (`"implemented_operators"`, `"implemented_activations"`).
 /// The frontend builds `nki.isa` from it, and the coverage table lists it.
-#[pyfunction]
+#[entry_point]
 pub fn nki_spec() -> PyResult<String> {
-    crate::guard::guard("nki_spec", || {
-        let spec = serde_json::json!({
-            "instructions": ::nki_spec::INSTRUCTIONS,
-            "enums": ::nki_spec::ENUMS,
-            "functions": ::nki_spec::FUNCTIONS,
-            "dtypes": ::nki_spec::DTYPES,
-            "buffers": ::nki_spec::BUFFERS,
-            "tile_sizes": ::nki_spec::TILE_SIZES,
-            "operators": ::nki_spec::OPERATORS,
-            "activations": ::nki_spec::ACTIVATIONS,
-            "other_names": ::nki_spec::OTHER_NAMES,
-            // What the simulator implements, by `nl` name: operators and activation functions
-            // the instructions above accept (`nl.divide` is an operator here though NKI 0.7's
-            // operator table lacks it; docs/nki-coverage.md says so).
-            "implemented_operators": BinOp::ALL.map(|o| o.nki_name().trim_start_matches("nl.")),
-            "implemented_activations": ActFn::ALL.map(|f| f.nki_name().trim_start_matches("nl.")),
-        });
-        Ok(spec.to_string())
-    })
+    let spec = serde_json::json!({
+        "instructions": ::nki_spec::INSTRUCTIONS,
+        "enums": ::nki_spec::ENUMS,
+        "functions": ::nki_spec::FUNCTIONS,
+        "dtypes": ::nki_spec::DTYPES,
+        "buffers": ::nki_spec::BUFFERS,
+        "tile_sizes": ::nki_spec::TILE_SIZES,
+        "operators": ::nki_spec::OPERATORS,
+        "activations": ::nki_spec::ACTIVATIONS,
+        "other_names": ::nki_spec::OTHER_NAMES,
+        // What the simulator implements, by `nl` name: operators and activation functions
+        // the instructions above accept (`nl.divide` is an operator here though NKI 0.7's
+        // operator table lacks it; docs/nki-coverage.md says so).
+        "implemented_operators": BinOp::ALL.map(|o| o.nki_name().trim_start_matches("nl.")),
+        "implemented_activations": ActFn::ALL.map(|f| f.nki_name().trim_start_matches("nl.")),
+    });
+    Ok(spec.to_string())
 }
 
 /// Records an NKI kernel call by call (see the module doc).

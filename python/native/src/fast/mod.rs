@@ -6,103 +6,36 @@
 //! proper `torch_nki` exception; so the fast path never needs to produce an error itself.
 //!
 //! The table's address is handed to the C++ side by `_fast_api()`; each module (the package's
-//! and every loaded kernel crate) has its own table and compile cache.
+//! and every loaded kernel crate) has its own table and compile cache. The ABI's types are
+//! defined once, in [`abi`], and the C++ side's header generated from them
+//! (`_fast_abi_header()`).
 
+use crate::guard::entry_point;
 use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
 use nki_core::sim::{HostTensor, HostTensorMut};
-use nki_core::{Compiled, DType, KernelDef, Signature, Target};
+use nki_core::{Compiled, KernelDef, Signature, Target};
 use nki_registry::CompileCache;
 use std::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-/// The ABI version; the C++ side refuses a table with another.
-pub const FAST_ABI_VERSION: u32 = 1;
-/// Success.
-pub const OK: i32 = 0;
-/// Run the op's Python kernel instead.
-pub const SLOW_PATH: i32 = 1;
-/// Most outputs a plan describes (more take the slow path).
-pub const MAX_OUTPUTS: usize = 8;
-/// Highest output rank a plan describes (higher take the slow path).
-pub const MAX_RANK: usize = 8;
+pub mod abi;
+pub mod c_decl;
 
-/// One tensor argument's shape and dtype (`present == 0`: an optional tensor left out).
-#[repr(C)]
-pub struct FastTensorMeta {
-    /// 0 for an absent optional tensor.
-    pub present: u8,
-    /// Dtype code: 0 f32, 1 bf16, 2 f16, 3 i32, 4 f8e4m3, 5 f8e5m2.
-    pub dtype: u8,
-    /// Rank.
-    pub ndim: usize,
-    /// `ndim` sizes.
-    pub shape: *const i64,
-}
+pub use abi::{
+    FAST_ABI_VERSION, FastApi, FastBuffer, FastDtype, FastPlan, FastScalar, FastScalarKind,
+    FastTensorMeta, MAX_OUTPUTS, MAX_RANK, OK, SLOW_PATH,
+};
 
-/// One scalar argument.
-#[repr(C)]
-pub struct FastScalar {
-    /// 0 float, 1 int, 2 bool, 3 `None` (an optional scalar left out), 4 str (`i` is the
-    /// address of a NUL-terminated string).
-    pub kind: u8,
-    /// The float value.
-    pub f: f64,
-    /// The int (or bool as 0/1) value.
-    pub i: i64,
-}
+/// `plan`'s name for a forced panic.
+const PLAN: &str = "fast.plan";
+/// `execute`'s name for a forced panic.
+const EXECUTE: &str = "fast.execute";
 
-/// A compiled program for one call, and its outputs.
-#[repr(C)]
-pub struct FastPlan {
-    /// An `Arc<Compiled>` to pass to `execute` and then `release`.
-    pub handle: *const c_void,
-    /// Number of outputs.
-    pub n_outputs: usize,
-    /// Each output's rank.
-    pub ndim: [usize; MAX_OUTPUTS],
-    /// Each output's shape.
-    pub shape: [[i64; MAX_RANK]; MAX_OUTPUTS],
-    /// Each output's dtype code.
-    pub dtype: [u8; MAX_OUTPUTS],
-}
-
-/// One tensor's memory.
-#[repr(C)]
-pub struct FastBuffer {
-    /// The data pointer.
-    pub data: *mut u8,
-    /// Its length in bytes.
-    pub nbytes: usize,
-}
-
-/// The function table.
-#[repr(C)]
-pub struct FastApi {
-    /// [`FAST_ABI_VERSION`].
-    pub version: u32,
-    /// The kernel named by a NUL-terminated string (null when unknown).
-    pub lookup: unsafe extern "C" fn(*const c_char) -> *const c_void,
-    /// Plans a call for Trn2: `(kernel, inputs, n_inputs, scalars, n_scalars, out plan)`.
-    pub plan: unsafe extern "C" fn(
-        *const c_void,
-        *const FastTensorMeta,
-        usize,
-        *const FastScalar,
-        usize,
-        *mut FastPlan,
-    ) -> i32,
-    /// Executes a plan: `(handle, inputs, n_inputs, outputs, n_outputs)`; present inputs only.
-    pub execute: unsafe extern "C" fn(
-        *const c_void,
-        *const FastBuffer,
-        usize,
-        *const FastBuffer,
-        usize,
-    ) -> i32,
-    /// Releases a plan's handle.
-    pub release: unsafe extern "C" fn(*const c_void),
-}
+/// The C ABI functions that catch panics, by the names `_force_panic` arms them with. They
+/// answer a panic with "take the slow path", so a forced panic there is invisible but for the
+/// path taken.
+pub const ENTRY_POINTS: &[&str] = &[PLAN, EXECUTE];
 
 /// The table of this module.
 pub static FAST_API: FastApi = FastApi {
@@ -112,29 +45,6 @@ pub static FAST_API: FastApi = FastApi {
     execute,
     release,
 };
-
-fn dtype(code: u8) -> Option<DType> {
-    Some(match code {
-        0 => DType::F32,
-        1 => DType::BF16,
-        2 => DType::F16,
-        3 => DType::I32,
-        4 => DType::F8E4M3,
-        5 => DType::F8E5M2,
-        _ => return None,
-    })
-}
-
-fn code(d: DType) -> u8 {
-    match d {
-        DType::F32 => 0,
-        DType::BF16 => 1,
-        DType::F16 => 2,
-        DType::I32 => 3,
-        DType::F8E4M3 => 4,
-        DType::F8E5M2 => 5,
-    }
-}
 
 /// The target kernels are compiled for on this path (the torch ops' default).
 const TARGET: Target = Target::Trn2;
@@ -164,7 +74,7 @@ unsafe extern "C" fn plan(
     out: *mut FastPlan,
 ) -> i32 {
     let result = catch_unwind(AssertUnwindSafe(|| -> Option<()> {
-        crate::guard::panic_if_forced("fast.plan");
+        crate::guard::panic_if_forced(PLAN);
         if kernel.is_null() || out.is_null() {
             return None;
         }
@@ -191,7 +101,7 @@ unsafe extern "C" fn plan(
                         .iter()
                         .map(|&d| u64::try_from(d).ok())
                         .collect::<Option<_>>()?,
-                    dtype: dtype(m.dtype)?,
+                    dtype: FastDtype::from_code(m.dtype)?.dtype(),
                 }))
             })
             .collect::<Option<Vec<_>>>()?;
@@ -202,23 +112,25 @@ unsafe extern "C" fn plan(
         let scalars = scalars
             .iter()
             .zip(def.scalar_params())
-            .map(|(s, p)| match (s.kind, p.kind) {
-                (0, _) => Some(ScalarValue::Float(s.f)),
-                (1, _) => Some(ScalarValue::Int(s.i)),
-                (2, _) => Some(ScalarValue::Bool(s.i != 0)),
-                (3, _) => Some(ScalarValue::None),
-                (4, ParamKind::Str { choices, .. }) if s.i != 0 => {
-                    // SAFETY: for kind 4 `i` is the address of the caller's NUL-terminated
-                    // string, alive for the call.
-                    let text = unsafe { CStr::from_ptr(s.i as usize as *const c_char) };
-                    let text = text.to_str().ok()?;
-                    choices
-                        .iter()
-                        .find(|c| **c == text)
-                        .map(|c| ScalarValue::Str(c))
-                }
-                _ => None,
-            })
+            .map(
+                |(s, p)| match (FastScalarKind::from_code(s.kind)?, p.kind) {
+                    (FastScalarKind::Float, _) => Some(ScalarValue::Float(s.f)),
+                    (FastScalarKind::Int, _) => Some(ScalarValue::Int(s.i)),
+                    (FastScalarKind::Bool, _) => Some(ScalarValue::Bool(s.i != 0)),
+                    (FastScalarKind::None, _) => Some(ScalarValue::None),
+                    (FastScalarKind::Str, ParamKind::Str { choices, .. }) if s.i != 0 => {
+                        // SAFETY: for `Str` `i` is the address of the caller's NUL-terminated
+                        // string, alive for the call.
+                        let text = unsafe { CStr::from_ptr(s.i as usize as *const c_char) };
+                        let text = text.to_str().ok()?;
+                        choices
+                            .iter()
+                            .find(|c| **c == text)
+                            .map(|c| ScalarValue::Str(c))
+                    }
+                    _ => None,
+                },
+            )
             .collect::<Option<Vec<_>>>()?;
         let sig = Signature {
             tensors,
@@ -238,7 +150,7 @@ unsafe extern "C" fn plan(
             for (k, &d) in o.shape.iter().enumerate() {
                 out.shape[i][k] = i64::try_from(d).ok()?;
             }
-            out.dtype[i] = code(o.dtype);
+            out.dtype[i] = FastDtype::of(o.dtype) as u8;
         }
         out.handle = Arc::into_raw(compiled).cast();
         Some(())
@@ -257,7 +169,7 @@ unsafe extern "C" fn execute(
     n_outputs: usize,
 ) -> i32 {
     let result = catch_unwind(AssertUnwindSafe(|| -> Option<()> {
-        crate::guard::panic_if_forced("fast.execute");
+        crate::guard::panic_if_forced(EXECUTE);
         if handle.is_null() {
             return None;
         }
@@ -327,7 +239,7 @@ unsafe fn slice<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
 /// The buffer is readable for `nbytes` for `'a`.
 unsafe fn bytes<'a>(b: &FastBuffer) -> &'a [u8] {
     // SAFETY: guaranteed by the caller.
-    unsafe { slice(b.data.cast_const(), b.nbytes) }
+    unsafe { slice(b.data.cast_const().cast::<u8>(), b.nbytes) }
 }
 
 /// # Safety
@@ -337,12 +249,25 @@ unsafe fn bytes_mut<'a>(b: &FastBuffer) -> &'a mut [u8] {
         &mut []
     } else {
         // SAFETY: guaranteed by the caller.
-        unsafe { std::slice::from_raw_parts_mut(b.data, b.nbytes) }
+        unsafe { std::slice::from_raw_parts_mut(b.data.cast::<u8>(), b.nbytes) }
     }
 }
 
+/// The C++ header of the ABI (`fast_abi.h`, see [`abi::header`]), which `torch_nki._fast`
+/// writes beside the C++ kernels when it compiles them.
+#[entry_point]
+pub fn _fast_abi_header() -> pyo3::PyResult<String> {
+    Ok(abi::header())
+}
+
+/// The C ABI functions a forced panic can be armed for ([`ENTRY_POINTS`]).
+#[entry_point]
+pub fn _fast_entry_points() -> Vec<&'static str> {
+    ENTRY_POINTS.to_vec()
+}
+
 /// The address of this module's [`FastApi`] table, for the C++ kernels.
-#[pyo3::pyfunction]
+#[entry_point]
 pub fn _fast_api() -> pyo3::PyResult<usize> {
-    crate::guard::guard("_fast_api", || Ok(std::ptr::from_ref(&FAST_API) as usize))
+    Ok(std::ptr::from_ref(&FAST_API) as usize)
 }
