@@ -23,6 +23,11 @@ thread_local! {
 
 /// One thing the native module exports, submitted by `#[entry_point]`: a guarded function, or a
 /// class whose methods are guarded.
+///
+/// Submissions are linked into every binary that links this crate, test binaries included, and
+/// they reference pyo3: a test binary links only where libpython is linked, that is without
+/// pyo3's `extension-module` feature (the module itself is built with
+/// `PYO3_BUILD_EXTENSION_MODULE`, which maturin sets).
 pub struct Export {
     /// Adds it to the module.
     pub add: fn(&Bound<'_, PyModule>) -> PyResult<()>,
