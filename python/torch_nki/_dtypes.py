@@ -13,12 +13,15 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any
 from types import FrameType
+from typing import Any
 
 import torch
 
 from torch_nki.errors import ContractIndexError
+
+TorchDType = torch.dtype
+"""``torch.dtype``, named so the tables' ``torch`` fields do not shadow the module in annotations."""
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class KernelDType:
     """The NKI name without ``nl.`` (``bfloat16``)."""
     torch_name: str
     """The torch name without ``torch.`` (``bfloat16``)."""
-    torch: torch.dtype
+    torch: TorchDType
     """The torch dtype (``torch.bfloat16``)."""
     is_float: bool
     """A floating-point type."""
@@ -46,8 +49,8 @@ class HostDType:
 
     name: str
     """The name the native contract check takes (``f64``)."""
-    torch: torch.dtype
-    compute: torch.dtype
+    torch: TorchDType
+    compute: TorchDType
     """The kernel dtype it is computed in."""
 
 

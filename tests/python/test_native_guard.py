@@ -73,7 +73,9 @@ def _method_calls() -> dict[str, Callable[[], object]]:
         "Tracer.close_loop": _closing,
         "Tracer.record": _with_tile(
             lambda t, r: t.record(
-                "tensor_copy", {"dst": ("tile", *r), "src": ("tile", *r), "engine": ENGINE_UNKNOWN, "name": None}, *AT
+                "tensor_copy",
+                {"dst": ("tile", *r), "src": ("tile", *r), "engine": ENGINE_UNKNOWN, "name": None},
+                *AT,
             )
         ),
         "Tracer.finish": lambda: _tracer().finish([]),
