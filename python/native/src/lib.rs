@@ -17,7 +17,7 @@
 //!   fake kernel to evaluate on `SymInt`s.
 //! - `tolerance(name, shapes, dtypes, scalars)`: each output's tolerance against its reference.
 //! - `cost`, `emit`, `program`: an op's cost estimate, NKI source, and traced `Program`.
-//! - `Tracer`, `Program`, `nki_api()`, `nki_spec()`: the NKI Python frontend's native half (see
+//! - `Tracer`, `Program`, `nki_api()`, `nki_spec_json()`: the NKI Python frontend's native half (see
 //!   [`frontend`]).
 //! - `versions()`: the module protocol and nki-core versions, which must match the host's.
 //!

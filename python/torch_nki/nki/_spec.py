@@ -9,5 +9,5 @@ from typing import Any
 
 from torch_nki import _native
 
-SPEC: dict[str, Any] = json.loads(_native.nki_spec())
+SPEC: dict[str, Any] = json.loads(_native.nki_spec_json())
 """The whole declaration, as the native module exports it."""

@@ -6,7 +6,7 @@
 //!
 //! Each `nisa.<name>(...)` call arrives through one entry point, [`Tracer::record`]: the
 //! Python side builds every `nisa` function from the instruction declarations of `nki_spec`
-//! ([`nki_spec()`]) and encodes the arguments uniformly ([`args`]); [`instructions`] maps each
+//! ([`nki_spec_json()`]) and encodes the arguments uniformly ([`args`]); [`instructions`] maps each
 //! implemented instruction onto its tile-language function.
 
 mod args;
@@ -56,7 +56,7 @@ fn dtype(kernel: &str, name: &str) -> PyResult<DType> {
 /// (`"implemented_operators"`, `"implemented_activations"`).
 /// The frontend builds `nki.isa` from it, and the coverage table lists it.
 #[entry_point]
-pub fn nki_spec() -> PyResult<String> {
+pub fn nki_spec_json() -> PyResult<String> {
     let spec = serde_json::json!({
         "instructions": ::nki_spec::INSTRUCTIONS,
         "enums": ::nki_spec::ENUMS,
