@@ -35,13 +35,7 @@ ENUMS: dict[str, type[enum.Enum]] = {
 }
 """Every ``nki.isa`` enum class, by name."""
 
-engine = ENUMS["engine"]
-reduce_cmd = ENUMS["reduce_cmd"]
-dge_mode = ENUMS["dge_mode"]
-oob_mode = ENUMS["oob_mode"]
-matmul_perf_mode = ENUMS["matmul_perf_mode"]
-nc_version = ENUMS["nc_version"]
-dma_engine = ENUMS["dma_engine"]
+globals().update(ENUMS)
 
 constants = types.ModuleType(f"{__name__}.constants", "The nki.isa enums (nki.isa.constants).")
 for _name, _enum in ENUMS.items():
@@ -136,10 +130,13 @@ def instruction(name: str) -> Callable[..., None]:
     return FUNCTIONS[name]
 
 
+_NC_VERSIONS: dict[str, str] = dict(SPEC["targets"])
+"""The ``nisa.nc_version`` of each target (``trn2`` → ``gen3``)."""
+
+
 def get_nc_version() -> Any:
     """The NeuronCore version of the kernel being traced (``nisa.nc_version``)."""
-    target = current().target
-    return nc_version[{"trn1": "gen2", "trn2": "gen3", "trn3": "gen4"}[target]]
+    return ENUMS["nc_version"][_NC_VERSIONS[current().target]]
 
 
 def __getattr__(name: str) -> Any:

@@ -23,12 +23,7 @@ from torch_nki.nki._values import DType, HbmTensor, HbmView, Tile, TileRegion, t
 DTYPES = tuple(DType(d.nki, d.name) for d in KERNEL_DTYPES)
 _BY_NKI_NAME = {d.nki_name: d for d in DTYPES}
 
-float32 = _BY_NKI_NAME["float32"]
-bfloat16 = _BY_NKI_NAME["bfloat16"]
-float16 = _BY_NKI_NAME["float16"]
-int32 = _BY_NKI_NAME["int32"]
-float8_e4m3 = _BY_NKI_NAME["float8_e4m3"]
-float8_e5m2 = _BY_NKI_NAME["float8_e5m2"]
+globals().update(_BY_NKI_NAME)
 
 
 class Buffer:

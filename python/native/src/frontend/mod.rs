@@ -53,7 +53,8 @@ fn dtype(kernel: &str, name: &str) -> PyResult<DType> {
 /// The NKI 0.7 API as declared in `nki_spec`, as JSON: `{"instructions", "enums",
 /// "functions", "dtypes", "buffers", "tile_sizes", "operators", "activations", "other_names"}`,
 /// plus the `nl` names of the operators and activation functions the simulator implements
-/// (`"implemented_operators"`, `"implemented_activations"`).
+/// (`"implemented_operators"`, `"implemented_activations"`) and each target's NeuronCore
+/// version (`"targets"`).
 /// The frontend builds `nki.isa` from it, and the coverage table lists it.
 #[entry_point]
 pub fn nki_spec_json() -> PyResult<String> {
@@ -72,6 +73,8 @@ pub fn nki_spec_json() -> PyResult<String> {
         // operator table lacks it; docs/nki-coverage.md says so).
         "implemented_operators": BinOp::ALL.map(|o| o.nki_name().trim_start_matches("nl.")),
         "implemented_activations": ActFn::ALL.map(|f| f.nki_name().trim_start_matches("nl.")),
+        // Each target with its NeuronCore version (`nisa.get_nc_version()`).
+        "targets": Target::ALL.map(|t| (t.name(), t.nc_version().name())),
     });
     Ok(spec.to_string())
 }
