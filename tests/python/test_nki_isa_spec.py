@@ -163,3 +163,36 @@ def test_cli_writes_the_coverage_table(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert out.read_text(encoding="utf-8") == coverage.markdown()
+
+
+def test_tile_level_operators_and_activations_lower_to_one_instruction() -> None:
+    @nki.jit
+    def kernel(a_in, b_in):
+        a, b = nl.load(a_in), nl.load(b_in)
+        c = nl.multiply(nl.add(a, b), 2.0)
+        d = nl.exp(c)
+        out = nl.ndarray(a_in.shape, dtype=a_in.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=d)
+        return out
+
+    a, b = _rand(8, 16), _rand(8, 16) * 0.5
+    got = nki.simulate(kernel)(a, b)
+    np.testing.assert_allclose(got, np.exp((a + b) * 2.0), rtol=1e-5)
+    names = [
+        line.split("(")[0].strip() for line in nki.trace(kernel, a, b).emit().splitlines() if "nisa." in line
+    ]
+    assert names.count("nisa.tensor_tensor") == 1 and names.count("nisa.activation") == 1, names
+
+
+def test_tile_level_operators_do_not_broadcast() -> None:
+    @nki.jit
+    def kernel(a_in, b_in):
+        a, b = nl.load(a_in), nl.load(b_in)
+        nl.add(a, b)  # shapes differ
+        return a_in
+
+    with pytest.raises(
+        ValueError,
+        match=r"nl\.add: shapes \(8, 16\) and \(8, 1\) differ; NKI's tile-level operators do not broadcast",
+    ):
+        nki.simulate(kernel)(_rand(8, 16), _rand(8, 1))

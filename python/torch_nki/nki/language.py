@@ -50,14 +50,64 @@ class Function:
         self.name = name
         self.kinds = kinds
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise unsupported(
-            f"nl.{self.name}(...) as a tile-level call",
-            f"pass it to a nisa instruction (op=nl.{self.name})",
-        )
+    def __call__(self, x: Any, y: Any = None, dtype: Any = None) -> Tile:
+        """The tile-level operation, lowered to one instruction as NKI lowers it: a binary
+        operator on two tiles of one shape is ``nisa.tensor_tensor``, on a tile and a number
+        ``nisa.tensor_scalar``; an activation function of a tile ``nisa.activation``. The
+        result is a new SBUF tile of ``x``'s shape, in ``dtype`` (default: the inputs' dtype;
+        float32 where two tiles' dtypes differ)."""
+        return _tile_level(self, x, y, dtype)
 
     def __repr__(self) -> str:
         return f"nl.{self.name}"
+
+
+def _tile_level(fn: Function, x: Any, y: Any, dtype: Any) -> Tile:
+    from torch_nki.nki import isa
+
+    call = f"nl.{fn.name}(...) as a tile-level call"
+    if not isinstance(x, TileRegion):
+        raise unsupported(
+            call, f"on {type(x).__name__} (a tile first; pass it to a nisa instruction: op=nl.{fn.name})"
+        )
+    if y is None:
+        if "activation" not in fn.kinds:
+            raise unsupported(call, f"nl.{fn.name} of one tile")
+        out = _result(x, None, dtype)
+        isa.instruction("activation")(dst=out, op=fn, data=x)
+        return out
+    if "operator" not in fn.kinds:
+        raise TypeError(
+            f"nl.{fn.name} takes one tile, got a second argument ({location()[0]}:{location()[1]})"
+        )
+    if isinstance(y, TileRegion):
+        if y.shape != x.shape:
+            raise ValueError(
+                f"nl.{fn.name}: shapes {x.shape} and {y.shape} differ; NKI's tile-level operators do not "
+                f"broadcast (use nl.broadcast_to or nisa.tensor_scalar with a (P, 1) tile) "
+                f"({location()[0]}:{location()[1]})"
+            )
+        out = _result(x, y, dtype)
+        isa.instruction("tensor_tensor")(dst=out, data1=x, data2=y, op=fn)
+        return out
+    if isinstance(y, bool) or not isinstance(y, int | float):
+        raise TypeError(
+            f"nl.{fn.name}: y must be a tile or a number, got {y!r} ({location()[0]}:{location()[1]})"
+        )
+    out = _result(x, None, dtype)
+    isa.instruction("tensor_scalar")(dst=out, data=x, op0=fn, operand0=float(y))
+    return out
+
+
+def _result(x: TileRegion, y: TileRegion | None, dtype: Any) -> Tile:
+    if dtype is not None:
+        d = as_dtype(dtype)
+    elif y is None or y.dtype == x.dtype:
+        d = x.dtype
+    else:
+        d = _BY_NKI_NAME["float32"]
+    tile: Tile = ndarray(x.shape, d, buffer=sbuf)
+    return tile
 
 
 def _functions() -> dict[str, Function]:
