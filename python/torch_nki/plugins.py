@@ -81,7 +81,11 @@ def build(crate: str | os.PathLike[str]) -> Path:
         )
     cmd = [cargo, "build", "--release", "--message-format=json-render-diagnostics"]
     cmd += ["--manifest-path", str(manifest)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    # Built as an extension module (libpython left to the interpreter that loads it), the way
+    # maturin builds torch_nki._native; without the variable the crate's `cargo test` links
+    # libpython, so its test binaries run.
+    env = {**os.environ, "PYO3_BUILD_EXTENSION_MODULE": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-30:])
         raise PluginError(f"torch_nki.load: `cargo build --release` failed for {crate_dir}:\n{tail}")
