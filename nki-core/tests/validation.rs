@@ -176,6 +176,17 @@ fn dma_cannot_touch_psum_and_tiles_stay_in_scope() {
         out
     });
     assert_eq!(rule_of(&p).0, "tile-scope");
+    // A body that runs once has one tile: it stays valid after the loop.
+    let p = program(Target::Trn2, |x| {
+        let out = shared_hbm(&[4, 4], DType::F32);
+        let mut kept = None;
+        affine_range(1, |_| kept = Some(sbuf([4, 4], DType::F32)));
+        let kept = kept.unwrap();
+        dma_copy(&kept, x.rows(0usize, 4).cols(0usize, 4));
+        dma_copy(out.rows(0usize, 4).cols(0usize, 4), &kept);
+        out
+    });
+    validate(&p).unwrap();
 }
 
 #[test]

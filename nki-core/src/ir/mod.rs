@@ -10,10 +10,12 @@ use crate::loc::SourceLoc;
 use crate::target::Target;
 use serde::Serialize;
 
+mod hoist;
 mod math;
 mod op;
 mod unroll;
 
+pub use hoist::hoist_escaping_allocs;
 pub use math::{ActFn, BinOp};
 pub use op::{ElementwiseEngine, Op, ScalarOperand};
 pub use unroll::{stream_difference, unroll};

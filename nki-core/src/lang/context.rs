@@ -207,7 +207,8 @@ impl Builder {
                 self.loops[innermost.0 as usize].loc,
             ));
         }
-        let body = self.blocks.pop().expect("the top-level block is open");
+        let mut body = self.blocks.pop().expect("the top-level block is open");
+        crate::ir::hoist_escaping_allocs(&mut body, &self.loops);
         Ok(Program {
             name: name.to_string(),
             target: self.target,

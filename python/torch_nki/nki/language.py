@@ -4,8 +4,9 @@ and the operator and activation names ``nisa`` instructions take (every one NKI 
 from the native declarations: ``FUNCTIONS``).
 
 Loops follow NKI 0.6: ``affine_range``, ``sequential_range`` and ``static_range`` iterate like
-``range`` (the kernel is unrolled while it is traced), and each iteration is its own scope, so
-tiles allocated in it die at its end. Anything else in ``nl`` raises ``NotImplementedError``
+``range`` (the kernel is unrolled while it is traced); each iteration is its own scope, and a
+tile allocated in it lives as long as the kernel uses it (lists of tiles built in one loop and
+read in the next are fine). Anything else in ``nl`` raises ``NotImplementedError``
 naming the call and its line.
 """
 
@@ -199,7 +200,7 @@ def _scoped(kind: str, args: tuple[int, ...]) -> Iterator[int]:
 
 
 def affine_range(*args: int) -> Iterator[int]:
-    """``range`` whose iterations are independent; each iteration is its own scope."""
+    """``range`` whose iterations are independent (each iteration is its own scope)."""
     return _scoped("affine", args)
 
 
