@@ -193,15 +193,20 @@ def _owned(owner: object, what: str) -> None:
 
 
 class TileRegion:
-    """Partitions ``p0..p0+np`` and free elements ``f0..f0+nf`` of a tile."""
+    """Partitions ``p0..p0+np`` of a tile and, in each, the free elements ``f0..f0+nf`` seen
+    with the free dimensions ``free`` (row-major, ``nf`` their product). A region is always one
+    contiguous run of free elements per partition, which is what an instruction operand is."""
 
-    def __init__(self, tile: Tile, p0: int, np: int, f0: int, nf: int) -> None:
+    def __init__(self, tile: Tile, p0: int, np: int, f0: int, free: tuple[int, ...]) -> None:
         self.tile = tile
-        self.p0, self.np, self.f0, self.nf = p0, np, f0, nf
+        self.p0, self.np, self.f0 = p0, np, f0
+        self.free = free
+        self.nf = math.prod(free)
 
     @property
-    def shape(self) -> tuple[int, int]:
-        return (self.np, self.nf)
+    def shape(self) -> tuple[int, ...]:
+        """``(partitions, *free dims)``; a region with no free dimension left is ``(p, 1)``."""
+        return (self.np, *self.free) if self.free else (self.np, 1)
 
     @property
     def dtype(self) -> DType:
@@ -212,10 +217,42 @@ class TileRegion:
         return self.tile.buffer
 
     def __getitem__(self, key: Any) -> TileRegion:
-        parts = _normalise(key, self.shape, f"tile t{self.tile.id}")
-        # An integer index keeps a size-1 dimension: tiles stay [partition, free].
-        (p0, np), (f0, nf) = ((k, 1) if isinstance(k, int) else k for k in parts)
-        return TileRegion(self.tile, self.p0 + p0, np, self.f0 + f0, nf)
+        """NumPy basic indexing over ``(partition, *free dims)``. An integer partition index keeps
+        one partition; an integer free index drops its dimension, as in NumPy. The free elements
+        selected must be one contiguous run (integer or one-element indices, then one slice, then
+        whole dimensions): an instruction operand is a ``[partitions, run]`` region."""
+        what = f"tile t{self.tile.id}"
+        parts = _normalise(key, (self.np, *self.free) if self.free else (self.np, 1), what)
+        p = parts[0]
+        p0, np = (p, 1) if isinstance(p, int) else p
+        dims = self.free or (1,)
+        f0, free, strides = 0, [], [math.prod(dims[i + 1 :]) for i in range(len(dims))]
+        # The run is contiguous when, scanning from the last dimension, every dimension is whole
+        # until the first partial one, and every one before that selects a single element.
+        partial = False
+        for k, size, stride in reversed(list(zip(parts[1:], dims, strides, strict=True))):
+            start, count = (k, 1) if isinstance(k, int) else k
+            if partial and count != 1:
+                raise unsupported(
+                    f"{what}{_show_key(parts)}",
+                    "a tile region is one contiguous run of free elements per partition "
+                    f"(free dims {tuple(dims)})",
+                )
+            partial = partial or count != size
+            f0 += start * stride
+            if not isinstance(k, int):
+                free.append(count)
+        return TileRegion(self.tile, self.p0 + p0, np, self.f0 + f0, tuple(reversed(free)))
+
+    def reshape(self, shape: Sequence[int]) -> TileRegion:
+        """The region seen with another shape: the same partitions first, the same number of free
+        elements after."""
+        dims = tuple(int(s) for s in shape)
+        if not dims or dims[0] != self.np or math.prod(dims[1:]) != self.nf:
+            raise ValueError(
+                f"tile t{self.tile.id}: cannot reshape a {self.shape} region to {dims} ({where()})"
+            )
+        return TileRegion(self.tile, self.p0, self.np, self.f0, dims[1:])
 
     def operand(self) -> tuple[int, int, int, int, int]:
         """The native region tuple (of a tile of the trace in progress)."""
@@ -223,22 +260,28 @@ class TileRegion:
         return (self.tile.id, self.p0, self.np, self.f0, self.nf)
 
     def __repr__(self) -> str:
-        return f"<t{self.tile.id}[{self.p0}:{self.p0 + self.np}, {self.f0}:{self.f0 + self.nf}]>"
+        return (
+            f"<t{self.tile.id}[{self.p0}:{self.p0 + self.np}, {self.f0}:{self.f0 + self.nf}] as {self.shape}>"
+        )
+
+
+def _show_key(parts: Sequence[tuple[int, int] | int]) -> str:
+    return "[" + ", ".join(str(k) if isinstance(k, int) else f"{k[0]}:{k[0] + k[1]}" for k in parts) + "]"
 
 
 class Tile(TileRegion):
-    """A tile in SBUF or PSUM: ``[partitions, free]`` (a 1-D shape ``(p,)`` is ``[p, 1]``;
-    higher ranks merge the free dimensions)."""
+    """A tile in SBUF or PSUM: the partition dimension first, then any number of free
+    dimensions (a 1-D shape ``(p,)`` is ``[p, 1]``). The simulator stores ``[partitions, free
+    elements]``; the free dimensions are how the kernel indexes them."""
 
-    def __init__(
-        self, tile_id: int, shape: tuple[int, int], dtype: DType, buffer: str, trace: object
-    ) -> None:
+    def __init__(self, tile_id: int, shape: Sequence[int], dtype: DType, buffer: str, trace: object) -> None:
         self.id = tile_id
         self.trace = trace
         """The trace that made it (its id means nothing in another)."""
         self._dtype = dtype
         self._buffer = buffer
-        super().__init__(self, 0, shape[0], 0, shape[1])
+        dims = tuple(int(s) for s in shape)
+        super().__init__(self, 0, dims[0], 0, dims[1:])
 
     @property
     def dtype(self) -> DType:

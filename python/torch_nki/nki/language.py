@@ -173,7 +173,7 @@ def ndarray(shape: Sequence[int], dtype: Any, buffer: Buffer = sbuf, name: str =
         raise unsupported(f"nl.ndarray(buffer={buffer!r})", "buffers are nl.sbuf, nl.psum and nl.shared_hbm")
     p, f = tile_shape(shape)
     tile_id = trace.native.tile(p, f, d.native, buffer.name, file, line)
-    return Tile(tile_id, (p, f), d, buffer.name, trace)
+    return Tile(tile_id, shape if len(shape) > 1 else (p, f), d, buffer.name, trace)
 
 
 def zeros(shape: Sequence[int], dtype: Any, buffer: Buffer = sbuf, name: str = "") -> Tile:
@@ -229,7 +229,8 @@ def load(src: HbmView, dtype: Any = None, **kwargs: Any) -> Tile:
         raise TypeError(f"nl.load takes an HBM tensor or view, got {src!r}")
     if dtype is not None and as_dtype(dtype) != src.dtype:
         raise unsupported("nl.load(dtype=...) with a cast", "DMA does not cast: load, then nisa.tensor_copy")
-    tile: Tile = ndarray(src.tile_shape(), src.dtype, buffer=sbuf)
+    shape = src.shape if len(src.shape) > 1 else src.tile_shape()
+    tile: Tile = ndarray(shape, src.dtype, buffer=sbuf)
     isa.instruction("dma_copy")(dst=tile, src=src)
     return tile
 
