@@ -13,11 +13,13 @@ use serde::Serialize;
 mod hoist;
 mod math;
 mod op;
+mod operand;
 mod unroll;
 
 pub use hoist::hoist_escaping_allocs;
 pub use math::{ActFn, BinOp};
 pub use op::{ElementwiseEngine, Op, ScalarOperand};
+pub use operand::{Access, Operand, OperandMap, OperandUse};
 pub use unroll::{stream_difference, unroll};
 
 /// Index of an HBM tensor in [`Program::hbm`].

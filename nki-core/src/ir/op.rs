@@ -1,8 +1,88 @@
 //! Engine instructions of the IR: what each computes (`Op`), their operands, and the tiles
 //! and HBM ranges they read and write (the arithmetic they apply is in `math`).
 
+use super::operand::{Access, Operand, OperandMap, OperandUse};
 use super::{ActFn, BinOp, DmaOperand, HbmAccess, TileRegion};
+use crate::affine::AffineExpr;
 use serde::Serialize;
+
+/// Declares [`Op`] and derives from its declaration everything that follows the operands: the
+/// instruction names, the operand visitor, and the accessors built on it. A variant is
+/// `Name = "nki_name" { role field: Type, ... }`, the role `read`, `write` or `param`, with an
+/// optional `reads field when flag` for a destination an instruction also reads when a boolean
+/// parameter says so (`nc_matmul`'s accumulation).
+macro_rules! instructions {
+    (
+        $(#[$enum_doc:meta])*
+        pub enum Op {
+            $(
+                $(#[$doc:meta])*
+                $variant:ident = $name:literal {
+                    $( $(#[$field_doc:meta])* $role:ident $field:ident : $ty:ty ),* $(,)?
+                } $(reads $also:ident when $flag:ident)?
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$enum_doc])*
+        #[derive(Clone, Debug, PartialEq, Serialize)]
+        #[serde(tag = "inst", rename_all = "snake_case")]
+        pub enum Op {
+            $(
+                $(#[$doc])*
+                $variant { $( $(#[$field_doc])* $field: $ty ),* },
+            )*
+        }
+
+        impl Op {
+            /// Every instruction's `nki.isa` name, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$($name),*];
+
+            /// The `nki.isa` instruction name.
+            pub const fn name(&self) -> &'static str {
+                match self {
+                    $( Op::$variant { .. } => $name, )*
+                }
+            }
+
+            /// Calls `f` with every tile region and HBM access the instruction names, in field
+            /// order, with how it uses each.
+            pub fn visit_operands<'a>(&'a self, f: &mut dyn FnMut(OperandUse<'a>)) {
+                match self {
+                    $(
+                        #[allow(unused_variables)]
+                        Op::$variant { $($field),* } => {
+                            $( instructions!(@visit $role $field f); )*
+                            $( if *$flag { Operand::visit($also, Access::Read, f); } )?
+                        }
+                    )*
+                }
+            }
+
+            /// The same instruction with every tile region passed through `tile` and every HBM
+            /// offset through `offset` (renumbering tiles, substituting loop indices).
+            pub fn map_operands(
+                &self,
+                tile: &mut dyn FnMut(&TileRegion) -> TileRegion,
+                offset: &mut dyn FnMut(&AffineExpr) -> AffineExpr,
+            ) -> Op {
+                let mut m = OperandMap { tile, offset };
+                match self {
+                    $(
+                        Op::$variant { $($field),* } => Op::$variant {
+                            $( $field: instructions!(@map $role $field m) ),*
+                        },
+                    )*
+                }
+            }
+        }
+    };
+    (@visit read $field:ident $f:ident) => { Operand::visit($field, Access::Read, $f) };
+    (@visit write $field:ident $f:ident) => { Operand::visit($field, Access::Write, $f) };
+    (@visit param $field:ident $f:ident) => { () };
+    (@map read $field:ident $m:ident) => { Operand::map($field, &mut $m) };
+    (@map write $field:ident $m:ident) => { Operand::map($field, &mut $m) };
+    (@map param $field:ident $m:ident) => { $field.clone() };
+}
 
 /// A per-partition operand: an immediate scalar, or a `(P, 1)` tile column.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -44,484 +124,208 @@ impl ElementwiseEngine {
     }
 }
 
-/// One engine instruction, destination first.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "inst", rename_all = "snake_case")]
-pub enum Op {
+instructions! {
+    /// One engine instruction, destination first. Each variant is one `nki.isa` instruction:
+    /// its NKI name, then its fields, each declared as an operand the instruction `read`s or
+    /// `write`s, or a `param`eter naming no memory.
+    pub enum Op {
     /// DMA between HBM and SBUF.
-    DmaCopy {
+    DmaCopy = "dma_copy" {
         /// Destination.
-        dst: DmaOperand,
+        write dst: DmaOperand,
         /// Source.
-        src: DmaOperand,
+        read src: DmaOperand,
     },
     /// Vector (or GpSimd) engine: `dst = a <op> b` elementwise.
-    TensorTensor {
+    TensorTensor = "tensor_tensor" {
         /// Destination.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// First input.
-        a: TileRegion,
+        read a: TileRegion,
         /// Second input.
-        b: TileRegion,
+        read b: TileRegion,
         /// Operator.
-        op: BinOp,
+        param op: BinOp,
         /// The engine that runs it (NKI's `engine=`).
-        engine: ElementwiseEngine,
+        param engine: ElementwiseEngine,
     },
     /// Vector engine: `dst = (data <op0> operand0) <op1> operand1`.
-    TensorScalar {
+    TensorScalar = "tensor_scalar" {
         /// Destination.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// Input.
-        data: TileRegion,
+        read data: TileRegion,
         /// First operator and operand.
-        op0: BinOp,
+        param op0: BinOp,
         /// First operand.
-        operand0: ScalarOperand,
+        read operand0: ScalarOperand,
         /// Optional second operator and operand.
-        op1: Option<(BinOp, ScalarOperand)>,
+        read op1: Option<(BinOp, ScalarOperand)>,
     },
     /// Vector engine: `dst = (data <op0> operand0) <op1> operand1`, a [`Op::TensorScalar`]
     /// whose second operand is a full tile: `operand0` broadcasts along the free dim,
     /// `operand1` has `data`'s shape. Computed in fp32 (the intermediate too), rounded once to
     /// `dst`'s dtype; optionally reducing each row of the fp32 result into `reduce_res`.
     /// `data` and `operand1` cannot both be in PSUM.
-    ScalarTensorTensor {
+    ScalarTensorTensor = "scalar_tensor_tensor" {
         /// Destination, `data`'s shape.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// Input.
-        data: TileRegion,
+        read data: TileRegion,
         /// First operator, applied to `data` and `operand0`.
-        op0: BinOp,
+        param op0: BinOp,
         /// First operand: an immediate or a `(P, 1)` column.
-        operand0: ScalarOperand,
+        read operand0: ScalarOperand,
         /// Second operator, applied to the first result and `operand1`.
-        op1: BinOp,
+        param op1: BinOp,
         /// Second operand, `data`'s shape.
-        operand1: TileRegion,
+        read operand1: TileRegion,
         /// Optional free-dim reduction of the result: operator and `(P, 1)` destination.
-        reduce: Option<(BinOp, TileRegion)>,
+        write reduce: Option<(BinOp, TileRegion)>,
     },
     /// Scalar engine: `dst = f(data·scale + bias)`, optionally reducing each row into `reduce_res`.
-    Activation {
+    Activation = "activation" {
         /// Destination.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// Function.
-        func: ActFn,
+        param func: ActFn,
         /// Input.
-        data: TileRegion,
+        read data: TileRegion,
         /// Multiplier applied before the function.
-        scale: ScalarOperand,
+        read scale: ScalarOperand,
         /// Optional `(P, 1)` bias added before the function.
-        bias: Option<TileRegion>,
+        read bias: Option<TileRegion>,
         /// Optional free-dim reduction of the result: operator and `(P, 1)` destination.
-        reduce: Option<(BinOp, TileRegion)>,
+        write reduce: Option<(BinOp, TileRegion)>,
     },
     /// Vector engine: reduce the free dim of `data` into a `(P, 1)` destination.
-    TensorReduce {
+    TensorReduce = "tensor_reduce" {
         /// Destination, `nf == 1`.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// Operator.
-        op: BinOp,
+        param op: BinOp,
         /// Input.
-        data: TileRegion,
+        read data: TileRegion,
         /// Negate the result.
-        negate: bool,
+        param negate: bool,
     },
     /// Vector engine: mean and variance statistics of each partition of `data` (free size at
     /// most 512), as two `(count, mean, variance · count)` triples, of its even-indexed and of
     /// its odd-indexed elements: `dst` is `(P, 6)`. Feeds [`Op::BnAggr`].
-    BnStats {
+    BnStats = "bn_stats" {
         /// Destination, `(P, 6)`.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// Input.
-        data: TileRegion,
+        read data: TileRegion,
     },
     /// Vector engine: combines the `(count, mean, variance · count)` triples of `data`
     /// (`(P, 3k)`, from [`Op::BnStats`]) into `dst` `(P, 2)`: the mean, then the biased
     /// variance.
-    BnAggr {
+    BnAggr = "bn_aggr" {
         /// Destination, `(P, 2)`.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// The triples.
-        data: TileRegion,
+        read data: TileRegion,
     },
     /// Copy with a dtype cast (e.g. PSUM fp32 → SBUF bf16).
-    TensorCopy {
+    TensorCopy = "tensor_copy" {
         /// Destination.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// Source.
-        src: TileRegion,
+        read src: TileRegion,
     },
     /// Fill with a constant.
-    Memset {
+    Memset = "memset" {
         /// Destination.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// The value.
-        value: f32,
+        param value: f32,
     },
     /// GpSimd engine: `dst[p, f] = offset + channel_multiplier·p + step·f` for partition `p`
     /// and free index `f` within the destination region, computed in int32 and written in
     /// `dst`'s dtype (`nisa.iota` with a one-dimensional pattern `[[step, nf]]`).
-    Iota {
+    Iota = "iota" {
         /// Destination, in SBUF.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// The value at `[0, 0]`.
-        offset: i32,
+        param offset: i32,
         /// Added per partition.
-        channel_multiplier: i32,
+        param channel_multiplier: i32,
         /// Added per free element.
-        step: i32,
+        param step: i32,
     },
     /// Vector engine (NeuronCore-v3 and newer): `dst[p, f] = on_true[p, f]` where
     /// `i comp0 bound0[p]` and `i comp1 bound1[p]` for `i = f + range_start` (in fp32), and
     /// `on_false` elsewhere; optionally reducing each row of the result into `reduce_res`.
-    RangeSelect {
+    RangeSelect = "range_select" {
         /// Destination, `on_true`'s shape.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// The values selected where both comparisons hold.
-        on_true: TileRegion,
+        read on_true: TileRegion,
         /// First comparison, of the index against `bound0`.
-        comp0: BinOp,
+        param comp0: BinOp,
         /// `(P, 1)` fp32 column.
-        bound0: TileRegion,
+        read bound0: TileRegion,
         /// Second comparison, of the index against `bound1`.
-        comp1: BinOp,
+        param comp1: BinOp,
         /// `(P, 1)` fp32 column.
-        bound1: TileRegion,
+        read bound1: TileRegion,
         /// Added to the free index before comparing.
-        range_start: f32,
+        param range_start: f32,
         /// The value written where either comparison fails.
-        on_false: f32,
+        param on_false: f32,
         /// Optional free-dim reduction of the result: operator and `(P, 1)` destination.
-        reduce: Option<(BinOp, TileRegion)>,
+        write reduce: Option<(BinOp, TileRegion)>,
     },
     /// Tensor engine: `dst = dataᵀ`, an SBUF `[P, F]` region into a PSUM `[F, P]` region.
-    NcTranspose {
+    NcTranspose = "nc_transpose" {
         /// PSUM destination `[F, P]`.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// SBUF source `[P, F]`.
-        data: TileRegion,
+        read data: TileRegion,
     },
     /// Tensor engine: `dst (+)= stationaryᵀ · moving`, contraction over partitions.
-    NcMatmul {
+    NcMatmul = "nc_matmul" {
         /// PSUM destination `[M, N]`.
-        dst: TileRegion,
+        write dst: TileRegion,
         /// `[K, M]` in SBUF.
-        stationary: TileRegion,
+        read stationary: TileRegion,
         /// `[K, N]` in SBUF.
-        moving: TileRegion,
+        read moving: TileRegion,
         /// Add into `dst` instead of overwriting it.
-        accumulate: bool,
-    },
+        param accumulate: bool,
+    } reads dst when accumulate,
+    }
 }
 
 impl Op {
-    /// The `nki.isa` instruction name.
-    pub const fn name(&self) -> &'static str {
-        match self {
-            Op::DmaCopy { .. } => "dma_copy",
-            Op::TensorTensor { .. } => "tensor_tensor",
-            Op::TensorScalar { .. } => "tensor_scalar",
-            Op::ScalarTensorTensor { .. } => "scalar_tensor_tensor",
-            Op::Activation { .. } => "activation",
-            Op::TensorReduce { .. } => "tensor_reduce",
-            Op::BnStats { .. } => "bn_stats",
-            Op::BnAggr { .. } => "bn_aggr",
-            Op::TensorCopy { .. } => "tensor_copy",
-            Op::Memset { .. } => "memset",
-            Op::Iota { .. } => "iota",
-            Op::RangeSelect { .. } => "range_select",
-            Op::NcMatmul { .. } => "nc_matmul",
-            Op::NcTranspose { .. } => "nc_transpose",
-        }
-    }
-
     /// Tile regions the instruction writes.
     pub fn tile_writes(&self) -> Vec<&TileRegion> {
-        match self {
-            Op::DmaCopy {
-                dst: DmaOperand::Tile { region },
-                ..
-            } => vec![region],
-            Op::DmaCopy { .. } => vec![],
-            Op::TensorTensor { dst, .. }
-            | Op::TensorScalar { dst, .. }
-            | Op::TensorReduce { dst, .. }
-            | Op::BnStats { dst, .. }
-            | Op::BnAggr { dst, .. }
-            | Op::TensorCopy { dst, .. }
-            | Op::Memset { dst, .. }
-            | Op::Iota { dst, .. }
-            | Op::NcMatmul { dst, .. }
-            | Op::NcTranspose { dst, .. } => vec![dst],
-            Op::ScalarTensorTensor { dst, reduce, .. }
-            | Op::Activation { dst, reduce, .. }
-            | Op::RangeSelect { dst, reduce, .. } => {
-                let mut v = vec![dst];
-                if let Some((_, r)) = reduce {
-                    v.push(r);
-                }
-                v
-            }
-        }
+        self.tiles(Access::Write)
     }
 
     /// Tile regions the instruction reads.
     pub fn tile_reads(&self) -> Vec<&TileRegion> {
-        fn column(s: &ScalarOperand) -> Option<&TileRegion> {
-            match s {
-                ScalarOperand::Column { region } => Some(region),
-                ScalarOperand::Imm { .. } => None,
-            }
-        }
-        match self {
-            Op::DmaCopy {
-                src: DmaOperand::Tile { region },
-                ..
-            } => vec![region],
-            Op::DmaCopy { .. } | Op::Memset { .. } | Op::Iota { .. } => vec![],
-            Op::TensorTensor { a, b, .. } => vec![a, b],
-            Op::TensorScalar {
-                data,
-                operand0,
-                op1,
-                ..
-            } => {
-                let mut v = vec![data];
-                v.extend(column(operand0));
-                if let Some((_, o)) = op1 {
-                    v.extend(column(o));
-                }
-                v
-            }
-            Op::ScalarTensorTensor {
-                data,
-                operand0,
-                operand1,
-                ..
-            } => {
-                let mut v = vec![data];
-                v.extend(column(operand0));
-                v.push(operand1);
-                v
-            }
-            Op::Activation {
-                data, scale, bias, ..
-            } => {
-                let mut v = vec![data];
-                v.extend(column(scale));
-                v.extend(bias.as_ref());
-                v
-            }
-            Op::TensorReduce { data, .. }
-            | Op::BnStats { data, .. }
-            | Op::BnAggr { data, .. }
-            | Op::NcTranspose { data, .. } => vec![data],
-            Op::TensorCopy { src, .. } => vec![src],
-            Op::RangeSelect {
-                on_true,
-                bound0,
-                bound1,
-                ..
-            } => vec![on_true, bound0, bound1],
-            Op::NcMatmul {
-                dst,
-                stationary,
-                moving,
-                accumulate,
-            } => {
-                let mut v = vec![stationary, moving];
-                if *accumulate {
-                    v.push(dst);
-                }
-                v
-            }
-        }
+        self.tiles(Access::Read)
+    }
+
+    fn tiles(&self, want: Access) -> Vec<&TileRegion> {
+        let mut v = Vec::new();
+        self.visit_operands(&mut |u| match u {
+            OperandUse::Tile(r, access) if access == want => v.push(r),
+            _ => {}
+        });
+        v
     }
 
     /// HBM accesses the instruction reads and writes, as `(access, is_write)`.
     pub fn hbm_accesses(&self) -> Vec<(&HbmAccess, bool)> {
         let mut v = Vec::new();
-        if let Op::DmaCopy { dst, src } = self {
-            if let DmaOperand::Hbm { access } = dst {
-                v.push((access, true));
+        self.visit_operands(&mut |u| {
+            if let OperandUse::Hbm(a, access) = u {
+                v.push((a, access == Access::Write));
             }
-            if let DmaOperand::Hbm { access } = src {
-                v.push((access, false));
-            }
-        }
+        });
         v
-    }
-}
-
-impl Op {
-    /// The same instruction with every tile region passed through `tile` and every HBM offset
-    /// through `offset` (renumbering tiles, substituting loop indices).
-    pub fn map_operands(
-        &self,
-        tile: &mut dyn FnMut(&TileRegion) -> TileRegion,
-        offset: &mut dyn FnMut(&crate::affine::AffineExpr) -> crate::affine::AffineExpr,
-    ) -> Op {
-        fn scalar(
-            s: &ScalarOperand,
-            tile: &mut dyn FnMut(&TileRegion) -> TileRegion,
-        ) -> ScalarOperand {
-            match s {
-                ScalarOperand::Imm { value } => ScalarOperand::Imm { value: *value },
-                ScalarOperand::Column { region } => ScalarOperand::Column {
-                    region: tile(region),
-                },
-            }
-        }
-        let mut dma = |d: &DmaOperand| match d {
-            DmaOperand::Tile { region } => DmaOperand::Tile {
-                region: tile(region),
-            },
-            DmaOperand::Hbm { access } => DmaOperand::Hbm {
-                access: HbmAccess {
-                    offset: offset(&access.offset),
-                    ..access.clone()
-                },
-            },
-        };
-        match self {
-            Op::DmaCopy { dst, src } => {
-                let dst = dma(dst);
-                Op::DmaCopy { dst, src: dma(src) }
-            }
-            Op::TensorTensor {
-                dst,
-                a,
-                b,
-                op,
-                engine,
-            } => Op::TensorTensor {
-                dst: tile(dst),
-                a: tile(a),
-                b: tile(b),
-                op: *op,
-                engine: *engine,
-            },
-            Op::TensorScalar {
-                dst,
-                data,
-                op0,
-                operand0,
-                op1,
-            } => Op::TensorScalar {
-                dst: tile(dst),
-                data: tile(data),
-                op0: *op0,
-                operand0: scalar(operand0, tile),
-                op1: op1.as_ref().map(|(op, s)| (*op, scalar(s, tile))),
-            },
-            Op::ScalarTensorTensor {
-                dst,
-                data,
-                op0,
-                operand0,
-                op1,
-                operand1,
-                reduce,
-            } => Op::ScalarTensorTensor {
-                dst: tile(dst),
-                data: tile(data),
-                op0: *op0,
-                operand0: scalar(operand0, tile),
-                op1: *op1,
-                operand1: tile(operand1),
-                reduce: reduce.as_ref().map(|(op, r)| (*op, tile(r))),
-            },
-            Op::Activation {
-                dst,
-                func,
-                data,
-                scale,
-                bias,
-                reduce,
-            } => Op::Activation {
-                dst: tile(dst),
-                func: *func,
-                data: tile(data),
-                scale: scalar(scale, tile),
-                bias: bias.as_ref().map(&mut *tile),
-                reduce: reduce.as_ref().map(|(op, r)| (*op, tile(r))),
-            },
-            Op::TensorReduce {
-                dst,
-                op,
-                data,
-                negate,
-            } => Op::TensorReduce {
-                dst: tile(dst),
-                op: *op,
-                data: tile(data),
-                negate: *negate,
-            },
-            Op::BnStats { dst, data } => Op::BnStats {
-                dst: tile(dst),
-                data: tile(data),
-            },
-            Op::BnAggr { dst, data } => Op::BnAggr {
-                dst: tile(dst),
-                data: tile(data),
-            },
-            Op::TensorCopy { dst, src } => Op::TensorCopy {
-                dst: tile(dst),
-                src: tile(src),
-            },
-            Op::Memset { dst, value } => Op::Memset {
-                dst: tile(dst),
-                value: *value,
-            },
-            Op::Iota {
-                dst,
-                offset,
-                channel_multiplier,
-                step,
-            } => Op::Iota {
-                dst: tile(dst),
-                offset: *offset,
-                channel_multiplier: *channel_multiplier,
-                step: *step,
-            },
-            Op::RangeSelect {
-                dst,
-                on_true,
-                comp0,
-                bound0,
-                comp1,
-                bound1,
-                range_start,
-                on_false,
-                reduce,
-            } => Op::RangeSelect {
-                dst: tile(dst),
-                on_true: tile(on_true),
-                comp0: *comp0,
-                bound0: tile(bound0),
-                comp1: *comp1,
-                bound1: tile(bound1),
-                range_start: *range_start,
-                on_false: *on_false,
-                reduce: reduce.as_ref().map(|(op, r)| (*op, tile(r))),
-            },
-            Op::NcTranspose { dst, data } => Op::NcTranspose {
-                dst: tile(dst),
-                data: tile(data),
-            },
-            Op::NcMatmul {
-                dst,
-                stationary,
-                moving,
-                accumulate,
-            } => Op::NcMatmul {
-                dst: tile(dst),
-                stationary: tile(stationary),
-                moving: tile(moving),
-                accumulate: *accumulate,
-            },
-        }
     }
 }

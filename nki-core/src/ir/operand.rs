@@ -1,0 +1,118 @@
+//! Instruction operands as data: how an instruction uses each field (read, write), and the
+//! [`Operand`] trait every operand type implements, so that the IR's accessors (the tiles and HBM
+//! ranges an instruction reads and writes, renumbering and substitution) come from the
+//! instruction declarations in [`super::op`] instead of being matched by hand per instruction.
+
+use super::{DmaOperand, HbmAccess, ScalarOperand, TileRegion};
+use crate::affine::AffineExpr;
+
+/// Whether an instruction reads or writes an operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// The instruction reads it.
+    Read,
+    /// The instruction writes it.
+    Write,
+}
+
+/// One memory operand of an instruction and how the instruction uses it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OperandUse<'a> {
+    /// A tile region in SBUF or PSUM.
+    Tile(&'a TileRegion, Access),
+    /// An access pattern into an HBM tensor.
+    Hbm(&'a HbmAccess, Access),
+}
+
+/// What [`Operand::map`] passes every tile region and HBM offset through.
+pub struct OperandMap<'m> {
+    /// Maps a tile region (renumbering tiles).
+    pub tile: &'m mut dyn FnMut(&TileRegion) -> TileRegion,
+    /// Maps an HBM offset (substituting loop indices).
+    pub offset: &'m mut dyn FnMut(&AffineExpr) -> AffineExpr,
+}
+
+/// A value an instruction field holds that may name memory: visited with the access its field
+/// declares, and rebuilt through an [`OperandMap`].
+pub trait Operand {
+    /// Calls `f` with every memory operand this value names, used as `access`.
+    fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>));
+    /// The same value with its tile regions and HBM offsets mapped.
+    fn map(&self, m: &mut OperandMap<'_>) -> Self;
+}
+
+impl Operand for TileRegion {
+    fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {
+        f(OperandUse::Tile(self, access));
+    }
+
+    fn map(&self, m: &mut OperandMap<'_>) -> Self {
+        (m.tile)(self)
+    }
+}
+
+impl Operand for DmaOperand {
+    fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {
+        match self {
+            DmaOperand::Tile { region } => f(OperandUse::Tile(region, access)),
+            DmaOperand::Hbm { access: hbm } => f(OperandUse::Hbm(hbm, access)),
+        }
+    }
+
+    fn map(&self, m: &mut OperandMap<'_>) -> Self {
+        match self {
+            DmaOperand::Tile { region } => DmaOperand::Tile {
+                region: (m.tile)(region),
+            },
+            DmaOperand::Hbm { access } => DmaOperand::Hbm {
+                access: HbmAccess {
+                    offset: (m.offset)(&access.offset),
+                    ..access.clone()
+                },
+            },
+        }
+    }
+}
+
+/// An immediate names no memory; a column is a tile region.
+impl Operand for ScalarOperand {
+    fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {
+        if let ScalarOperand::Column { region } = self {
+            f(OperandUse::Tile(region, access));
+        }
+    }
+
+    fn map(&self, m: &mut OperandMap<'_>) -> Self {
+        match self {
+            ScalarOperand::Imm { value } => ScalarOperand::Imm { value: *value },
+            ScalarOperand::Column { region } => ScalarOperand::Column {
+                region: (m.tile)(region),
+            },
+        }
+    }
+}
+
+/// An optional operand: nothing when absent.
+impl<T: Operand> Operand for Option<T> {
+    fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {
+        if let Some(v) = self {
+            v.visit(access, f);
+        }
+    }
+
+    fn map(&self, m: &mut OperandMap<'_>) -> Self {
+        self.as_ref().map(|v| v.map(m))
+    }
+}
+
+/// An operand paired with the plain value that goes with it (an operator and its operand, a
+/// reduction operator and its destination).
+impl<P: Copy, T: Operand> Operand for (P, T) {
+    fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {
+        self.1.visit(access, f);
+    }
+
+    fn map(&self, m: &mut OperandMap<'_>) -> Self {
+        (self.0, self.1.map(m))
+    }
+}
