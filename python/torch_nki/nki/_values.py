@@ -195,7 +195,12 @@ def _owned(owner: object, what: str) -> None:
 class TileRegion:
     """Partitions ``p0..p0+np`` of a tile and, in each, the free elements ``f0..f0+nf`` seen
     with the free dimensions ``free`` (row-major, ``nf`` their product). A region is always one
-    contiguous run of free elements per partition, which is what an instruction operand is."""
+    contiguous run of free elements per partition, which is what an instruction operand is.
+
+    Python operators are the ``nl`` tile-level operations: ``a + b``, ``a - 1.0``, ``2.0 * a``,
+    ``a / b``, ``-a``, ``a < b`` (``nl.add``, ... lowered to one instruction each; ``2.0 - a`` is
+    ``-a + 2.0`` and ``2.0 / a`` is ``nl.reciprocal(a) * 2.0``). ``==`` and ``!=`` stay Python's
+    identity comparisons: use ``nl.equal`` / ``nl.not_equal``."""
 
     def __init__(self, tile: Tile, p0: int, np: int, f0: int, free: tuple[int, ...]) -> None:
         self.tile = tile
@@ -253,6 +258,78 @@ class TileRegion:
                 f"tile t{self.tile.id}: cannot reshape a {self.shape} region to {dims} ({where()})"
             )
         return TileRegion(self.tile, self.p0, self.np, self.f0, dims[1:])
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """``tile[...] = value``: a tile region is copied in (``nisa.tensor_copy``), an HBM view
+        loaded (``nisa.dma_copy``), a number filled in (``nisa.memset``)."""
+        from torch_nki.nki import isa
+
+        dst = self[key]
+        if isinstance(value, TileRegion):
+            isa.instruction("tensor_copy")(dst=dst, src=value)
+        elif isinstance(value, HbmView):
+            isa.instruction("dma_copy")(dst=dst, src=value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            isa.instruction("memset")(dst=dst, value=float(value))
+        else:
+            raise TypeError(
+                f"tile t{self.tile.id}[...] = value takes a tile, an HBM view or a number, "
+                f"got {value!r} ({where()})"
+            )
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            f"the values of tile t{self.tile.id} are not known while the kernel is traced, so it has no "
+            f"truth value; compare in the kernel's caller on its outputs ({where()})"
+        )
+
+    def _binary(self, name: str, other: Any) -> Any:
+        from torch_nki.nki import language
+
+        return language.FUNCTIONS[name](self, other)
+
+    def __add__(self, other: Any) -> Any:
+        return self._binary("add", other)
+
+    def __radd__(self, other: Any) -> Any:
+        return self._binary("add", other)
+
+    def __sub__(self, other: Any) -> Any:
+        return self._binary("subtract", other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return (-self)._binary("add", other)
+
+    def __mul__(self, other: Any) -> Any:
+        return self._binary("multiply", other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return self._binary("multiply", other)
+
+    def __truediv__(self, other: Any) -> Any:
+        return self._binary("divide", other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        from torch_nki.nki import language
+
+        return language.FUNCTIONS["reciprocal"](self)._binary("multiply", other)
+
+    def __neg__(self) -> Any:
+        from torch_nki.nki import language
+
+        return language.negative(self)
+
+    def __lt__(self, other: Any) -> Any:
+        return self._binary("less", other)
+
+    def __le__(self, other: Any) -> Any:
+        return self._binary("less_equal", other)
+
+    def __gt__(self, other: Any) -> Any:
+        return self._binary("greater", other)
+
+    def __ge__(self, other: Any) -> Any:
+        return self._binary("greater_equal", other)
 
     def operand(self) -> tuple[int, int, int, int, int]:
         """The native region tuple (of a tile of the trace in progress)."""

@@ -94,6 +94,26 @@ def _doc(spec: dict[str, Any]) -> str:
     return f"{spec['summary']}\n\nEngines: {engines}. NeuronCore {since} and newer. {note}"
 
 
+def _flatten_axis(name: str, arguments: dict[str, Any]) -> None:
+    """Tiles reach the simulator as ``[partitions, free elements]``: an ``axis=`` over a tile
+    with several free dimensions must name all of them, which is axis 1 of that view."""
+    if "axis" not in arguments:
+        return
+    tiles = [v for v in arguments.values() if isinstance(v, TileRegion) and len(v.free) > 1]
+    if not tiles:
+        return
+    rank = len(tiles[0].shape)
+    axis = arguments["axis"]
+    axes = sorted(a + rank if a < 0 else a for a in ([axis] if isinstance(axis, int) else axis))
+    if axes != list(range(1, rank)):
+        raise unsupported(
+            f"nisa.{name}(axis={axis!r}) on a {tiles[0].shape} tile",
+            "the reduction runs over all free dimensions of an instruction's operand "
+            f"(axis={tuple(range(1, rank))}); index the tile to reduce fewer",
+        )
+    arguments["axis"] = 1
+
+
 def _instruction(spec: dict[str, Any]) -> Callable[..., None]:
     name = spec["name"]
     signature = _signature(spec)
@@ -108,6 +128,7 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., None]:
         if not implemented:
             raise unsupported(f"nisa.{name}", "not implemented yet (docs/nki-coverage.md)")
         bound.apply_defaults()
+        _flatten_axis(name, bound.arguments)
         values = {k: _encode(v) for k, v in bound.arguments.items()}
         current().native.record(name, values, *location())
 

@@ -13,10 +13,59 @@ naming the call and its line.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from torch_nki._dtypes import KERNEL_DTYPES
 from torch_nki.nki._spec import SPEC
+from torch_nki.nki._tile_ops import (
+    all as all,
+)
+from torch_nki.nki._tile_ops import (
+    empty_like as empty_like,
+)
+from torch_nki.nki._tile_ops import (
+    expand_dims as expand_dims,
+)
+from torch_nki.nki._tile_ops import (
+    full as full,
+)
+from torch_nki.nki._tile_ops import (
+    matmul as matmul,
+)
+from torch_nki.nki._tile_ops import (
+    max as max,
+)
+from torch_nki.nki._tile_ops import (
+    mean as mean,
+)
+from torch_nki.nki._tile_ops import (
+    min as min,
+)
+from torch_nki.nki._tile_ops import (
+    negative as negative,
+)
+from torch_nki.nki._tile_ops import (
+    ones as ones,
+)
+from torch_nki.nki._tile_ops import (
+    prod as prod,
+)
+from torch_nki.nki._tile_ops import (
+    softmax as softmax,
+)
+from torch_nki.nki._tile_ops import (
+    sum as sum,
+)
+from torch_nki.nki._tile_ops import (
+    transpose as transpose,
+)
+from torch_nki.nki._tile_ops import (
+    var as var,
+)
+from torch_nki.nki._tile_ops import (
+    zeros_like as zeros_like,
+)
 from torch_nki.nki._trace import current, location, unsupported
 from torch_nki.nki._values import DType, HbmTensor, HbmView, Tile, TileRegion, tile_shape
 
@@ -35,6 +84,24 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"nl.{self.name}"
+
+
+class NKIObject:
+    """``nl.NKIObject``: the base class of NKI kernel dataclasses and configuration objects. In
+    the frontend it is a plain Python base class; keyword arguments given to it become
+    attributes."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        for name, value in kwargs.items():
+            setattr(self, name, value)
+
+
+@contextmanager
+def no_reorder() -> Iterator[None]:
+    """``with nl.no_reorder():`` keeps the instructions in the block in program order. The
+    simulator and the cost model already take instructions in program order, so the block
+    changes nothing here."""
+    yield
 
 
 sbuf = Buffer("sbuf")
