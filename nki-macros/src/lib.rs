@@ -53,7 +53,9 @@
 //! - `dtype(rule, ...) -> out` (**required**): one rule per tensor parameter, either
 //!   `p in {f32, bf16}` (one of these dtypes) or `p = q` (the same dtype as tensor `q`). Each
 //!   output dtype is a tensor parameter name (its dtype) or a dtype; several outputs are a tuple
-//!   `(x, f32)`. Dtypes are `f32`, `bf16`, `f16`, `f8e4m3`, `f8e5m2` and `i32`.
+//!   `(x, f32)`. Dtypes are NKI's scalar dtypes by their
+//!   kernel names (`f32`, `bf16`, `f16`, `tf32`, `f8e4m3`, `f8e4m3fn`, `f8e5m2`, `f8e8m0`, `i8`,
+//!   `i16`, `i32`, `u8`, `u16`, `u32`, `bool`).
 //! - `require(cond, ...)` (optional, may repeat): comparisons `== != < <= > >=` between
 //!   dimension expressions over bound symbols, e.g. `require(D <= 16384, N % 128 == 0)`.
 //! - `replaces("torch.nn.RMSNorm", "*.LlamaRMSNorm")` (optional): the module classes or

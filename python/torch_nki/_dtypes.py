@@ -32,10 +32,11 @@ class KernelDType:
     """The kernel name (``bf16``): contracts, messages, the native functions."""
     nki: str
     """The NKI name without ``nl.`` (``bfloat16``)."""
-    torch_name: str
-    """The torch name without ``torch.`` (``bfloat16``)."""
-    torch: TorchDType
-    """The torch dtype (``torch.bfloat16``)."""
+    torch_name: str | None
+    """The torch name without ``torch.`` (``bfloat16``); ``None`` where torch has no such dtype
+    (``float8_e4m3``, ``tfloat32``: kernel-internal, never at the torch boundary)."""
+    torch: TorchDType | None
+    """The torch dtype (``torch.bfloat16``), or ``None``."""
     is_float: bool
     """A floating-point type."""
     itemsize: int
@@ -67,13 +68,13 @@ def _load(doc: dict[str, Any]) -> tuple[tuple[KernelDType, ...], tuple[HostDType
             d["name"],
             d["nki"].removeprefix("nl."),
             d["torch"],
-            _torch_dtype(d["torch"]),
+            None if d["torch"] is None else _torch_dtype(d["torch"]),
             d["float"],
             d["bytes"],
         )
         for d in doc["dtypes"]
     )
-    by_name = {d.name: d.torch for d in kernel}
+    by_name = {d.name: d.torch for d in kernel if d.torch is not None}
     host = tuple(
         HostDType(h["name"], _torch_dtype(h["torch"]), by_name[h["compute"]]) for h in doc["host_dtypes"]
     )
@@ -96,10 +97,10 @@ KERNEL_DTYPES: tuple[KernelDType, ...] = _KERNEL
 HOST_DTYPES: tuple[HostDType, ...] = _HOST
 
 #: torch dtypes a kernel can take, by their kernel dtype name.
-TORCH_TO_NKI: dict[torch.dtype, str] = {d.torch: d.name for d in KERNEL_DTYPES}
+TORCH_TO_NKI: dict[torch.dtype, str] = {d.torch: d.name for d in KERNEL_DTYPES if d.torch is not None}
 
 #: The inverse of :data:`TORCH_TO_NKI`.
-NKI_TO_TORCH: dict[str, torch.dtype] = {d.name: d.torch for d in KERNEL_DTYPES}
+NKI_TO_TORCH: dict[str, torch.dtype] = {d.name: d.torch for d in KERNEL_DTYPES if d.torch is not None}
 
 #: Dtypes computed in a narrower dtype and cast back (as on TorchNeuron): float64 runs as float32.
 DOWNCAST: dict[torch.dtype, torch.dtype] = {

@@ -12,6 +12,12 @@ from torch_nki.nki import language as nl
 def test_each_kernel_dtype_is_the_torch_dtype_of_its_size_and_kind() -> None:
     assert _dtypes.KERNEL_DTYPES, "the manifest lists no dtypes"
     for d in _dtypes.KERNEL_DTYPES:
+        assert nl.as_dtype(d.name).native == d.name
+        if d.torch is None:
+            # A dtype torch lacks (float8_e4m3, tfloat32) never crosses the torch boundary.
+            assert d.torch_name is None and d.name not in _dtypes.RETURNED, d
+            assert not hasattr(torch, d.nki), d
+            continue
         assert torch.empty(0, dtype=d.torch).element_size() == d.itemsize, d
         assert d.torch.is_floating_point == d.is_float, d
         assert _dtypes.caller_name(d.torch) == d.name

@@ -57,13 +57,13 @@ def test_disallowed_dtype_is_a_type_error() -> None:
     with pytest.raises(TypeError) as err:
         neuron.rmsnorm(x, w)
     assert (
-        str(err.value) == "neuron::rmsnorm: x has dtype int16, but the contract allows x in {f32, bf16, f16}"
+        str(err.value) == "neuron::rmsnorm: x has dtype i16, but the contract allows x in {f32, bf16, f16}"
     )
     with pytest.raises(TypeError) as err:
         neuron.rmsnorm(rand(4, 8), w)
     assert (
         str(err.value)
-        == "neuron::rmsnorm: weight has dtype int16, but the contract needs weight = x (x has dtype f32)"
+        == "neuron::rmsnorm: weight has dtype i16, but the contract needs weight = x (x has dtype f32)"
     )
     with pytest.raises(TypeError) as err:
         neuron.matmul(rand(2, 2), rand(2, 2, dtype=torch.bfloat16))
@@ -156,7 +156,9 @@ def test_run_verifies_output_buffers_before_touching_memory() -> None:
         _native.run("add", [x, (0, (4, 4), "f32")], [], [torch.empty(4, 4)])
     with pytest.raises(ValueError, match="input 0 is on device meta, but the CPU simulator needs cpu"):
         _native.run("add", [x.to("meta"), y], [], [torch.empty(4, 4)])
-    with pytest.raises(TypeError, match="unknown dtype `int8`"):
+    with pytest.raises(TypeError, match="unknown dtype `complex64`"):
+        _native.run("add", [x.to(torch.complex64), y.to(torch.complex64)], [], [torch.empty(4, 4)])
+    with pytest.raises(TypeError, match="x has dtype i8, but the contract allows x in"):
         _native.run("add", [x.to(torch.int8), y.to(torch.int8)], [], [torch.empty(4, 4)])
     out = torch.empty(4, 4)
     _native.run("add", [x, y], [], [out])

@@ -646,7 +646,7 @@ mod tests {
             ),
             (
                 "shape(x = [N]) -> [N], dtype(x in {f33}) -> x",
-                "unknown dtype `f33`; expected one of f32, bf16, f16, f8e4m3, f8e5m2, i32",
+                "unknown dtype `f33`; expected one of f32, bf16, f16, tf32, f8e4m3, f8e4m3fn, f8e5m2, f8e8m0, i8, i16, i32, u8, u16, u32, bool",
             ),
             ("shape(x = [N]) -> [N]", "needs a `dtype(...)` clause"),
             ("dtype(x in {f32}) -> x", "needs a `shape(...)` clause"),

@@ -38,7 +38,7 @@ pub enum DtypeRule {
 /// An element type as written in a contract: the shared vocabulary's [`nki_contract::DType`].
 pub use nki_contract::DType as DTypeName;
 
-/// `f32, bf16, f16, f8e4m3, f8e5m2, i32`, for messages.
+/// `f32, bf16, f16, tf32, f8e4m3, f8e4m3fn, f8e5m2, f8e8m0, i8, i16, i32, u8, u16, u32, bool`, for messages.
 pub fn all_names() -> String {
     let names: Vec<&str> = DTypeName::ALL.iter().map(|d| d.name()).collect();
     names.join(", ")

@@ -49,8 +49,8 @@ def from_bytes(data: bytes, shape: list[int], dtype: str, like_torch: bool) -> A
             raise TypeError(f"torch_nki.nki: outputs of dtype {dtype} have no torch equivalent")
         raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         return raw.view(NKI_TO_TORCH[dtype]).reshape(shape)
-    # NumPy has the IEEE types and int32 (no bfloat16, no fp8), by the same names as torch.
-    numpy_dtypes = {d.name: np.dtype(name) for d in KERNEL_DTYPES if hasattr(np, name := d.torch_name)}
+    # NumPy has the IEEE types, the integers and bool (no bfloat16, no fp8), by torch's names.
+    numpy_dtypes = {d.name: np.dtype(name) for d in KERNEL_DTYPES if hasattr(np, name := d.torch_name or "")}
     if dtype not in numpy_dtypes:
         raise TypeError(
             f"torch_nki.nki: an output is {dtype}, which NumPy cannot hold; pass torch tensors to get it"

@@ -44,10 +44,12 @@ macro_rules! dtype_codes {
                 }
             }
 
-            /// The code of a kernel dtype (every dtype has one).
-            pub const fn of(dtype: DType) -> Self {
+            /// The code of a kernel dtype: every dtype torch has has one (the others never
+            /// cross the torch boundary).
+            pub const fn of(dtype: DType) -> Option<Self> {
                 match dtype {
-                    $(DType::$variant => Self::$variant,)*
+                    $(DType::$variant => Some(Self::$variant),)*
+                    _ => None,
                 }
             }
 
@@ -62,8 +64,15 @@ dtype_codes! {
     BF16 = 1 => BFloat16,
     F16 = 2 => Half,
     I32 = 3 => Int,
-    F8E4M3 = 4 => Float8_e4m3fn,
+    F8E4M3FN = 4 => Float8_e4m3fn,
     F8E5M2 = 5 => Float8_e5m2,
+    I8 = 6 => Char,
+    I16 = 7 => Short,
+    U8 = 8 => Byte,
+    U16 = 9 => UInt16,
+    U32 = 10 => UInt32,
+    Bool = 11 => Bool,
+    F8E8M0 = 12 => Float8_e8m0fnu,
 }
 
 c_enum! {
@@ -217,13 +226,18 @@ mod tests {
 
     #[test]
     fn every_dtype_has_a_code_that_round_trips() {
+        let mut coded = 0;
         for d in DType::ALL {
-            let code = FastDtype::of(d);
+            let Some(code) = FastDtype::of(d) else {
+                assert_eq!(d.torch_name(), None, "{d} is a torch dtype without a code");
+                continue;
+            };
             assert_eq!(FastDtype::from_code(code as u8), Some(code));
             assert_eq!(code.dtype(), d);
+            coded += 1;
         }
-        assert_eq!(FastDtype::ATEN.len(), DType::ALL.len());
-        assert_eq!(FastDtype::from_code(DType::ALL.len() as u8), None);
+        assert_eq!(FastDtype::ATEN.len(), coded);
+        assert_eq!(FastDtype::from_code(coded as u8), None);
     }
 
     #[test]

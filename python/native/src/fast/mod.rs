@@ -150,7 +150,7 @@ unsafe extern "C" fn plan(
             for (k, &d) in o.shape.iter().enumerate() {
                 out.shape[i][k] = i64::try_from(d).ok()?;
             }
-            out.dtype[i] = FastDtype::of(o.dtype) as u8;
+            out.dtype[i] = FastDtype::of(o.dtype)? as u8;
         }
         out.handle = Arc::into_raw(compiled).cast();
         Some(())
