@@ -1,6 +1,7 @@
 """The ``torch-nki`` command line: ``list`` the registry, run the ``demo``, ``cost`` an op or
 ``emit`` its NKI source, ``bench`` every op, write the op ``table`` or the NKI ``coverage``
-table, manage the source ``cache``, ``swap`` kernels into a model. Usage errors print
+table, manage the source ``cache``, ``swap`` kernels into a model, run a directory of NKI kernels
+against their references (``conformance``). Usage errors print
 ``torch-nki COMMAND: ...`` and exit 2."""
 
 from __future__ import annotations
@@ -219,6 +220,53 @@ def run_cache(action: str) -> int:
     return 0
 
 
+def run_conformance(
+    path: str, target: str, markdown: bool, json_path: str | None, verbose: bool, timeout: float | None
+) -> int:
+    """``torch-nki conformance``: runs every kernel under ``path``, prints the table and the
+    summary (and with ``verbose`` each file's captured output first)."""
+    import json
+    import sys
+
+    from torch_nki import conformance
+
+    if not Path(path).exists():
+        print(f"torch-nki conformance: {path}: no such file or directory")
+        return 2
+    progress = (
+        (lambda rel: print(f"running {rel}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
+    )
+    report = conformance.run(path, target=target, timeout=timeout, progress=progress)
+    if verbose:
+        for run in report.files:
+            status = "completed" if run.completed else run.error
+            print(f"--- {run.file} ({run.role}, {run.seconds:.1f} s): {status}")
+            if run.output:
+                print(run.output, end="" if run.output.endswith("\n") else "\n")
+        print()
+    print(report.markdown() if markdown else report.table(), end="")
+    print()
+    print(report.summary())
+    if json_path:
+        try:
+            Path(json_path).write_text(json.dumps(report.to_json(), indent=1) + "\n", encoding="utf-8")
+        except OSError as e:
+            print(f"torch-nki conformance: cannot write {json_path}: {e.strerror or e}")
+            return 2
+    return 0
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
+
+
 def _positive(text: str) -> int:
     """An argparse type: a whole number of at least 1."""
     try:
@@ -292,6 +340,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
     bench.add_argument("--repeat", type=_positive, default=3, help="timed calls per CPU measurement")
     bench.add_argument("--dtype", choices=["f32", "bf16", "f16"], help="instead of each op's bench dtype")
+    conf = sub.add_parser(
+        "conformance", help="run every @nki.jit kernel of a directory of NKI sources against its reference"
+    )
+    conf.add_argument("path", help="a .py file or a directory of them (e.g. aws-neuron-sdk's nki/examples)")
+    conf.add_argument(
+        "--target", default="trn2", choices=["trn1", "trn2", "trn3"], help="for kernels that do not pin one"
+    )
+    conf.add_argument("--markdown", action="store_true", help="print a Markdown table instead")
+    conf.add_argument("--json", metavar="FILE", help="also write every record as JSON here")
+    conf.add_argument("-v", "--verbose", action="store_true", help="print each file's captured output first")
+    conf.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="run each file in a child Python, killed after this",
+    )
     args = parser.parse_args(argv)
     for entry in args.load:
         path, _, namespace = entry.partition("=")
@@ -300,6 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except torch_nki.PluginError as err:
             print(f"error: {err}")
             return 2
+    if args.command == "conformance":
+        return run_conformance(args.path, args.target, args.markdown, args.json, args.verbose, args.timeout)
     if args.command == "swap":
         from torch_nki import workflow
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +55,15 @@ def test_python_dash_m_demo_with_compile() -> None:
     rows = _demo_rows(result.stdout)
     assert rows > 0 and result.stdout.count("PASS") == rows
     assert sum("compile" in line for line in result.stdout.splitlines()) == rows // 2
+
+
+def test_conformance_of_a_missing_path_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no-such-corpus"
+    assert cli.main(["conformance", str(missing)]) == 2
+    assert capsys.readouterr().out == f"torch-nki conformance: {missing}: no such file or directory\n"
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["conformance", str(tmp_path), "--timeout", "0"])
+    assert exit_info.value.code == 2
+    assert "--timeout: expected a number of seconds above 0, got '0'" in capsys.readouterr().err

@@ -748,3 +748,29 @@ def test_scalar_tensor_tensor_reduce_errors() -> None:
     idle = nisa.reduce_cmd.idle
     with pytest.raises(NotImplementedError, match=r"nisa\.scalar_tensor_tensor\(reduce_cmd="):
         nki.simulate(reducing(1, reduce_op=nl.add, reduce_cmd=idle))(x)
+
+
+def test_observer_receives_each_stage() -> None:
+    @nki.jit
+    def copy(x: Any) -> Any:
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x))
+        return out
+
+    events: list[tuple[str, str, str | None]] = []
+    with nki.observe(lambda k, stage, e: events.append((k.__name__, stage, type(e).__name__ if e else None))):
+        copy(np.ones((2, 2), np.float32))
+        with pytest.raises(ValidationError, match="partition"):
+            copy(np.ones((200, 2), np.float32))
+    copy(np.ones((2, 2), np.float32))  # no observer any more
+    assert events == [
+        ("copy", "trace", None),
+        ("copy", "validate", None),
+        ("copy", "simulate", None),
+        ("copy", "trace", None),
+        ("copy", "validate", "ValidationError"),
+    ]
+    assert copy.target == "trn2" and copy.pinned_target is None
+    with nki.default_target("trn1"):
+        assert copy.target == "trn1" and nki.jit(target="trn3")(copy.fn).target == "trn3"
+    assert copy.target == "trn2"

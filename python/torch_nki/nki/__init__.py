@@ -45,23 +45,80 @@ from torch_nki.nki._arrays import from_bytes, is_array, is_torch, spec, to_bytes
 from torch_nki.nki._trace import Trace, tracing
 from torch_nki.nki._values import HbmTensor
 
-__all__ = ["Kernel", "Program", "as_nki", "isa", "jit", "language", "load_source", "simulate", "trace"]
+__all__ = [
+    "Kernel",
+    "KernelObserver",
+    "Program",
+    "as_nki",
+    "default_target",
+    "isa",
+    "jit",
+    "language",
+    "load_source",
+    "observe",
+    "simulate",
+    "trace",
+]
 
 Program = _native.Program
 """A traced program: ``validate()``, ``simulate(inputs)``, ``cost()``, ``emit()``,
 ``unrolled()``, ``difference(other)``, ``inputs()``, ``outputs()``."""
 
 
+KernelObserver = Callable[["Kernel", str, "BaseException | None"], None]
+"""Receives ``(kernel, stage, error)`` for every stage of every kernel call made while it is
+registered with :func:`observe`: ``stage`` is ``"trace"``, ``"validate"`` or ``"simulate"``,
+``error`` is ``None`` when the stage completed or the exception it raised (which then
+propagates to the caller as before; no later stage of that call is reported)."""
+
+_OBSERVERS: list[KernelObserver] = []
+_DEFAULT_TARGETS: list[str] = ["trn2"]
+
+
+@contextmanager
+def observe(observer: KernelObserver) -> Iterator[None]:
+    """Within the block, ``observer`` receives the stage events of every :class:`Kernel` call
+    (see :data:`KernelObserver`); observers nest and are called in registration order. With
+    none registered a call checks one empty list and runs as before."""
+    _OBSERVERS.append(observer)
+    try:
+        yield
+    finally:
+        _OBSERVERS.remove(observer)
+
+
+@contextmanager
+def default_target(target: str) -> Iterator[None]:
+    """Within the block, kernels that do not pin a target (``@nki.jit`` without ``target=``)
+    trace for ``target`` (``trn1``, ``trn2``, ``trn3``) instead of ``trn2``."""
+    _DEFAULT_TARGETS.append(target)
+    try:
+        yield
+    finally:
+        _DEFAULT_TARGETS.pop()
+
+
+def _notify(kernel: Kernel, stage: str, error: BaseException | None) -> None:
+    for observer in list(_OBSERVERS):
+        observer(kernel, stage, error)
+
+
 class Kernel:
     """An ``@nki.jit`` kernel. Calling it with arrays (NumPy or torch) traces it for their
     shapes and dtypes, validates and simulates it, and returns its outputs."""
 
-    def __init__(self, fn: Callable[..., Any], target: str = "trn2") -> None:
+    def __init__(self, fn: Callable[..., Any], target: str | None = None) -> None:
         self.fn = fn
-        self.target = target
+        self.pinned_target = target
+        """The target given to ``@nki.jit(target=...)``, or ``None``."""
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+
+    @property
+    def target(self) -> str:
+        """The pinned target, else the :func:`default_target` in effect (``trn2``)."""
+        return self.pinned_target or _DEFAULT_TARGETS[-1]
 
     def trace(self, *args: Any, target: str | None = None) -> Any:
         """The kernel's :data:`Program` for these arguments (arrays become HBM inputs; other
@@ -93,8 +150,28 @@ class Kernel:
         return t.native.finish([o.id for o in outputs])
 
     def __call__(self, *args: Any) -> Any:
+        if _OBSERVERS:
+            return self._observed_call(args)
         program = self.trace(*args)
         program.validate()
+        return self._simulate(program, args)
+
+    def _observed_call(self, args: tuple[Any, ...]) -> Any:
+        program = self._stage("trace", self.trace, *args)
+        self._stage("validate", program.validate)
+        return self._stage("simulate", self._simulate, program, args)
+
+    def _stage(self, stage: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Runs one stage of an observed call and reports its outcome to the observers."""
+        try:
+            result = fn(*args)
+        except Exception as error:
+            _notify(self, stage, error)
+            raise
+        _notify(self, stage, None)
+        return result
+
+    def _simulate(self, program: Any, args: tuple[Any, ...]) -> Any:
         arrays = [a for a in args if is_array(a)]
         like_torch = any(is_torch(a) for a in arrays)
         buffers = program.simulate([to_bytes(a) for a in arrays])
@@ -110,7 +187,7 @@ class Kernel:
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``@nki.jit`` / ``@nki.jit(target="trn1")``: makes ``fn`` a :class:`Kernel`."""
-    target = options.pop("target", "trn2")
+    target = options.pop("target", None)
     if options:
         from torch_nki.nki._trace import unsupported
 
