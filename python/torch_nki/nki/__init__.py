@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import linecache
+import os
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -40,10 +41,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from torch_nki import _native
-from torch_nki.nki import isa, language
+from torch_nki.nki import isa, language, typing
 from torch_nki.nki._arrays import from_bytes, is_array, is_torch, spec, to_bytes
 from torch_nki.nki._trace import Trace, tracing
-from torch_nki.nki._values import HbmTensor
+from torch_nki.nki._values import DType, HbmTensor
+
+dtype = DType
+"""``nki.dtype``: the type of ``nl.float32`` and the other element types (for annotations)."""
 
 __all__ = [
     "Kernel",
@@ -51,6 +55,7 @@ __all__ = [
     "Program",
     "as_nki",
     "default_target",
+    "dtype",
     "isa",
     "jit",
     "language",
@@ -58,6 +63,7 @@ __all__ = [
     "observe",
     "simulate",
     "trace",
+    "typing",
 ]
 
 Program = _native.Program
@@ -98,6 +104,28 @@ def default_target(target: str) -> Iterator[None]:
         _DEFAULT_TARGETS.pop()
 
 
+_PLATFORMS = {
+    **dict.fromkeys(("trn1", "inf2", "gen2"), "trn1"),
+    **dict.fromkeys(("trn2", "gen3"), "trn2"),
+    **dict.fromkeys(("trn3", "gen4"), "trn3"),
+}
+"""``NEURON_PLATFORM_TARGET_OVERRIDE`` values (NKI's ``nki.jit`` docs) → targets."""
+
+
+def _environment_target() -> str | None:
+    """The target ``NEURON_PLATFORM_TARGET_OVERRIDE`` names, if set."""
+    value = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE")
+    if not value:
+        return None
+    target = _PLATFORMS.get(value.strip().lower())
+    if target is None:
+        raise ValueError(
+            f"NEURON_PLATFORM_TARGET_OVERRIDE={value!r} is not a platform NKI knows "
+            f"(one of {', '.join(_PLATFORMS)})"
+        )
+    return target
+
+
 def _notify(kernel: Kernel, stage: str, error: BaseException | None) -> None:
     for observer in list(_OBSERVERS):
         observer(kernel, stage, error)
@@ -117,8 +145,14 @@ class Kernel:
 
     @property
     def target(self) -> str:
-        """The pinned target, else the :func:`default_target` in effect (``trn2``)."""
-        return self.pinned_target or _DEFAULT_TARGETS[-1]
+        """The pinned target; else the :func:`default_target` in effect; else the one
+        ``NEURON_PLATFORM_TARGET_OVERRIDE`` names, as NKI reads it when the kernel is called;
+        else ``trn2``."""
+        if self.pinned_target:
+            return self.pinned_target
+        if len(_DEFAULT_TARGETS) > 1:
+            return _DEFAULT_TARGETS[-1]
+        return _environment_target() or _DEFAULT_TARGETS[0]
 
     def trace(self, *args: Any, target: str | None = None) -> Any:
         """The kernel's :data:`Program` for these arguments (arrays become HBM inputs; other
@@ -186,8 +220,16 @@ class Kernel:
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """``@nki.jit`` / ``@nki.jit(target="trn1")``: makes ``fn`` a :class:`Kernel`."""
+    """``@nki.jit`` / ``@nki.jit(target="trn1")``: makes ``fn`` a :class:`Kernel`. NKI's
+    deprecated ``mode=`` is accepted and ignored, as NKI 0.7 does; ``platform_target=``, which
+    NKI removed in 0.3 (set ``NEURON_PLATFORM_TARGET_OVERRIDE``), is a ``TypeError``."""
     target = options.pop("target", None)
+    options.pop("mode", None)
+    if "platform_target" in options:
+        raise TypeError(
+            "nki.jit: platform_target= was removed in NKI 0.3; set the NEURON_PLATFORM_TARGET_OVERRIDE "
+            "environment variable (trn1, trn2, trn3) or pass target= to torch_nki.nki.jit"
+        )
     if options:
         from torch_nki.nki._trace import unsupported
 
@@ -213,11 +255,14 @@ def trace(kernel: Any, *args: Any, target: str = "trn2") -> Any:
 @contextmanager
 def as_nki(nki_module: Any = None) -> Iterator[None]:
     """Within the block, ``import nki``, ``import nki.language``, ``import nki.isa`` and
-    ``import nki.isa.constants`` (where the module has it) give
+    ``import nki.isa.constants`` and ``import nki.typing`` (where the module has them) give
     ``nki_module`` (this frontend by default); whatever was imported under those names before
     is restored after."""
     module = sys.modules[__name__] if nki_module is None else nki_module
     names = {"nki": module, "nki.language": module.language, "nki.isa": module.isa}
+    typing_module = getattr(module, "typing", None)
+    if typing_module is not None:
+        names["nki.typing"] = typing_module
     constants = getattr(module.isa, "constants", None)
     if constants is not None:
         names["nki.isa.constants"] = constants
