@@ -281,7 +281,8 @@ impl<'p> Scheduler<'p> {
                     busy.max(t.engine_fixed_cycles) / t.vector_ghz,
                 )
             }
-            Op::TensorCopy { dst, src } => {
+            Op::TensorCopy { dst, src } | Op::Reciprocal { dst, data: src } => {
+                // One streamed input (reciprocal is one ALU pass, as tensor_scalar).
                 let dt = self.streamed_dtype(&[src, dst]);
                 (Engine::Vector, vector(1.0, src, dt, &mut self.work))
             }

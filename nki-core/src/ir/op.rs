@@ -277,6 +277,13 @@ instructions! {
         /// Optional free-dim reduction of the result: operator and `(P, 1)` destination.
         write reduce: Option<(BinOp, TileRegion)>,
     },
+    /// Vector engine: `dst = 1 / data` elementwise, in fp32, rounded to `dst`'s dtype.
+    Reciprocal = "reciprocal" {
+        /// Destination, `data`'s shape.
+        write dst: TileRegion,
+        /// Input.
+        read data: TileRegion,
+    },
     /// Tensor engine: `dst = dataᵀ`, an SBUF `[P, F]` region into a PSUM `[F, P]` region.
     NcTranspose = "nc_transpose" {
         /// PSUM destination `[F, P]`.

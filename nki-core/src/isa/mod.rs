@@ -4,7 +4,8 @@
 //! instruction with the caller's source line; operand shapes are checked here, hardware limits
 //! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`),
 //! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's),
-//! `matmul` (the tensor engine's) and `statistics` (`bn_stats`, `bn_aggr`); this module holds
+//! `arithmetic` (the vector engine's `reciprocal`), `matmul` (the tensor engine's) and
+//! `statistics` (`bn_stats`, `bn_aggr`); this module holds
 //! their operand types and the shape checks they share.
 
 use crate::ir::{BinOp, ScalarOperand, TileRegion};
@@ -14,11 +15,13 @@ use crate::lang::tile::Tile;
 use crate::loc::SourceLoc;
 
 mod activation;
+mod arithmetic;
 mod dma;
 mod elementwise;
 mod matmul;
 mod statistics;
 pub use activation::{activation, activation_reduce};
+pub use arithmetic::reciprocal;
 pub use dma::dma_copy;
 pub use elementwise::{
     RANGE_SELECT_COMPARISONS, TensorScalar, TensorTensor, iota, memset, range_select,

@@ -15,6 +15,7 @@ mod matmul;
 mod parallel;
 mod plan;
 mod pool;
+mod rounding;
 mod row_math;
 mod rows;
 mod store;

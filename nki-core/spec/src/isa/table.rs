@@ -516,7 +516,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[req("dst", K::TileOut), req("data", K::TileIn), NAME],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     // The docstring names no engine; the vector engine is assumed (nki-library's top-k kernels
     // treat max8 / nc_match_replace8 as vector-engine work).

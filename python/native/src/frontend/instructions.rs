@@ -266,6 +266,11 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
                 tracer.at(file, line, || isa::bn_aggr(dst, data))
             }
         }
+        "reciprocal" => {
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            a.finish()?;
+            tracer.at(file, line, || isa::reciprocal(dst, data))
+        }
         "iota" => {
             let dst = a.tile("dst")?;
             let step = iota_step(a, dst.4)?;
