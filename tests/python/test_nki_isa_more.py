@@ -13,7 +13,7 @@ import torch
 import torch_nki.nki.isa as nisa
 import torch_nki.nki.language as nl
 from torch_nki import nki
-from torch_nki.errors import TraceError
+from torch_nki.errors import TraceError, ValidationError
 
 
 def _rand(*shape: int, seed: int = 0) -> np.ndarray:
@@ -73,3 +73,92 @@ def test_reciprocal_shape_mismatch_is_a_trace_error_naming_it() -> None:
 
     with pytest.raises(TraceError, match=r"reciprocal: data has shape \[8, 16\] but dst has shape \[8, 4\]"):
         nki.simulate(bad)(_rand(8, 16))
+
+
+@nki.jit(target="trn3")
+def softmax_parts(x):
+    """``exp(x − max)`` and its row sums through ``nisa.exponential``, the max from
+    ``tensor_reduce``; also the same from a load_reduce of 1.0 and an immediate max_value."""
+    p, n = x.shape
+    e_out = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.shared_hbm)
+    sums = nl.ndarray((p, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    m = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=m, op=nl.maximum, data=t, axis=1)
+    e = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
+    s = nl.ndarray((p, 2), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.exponential(dst=e, src=t, max_value=m, reduce_res=s[:, 0:1], reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    e2 = nl.ndarray((p, n), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.exponential(
+        dst=e2, src=t, max_value=1.0, reduce_res=s[:, 1:2], reduce_cmd=nisa.reduce_cmd.load_reduce, reduce_init=1.0
+    )
+    nl.store(e_out, value=e)
+    nl.store(sums, value=s)
+    return e_out, sums
+
+
+def test_exponential_matches_numpy_with_fp32_row_sums() -> None:
+    x = _rand(100, 300) * 10
+    e, sums = nki.simulate(softmax_parts)(x)
+    m = x.max(axis=1, keepdims=True)
+    want = np.exp((x - m).astype(np.float64))
+    np.testing.assert_allclose(e, want, rtol=3e-6, atol=0)
+    np.testing.assert_allclose(sums[:, 0], want.sum(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(sums[:, 1], 1.0 + np.exp(x.astype(np.float64) - 1.0).sum(axis=1), rtol=1e-5)
+
+
+def test_exponential_in_bf16_sums_before_rounding() -> None:
+    x = (torch.rand(32, 64) * 4).to(torch.bfloat16)
+    e, sums = softmax_parts(x)
+    assert e.dtype == torch.bfloat16
+    xf = x.float()
+    want = torch.exp(xf - xf.max(dim=1, keepdim=True).values)
+    torch.testing.assert_close(e, want.to(torch.bfloat16), rtol=1e-2, atol=0)
+    torch.testing.assert_close(sums[:, 0], want.sum(dim=1), rtol=1e-5, atol=0)
+
+
+def test_exponential_emits_and_traces_back_and_needs_trn3() -> None:
+    source = _round_trip(softmax_parts, _rand(8, 16), target="trn3")
+    assert (
+        "nisa.exponential(dst=t2, src=t0, max_value=t1, reduce_res=t3[0:8, 0:1], "
+        "reduce_cmd=nisa.reduce_cmd.reset_reduce)"
+    ) in source
+    assert "reduce_cmd=nisa.reduce_cmd.load_reduce, reduce_init=1.0)" in source
+    with pytest.raises(ValidationError, match=r"exponential needs NeuronCore-v4 \(Trn3\) or newer"):
+        nki.simulate(nki.jit(softmax_parts.fn, target="trn2"))(_rand(8, 16))
+
+
+def _one(body: Any, target: str = "trn3") -> Any:
+    @nki.jit(target=target)
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        body(t)
+        nl.store(out, value=t)
+        return out
+
+    return nki.simulate(k)
+
+
+def test_exponential_keywords_it_does_not_implement_name_themselves() -> None:
+    x = _rand(8, 16)
+
+    def res() -> Any:
+        return nl.ndarray((8, 1), dtype=nl.float32, buffer=nl.sbuf)
+
+    with pytest.raises(NotImplementedError, match=r"nisa\.exponential\(reduce_cmd=nisa\.reduce_cmd\.reduce with"):
+        _one(lambda t: nisa.exponential(dst=t, src=t, reduce_res=res(), reduce_cmd=nisa.reduce_cmd.reduce))(x)
+    # Without reduce_res the accumulator would be left for a later instruction.
+    with pytest.raises(NotImplementedError, match=r"reduce_cmd=nisa\.reduce_cmd\.reset_reduce"):
+        _one(lambda t: nisa.exponential(dst=t, src=t, reduce_cmd=nisa.reduce_cmd.reset_reduce))(x)
+    # NKI's default reduce_cmd (idle) writes no reduce_res.
+    with pytest.raises(NotImplementedError, match=r"reduce_cmd=nisa\.reduce_cmd\.idle with reduce_res"):
+        _one(lambda t: nisa.exponential(dst=t, src=t, reduce_res=res()))(x)
+    with pytest.raises(ValueError, match="reduce_init must be 0.0 unless reduce_cmd is"):
+        _one(
+            lambda t: nisa.exponential(
+                dst=t, src=t, reduce_res=res(), reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_init=2.0
+            )
+        )(x)
+    with pytest.raises(TraceError, match=r"exponential: max_value must be a \(8, 1\) column"):
+        _one(lambda t: nisa.exponential(dst=t, src=t, max_value=t))(x)

@@ -116,6 +116,29 @@ impl Emitter<'_> {
             }
             Op::TensorCopy { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
             Op::Reciprocal { dst, data } => vec![("dst", r(dst)), ("data", r(data))],
+            Op::Exponential {
+                dst,
+                src,
+                max_value,
+                reduce_res,
+                reduce_init,
+            } => {
+                let mut v = vec![("dst", r(dst)), ("src", r(src))];
+                if *max_value != (ScalarOperand::Imm { value: 0.0 }) {
+                    v.push(("max_value", self.scalar(max_value)));
+                }
+                if let Some(res) = reduce_res {
+                    v.push(("reduce_res", r(res)));
+                    // NKI's default reduce_cmd (idle) would not write it.
+                    if *reduce_init == (ScalarOperand::Imm { value: 0.0 }) {
+                        v.push(("reduce_cmd", "nisa.reduce_cmd.reset_reduce".into()));
+                    } else {
+                        v.push(("reduce_cmd", "nisa.reduce_cmd.load_reduce".into()));
+                        v.push(("reduce_init", self.scalar(reduce_init)));
+                    }
+                }
+                v
+            }
             Op::BnStats { dst, data } | Op::BnAggr { dst, data } => {
                 vec![("dst", r(dst)), ("data", r(data))]
             }

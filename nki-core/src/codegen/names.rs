@@ -52,6 +52,8 @@ pub const EMITTED: &[NkiName] = &[
     api!("nisa.engine.gpsimd", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.engine.html", []),
     api!("nisa.reduce_cmd.reset_reduce", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/api/generated/nki.isa.range_select.html", []),
     api!("nisa.reciprocal", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.reciprocal.html", ["dst", "data"]),
+    api!("nisa.exponential", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.exponential.html", ["dst", "src", "max_value", "reduce_res", "reduce_cmd", "reduce_init"]),
+    api!("nisa.reduce_cmd.load_reduce", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.exponential.html", []),
     api!("nisa.nc_transpose", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.nc_transpose.html", ["dst", "data"]),
     api!("nl.add", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
     api!("nl.subtract", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),

@@ -263,6 +263,23 @@ impl<'p> Scheduler<'p> {
                 let dt = self.streamed_dtype(&[data, dst]);
                 (Engine::Vector, vector(1.0, data, dt, &mut self.work))
             }
+            Op::Exponential {
+                dst,
+                src,
+                reduce_res,
+                ..
+            } => {
+                // One streamed input (max_value broadcasts as tensor_scalar's operand does),
+                // plus one MIN_II for the row sum, as for the other fused reductions.
+                let dt = self.streamed_dtype(&[src, dst]);
+                let ns = vector(1.0, src, dt, &mut self.work);
+                let reduce_ns = if reduce_res.is_some() {
+                    REDUCE_EXTRA_CYCLES / t.vector_ghz
+                } else {
+                    0.0
+                };
+                (Engine::Vector, ns + reduce_ns)
+            }
             Op::TensorReduce { data, .. } => {
                 let dt = self.dtype(data);
                 (Engine::Vector, vector(1.0, data, dt, &mut self.work))

@@ -284,6 +284,22 @@ instructions! {
         /// Input.
         read data: TileRegion,
     },
+    /// Vector engine (NeuronCore-v4 and newer): `dst = exp(src − max_value)` elementwise, in
+    /// fp32, rounded to `dst`'s dtype; with `reduce_res`, each row's fp32 exponentials are also
+    /// summed on top of `reduce_init` into it.
+    Exponential = "exponential" {
+        /// Destination, `src`'s shape.
+        write dst: TileRegion,
+        /// Input.
+        read src: TileRegion,
+        /// Subtracted before the exponential: an immediate or a `(P, 1)` column.
+        read max_value: ScalarOperand,
+        /// Optional `(P, 1)` destination of the row sums.
+        write reduce_res: Option<TileRegion>,
+        /// Where each row sum starts (0 for NKI's `reset_reduce`, `reduce_init` for
+        /// `load_reduce`): an immediate or a `(P, 1)` column.
+        read reduce_init: ScalarOperand,
+    },
     /// Tensor engine: `dst = dataᵀ`, an SBUF `[P, F]` region into a PSUM `[F, P]` region.
     NcTranspose = "nc_transpose" {
         /// PSUM destination `[F, P]`.

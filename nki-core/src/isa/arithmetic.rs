@@ -1,7 +1,7 @@
-//! The vector engine's arithmetic beyond `tensor_scalar`: `reciprocal`.
+//! The vector engine's arithmetic beyond `tensor_scalar`: `reciprocal` and `exponential`.
 
-use super::same_shape;
-use crate::ir::{Op, TileRegion};
+use super::{column_ok, float_ok, same_shape, scalar_ok};
+use crate::ir::{Op, ScalarOperand, TileRegion};
 use crate::lang::context::with_builder;
 use crate::loc::SourceLoc;
 
@@ -15,6 +15,84 @@ pub fn reciprocal(dst: impl Into<TileRegion>, data: impl Into<TileRegion>) {
     with_builder(|b| {
         if same_shape(b, loc, "reciprocal", &[("dst", &dst), ("data", &data)]) {
             b.push_op(Op::Reciprocal { dst, data }, loc);
+        }
+    });
+}
+
+/// `nisa.exponential(dst, src, max_value=0.0)` (NeuronCore-v4 and newer: Trn3):
+/// `exp(src − max_value)` elementwise on the vector engine, in fp32 (the scalar engine's
+/// exponential, [`crate::engine_math::exp`]), rounded to `dst`'s dtype. `max_value` is an
+/// immediate or a `(P, 1)` column. [`exponential_reduce`] also sums each row.
+#[track_caller]
+pub fn exponential(
+    dst: impl Into<TileRegion>,
+    src: impl Into<TileRegion>,
+    max_value: impl Into<ScalarOperand>,
+) {
+    record_exponential(
+        SourceLoc::caller(),
+        dst.into(),
+        src.into(),
+        max_value.into(),
+        None,
+        ScalarOperand::Imm { value: 0.0 },
+    );
+}
+
+/// `nisa.exponential(dst, src, max_value, reduce_res=, reduce_cmd=reset_reduce | load_reduce,
+/// reduce_init=)`: [`exponential`] that also writes, for each row, `reduce_init` plus the sum
+/// of the row's exponentials into the `(P, 1)` column `reduce_res` (a float tile). The sum is of
+/// the fp32 exponentials, before they are rounded to `dst`, in the order of every row
+/// reduction of the simulator (eight interleaved lanes), added to `reduce_init` last. NKI's
+/// `reset_reduce` is `reduce_init = 0.0`; `load_reduce` passes its `reduce_init` (an immediate or
+/// a `(P, 1)` column).
+#[track_caller]
+pub fn exponential_reduce(
+    dst: impl Into<TileRegion>,
+    src: impl Into<TileRegion>,
+    max_value: impl Into<ScalarOperand>,
+    reduce_res: impl Into<TileRegion>,
+    reduce_init: impl Into<ScalarOperand>,
+) {
+    record_exponential(
+        SourceLoc::caller(),
+        dst.into(),
+        src.into(),
+        max_value.into(),
+        Some(reduce_res.into()),
+        reduce_init.into(),
+    );
+}
+
+fn record_exponential(
+    loc: SourceLoc,
+    dst: TileRegion,
+    src: TileRegion,
+    max_value: ScalarOperand,
+    reduce_res: Option<TileRegion>,
+    reduce_init: ScalarOperand,
+) {
+    let inst = "exponential";
+    with_builder(|b| {
+        let np = src.np;
+        let ok = same_shape(b, loc, inst, &[("dst", &dst), ("src", &src)])
+            && scalar_ok(b, loc, inst, "max_value", &max_value, np)
+            && scalar_ok(b, loc, inst, "reduce_init", &reduce_init, np)
+            && reduce_res.as_ref().is_none_or(|r| {
+                column_ok(b, loc, inst, "reduce_res", r, np)
+                    && float_ok(b, loc, inst, "reduce_res", r)
+            });
+        if ok {
+            b.push_op(
+                Op::Exponential {
+                    dst,
+                    src,
+                    max_value,
+                    reduce_res,
+                    reduce_init,
+                },
+                loc,
+            );
         }
     });
 }

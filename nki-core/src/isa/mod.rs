@@ -4,7 +4,7 @@
 //! instruction with the caller's source line; operand shapes are checked here, hardware limits
 //! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`),
 //! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's),
-//! `arithmetic` (the vector engine's `reciprocal`), `matmul` (the tensor engine's) and
+//! `arithmetic` (the vector engine's `reciprocal`, `exponential`), `matmul` (the tensor engine's) and
 //! `statistics` (`bn_stats`, `bn_aggr`); this module holds
 //! their operand types and the shape checks they share.
 
@@ -21,7 +21,7 @@ mod elementwise;
 mod matmul;
 mod statistics;
 pub use activation::{activation, activation_reduce};
-pub use arithmetic::reciprocal;
+pub use arithmetic::{exponential, exponential_reduce, reciprocal};
 pub use dma::dma_copy;
 pub use elementwise::{
     RANGE_SELECT_COMPARISONS, TensorScalar, TensorTensor, iota, memset, range_select,
@@ -182,4 +182,18 @@ fn reduce_ok(
         return false;
     }
     true
+}
+
+/// Checks that `r` (operand `name` of `inst`) is in a floating-point tile.
+fn float_ok(b: &mut Builder, loc: SourceLoc, inst: &str, name: &str, r: &TileRegion) -> bool {
+    match b.tiles.get(r.tile.0 as usize).map(|t| t.dtype) {
+        Some(dt) if !dt.is_float() => {
+            b.fail(
+                loc,
+                format!("{inst}: {name} must be a floating-point tile, got {dt}"),
+            );
+            false
+        }
+        _ => true,
+    }
 }

@@ -360,6 +360,19 @@ fn run<'a: 'p, 'p>(
                 write_column(store, res, reduced.into_iter().flatten().collect())?;
             }
         }
+        Op::Exponential {
+            dst,
+            src,
+            max_value,
+            reduce_res,
+            reduce_init,
+        } => super::vector::exponential(
+            ctx,
+            store,
+            s,
+            (dst, src, max_value),
+            reduce_res.as_ref().map(|r| (r, reduce_init)),
+        )?,
         Op::NcMatmul {
             dst,
             stationary,

@@ -19,6 +19,7 @@ mod rounding;
 mod row_math;
 mod rows;
 mod store;
+mod vector;
 
 use crate::dtype::DType;
 use crate::error::NkiError;

@@ -508,7 +508,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::GEN4,
-        TODO,
+        IMPL,
     ),
     i(
         "reciprocal",

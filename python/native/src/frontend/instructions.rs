@@ -81,6 +81,31 @@ fn reduction(a: &Args<'_>) -> PyResult<Option<(BinOp, TileRegion)>> {
     Ok(Some((op, region(res))))
 }
 
+/// `exponential`'s row sum: `(reduce_res, reduce_init)` for `reduce_cmd=reset_reduce` (from 0)
+/// or `load_reduce` (from `reduce_init`) with `reduce_res`. Without `reduce_res` there is none and
+/// `reduce_cmd` must be at its default (`idle`, checked by [`Args::finish`]): keeping the sum in the
+/// accumulator registers for a later instruction (`reduce`, or no `reduce_res`) is not
+/// implemented. As the docs require, `reduce_init` is 0.0 unless `reduce_cmd` is `load_reduce`.
+fn exponential_reduction(a: &Args<'_>) -> PyResult<Option<(TileRegion, ScalarOperand)>> {
+    let Some(res) = a.opt_tile("reduce_res")? else {
+        return Ok(None);
+    };
+    let init = a.scalar("reduce_init")?;
+    match (a.variant("reduce_cmd")?.as_str(), init) {
+        ("reset_reduce", Scalar::Imm(0.0)) => {
+            Ok(Some((region(res), ScalarOperand::Imm { value: 0.0 })))
+        }
+        ("reset_reduce", _) => Err(a.value_error(
+            "reduce_init must be 0.0 unless reduce_cmd is nisa.reduce_cmd.load_reduce".into(),
+        )),
+        ("load_reduce", init) => Ok(Some((region(res), scalar(init)))),
+        (cmd, _) => Err(a.unsupported(&format!(
+            "reduce_cmd=nisa.reduce_cmd.{cmd} with reduce_res (the accumulator registers across \
+             instructions; reset_reduce and load_reduce write this instruction's row sums)"
+        ))),
+    }
+}
+
 /// The one step of an `iota` pattern (`[[step, num], ...]`, outermost first) over `free`
 /// elements: dimensions of size 1 drop out, and an outer dimension whose step is the inner
 /// one's step times its size continues it.
@@ -270,6 +295,16 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
             a.finish()?;
             tracer.at(file, line, || isa::reciprocal(dst, data))
+        }
+        "exponential" => {
+            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            let max_value = scalar(a.scalar("max_value")?);
+            let reduce = exponential_reduction(a)?;
+            a.finish()?;
+            tracer.at(file, line, || match reduce {
+                Some((res, init)) => isa::exponential_reduce(dst, src, max_value, res, init),
+                None => isa::exponential(dst, src, max_value),
+            })
         }
         "iota" => {
             let dst = a.tile("dst")?;
