@@ -162,3 +162,90 @@ def test_exponential_keywords_it_does_not_implement_name_themselves() -> None:
         )(x)
     with pytest.raises(TraceError, match=r"exponential: max_value must be a \(8, 1\) column"):
         _one(lambda t: nisa.exponential(dst=t, src=t, max_value=t))(x)
+
+
+@nki.jit
+def scaled_row_stats(x, c):
+    """``x · c`` (a per-row column) with its row sums, its negated row maxima, and the row
+    minima on top of 0.5 (``load_reduce``), through ``nisa.tensor_scalar_reduce``."""
+    p, n = x.shape
+    scaled = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.shared_hbm)
+    stats = nl.ndarray((p, 3), dtype=nl.float32, buffer=nl.shared_hbm)
+    t, col = nl.load(x), nl.load(c)
+    y = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
+    s = nl.ndarray((p, 3), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_reduce(dst=y, data=t, op0=nl.multiply, operand0=col, reduce_op=nl.add, reduce_res=s[:, 0:1])
+    nisa.tensor_scalar_reduce(
+        dst=y, data=t, op0=nl.multiply, operand0=col, reduce_op=nl.maximum, reduce_res=s[:, 1:2], reduce_res_negate=True
+    )
+    nisa.tensor_scalar_reduce(
+        dst=y,
+        data=t,
+        op0=nl.multiply,
+        operand0=col,
+        reduce_op=nl.minimum,
+        reduce_res=s[:, 2:3],
+        reduce_cmd=nisa.reduce_cmd.load_reduce,
+        reduce_init=0.5,
+    )
+    nl.store(scaled, value=y)
+    nl.store(stats, value=s)
+    return scaled, stats
+
+
+def test_tensor_scalar_reduce_matches_numpy() -> None:
+    x, c = _rand(70, 90), _rand(70, 1, seed=1) * 3
+    scaled, stats = nki.simulate(scaled_row_stats)(x, c)
+    y = x * c
+    np.testing.assert_array_equal(scaled, y)
+    np.testing.assert_allclose(stats[:, 0], y.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(stats[:, 1], -y.max(axis=1))
+    np.testing.assert_array_equal(stats[:, 2], np.minimum(0.5, y.min(axis=1)))
+
+
+def test_tensor_scalar_reduce_reduces_the_fp32_results_of_bf16_data() -> None:
+    x = torch.rand(16, 40, dtype=torch.bfloat16)
+    c = torch.full((16, 1), 1.0 / 3.0)
+    scaled, stats = scaled_row_stats(x, c)
+    y = x.float() * c
+    torch.testing.assert_close(scaled, y.to(torch.bfloat16), rtol=0, atol=0)
+    torch.testing.assert_close(stats[:, 0], y.sum(dim=1), rtol=1e-5, atol=0)
+    torch.testing.assert_close(stats[:, 1], -y.max(dim=1).values, rtol=0, atol=0)
+
+
+def test_tensor_scalar_reduce_emits_and_traces_back() -> None:
+    source = _round_trip(scaled_row_stats, _rand(8, 16), _rand(8, 1))
+    assert (
+        "nisa.tensor_scalar_reduce(dst=t2, data=t0, op0=nl.multiply, operand0=t1, reduce_op=nl.add, "
+        "reduce_res=t3[0:8, 0:1])"
+    ) in source
+    assert "reduce_res=t3[0:8, 1:2], reduce_res_negate=True)" in source
+    assert "reduce_cmd=nisa.reduce_cmd.load_reduce, reduce_init=0.5)" in source
+
+
+def test_tensor_scalar_reduce_keywords_it_does_not_implement_name_themselves() -> None:
+    x = _rand(8, 16)
+
+    def res() -> Any:
+        return nl.ndarray((8, 1), dtype=nl.float32, buffer=nl.sbuf)
+
+    def tsr(t: Any, **kwargs: Any) -> None:
+        nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.add, operand0=1.0, reduce_op=nl.add, **kwargs)
+
+    with pytest.raises(NotImplementedError, match=r"nisa\.tensor_scalar_reduce\(reduce_res=None"):
+        _one(lambda t: tsr(t), target="trn2")(x)
+    with pytest.raises(NotImplementedError, match=r"reduce_cmd=nisa\.reduce_cmd\.reduce \(the accumulator"):
+        _one(lambda t: tsr(t, reduce_res=res(), reduce_cmd=nisa.reduce_cmd.reduce), target="trn2")(x)
+    with pytest.raises(NotImplementedError, match=r"reverse0=True"):
+        _one(lambda t: tsr(t, reduce_res=res(), reverse0=True), target="trn2")(x)
+    with pytest.raises(ValueError, match="load_reduce needs reduce_init"):
+        _one(lambda t: tsr(t, reduce_res=res(), reduce_cmd=nisa.reduce_cmd.load_reduce), target="trn2")(x)
+    with pytest.raises(ValueError, match="reduce_init is only set with"):
+        _one(lambda t: tsr(t, reduce_res=res(), reduce_init=1.0), target="trn2")(x)
+    with pytest.raises(TraceError, match="tensor_scalar_reduce: Subtract is not a reduction operator"):
+        _one(
+            lambda t: nisa.tensor_scalar_reduce(
+                dst=t, data=t, op0=nl.add, operand0=1.0, reduce_op=nl.subtract, reduce_res=res()
+            ),
+            target="trn2",
+        )(x)

@@ -116,6 +116,34 @@ impl Emitter<'_> {
             }
             Op::TensorCopy { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
             Op::Reciprocal { dst, data } => vec![("dst", r(dst)), ("data", r(data))],
+            Op::TensorScalarReduce {
+                dst,
+                data,
+                op0,
+                operand0,
+                reduce_op,
+                reduce_res,
+                reduce_init,
+                negate,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("data", r(data)),
+                    ("op0", op0.nki_name().into()),
+                    ("operand0", self.scalar(operand0)),
+                    ("reduce_op", reduce_op.nki_name().into()),
+                    ("reduce_res", r(reduce_res)),
+                ];
+                // reduce_cmd defaults to reset_reduce here.
+                if let Some(init) = reduce_init {
+                    v.push(("reduce_cmd", "nisa.reduce_cmd.load_reduce".into()));
+                    v.push(("reduce_init", self.scalar(init)));
+                }
+                if *negate {
+                    v.push(("reduce_res_negate", "True".into()));
+                }
+                v
+            }
             Op::Exponential {
                 dst,
                 src,

@@ -54,6 +54,7 @@ pub const EMITTED: &[NkiName] = &[
     api!("nisa.reciprocal", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.reciprocal.html", ["dst", "data"]),
     api!("nisa.exponential", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.exponential.html", ["dst", "src", "max_value", "reduce_res", "reduce_cmd", "reduce_init"]),
     api!("nisa.reduce_cmd.load_reduce", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.exponential.html", []),
+    api!("nisa.tensor_scalar_reduce", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.tensor_scalar_reduce.html", ["dst", "data", "op0", "operand0", "reduce_op", "reduce_res", "reduce_cmd", "reduce_init", "reduce_res_negate"]),
     api!("nisa.nc_transpose", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.nc_transpose.html", ["dst", "data"]),
     api!("nl.add", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
     api!("nl.subtract", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),

@@ -263,6 +263,12 @@ impl<'p> Scheduler<'p> {
                 let dt = self.streamed_dtype(&[data, dst]);
                 (Engine::Vector, vector(1.0, data, dt, &mut self.work))
             }
+            Op::TensorScalarReduce { dst, data, .. } => {
+                // tensor_scalar's pass plus one MIN_II: NKI's max(MIN_II, N) + MIN_II.
+                let dt = self.streamed_dtype(&[data, dst]);
+                let ns = vector(1.0, data, dt, &mut self.work);
+                (Engine::Vector, ns + REDUCE_EXTRA_CYCLES / t.vector_ghz)
+            }
             Op::Exponential {
                 dst,
                 src,

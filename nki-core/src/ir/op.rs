@@ -300,6 +300,27 @@ instructions! {
         /// `load_reduce`): an immediate or a `(P, 1)` column.
         read reduce_init: ScalarOperand,
     },
+    /// Vector engine: `dst = data <op0> operand0` (a one-operator [`Op::TensorScalar`]) and, for
+    /// each row, its fp32 results reduced with `reduce_op`, combined with `reduce_init` when
+    /// given (NKI's `load_reduce`), negated when `negate`, into `reduce_res`.
+    TensorScalarReduce = "tensor_scalar_reduce" {
+        /// Destination, `data`'s shape.
+        write dst: TileRegion,
+        /// Input.
+        read data: TileRegion,
+        /// The operator.
+        param op0: BinOp,
+        /// Its operand: an immediate or a `(P, 1)` column.
+        read operand0: ScalarOperand,
+        /// The reduction operator (add, multiply, maximum, minimum).
+        param reduce_op: BinOp,
+        /// `(P, 1)` destination of the row reductions.
+        write reduce_res: TileRegion,
+        /// Where each row's reduction starts instead of `reduce_op`'s identity.
+        read reduce_init: Option<ScalarOperand>,
+        /// Negate what is written to `reduce_res` (NKI's `reduce_res_negate`).
+        param negate: bool,
+    },
     /// Tensor engine: `dst = dataᵀ`, an SBUF `[P, F]` region into a PSUM `[F, P]` region.
     NcTranspose = "nc_transpose" {
         /// PSUM destination `[F, P]`.

@@ -1,7 +1,8 @@
-//! The vector engine's arithmetic beyond `tensor_scalar`: `reciprocal` and `exponential`.
+//! The vector engine's arithmetic beyond `tensor_scalar`: `reciprocal`, `exponential` and
+//! `tensor_scalar_reduce`.
 
-use super::{column_ok, float_ok, same_shape, scalar_ok};
-use crate::ir::{Op, ScalarOperand, TileRegion};
+use super::{column_ok, float_ok, reduce_ok, same_shape, scalar_ok};
+use crate::ir::{BinOp, Op, ScalarOperand, TileRegion};
 use crate::lang::context::with_builder;
 use crate::loc::SourceLoc;
 
@@ -90,6 +91,58 @@ fn record_exponential(
                     max_value,
                     reduce_res,
                     reduce_init,
+                },
+                loc,
+            );
+        }
+    });
+}
+
+/// `nisa.tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res,
+/// reduce_cmd=reset_reduce | load_reduce, reduce_init=, reduce_res_negate=)`: `data <op0>
+/// operand0` into `dst` (as a one-operator [`super::tensor_scalar`]: `operand0` an immediate or
+/// a `(P, 1)` column), and each row of its fp32 results reduced with `reduce_op` (add,
+/// multiply, maximum or minimum) into the `(P, 1)` column `reduce_res`, before the results are
+/// rounded to `dst`. The reduction starts from `reduce_op`'s identity (`reset_reduce`) or, with
+/// `reduce_init` (`load_reduce`: an immediate or a `(P, 1)` column), is `reduce_init <reduce_op>
+/// the row's reduction`; `reduce_res_negate` negates what is written (the reduction itself is
+/// unchanged). Costs one more fixed vector-engine overhead than `tensor_scalar` (NKI's
+/// estimate).
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn tensor_scalar_reduce(
+    dst: impl Into<TileRegion>,
+    data: impl Into<TileRegion>,
+    op0: BinOp,
+    operand0: impl Into<ScalarOperand>,
+    reduce_op: BinOp,
+    reduce_res: impl Into<TileRegion>,
+    reduce_init: Option<ScalarOperand>,
+    reduce_res_negate: bool,
+) {
+    let loc = SourceLoc::caller();
+    let (dst, data, operand0, reduce_res) =
+        (dst.into(), data.into(), operand0.into(), reduce_res.into());
+    let inst = "tensor_scalar_reduce";
+    with_builder(|b| {
+        let np = data.np;
+        let ok = same_shape(b, loc, inst, &[("dst", &dst), ("data", &data)])
+            && scalar_ok(b, loc, inst, "operand0", &operand0, np)
+            && reduce_ok(b, loc, inst, Some(&(reduce_op, reduce_res.clone())), np)
+            && reduce_init
+                .as_ref()
+                .is_none_or(|i| scalar_ok(b, loc, inst, "reduce_init", i, np));
+        if ok {
+            b.push_op(
+                Op::TensorScalarReduce {
+                    dst,
+                    data,
+                    op0,
+                    operand0,
+                    reduce_op,
+                    reduce_res,
+                    reduce_init,
+                    negate: reduce_res_negate,
                 },
                 loc,
             );

@@ -373,6 +373,9 @@ fn run<'a: 'p, 'p>(
             (dst, src, max_value),
             reduce_res.as_ref().map(|r| (r, reduce_init)),
         )?,
+        op @ Op::TensorScalarReduce { .. } => {
+            super::vector::tensor_scalar_reduce(ctx, store, s, op)?
+        }
         Op::NcMatmul {
             dst,
             stationary,

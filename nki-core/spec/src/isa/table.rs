@@ -577,7 +577,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     // The docs give GpSimd as the default engine and list no other value for `engine=`.
     i(

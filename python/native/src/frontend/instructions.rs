@@ -306,6 +306,56 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
                 None => isa::exponential(dst, src, max_value),
             })
         }
+        "tensor_scalar_reduce" => {
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (op0, operand0) = (binop(a, "op0")?, scalar(a.scalar("operand0")?));
+            let reduce_op = binop(a, "reduce_op")?;
+            let res = a.opt_tile("reduce_res")?.ok_or_else(|| {
+                a.unsupported(
+                    "reduce_res=None (keeping the reduction in the accumulator registers for a \
+                     later instruction)",
+                )
+            })?;
+            let init = match (
+                a.variant("reduce_cmd")?.as_str(),
+                a.opt_scalar("reduce_init")?,
+            ) {
+                ("reset_reduce", None) => None,
+                ("reset_reduce", Some(_)) => {
+                    return Err(a.value_error(
+                        "reduce_init is only set with reduce_cmd=nisa.reduce_cmd.load_reduce"
+                            .into(),
+                    ));
+                }
+                ("load_reduce", Some(init)) => Some(scalar(init)),
+                ("load_reduce", None) => {
+                    return Err(a.value_error(
+                        "reduce_cmd=nisa.reduce_cmd.load_reduce needs reduce_init".into(),
+                    ));
+                }
+                (cmd, _) => {
+                    return Err(a.unsupported(&format!(
+                        "reduce_cmd=nisa.reduce_cmd.{cmd} (the accumulator registers across \
+                         instructions; reset_reduce and load_reduce write this instruction's \
+                         reductions)"
+                    )));
+                }
+            };
+            let negate = a.flag("reduce_res_negate")?;
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::tensor_scalar_reduce(
+                    dst,
+                    data,
+                    op0,
+                    operand0,
+                    reduce_op,
+                    region(res),
+                    init,
+                    negate,
+                )
+            })
+        }
         "iota" => {
             let dst = a.tile("dst")?;
             let step = iota_step(a, dst.4)?;
