@@ -24,7 +24,10 @@ def _round_trip(kernel: Any, *args: Any, target: str = "trn2") -> str:
     """The kernel's emitted source, checked to trace back to the same program."""
     program = nki.trace(kernel, *args, target=target)
     source = program.emit()
-    again = nki.trace(nki.load_source(source, kernel.__name__).__dict__[kernel.__name__], *args, target=target)
+    emitted = nki.load_source(source, kernel.__name__).__dict__[kernel.__name__]
+    # The emitted kernel's parameters are the arrays (other arguments are specialised away).
+    arrays = [a for a in args if isinstance(a, np.ndarray | torch.Tensor)]
+    again = nki.trace(emitted, *arrays, target=target)
     assert again.difference(program) is None, source
     return source
 
@@ -77,7 +80,7 @@ def test_reciprocal_shape_mismatch_is_a_trace_error_naming_it() -> None:
 
 @nki.jit(target="trn3")
 def softmax_parts(x):
-    """``exp(x − max)`` and its row sums through ``nisa.exponential``, the max from
+    """``exp(x - max)`` and its row sums through ``nisa.exponential``, the max from
     ``tensor_reduce``; also the same from a load_reduce of 1.0 and an immediate max_value."""
     p, n = x.shape
     e_out = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.shared_hbm)
@@ -90,7 +93,12 @@ def softmax_parts(x):
     nisa.exponential(dst=e, src=t, max_value=m, reduce_res=s[:, 0:1], reduce_cmd=nisa.reduce_cmd.reset_reduce)
     e2 = nl.ndarray((p, n), dtype=nl.float32, buffer=nl.sbuf)
     nisa.exponential(
-        dst=e2, src=t, max_value=1.0, reduce_res=s[:, 1:2], reduce_cmd=nisa.reduce_cmd.load_reduce, reduce_init=1.0
+        dst=e2,
+        src=t,
+        max_value=1.0,
+        reduce_res=s[:, 1:2],
+        reduce_cmd=nisa.reduce_cmd.load_reduce,
+        reduce_init=1.0,
     )
     nl.store(e_out, value=e)
     nl.store(sums, value=s)
@@ -146,7 +154,9 @@ def test_exponential_keywords_it_does_not_implement_name_themselves() -> None:
     def res() -> Any:
         return nl.ndarray((8, 1), dtype=nl.float32, buffer=nl.sbuf)
 
-    with pytest.raises(NotImplementedError, match=r"nisa\.exponential\(reduce_cmd=nisa\.reduce_cmd\.reduce with"):
+    with pytest.raises(
+        NotImplementedError, match=r"nisa\.exponential\(reduce_cmd=nisa\.reduce_cmd\.reduce with"
+    ):
         _one(lambda t: nisa.exponential(dst=t, src=t, reduce_res=res(), reduce_cmd=nisa.reduce_cmd.reduce))(x)
     # Without reduce_res the accumulator would be left for a later instruction.
     with pytest.raises(NotImplementedError, match=r"reduce_cmd=nisa\.reduce_cmd\.reset_reduce"):
@@ -154,7 +164,7 @@ def test_exponential_keywords_it_does_not_implement_name_themselves() -> None:
     # NKI's default reduce_cmd (idle) writes no reduce_res.
     with pytest.raises(NotImplementedError, match=r"reduce_cmd=nisa\.reduce_cmd\.idle with reduce_res"):
         _one(lambda t: nisa.exponential(dst=t, src=t, reduce_res=res()))(x)
-    with pytest.raises(ValueError, match="reduce_init must be 0.0 unless reduce_cmd is"):
+    with pytest.raises(ValueError, match=r"reduce_init must be 0\.0 unless reduce_cmd is"):
         _one(
             lambda t: nisa.exponential(
                 dst=t, src=t, reduce_res=res(), reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_init=2.0
@@ -174,9 +184,17 @@ def scaled_row_stats(x, c):
     t, col = nl.load(x), nl.load(c)
     y = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
     s = nl.ndarray((p, 3), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar_reduce(dst=y, data=t, op0=nl.multiply, operand0=col, reduce_op=nl.add, reduce_res=s[:, 0:1])
     nisa.tensor_scalar_reduce(
-        dst=y, data=t, op0=nl.multiply, operand0=col, reduce_op=nl.maximum, reduce_res=s[:, 1:2], reduce_res_negate=True
+        dst=y, data=t, op0=nl.multiply, operand0=col, reduce_op=nl.add, reduce_res=s[:, 0:1]
+    )
+    nisa.tensor_scalar_reduce(
+        dst=y,
+        data=t,
+        op0=nl.multiply,
+        operand0=col,
+        reduce_op=nl.maximum,
+        reduce_res=s[:, 1:2],
+        reduce_res_negate=True,
     )
     nisa.tensor_scalar_reduce(
         dst=y,
@@ -247,5 +265,89 @@ def test_tensor_scalar_reduce_keywords_it_does_not_implement_name_themselves() -
             lambda t: nisa.tensor_scalar_reduce(
                 dst=t, data=t, op0=nl.add, operand0=1.0, reduce_op=nl.subtract, reduce_res=res()
             ),
+            target="trn2",
+        )(x)
+
+
+@nki.jit
+def top_k(x, k):
+    """The ``k`` (a multiple of 8) largest values of each row and their indices, eight per round:
+    ``max8``, then ``nc_match_replace8`` replacing them by ``-inf`` in place and writing where
+    they were; ``nc_find_index8`` of the first eight in the original row as well."""
+    p, n = x.shape
+    values = nl.ndarray((p, k), dtype=x.dtype, buffer=nl.shared_hbm)
+    indices = nl.ndarray((p, k), dtype=nl.int32, buffer=nl.shared_hbm)
+    first = nl.ndarray((p, 8), dtype=nl.int32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    work = nl.ndarray((p, n), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=work, src=t)
+    v = nl.ndarray((p, k), dtype=x.dtype, buffer=nl.sbuf)
+    i = nl.ndarray((p, k), dtype=nl.int32, buffer=nl.sbuf)
+    for r in range(k // 8):
+        nisa.max8(dst=v[:, r * 8 : r * 8 + 8], src=work)
+        nisa.nc_match_replace8(
+            dst=work,
+            data=work,
+            vals=v[:, r * 8 : r * 8 + 8],
+            imm=float("-inf"),
+            dst_idx=i[:, r * 8 : r * 8 + 8],
+        )
+    f = nl.ndarray((p, 8), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.nc_find_index8(dst=f, data=t, vals=v[:, 0:8])
+    nl.store(values, value=v)
+    nl.store(indices, value=i)
+    nl.store(first, value=f)
+    return values, indices, first
+
+
+def test_top_k_from_max8_and_match_replace8_matches_torch_topk() -> None:
+    x = torch.randn(100, 700)
+    values, indices, first = top_k(x, 24)
+    want = torch.topk(x, 24, dim=1)
+    torch.testing.assert_close(values, want.values, rtol=0, atol=0)
+    torch.testing.assert_close(indices.long(), want.indices, rtol=0, atol=0)
+    torch.testing.assert_close(first.long(), want.indices[:, :8], rtol=0, atol=0)
+
+
+def test_top_k_in_bf16_with_ties_gets_distinct_indices_holding_their_values() -> None:
+    x = torch.randint(0, 6, (16, 64)).to(torch.bfloat16)
+    values, indices, first = top_k(x, 16)
+    torch.testing.assert_close(values, torch.topk(x.float(), 16, dim=1).values.to(torch.bfloat16))
+    for row, idx, vals, f in zip(x, indices.long(), values, first.long(), strict=True):
+        assert len(set(idx.tolist())) == 16
+        torch.testing.assert_close(row[idx], vals, rtol=0, atol=0)
+        # find_index8 pairs repeated values with their occurrences in ascending order,
+        # match_replace8 in descending order.
+        torch.testing.assert_close(row[f], vals[:8], rtol=0, atol=0)
+        ties = (vals[:8] == vals[0]).nonzero().flatten()
+        if len(ties) > 1:
+            assert f[ties].tolist() == sorted(f[ties].tolist())
+            assert idx[ties].tolist() == sorted(idx[ties].tolist(), reverse=True)
+
+
+def test_selection_emits_and_traces_back() -> None:
+    source = _round_trip(top_k, _rand(8, 32), 16)
+    assert "nisa.max8(dst=t2[0:8, 8:16], src=t1)" in source
+    assert (
+        "nisa.nc_match_replace8(dst=t1, data=t1, vals=t2[0:8, 0:8], imm=float('-inf'), dst_idx=t3[0:8, 0:8])"
+    ) in source
+    assert "nisa.nc_find_index8(dst=t4, data=t0, vals=t2[0:8, 0:8])" in source
+
+
+def test_selection_operand_errors_name_the_instruction() -> None:
+    x = _rand(8, 16)
+
+    def tile(*shape: int, dtype: Any = nl.float32) -> Any:
+        return nl.ndarray(shape, dtype=dtype, buffer=nl.sbuf)
+
+    with pytest.raises(TraceError, match=r"max8: dst must be \(8, 8\)"):
+        _one(lambda t: nisa.max8(dst=tile(8, 4), src=t), target="trn2")(x)
+    with pytest.raises(TraceError, match="max8: src has 4 elements per partition"):
+        _one(lambda t: nisa.max8(dst=tile(8, 8), src=t[:, 0:4]), target="trn2")(x)
+    with pytest.raises(TraceError, match="nc_find_index8: dst must be an int32 tile"):
+        _one(lambda t: nisa.nc_find_index8(dst=tile(8, 8), data=t, vals=t[:, 0:8]), target="trn2")(x)
+    with pytest.raises(TraceError, match="nc_match_replace8: dst_idx must be an int32 tile"):
+        _one(
+            lambda t: nisa.nc_match_replace8(dst=t, data=t, vals=t[:, 0:8], imm=0.0, dst_idx=tile(8, 8)),
             target="trn2",
         )(x)

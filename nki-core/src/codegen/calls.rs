@@ -116,6 +116,28 @@ impl Emitter<'_> {
             }
             Op::TensorCopy { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
             Op::Reciprocal { dst, data } => vec![("dst", r(dst)), ("data", r(data))],
+            Op::Max8 { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
+            Op::NcFindIndex8 { dst, data, vals } => {
+                vec![("dst", r(dst)), ("data", r(data)), ("vals", r(vals))]
+            }
+            Op::NcMatchReplace8 {
+                dst,
+                data,
+                vals,
+                imm,
+                dst_idx,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("data", r(data)),
+                    ("vals", r(vals)),
+                    ("imm", float(*imm)),
+                ];
+                if let Some(idx) = dst_idx {
+                    v.push(("dst_idx", r(idx)));
+                }
+                v
+            }
             Op::TensorScalarReduce {
                 dst,
                 data,

@@ -286,6 +286,14 @@ impl<'p> Scheduler<'p> {
                 };
                 (Engine::Vector, ns + reduce_ns)
             }
+            // One pass over the searched elements, as a one-input vector instruction (NKI gives
+            // no estimate for them); their (P, 8) operands do not set the rate.
+            Op::Max8 { src: data, .. }
+            | Op::NcFindIndex8 { data, .. }
+            | Op::NcMatchReplace8 { data, .. } => {
+                let dt = self.dtype(data);
+                (Engine::Vector, vector(1.0, data, dt, &mut self.work))
+            }
             Op::TensorReduce { data, .. } => {
                 let dt = self.dtype(data);
                 (Engine::Vector, vector(1.0, data, dt, &mut self.work))

@@ -321,6 +321,41 @@ instructions! {
         /// Negate what is written to `reduce_res` (NKI's `reduce_res_negate`).
         param negate: bool,
     },
+    /// Vector engine: the eight largest values of each partition of `src`, in descending order
+    /// (NaN above everything, ties in row order), into the `(P, 8)` `dst`.
+    Max8 = "max8" {
+        /// Destination, `(P, 8)`.
+        write dst: TileRegion,
+        /// Input, 8 to 16384 elements per partition.
+        read src: TileRegion,
+    },
+    /// Vector engine: for each of the eight values of `vals`' partition, the index in `data`'s
+    /// partition of its first occurrence (the k-th occurrence for its k-th repetition in `vals`),
+    /// or −1 (uint32's all-ones bits read as int32) where there is none, into the int32 `(P, 8)`
+    /// `dst`.
+    NcFindIndex8 = "nc_find_index8" {
+        /// Destination, `(P, 8)` int32.
+        write dst: TileRegion,
+        /// Searched, 8 to 16384 elements per partition.
+        read data: TileRegion,
+        /// The `(P, 8)` values.
+        read vals: TileRegion,
+    },
+    /// Vector engine: `dst = data` with the first not yet replaced occurrence of each of the
+    /// eight values of `vals` (taken from the last to the first) replaced by `imm`; where each
+    /// was found (or −1) into the int32 `(P, 8)` `dst_idx`, when given.
+    NcMatchReplace8 = "nc_match_replace8" {
+        /// Destination, `data`'s shape.
+        write dst: TileRegion,
+        /// Searched, 8 to 16384 elements per partition.
+        read data: TileRegion,
+        /// The `(P, 8)` values.
+        read vals: TileRegion,
+        /// The replacement.
+        param imm: f32,
+        /// Optional `(P, 8)` int32 destination of the matched indices.
+        write dst_idx: Option<TileRegion>,
+    },
     /// Tensor engine: `dst = dataᵀ`, an SBUF `[P, F]` region into a PSUM `[F, P]` region.
     NcTranspose = "nc_transpose" {
         /// PSUM destination `[F, P]`.

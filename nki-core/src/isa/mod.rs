@@ -4,8 +4,9 @@
 //! instruction with the caller's source line; operand shapes are checked here, hardware limits
 //! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`),
 //! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's),
-//! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`), `matmul` (the tensor engine's) and
-//! `statistics` (`bn_stats`, `bn_aggr`); this module holds
+//! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`),
+//! `matmul` (the tensor engine's), `selection` (the vector engine's `max8`, `nc_find_index8`,
+//! `nc_match_replace8`) and `statistics` (`bn_stats`, `bn_aggr`); this module holds
 //! their operand types and the shape checks they share.
 
 use crate::ir::{BinOp, ScalarOperand, TileRegion};
@@ -19,6 +20,7 @@ mod arithmetic;
 mod dma;
 mod elementwise;
 mod matmul;
+mod selection;
 mod statistics;
 pub use activation::{activation, activation_reduce};
 pub use arithmetic::{exponential, exponential_reduce, reciprocal, tensor_scalar_reduce};
@@ -29,6 +31,9 @@ pub use elementwise::{
     tensor_tensor,
 };
 pub use matmul::{nc_matmul, nc_transpose};
+pub use selection::{
+    SELECT8_MAX_ELEMENTS, SELECT8_MIN_ELEMENTS, max8, nc_find_index8, nc_match_replace8,
+};
 pub use statistics::{BN_STATS_FMAX, bn_aggr, bn_stats};
 
 /// Either side of a `dma_copy`: an HBM view or a tile region.

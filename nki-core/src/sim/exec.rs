@@ -376,6 +376,24 @@ fn run<'a: 'p, 'p>(
         op @ Op::TensorScalarReduce { .. } => {
             super::vector::tensor_scalar_reduce(ctx, store, s, op)?
         }
+        Op::Max8 { dst, src } => super::selection::max8(ctx, store, s, dst, src)?,
+        Op::NcFindIndex8 { dst, data, vals } => {
+            super::selection::find_index8(ctx, store, s, (dst, data, vals))?
+        }
+        Op::NcMatchReplace8 {
+            dst,
+            data,
+            vals,
+            imm,
+            dst_idx,
+        } => super::selection::match_replace8(
+            ctx,
+            store,
+            s,
+            (dst, data, vals),
+            *imm,
+            dst_idx.as_ref(),
+        )?,
         Op::NcMatmul {
             dst,
             stationary,

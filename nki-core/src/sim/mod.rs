@@ -18,6 +18,7 @@ mod pool;
 mod rounding;
 mod row_math;
 mod rows;
+mod selection;
 mod store;
 mod vector;
 

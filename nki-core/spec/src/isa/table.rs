@@ -526,7 +526,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[req("dst", K::TileOut), req("src", K::TileIn), NAME],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "sequence_bounds",
@@ -722,7 +722,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "nc_match_replace8",
@@ -737,7 +737,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "nonzero_with_count",

@@ -356,6 +356,26 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
                 )
             })
         }
+        "max8" => {
+            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            a.finish()?;
+            tracer.at(file, line, || isa::max8(dst, src))
+        }
+        "nc_find_index8" => {
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let vals = region(a.tile("vals")?);
+            a.finish()?;
+            tracer.at(file, line, || isa::nc_find_index8(dst, data, vals))
+        }
+        "nc_match_replace8" => {
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (vals, imm) = (region(a.tile("vals")?), a.number("imm")? as f32);
+            let dst_idx = a.opt_tile("dst_idx")?.map(region);
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::nc_match_replace8(dst, data, vals, imm, dst_idx)
+            })
+        }
         "iota" => {
             let dst = a.tile("dst")?;
             let step = iota_step(a, dst.4)?;
