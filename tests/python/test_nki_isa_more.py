@@ -351,3 +351,47 @@ def test_selection_operand_errors_name_the_instruction() -> None:
             lambda t: nisa.nc_match_replace8(dst=t, data=t, vals=t[:, 0:8], imm=0.0, dst_idx=tile(8, 8)),
             target="trn2",
         )(x)
+
+
+@nki.jit
+def clamp_negatives(x, y):
+    """``y`` where ``x <= 0`` and ``x`` elsewhere, then 0.25 where ``x > 0.5``, through
+    ``nisa.tensor_copy_predicated`` with a tile and an immediate ``src``."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tx, dst = nl.load(x), nl.load(y)
+    positive = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=positive, data=tx, op0=nl.greater, operand0=0.0)
+    nisa.tensor_copy_predicated(dst=dst, src=tx, predicate=positive)
+    small = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=small, data=tx, op0=nl.less_equal, operand0=0.5)
+    nisa.tensor_copy_predicated(dst=dst, src=0.25, predicate=small, reverse_pred=True)
+    nl.store(out, value=dst)
+    return out
+
+
+def test_tensor_copy_predicated_matches_numpy_where() -> None:
+    x, y = _rand(60, 50), _rand(60, 50, seed=1) + 5
+    got = nki.simulate(clamp_negatives)(x, y)
+    want = np.where(x > 0.5, np.float32(0.25), np.where(x > 0, x, y))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_tensor_copy_predicated_emits_and_traces_back() -> None:
+    source = _round_trip(clamp_negatives, _rand(8, 16), _rand(8, 16))
+    assert "nisa.tensor_copy_predicated(dst=t1, src=t0, predicate=t2)" in source
+    assert "nisa.tensor_copy_predicated(dst=t1, src=0.25, predicate=t3, reverse_pred=True)" in source
+
+
+def test_tensor_copy_predicated_operand_errors() -> None:
+    x = _rand(8, 16)
+
+    def tile(*shape: int, dtype: Any = nl.float32) -> Any:
+        return nl.ndarray(shape, dtype=dtype, buffer=nl.sbuf)
+
+    with pytest.raises(TraceError, match=r"tensor_copy_predicated: predicate has shape \[8, 4\]"):
+        _one(lambda t: nisa.tensor_copy_predicated(dst=t, src=t, predicate=tile(8, 4)), target="trn2")(x)
+    with pytest.raises(TraceError, match="tensor_copy_predicated: src is bf16 but dst is f32"):
+        _one(
+            lambda t: nisa.tensor_copy_predicated(dst=t, src=tile(8, 16, dtype=nl.bfloat16), predicate=t),
+            target="trn2",
+        )(x)

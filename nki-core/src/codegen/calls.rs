@@ -116,6 +116,20 @@ impl Emitter<'_> {
             }
             Op::TensorCopy { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
             Op::Reciprocal { dst, data } => vec![("dst", r(dst)), ("data", r(data))],
+            Op::TensorCopyPredicated {
+                dst,
+                src,
+                imm,
+                predicate,
+                reverse,
+            } => {
+                let src = src.as_ref().map_or_else(|| float(*imm), r);
+                let mut v = vec![("dst", r(dst)), ("src", src), ("predicate", r(predicate))];
+                if *reverse {
+                    v.push(("reverse_pred", "True".into()));
+                }
+                v
+            }
             Op::Max8 { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
             Op::NcFindIndex8 { dst, data, vals } => {
                 vec![("dst", r(dst)), ("data", r(data)), ("vals", r(vals))]

@@ -263,6 +263,22 @@ impl<'p> Scheduler<'p> {
                 let dt = self.streamed_dtype(&[data, dst]);
                 (Engine::Vector, vector(1.0, data, dt, &mut self.work))
             }
+            Op::TensorCopyPredicated {
+                dst,
+                src,
+                predicate,
+                ..
+            } => {
+                // The predicate and, when it is a tile, src stream in, as tensor_tensor's inputs.
+                let (inputs, dt) = match src {
+                    Some(s) => (2.0, self.streamed_dtype(&[s, predicate, dst])),
+                    None => (1.0, self.streamed_dtype(&[predicate, dst])),
+                };
+                (
+                    Engine::Vector,
+                    vector(inputs, predicate, dt, &mut self.work),
+                )
+            }
             Op::TensorScalarReduce { dst, data, .. } => {
                 // tensor_scalar's pass plus one MIN_II: NKI's max(MIN_II, N) + MIN_II.
                 let dt = self.streamed_dtype(&[data, dst]);

@@ -10,7 +10,8 @@ use serde::Serialize;
 /// instruction names, the operand visitor, and the accessors built on it. A variant is
 /// `Name = "nki_name" { role field: Type, ... }`, the role `read`, `write` or `param`, with an
 /// optional `reads field when flag` for a destination an instruction also reads when a boolean
-/// parameter says so (`nc_matmul`'s accumulation).
+/// parameter says so (`nc_matmul`'s accumulation), or `keeps field` for a destination it writes
+/// only in part, the rest keeping its value (`tensor_copy_predicated`), so it also reads it.
 macro_rules! instructions {
     (
         $(#[$enum_doc:meta])*
@@ -19,7 +20,7 @@ macro_rules! instructions {
                 $(#[$doc:meta])*
                 $variant:ident = $name:literal {
                     $( $(#[$field_doc:meta])* $role:ident $field:ident : $ty:ty ),* $(,)?
-                } $(reads $also:ident when $flag:ident)?
+                } $(reads $also:ident when $flag:ident)? $(keeps $kept:ident)?
             ),* $(,)?
         }
     ) => {
@@ -53,6 +54,7 @@ macro_rules! instructions {
                         Op::$variant { $($field),* } => {
                             $( instructions!(@visit $role $field f); )*
                             $( if *$flag { Operand::visit($also, Access::Read, f); } )?
+                            $( Operand::visit($kept, Access::Read, f); )?
                         }
                     )*
                 }
@@ -234,6 +236,20 @@ instructions! {
         /// Source.
         read src: TileRegion,
     },
+    /// Vector engine: `dst[p, f] = src[p, f]` (or the immediate `imm` without `src`) where
+    /// `predicate[p, f]` is nonzero (zero with `reverse`); `dst` keeps its value elsewhere.
+    TensorCopyPredicated = "tensor_copy_predicated" {
+        /// Destination, written where the predicate holds.
+        write dst: TileRegion,
+        /// The values copied, `dst`'s shape and dtype; `None` copies `imm`.
+        read src: Option<TileRegion>,
+        /// The value copied without `src`.
+        param imm: f32,
+        /// The predicate, `dst`'s shape.
+        read predicate: TileRegion,
+        /// Copy where the predicate is zero instead (NKI's `reverse_pred`).
+        param reverse: bool,
+    } keeps dst,
     /// Fill with a constant.
     Memset = "memset" {
         /// Destination.

@@ -5,7 +5,7 @@
 //! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`),
 //! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's),
 //! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`),
-//! `matmul` (the tensor engine's), `selection` (the vector engine's `max8`, `nc_find_index8`,
+//! `matmul` (the tensor engine's), `predicated` (`tensor_copy_predicated`), `selection` (the vector engine's `max8`, `nc_find_index8`,
 //! `nc_match_replace8`) and `statistics` (`bn_stats`, `bn_aggr`); this module holds
 //! their operand types and the shape checks they share.
 
@@ -20,6 +20,7 @@ mod arithmetic;
 mod dma;
 mod elementwise;
 mod matmul;
+mod predicated;
 mod selection;
 mod statistics;
 pub use activation::{activation, activation_reduce};
@@ -31,6 +32,7 @@ pub use elementwise::{
     tensor_tensor,
 };
 pub use matmul::{nc_matmul, nc_transpose};
+pub use predicated::tensor_copy_predicated;
 pub use selection::{
     SELECT8_MAX_ELEMENTS, SELECT8_MIN_ELEMENTS, max8, nc_find_index8, nc_match_replace8,
 };

@@ -373,6 +373,20 @@ fn run<'a: 'p, 'p>(
             (dst, src, max_value),
             reduce_res.as_ref().map(|r| (r, reduce_init)),
         )?,
+        Op::TensorCopyPredicated {
+            dst,
+            src,
+            imm,
+            predicate,
+            reverse,
+        } => super::vector::tensor_copy_predicated(
+            ctx,
+            store,
+            s,
+            (dst, src.as_ref(), *imm),
+            predicate,
+            *reverse,
+        )?,
         op @ Op::TensorScalarReduce { .. } => {
             super::vector::tensor_scalar_reduce(ctx, store, s, op)?
         }

@@ -1,12 +1,13 @@
-//! Execution of the vector engine's `exponential` and `tensor_scalar_reduce`: fp32 arithmetic,
-//! row reductions of the fp32 results before they are rounded to the destination.
+//! Execution of the vector engine's `exponential` and `tensor_scalar_reduce` (fp32 arithmetic,
+//! row reductions of the fp32 results before they are rounded to the destination) and of
+//! `tensor_copy_predicated`.
 
 use crate::dtype::DType;
 use crate::ir::{BinOp, Op, ScalarOperand, TileRegion};
 use crate::sim::exec::{Ctx, ExecError};
 use crate::sim::rounding::{column_values, round_into, round_into_in_place, write_column};
 use crate::sim::row_math::{reduce_row, with_op};
-use crate::sim::rows::{Scratch, rows1};
+use crate::sim::rows::{Scratch, rows1, rows2};
 use crate::sim::store::TileStore;
 
 /// Executes `exponential`.
@@ -91,5 +92,41 @@ pub(crate) fn tensor_scalar_reduce(
         },
     )?;
     write_column(store, reduce_res, totals)?;
+    Ok(())
+}
+
+/// Executes `tensor_copy_predicated`: the destination row as stored, overwritten where the
+/// predicate holds (`!= 0`, NaN included; `== 0` with `reverse`).
+pub(crate) fn tensor_copy_predicated(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    s: &mut Scratch,
+    (dst, src, imm): (&TileRegion, Option<&TileRegion>, f32),
+    predicate: &TileRegion,
+    reverse: bool,
+) -> Result<(), ExecError> {
+    let dt = store.dtype(dst.tile);
+    let holds = move |p: f32| (p != 0.0) != reverse;
+    match src {
+        Some(src) => {
+            rows2(store, dst, src, predicate, s, ctx.split, |_, out, x, p| {
+                for (i, o) in out.iter_mut().enumerate() {
+                    if holds(p[i]) {
+                        *o = dt.round(x[i]);
+                    }
+                }
+            })?;
+        }
+        None => {
+            let v = dt.round(imm);
+            rows1(store, dst, predicate, s, ctx.split, |_, out, p| {
+                for (o, p) in out.iter_mut().zip(p) {
+                    if holds(*p) {
+                        *o = v;
+                    }
+                }
+            })?;
+        }
+    }
     Ok(())
 }

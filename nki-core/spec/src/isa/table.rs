@@ -99,7 +99,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     // `perf_mode=double_row` and a bit-accurate `is_transpose` are NeuronCore-v3+; a bf16 dst and
     // float8_e4m3fn inputs are NeuronCore-v4+.

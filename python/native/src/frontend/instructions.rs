@@ -376,6 +376,15 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
                 isa::nc_match_replace8(dst, data, vals, imm, dst_idx)
             })
         }
+        "tensor_copy_predicated" => {
+            // A tile src is a whole tile of dst's shape here, not a (P, 1) column.
+            let (dst, src) = (region(a.tile("dst")?), scalar(a.scalar("src")?));
+            let (predicate, reverse) = (region(a.tile("predicate")?), a.flag("reverse_pred")?);
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::tensor_copy_predicated(dst, src, predicate, reverse)
+            })
+        }
         "iota" => {
             let dst = a.tile("dst")?;
             let step = iota_step(a, dst.4)?;
