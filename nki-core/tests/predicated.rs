@@ -1,6 +1,8 @@
 //! `tensor_copy_predicated`: `src` (a tile or an immediate) copied into `dst` where the
-//! predicate is nonzero (zero with `reverse_pred`), `dst` keeping its values elsewhere; the
-//! trace checks (shapes, one dtype for `src` and `dst`), the PSUM rule, cost and codegen.
+//! predicate is nonzero (zero with `reverse_pred`), `dst` keeping its values elsewhere; and
+//! `affine_select`: `on_true_tile` where an affine function of the indices compares true with 0
+//! (a causal mask, every comparison, regions of a tile), `on_false_value` elsewhere. The trace
+//! checks, the PSUM rules, cost and codegen of both.
 
 use nki_core::NkiError;
 use nki_core::codegen::emit_nki;
@@ -195,6 +197,184 @@ fn costs_a_vector_pass_per_streamed_input_and_emits_its_nki_call() {
     let source = emit_nki(&program(4, 8, DType::F32, Some(0.25), false, false));
     assert!(
         source.contains("nisa.tensor_copy_predicated(dst=t1, src=0.25, predicate=t2)"),
+        "{source}"
+    );
+}
+
+/// `affine_select` of `x` `[rows, cols]` (in `data`) into a `dst` of dtype `out`, over the
+/// region rows `r0..`, columns `c0..` of both (the rest of `dst` is 0).
+#[allow(clippy::too_many_arguments)]
+fn select_program(
+    (rows, cols): (usize, usize),
+    (r0, c0): (usize, usize),
+    (data, out): (DType, DType),
+    (step, multiplier, offset): (i32, i32, i32),
+    cmp: BinOp,
+    on_false: f32,
+) -> Program {
+    trace("k", Target::Trn2, &inputs(rows, cols, data), |h| {
+        let result = shared_hbm(&[rows, cols], out);
+        let x = sbuf([rows, cols], data);
+        dma_copy(&x, &h[0]);
+        let dst = sbuf([rows, cols], out);
+        memset(&dst, 0.0);
+        let (np, nf) = (rows - r0, cols - c0);
+        affine_select(
+            dst.region().slice(r0, np, c0, nf),
+            step,
+            multiplier,
+            x.region().slice(r0, np, c0, nf),
+            on_false,
+            cmp,
+            offset,
+        );
+        dma_copy(&result, &dst);
+        vec![result]
+    })
+    .unwrap()
+}
+
+#[test]
+fn affine_select_keeps_on_true_where_the_affine_value_compares_true_with_zero() {
+    let (rows, cols) = (96, 80);
+    let x: Vec<f32> = (0..rows * cols).map(|i| i as f32 * 0.5 - 7.0).collect();
+    let y = vec![0.0; rows * cols];
+    // A causal mask (f <= p), then every comparison with other coefficients, on the whole tile
+    // and on a region (indices count from the region's first partition and element).
+    let mut cases = vec![((-1, 1, 0), BinOp::GreaterEqual)];
+    for cmp in [
+        BinOp::Equal,
+        BinOp::NotEqual,
+        BinOp::Greater,
+        BinOp::GreaterEqual,
+        BinOp::Less,
+        BinOp::LessEqual,
+    ] {
+        cases.push(((3, -2, 5), cmp));
+    }
+    for (coeffs @ (step, multiplier, offset), cmp) in cases {
+        for (r0, c0) in [(0, 0), (32, 16)] {
+            let p = select_program(
+                (rows, cols),
+                (r0, c0),
+                (DType::F32, DType::F32),
+                coeffs,
+                cmp,
+                f32::NEG_INFINITY,
+            );
+            validate(&p).unwrap();
+            let got = run(&p, &x, &y);
+            for r in 0..rows {
+                for c in 0..cols {
+                    let want = if r < r0 || c < c0 {
+                        0.0
+                    } else {
+                        let value = offset + multiplier * (r - r0) as i32 + step * (c - c0) as i32;
+                        if cmp.apply(value as f32, 0.0) != 0.0 {
+                            x[r * cols + c]
+                        } else {
+                            f32::NEG_INFINITY
+                        }
+                    };
+                    assert_eq!(got[r * cols + c], want, "{cmp:?} {coeffs:?} at {r}, {c}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn affine_select_rounds_both_values_to_dst() {
+    let x = [1.0 + 1.0 / 256.0, 2.0, 3.0, 4.0];
+    let p = select_program(
+        (1, 4),
+        (0, 0),
+        (DType::F32, DType::BF16),
+        (1, 0, -2),
+        BinOp::Less,
+        0.1,
+    );
+    let got = run(&p, &x, &[0.0; 4]);
+    let bf = |v: f32| half::bf16::from_f32(v).to_f32();
+    assert_eq!(got, [bf(1.0 + 1.0 / 256.0), 2.0, bf(0.1), bf(0.1)]);
+}
+
+#[test]
+fn affine_select_is_checked_when_traced_and_stays_out_of_psum() {
+    let attempt = |cmp: BinOp, cols: usize, psum_dst: bool| {
+        trace("k", Target::Trn2, &[], |_| {
+            let out = shared_hbm(&[4, 8], DType::F32);
+            let x = sbuf([4, 8], DType::F32);
+            memset(&x, 1.0);
+            let dst = if psum_dst {
+                psum([4, cols], DType::F32)
+            } else {
+                sbuf([4, cols], DType::F32)
+            };
+            affine_select(&dst, 1, 0, &x, 0.0, cmp, 0);
+            dma_copy(&out, &x);
+            vec![out]
+        })
+    };
+    let e = attempt(BinOp::Add, 8, false)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("affine_select: cmp_op is nl.add, but it must be a comparison"),
+        "{e}"
+    );
+    let e = attempt(BinOp::Equal, 6, false)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("affine_select: on_true_tile has shape [4, 8] but dst has shape [4, 6]"),
+        "{e}"
+    );
+    let p = attempt(BinOp::Equal, 8, true).unwrap();
+    match validate(&p).unwrap_err() {
+        NkiError::Validation(v) => {
+            assert_eq!(v.rule, "gpsimd-psum");
+            assert!(
+                v.message.contains("affine_select runs on GpSimd"),
+                "{}",
+                v.message
+            );
+        }
+        e => panic!("{e}"),
+    }
+}
+
+#[test]
+fn affine_select_runs_on_gpsimd_and_emits_its_nki_call() {
+    let p = select_program(
+        (128, 600),
+        (0, 0),
+        (DType::F32, DType::F32),
+        (-1, 1, 0),
+        BinOp::GreaterEqual,
+        f32::NEG_INFINITY,
+    );
+    let report = estimate(&p);
+    let slice = report
+        .slices
+        .iter()
+        .find(|s| s.name == "affine_select")
+        .unwrap();
+    assert_eq!(slice.engine, Engine::GpSimd);
+    // 64 + N GpSimd cycles at 1.2 GHz.
+    let want = (64.0 + 600.0) / 1.2;
+    assert!(
+        ((slice.end_ns - slice.start_ns) - want).abs() < 1e-6,
+        "{slice:?}"
+    );
+    let source = emit_nki(&p);
+    assert!(
+        source.contains(
+            "nisa.affine_select(dst=t1, pattern=[[-1, 600]], channel_multiplier=1, on_true_tile=t0, \
+             on_false_value=float('-inf'), cmp_op=nl.greater_equal, offset=0)"
+        ),
         "{source}"
     );
 }

@@ -395,3 +395,82 @@ def test_tensor_copy_predicated_operand_errors() -> None:
             lambda t: nisa.tensor_copy_predicated(dst=t, src=tile(8, 16, dtype=nl.bfloat16), predicate=t),
             target="trn2",
         )(x)
+
+
+@nki.jit
+def causal_mask(scores):
+    """``scores`` with the elements above the diagonal (``f > p``) set to ``-inf``, through
+    ``nisa.affine_select`` (``p - f >= 0``), and the diagonal alone (``p - f == 0``)."""
+    p, n = scores.shape
+    masked = nl.ndarray((p, n), dtype=scores.dtype, buffer=nl.shared_hbm)
+    diagonal = nl.ndarray((p, n), dtype=scores.dtype, buffer=nl.shared_hbm)
+    t = nl.load(scores)
+    m = nl.ndarray((p, n), dtype=scores.dtype, buffer=nl.sbuf)
+    nisa.affine_select(
+        dst=m,
+        pattern=[[-1, n]],
+        channel_multiplier=1,
+        on_true_tile=t,
+        on_false_value=float("-inf"),
+        cmp_op=nl.greater_equal,
+    )
+    d = nl.ndarray((p, n), dtype=scores.dtype, buffer=nl.sbuf)
+    nisa.affine_select(dst=d, pattern=[[-1, n]], channel_multiplier=1, on_true_tile=t, on_false_value=0.0)
+    nl.store(masked, value=m)
+    nl.store(diagonal, value=d)
+    return masked, diagonal
+
+
+def test_affine_select_builds_a_causal_mask() -> None:
+    x = _rand(64, 100)
+    masked, diagonal = nki.simulate(causal_mask)(x)
+    keep = np.arange(100)[None, :] <= np.arange(64)[:, None]
+    np.testing.assert_array_equal(masked, np.where(keep, x, -np.inf))
+    np.testing.assert_array_equal(diagonal, np.where(np.eye(64, 100, dtype=bool), x, 0.0))
+
+
+def test_affine_select_emits_and_traces_back() -> None:
+    source = _round_trip(causal_mask, _rand(8, 16))
+    assert (
+        "nisa.affine_select(dst=t1, pattern=[[-1, 16]], channel_multiplier=1, on_true_tile=t0, "
+        "on_false_value=float('-inf'), cmp_op=nl.greater_equal, offset=0)"
+    ) in source
+    assert "on_false_value=0.0, cmp_op=nl.equal, offset=0)" in source
+
+
+def test_affine_select_operand_errors() -> None:
+    x = _rand(8, 16)
+    with pytest.raises(TraceError, match=r"affine_select: cmp_op is nl\.add, but it must be a comparison"):
+        _one(
+            lambda t: nisa.affine_select(
+                dst=t,
+                pattern=[[1, 16]],
+                channel_multiplier=0,
+                on_true_tile=t,
+                on_false_value=0.0,
+                cmp_op=nl.add,
+            ),
+            target="trn2",
+        )(x)
+    with pytest.raises(NotImplementedError, match="not one arithmetic progression"):
+        _one(
+            lambda t: nisa.affine_select(
+                dst=t, pattern=[[1, 4], [1, 4]], channel_multiplier=0, on_true_tile=t, on_false_value=0.0
+            ),
+            target="trn2",
+        )(x)
+
+    @nki.jit
+    def into_psum(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        acc = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.affine_select(
+            dst=acc, pattern=[[1, 16]], channel_multiplier=0, on_true_tile=t, on_false_value=0.0
+        )
+        nisa.tensor_copy(dst=t, src=acc)
+        nl.store(out, value=t)
+        return out
+
+    with pytest.raises(ValidationError, match="affine_select runs on GpSimd, which cannot access PSUM"):
+        nki.simulate(into_psum)(x)

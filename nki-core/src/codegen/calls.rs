@@ -116,6 +116,23 @@ impl Emitter<'_> {
             }
             Op::TensorCopy { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
             Op::Reciprocal { dst, data } => vec![("dst", r(dst)), ("data", r(data))],
+            Op::AffineSelect {
+                dst,
+                step,
+                channel_multiplier,
+                on_true,
+                on_false,
+                cmp,
+                offset,
+            } => vec![
+                ("dst", r(dst)),
+                ("pattern", format!("[[{step}, {}]]", dst.nf)),
+                ("channel_multiplier", channel_multiplier.to_string()),
+                ("on_true_tile", r(on_true)),
+                ("on_false_value", float(*on_false)),
+                ("cmp_op", cmp.nki_name().into()),
+                ("offset", offset.to_string()),
+            ],
             Op::TensorCopyPredicated {
                 dst,
                 src,

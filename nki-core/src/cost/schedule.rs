@@ -348,6 +348,14 @@ impl<'p> Scheduler<'p> {
                 let cycles = t.engine_fixed_cycles + dst.nf as f64;
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
+            Op::AffineSelect { on_true, .. } => {
+                // One streamed input on GpSimd: one element per partition per cycle (as its
+                // tensor_tensor's rule, per input), after the fixed overhead.
+                let per_input = on_true.nf as f64;
+                self.work.gpsimd_min_ns += per_input * (on_true.np as f64 / 128.0) / t.gpsimd_ghz;
+                let cycles = t.engine_fixed_cycles + per_input;
+                (Engine::GpSimd, cycles / t.gpsimd_ghz)
+            }
             Op::Activation { data, .. } => {
                 self.work.scalar_min_ns += data.nf as f64 * (data.np as f64 / 128.0) / t.scalar_ghz;
                 let cycles = t.engine_fixed_cycles + data.nf as f64;

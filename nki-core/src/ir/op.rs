@@ -270,6 +270,26 @@ instructions! {
         /// Added per free element.
         param step: i32,
     },
+    /// GpSimd engine: `dst[p, f] = on_true[p, f]` where `cmp(offset + channel_multiplier·p +
+    /// step·f, 0)` holds (the affine value computed in int32, as [`Op::Iota`]'s, for partition
+    /// `p` and free index `f` within the region) and `on_false` elsewhere (`nisa.affine_select`
+    /// with a one-dimensional pattern `[[step, nf]]`).
+    AffineSelect = "affine_select" {
+        /// Destination, in SBUF.
+        write dst: TileRegion,
+        /// Added per free element.
+        param step: i32,
+        /// Added per partition.
+        param channel_multiplier: i32,
+        /// The values selected where the comparison holds, `dst`'s shape, in SBUF.
+        read on_true: TileRegion,
+        /// The value written where it does not.
+        param on_false: f32,
+        /// The comparison of the affine value with 0.
+        param cmp: BinOp,
+        /// The affine value at `[0, 0]`.
+        param offset: i32,
+    },
     /// Vector engine (NeuronCore-v3 and newer): `dst[p, f] = on_true[p, f]` where
     /// `i comp0 bound0[p]` and `i comp1 bound1[p]` for `i = f + range_start` (in fp32), and
     /// `on_false` elsewhere; optionally reducing each row of the result into `reduce_res`.

@@ -5,7 +5,7 @@
 //! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`),
 //! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's),
 //! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`),
-//! `matmul` (the tensor engine's), `predicated` (`tensor_copy_predicated`), `selection` (the vector engine's `max8`, `nc_find_index8`,
+//! `matmul` (the tensor engine's), `predicated` (`tensor_copy_predicated`, `affine_select`), `selection` (the vector engine's `max8`, `nc_find_index8`,
 //! `nc_match_replace8`) and `statistics` (`bn_stats`, `bn_aggr`); this module holds
 //! their operand types and the shape checks they share.
 
@@ -32,7 +32,7 @@ pub use elementwise::{
     tensor_tensor,
 };
 pub use matmul::{nc_matmul, nc_transpose};
-pub use predicated::tensor_copy_predicated;
+pub use predicated::{affine_select, tensor_copy_predicated};
 pub use selection::{
     SELECT8_MAX_ELEMENTS, SELECT8_MIN_ELEMENTS, max8, nc_find_index8, nc_match_replace8,
 };

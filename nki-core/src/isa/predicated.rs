@@ -1,7 +1,8 @@
-//! The vector engine's predicated copy: `tensor_copy_predicated`.
+//! Predicated copies: the vector engine's `tensor_copy_predicated` (a predicate tile) and
+//! GpSimd's `affine_select` (a predicate computed from the indices).
 
 use super::same_shape;
-use crate::ir::{Op, ScalarOperand, TileRegion};
+use crate::ir::{BinOp, Op, ScalarOperand, TileRegion};
 use crate::lang::context::with_builder;
 use crate::loc::SourceLoc;
 
@@ -48,6 +49,56 @@ pub fn tensor_copy_predicated(
                     imm,
                     predicate,
                     reverse: reverse_pred,
+                },
+                loc,
+            );
+        }
+    });
+}
+
+/// `nisa.affine_select(dst, pattern=[[step, nf]], channel_multiplier, on_true_tile,
+/// on_false_value, cmp_op=nl.equal, offset=0)` on the GpSimd engine: `dst[p, f] =
+/// on_true_tile[p, f]` where `cmp_op(offset + channel_multiplier·p + step·f, 0)` holds and
+/// `on_false_value` elsewhere, for the partition `p` and free index `f` within `dst` (as
+/// [`super::iota`] numbers them; the affine value in int32, wrapping), rounded to `dst`'s dtype.
+/// NKI's `pattern` is the one-dimensional `[[step, nf]]` over `dst`'s free size, so only its
+/// `step` is a parameter here. `cmp_op` is a comparison (`nl.equal`, `not_equal`, `greater`,
+/// `greater_equal`, `less`, `less_equal`). `dst` and `on_true_tile` have the same shape and are
+/// in SBUF (GpSimd cannot reach PSUM; checked by [`crate::validate`]). A causal mask is
+/// `affine_select(dst, -1, 1, scores, -inf, BinOp::GreaterEqual, 0)` (keep `f <= p`).
+#[track_caller]
+pub fn affine_select(
+    dst: impl Into<TileRegion>,
+    step: i32,
+    channel_multiplier: i32,
+    on_true_tile: impl Into<TileRegion>,
+    on_false_value: f32,
+    cmp_op: BinOp,
+    offset: i32,
+) {
+    let loc = SourceLoc::caller();
+    let (dst, on_true) = (dst.into(), on_true_tile.into());
+    let inst = "affine_select";
+    with_builder(|b| {
+        if !cmp_op.is_comparison() {
+            b.fail(
+                loc,
+                format!(
+                    "{inst}: cmp_op is {}, but it must be a comparison (nl.equal, nl.not_equal, \
+                     nl.greater, nl.greater_equal, nl.less, nl.less_equal)",
+                    cmp_op.nki_name()
+                ),
+            );
+        } else if same_shape(b, loc, inst, &[("dst", &dst), ("on_true_tile", &on_true)]) {
+            b.push_op(
+                Op::AffineSelect {
+                    dst,
+                    step,
+                    channel_multiplier,
+                    on_true,
+                    on_false: on_false_value,
+                    cmp: cmp_op,
+                    offset,
                 },
                 loc,
             );

@@ -373,6 +373,7 @@ fn run<'a: 'p, 'p>(
             (dst, src, max_value),
             reduce_res.as_ref().map(|r| (r, reduce_init)),
         )?,
+        op @ Op::AffineSelect { .. } => super::selection::affine_select(ctx, store, s, op)?,
         Op::TensorCopyPredicated {
             dst,
             src,

@@ -1,8 +1,8 @@
-//! Execution of the vector engine's selection instructions (`max8`, `nc_find_index8`,
-//! `nc_match_replace8`) and their row arithmetic: the order values rank in, which values match,
-//! and which occurrence each of eight values takes.
+//! Execution of the selection instructions: the vector engine's `max8`, `nc_find_index8` and
+//! `nc_match_replace8` with their row arithmetic (the order values rank in, which values match,
+//! which occurrence each of eight values takes), and GpSimd's `affine_select`.
 
-use crate::ir::TileRegion;
+use crate::ir::{Op, TileRegion};
 use crate::sim::exec::{Ctx, ExecError};
 use crate::sim::rounding::{round_into, round_into_in_place};
 use crate::sim::rows::{Scratch, rows1, rows2};
@@ -142,6 +142,43 @@ pub(crate) fn match_replace8(
             round_into(store.row_mut(res, r)?, dt, |i| idx[i]);
         }
     }
+    Ok(())
+}
+
+/// Executes `affine_select`: the affine value of each element in int32 (wrapping, as `iota`'s;
+/// its sign, all a comparison with 0 sees, survives the cast to fp32), `on_true` where the
+/// comparison with 0 holds and `on_false` elsewhere, rounded to `dst`'s dtype.
+pub(crate) fn affine_select(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    s: &mut Scratch,
+    op: &Op,
+) -> Result<(), ExecError> {
+    let Op::AffineSelect {
+        dst,
+        step,
+        channel_multiplier,
+        on_true,
+        on_false,
+        cmp,
+        offset,
+    } = op
+    else {
+        unreachable!("called for affine_select");
+    };
+    let dt = store.dtype(dst.tile);
+    let (on_false, cmp) = (dt.round(*on_false), *cmp);
+    rows1(store, dst, on_true, s, ctx.split, |r, out, x| {
+        let base = offset.wrapping_add(channel_multiplier.wrapping_mul(r as i32));
+        for (f, o) in out.iter_mut().enumerate() {
+            let value = base.wrapping_add(step.wrapping_mul(f as i32));
+            *o = if cmp.apply(value as f32, 0.0) != 0.0 {
+                dt.round(x[f])
+            } else {
+                on_false
+            };
+        }
+    })?;
     Ok(())
 }
 

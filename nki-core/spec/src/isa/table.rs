@@ -344,7 +344,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Gpsimd],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "local_gather",

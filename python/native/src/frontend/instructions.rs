@@ -385,6 +385,26 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
                 isa::tensor_copy_predicated(dst, src, predicate, reverse)
             })
         }
+        "affine_select" => {
+            let dst = a.tile("dst")?;
+            let step = iota_step(a, dst.4)?;
+            let multiplier = a.int32("channel_multiplier")?;
+            let on_true = region(a.tile("on_true_tile")?);
+            let on_false = a.number("on_false_value")? as f32;
+            let (cmp, offset) = (binop(a, "cmp_op")?, a.int32("offset")?);
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::affine_select(
+                    region(dst),
+                    step,
+                    multiplier,
+                    on_true,
+                    on_false,
+                    cmp,
+                    offset,
+                )
+            })
+        }
         "iota" => {
             let dst = a.tile("dst")?;
             let step = iota_step(a, dst.4)?;
