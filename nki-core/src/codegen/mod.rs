@@ -9,14 +9,14 @@
 //! 2-D tensor and access patterns (`.ap(pattern=..., offset=...)`) otherwise (transposed,
 //! broadcast and higher-rank views).
 
+mod calls;
 mod names;
 
 pub use names::{EMITTED, NkiName};
 
 use crate::affine::AffineExpr;
 use crate::ir::{
-    Buffer, DmaOperand, ElementwiseEngine, HbmAccess, HbmKind, LoopKind, Op, Program,
-    ScalarOperand, Stmt, TileRegion,
+    Buffer, DmaOperand, HbmAccess, HbmKind, LoopKind, Program, ScalarOperand, Stmt, TileRegion,
 };
 use crate::loc::SourceLoc;
 use std::fmt::Write as _;
@@ -139,190 +139,6 @@ impl Emitter<'_> {
                 }
             }
         }
-    }
-
-    /// `nisa.<name>(dst=..., ...)` for one instruction.
-    fn call(&self, op: &Op) -> String {
-        let r = |t: &TileRegion| self.region(t);
-        let args: Vec<(&str, String)> = match op {
-            Op::DmaCopy { dst, src } => vec![("dst", self.dma(dst)), ("src", self.dma(src))],
-            Op::TensorTensor {
-                dst,
-                a,
-                b,
-                op,
-                engine,
-            } => {
-                let mut v = vec![
-                    ("dst", r(dst)),
-                    ("data1", r(a)),
-                    ("data2", r(b)),
-                    ("op", op.nki_name().into()),
-                ];
-                if *engine != ElementwiseEngine::Vector {
-                    v.push(("engine", format!("nisa.engine.{}", engine.nki_name())));
-                }
-                v
-            }
-            Op::TensorScalar {
-                dst,
-                data,
-                op0,
-                operand0,
-                op1,
-            } => {
-                let mut v = vec![
-                    ("dst", r(dst)),
-                    ("data", r(data)),
-                    ("op0", op0.nki_name().into()),
-                    ("operand0", self.scalar(operand0)),
-                ];
-                if let Some((op1, operand1)) = op1 {
-                    v.push(("op1", op1.nki_name().into()));
-                    v.push(("operand1", self.scalar(operand1)));
-                }
-                v
-            }
-            Op::ScalarTensorTensor {
-                dst,
-                data,
-                op0,
-                operand0,
-                op1,
-                operand1,
-                reduce,
-            } => {
-                let mut v = vec![
-                    ("dst", r(dst)),
-                    ("data", r(data)),
-                    ("op0", op0.nki_name().into()),
-                    ("operand0", self.scalar(operand0)),
-                    ("op1", op1.nki_name().into()),
-                    ("operand1", r(operand1)),
-                ];
-                // NKI's reduce_cmd defaults to reset_reduce here (2.33), what the IR means.
-                if let Some((op, res)) = reduce {
-                    v.push(("reduce_op", op.nki_name().into()));
-                    v.push(("reduce_res", r(res)));
-                }
-                v
-            }
-            Op::Activation {
-                dst,
-                func,
-                data,
-                scale,
-                bias,
-                reduce,
-            } => {
-                let mut v = vec![
-                    ("dst", r(dst)),
-                    ("op", func.nki_name().into()),
-                    ("data", r(data)),
-                ];
-                if let Some(b) = bias {
-                    v.push(("bias", r(b)));
-                }
-                if *scale != (ScalarOperand::Imm { value: 1.0 }) {
-                    v.push(("scale", self.scalar(scale)));
-                }
-                if let Some((op, res)) = reduce {
-                    v.push(("reduce_op", op.nki_name().into()));
-                    v.push(("reduce_res", r(res)));
-                }
-                v
-            }
-            Op::TensorReduce {
-                dst,
-                op,
-                data,
-                negate,
-            } => {
-                let mut v = vec![
-                    ("dst", r(dst)),
-                    ("op", op.nki_name().into()),
-                    ("data", r(data)),
-                    ("axis", "1".into()),
-                ];
-                if *negate {
-                    v.push(("negate", "True".into()));
-                }
-                v.push(("keepdims", "True".into()));
-                v
-            }
-            Op::TensorCopy { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
-            Op::BnStats { dst, data } | Op::BnAggr { dst, data } => {
-                vec![("dst", r(dst)), ("data", r(data))]
-            }
-            Op::Memset { dst, value } => vec![("dst", r(dst)), ("value", float(*value))],
-            Op::Iota {
-                dst,
-                offset,
-                channel_multiplier,
-                step,
-            } => vec![
-                ("dst", r(dst)),
-                ("pattern", format!("[[{step}, {}]]", dst.nf)),
-                ("offset", offset.to_string()),
-                ("channel_multiplier", channel_multiplier.to_string()),
-            ],
-            Op::RangeSelect {
-                dst,
-                on_true,
-                comp0,
-                bound0,
-                comp1,
-                bound1,
-                range_start,
-                on_false,
-                reduce,
-            } => {
-                let mut v = vec![
-                    ("dst", r(dst)),
-                    ("on_true_tile", r(on_true)),
-                    ("comp_op0", comp0.nki_name().into()),
-                    ("comp_op1", comp1.nki_name().into()),
-                    ("bound0", r(bound0)),
-                    ("bound1", r(bound1)),
-                ];
-                if let Some((op, res)) = reduce {
-                    // Explicit: the default differs between NKI releases (idle in some, which
-                    // would fold this row into whatever the accumulator held).
-                    v.push(("reduce_cmd", "nisa.reduce_cmd.reset_reduce".into()));
-                    v.push(("reduce_res", r(res)));
-                    v.push(("reduce_op", op.nki_name().into()));
-                }
-                // Both explicit too: `on_false_value`'s default differs between releases.
-                // NKI 0.7 declares `range_start` an int.
-                let start = if range_start.fract() == 0.0 && range_start.abs() < 1e9 {
-                    format!("{}", *range_start as i64)
-                } else {
-                    float(*range_start)
-                };
-                v.push(("range_start", start));
-                v.push(("on_false_value", float(*on_false)));
-                v
-            }
-            Op::NcTranspose { dst, data } => vec![("dst", r(dst)), ("data", r(data))],
-            Op::NcMatmul {
-                dst,
-                stationary,
-                moving,
-                accumulate,
-            } => {
-                // Explicit either way: NKI's default (`None`) decides from whether the PSUM
-                // location was written before, which is not what an overwrite in a loop means.
-                let acc = if *accumulate { "True" } else { "False" };
-                vec![
-                    ("dst", r(dst)),
-                    ("stationary", r(stationary)),
-                    ("moving", r(moving)),
-                    ("accumulate", acc.into()),
-                ]
-            }
-        };
-        let kwargs: Vec<String> = args.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        format!("nisa.{}({})", op_name(op), kwargs.join(", "))
     }
 
     fn scalar(&self, s: &ScalarOperand) -> String {
@@ -471,16 +287,6 @@ fn python_name(name: &str) -> String {
         format!("{name}_")
     } else {
         name.to_string()
-    }
-}
-
-/// The `nisa` function an instruction is emitted as.
-fn op_name(op: &Op) -> &'static str {
-    match op {
-        Op::Activation {
-            reduce: Some(_), ..
-        } => "activation_reduce",
-        other => other.name(),
     }
 }
 

@@ -263,6 +263,53 @@ impl<'p> Scheduler<'p> {
                 let dt = self.streamed_dtype(&[data, dst]);
                 (Engine::Vector, vector(1.0, data, dt, &mut self.work))
             }
+            Op::TensorCopyPredicated {
+                dst,
+                src,
+                predicate,
+                ..
+            } => {
+                // The predicate and, when it is a tile, src stream in, as tensor_tensor's inputs.
+                let (inputs, dt) = match src {
+                    Some(s) => (2.0, self.streamed_dtype(&[s, predicate, dst])),
+                    None => (1.0, self.streamed_dtype(&[predicate, dst])),
+                };
+                (
+                    Engine::Vector,
+                    vector(inputs, predicate, dt, &mut self.work),
+                )
+            }
+            Op::TensorScalarReduce { dst, data, .. } => {
+                // tensor_scalar's pass plus one MIN_II: NKI's max(MIN_II, N) + MIN_II.
+                let dt = self.streamed_dtype(&[data, dst]);
+                let ns = vector(1.0, data, dt, &mut self.work);
+                (Engine::Vector, ns + REDUCE_EXTRA_CYCLES / t.vector_ghz)
+            }
+            Op::Exponential {
+                dst,
+                src,
+                reduce_res,
+                ..
+            } => {
+                // One streamed input (max_value broadcasts as tensor_scalar's operand does),
+                // plus one MIN_II for the row sum, as for the other fused reductions.
+                let dt = self.streamed_dtype(&[src, dst]);
+                let ns = vector(1.0, src, dt, &mut self.work);
+                let reduce_ns = if reduce_res.is_some() {
+                    REDUCE_EXTRA_CYCLES / t.vector_ghz
+                } else {
+                    0.0
+                };
+                (Engine::Vector, ns + reduce_ns)
+            }
+            // One pass over the searched elements, as a one-input vector instruction (NKI gives
+            // no estimate for them); their (P, 8) operands do not set the rate.
+            Op::Max8 { src: data, .. }
+            | Op::NcFindIndex8 { data, .. }
+            | Op::NcMatchReplace8 { data, .. } => {
+                let dt = self.dtype(data);
+                (Engine::Vector, vector(1.0, data, dt, &mut self.work))
+            }
             Op::TensorReduce { data, .. } => {
                 let dt = self.dtype(data);
                 (Engine::Vector, vector(1.0, data, dt, &mut self.work))
@@ -281,7 +328,8 @@ impl<'p> Scheduler<'p> {
                     busy.max(t.engine_fixed_cycles) / t.vector_ghz,
                 )
             }
-            Op::TensorCopy { dst, src } => {
+            Op::TensorCopy { dst, src } | Op::Reciprocal { dst, data: src } => {
+                // One streamed input (reciprocal is one ALU pass, as tensor_scalar).
                 let dt = self.streamed_dtype(&[src, dst]);
                 (Engine::Vector, vector(1.0, src, dt, &mut self.work))
             }
@@ -298,6 +346,14 @@ impl<'p> Scheduler<'p> {
             Op::Iota { dst, .. } => {
                 // As memset into SBUF (validation keeps iota out of PSUM).
                 let cycles = t.engine_fixed_cycles + dst.nf as f64;
+                (Engine::GpSimd, cycles / t.gpsimd_ghz)
+            }
+            Op::AffineSelect { on_true, .. } => {
+                // One streamed input on GpSimd: one element per partition per cycle (as its
+                // tensor_tensor's rule, per input), after the fixed overhead.
+                let per_input = on_true.nf as f64;
+                self.work.gpsimd_min_ns += per_input * (on_true.np as f64 / 128.0) / t.gpsimd_ghz;
+                let cycles = t.engine_fixed_cycles + per_input;
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::Activation { data, .. } => {

@@ -10,7 +10,8 @@ use serde::Serialize;
 /// instruction names, the operand visitor, and the accessors built on it. A variant is
 /// `Name = "nki_name" { role field: Type, ... }`, the role `read`, `write` or `param`, with an
 /// optional `reads field when flag` for a destination an instruction also reads when a boolean
-/// parameter says so (`nc_matmul`'s accumulation).
+/// parameter says so (`nc_matmul`'s accumulation), or `keeps field` for a destination it writes
+/// only in part, the rest keeping its value (`tensor_copy_predicated`), so it also reads it.
 macro_rules! instructions {
     (
         $(#[$enum_doc:meta])*
@@ -19,7 +20,7 @@ macro_rules! instructions {
                 $(#[$doc:meta])*
                 $variant:ident = $name:literal {
                     $( $(#[$field_doc:meta])* $role:ident $field:ident : $ty:ty ),* $(,)?
-                } $(reads $also:ident when $flag:ident)?
+                } $(reads $also:ident when $flag:ident)? $(keeps $kept:ident)?
             ),* $(,)?
         }
     ) => {
@@ -53,6 +54,7 @@ macro_rules! instructions {
                         Op::$variant { $($field),* } => {
                             $( instructions!(@visit $role $field f); )*
                             $( if *$flag { Operand::visit($also, Access::Read, f); } )?
+                            $( Operand::visit($kept, Access::Read, f); )?
                         }
                     )*
                 }
@@ -234,6 +236,20 @@ instructions! {
         /// Source.
         read src: TileRegion,
     },
+    /// Vector engine: `dst[p, f] = src[p, f]` (or the immediate `imm` without `src`) where
+    /// `predicate[p, f]` is nonzero (zero with `reverse`); `dst` keeps its value elsewhere.
+    TensorCopyPredicated = "tensor_copy_predicated" {
+        /// Destination, written where the predicate holds.
+        write dst: TileRegion,
+        /// The values copied, `dst`'s shape and dtype; `None` copies `imm`.
+        read src: Option<TileRegion>,
+        /// The value copied without `src`.
+        param imm: f32,
+        /// The predicate, `dst`'s shape.
+        read predicate: TileRegion,
+        /// Copy where the predicate is zero instead (NKI's `reverse_pred`).
+        param reverse: bool,
+    } keeps dst,
     /// Fill with a constant.
     Memset = "memset" {
         /// Destination.
@@ -253,6 +269,26 @@ instructions! {
         param channel_multiplier: i32,
         /// Added per free element.
         param step: i32,
+    },
+    /// GpSimd engine: `dst[p, f] = on_true[p, f]` where `cmp(offset + channel_multiplier·p +
+    /// step·f, 0)` holds (the affine value computed in int32, as [`Op::Iota`]'s, for partition
+    /// `p` and free index `f` within the region) and `on_false` elsewhere (`nisa.affine_select`
+    /// with a one-dimensional pattern `[[step, nf]]`).
+    AffineSelect = "affine_select" {
+        /// Destination, in SBUF.
+        write dst: TileRegion,
+        /// Added per free element.
+        param step: i32,
+        /// Added per partition.
+        param channel_multiplier: i32,
+        /// The values selected where the comparison holds, `dst`'s shape, in SBUF.
+        read on_true: TileRegion,
+        /// The value written where it does not.
+        param on_false: f32,
+        /// The comparison of the affine value with 0.
+        param cmp: BinOp,
+        /// The affine value at `[0, 0]`.
+        param offset: i32,
     },
     /// Vector engine (NeuronCore-v3 and newer): `dst[p, f] = on_true[p, f]` where
     /// `i comp0 bound0[p]` and `i comp1 bound1[p]` for `i = f + range_start` (in fp32), and
@@ -276,6 +312,85 @@ instructions! {
         param on_false: f32,
         /// Optional free-dim reduction of the result: operator and `(P, 1)` destination.
         write reduce: Option<(BinOp, TileRegion)>,
+    },
+    /// Vector engine: `dst = 1 / data` elementwise, in fp32, rounded to `dst`'s dtype.
+    Reciprocal = "reciprocal" {
+        /// Destination, `data`'s shape.
+        write dst: TileRegion,
+        /// Input.
+        read data: TileRegion,
+    },
+    /// Vector engine (NeuronCore-v4 and newer): `dst = exp(src − max_value)` elementwise, in
+    /// fp32, rounded to `dst`'s dtype; with `reduce_res`, each row's fp32 exponentials are also
+    /// summed on top of `reduce_init` into it.
+    Exponential = "exponential" {
+        /// Destination, `src`'s shape.
+        write dst: TileRegion,
+        /// Input.
+        read src: TileRegion,
+        /// Subtracted before the exponential: an immediate or a `(P, 1)` column.
+        read max_value: ScalarOperand,
+        /// Optional `(P, 1)` destination of the row sums.
+        write reduce_res: Option<TileRegion>,
+        /// Where each row sum starts (0 for NKI's `reset_reduce`, `reduce_init` for
+        /// `load_reduce`): an immediate or a `(P, 1)` column.
+        read reduce_init: ScalarOperand,
+    },
+    /// Vector engine: `dst = data <op0> operand0` (a one-operator [`Op::TensorScalar`]) and, for
+    /// each row, its fp32 results reduced with `reduce_op`, combined with `reduce_init` when
+    /// given (NKI's `load_reduce`), negated when `negate`, into `reduce_res`.
+    TensorScalarReduce = "tensor_scalar_reduce" {
+        /// Destination, `data`'s shape.
+        write dst: TileRegion,
+        /// Input.
+        read data: TileRegion,
+        /// The operator.
+        param op0: BinOp,
+        /// Its operand: an immediate or a `(P, 1)` column.
+        read operand0: ScalarOperand,
+        /// The reduction operator (add, multiply, maximum, minimum).
+        param reduce_op: BinOp,
+        /// `(P, 1)` destination of the row reductions.
+        write reduce_res: TileRegion,
+        /// Where each row's reduction starts instead of `reduce_op`'s identity.
+        read reduce_init: Option<ScalarOperand>,
+        /// Negate what is written to `reduce_res` (NKI's `reduce_res_negate`).
+        param negate: bool,
+    },
+    /// Vector engine: the eight largest values of each partition of `src`, in descending order
+    /// (NaN above everything, ties in row order), into the `(P, 8)` `dst`.
+    Max8 = "max8" {
+        /// Destination, `(P, 8)`.
+        write dst: TileRegion,
+        /// Input, 8 to 16384 elements per partition.
+        read src: TileRegion,
+    },
+    /// Vector engine: for each of the eight values of `vals`' partition, the index in `data`'s
+    /// partition of its first occurrence (the k-th occurrence for its k-th repetition in `vals`),
+    /// or −1 (uint32's all-ones bits read as int32) where there is none, into the int32 `(P, 8)`
+    /// `dst`.
+    NcFindIndex8 = "nc_find_index8" {
+        /// Destination, `(P, 8)` int32.
+        write dst: TileRegion,
+        /// Searched, 8 to 16384 elements per partition.
+        read data: TileRegion,
+        /// The `(P, 8)` values.
+        read vals: TileRegion,
+    },
+    /// Vector engine: `dst = data` with the first not yet replaced occurrence of each of the
+    /// eight values of `vals` (taken from the last to the first) replaced by `imm`; where each
+    /// was found (or −1) into the int32 `(P, 8)` `dst_idx`, when given.
+    NcMatchReplace8 = "nc_match_replace8" {
+        /// Destination, `data`'s shape.
+        write dst: TileRegion,
+        /// Searched, 8 to 16384 elements per partition.
+        read data: TileRegion,
+        /// The `(P, 8)` values.
+        read vals: TileRegion,
+        /// The replacement.
+        param imm: f32,
+        /// Optional `(P, 8)` int32 destination of the matched indices.
+        write dst_idx: Option<TileRegion>,
     },
     /// Tensor engine: `dst = dataᵀ`, an SBUF `[P, F]` region into a PSUM `[F, P]` region.
     NcTranspose = "nc_transpose" {

@@ -4,7 +4,9 @@
 //! instruction with the caller's source line; operand shapes are checked here, hardware limits
 //! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`),
 //! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's),
-//! `matmul` (the tensor engine's) and `statistics` (`bn_stats`, `bn_aggr`); this module holds
+//! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`),
+//! `matmul` (the tensor engine's), `predicated` (`tensor_copy_predicated`, `affine_select`), `selection` (the vector engine's `max8`, `nc_find_index8`,
+//! `nc_match_replace8`) and `statistics` (`bn_stats`, `bn_aggr`); this module holds
 //! their operand types and the shape checks they share.
 
 use crate::ir::{BinOp, ScalarOperand, TileRegion};
@@ -14,11 +16,15 @@ use crate::lang::tile::Tile;
 use crate::loc::SourceLoc;
 
 mod activation;
+mod arithmetic;
 mod dma;
 mod elementwise;
 mod matmul;
+mod predicated;
+mod selection;
 mod statistics;
 pub use activation::{activation, activation_reduce};
+pub use arithmetic::{exponential, exponential_reduce, reciprocal, tensor_scalar_reduce};
 pub use dma::dma_copy;
 pub use elementwise::{
     RANGE_SELECT_COMPARISONS, TensorScalar, TensorTensor, iota, memset, range_select,
@@ -26,6 +32,10 @@ pub use elementwise::{
     tensor_tensor,
 };
 pub use matmul::{nc_matmul, nc_transpose};
+pub use predicated::{affine_select, tensor_copy_predicated};
+pub use selection::{
+    SELECT8_MAX_ELEMENTS, SELECT8_MIN_ELEMENTS, max8, nc_find_index8, nc_match_replace8,
+};
 pub use statistics::{BN_STATS_FMAX, bn_aggr, bn_stats};
 
 /// Either side of a `dma_copy`: an HBM view or a tile region.
@@ -179,4 +189,18 @@ fn reduce_ok(
         return false;
     }
     true
+}
+
+/// Checks that `r` (operand `name` of `inst`) is in a floating-point tile.
+fn float_ok(b: &mut Builder, loc: SourceLoc, inst: &str, name: &str, r: &TileRegion) -> bool {
+    match b.tiles.get(r.tile.0 as usize).map(|t| t.dtype) {
+        Some(dt) if !dt.is_float() => {
+            b.fail(
+                loc,
+                format!("{inst}: {name} must be a floating-point tile, got {dt}"),
+            );
+            false
+        }
+        _ => true,
+    }
 }

@@ -7,6 +7,7 @@ use crate::error::NkiError;
 use crate::ir::{DmaOperand, HbmAccess, Instruction, Op, ScalarOperand, TileRegion};
 use crate::sim::hbm::HbmBuffer;
 use crate::sim::matmul::matmul;
+use crate::sim::rounding::{column_values, round_into, round_into_in_place, write_column};
 use crate::sim::row_math::{
     apply_activation, bn_aggr_row, bn_stats_row, reduce_row, selected_columns, with_op,
 };
@@ -39,68 +40,6 @@ impl Ctx<'_, '_> {
             )),
         }
     }
-}
-
-/// Writes `f(i)` rounded to `dtype` into every `dst[i]`. `for` loops rather than `for_each`:
-/// `for_each` goes through an out-of-line `fold` that the compiler may leave outside the caller's
-/// wide-vector copy ([`crate::wide`]), running the loop four lanes wide.
-#[inline(always)]
-fn round_into(dst: &mut [f32], dtype: DType, f: impl Fn(usize) -> f32) {
-    match dtype {
-        DType::F32 => {
-            for (i, d) in dst.iter_mut().enumerate() {
-                *d = f(i);
-            }
-        }
-        DType::BF16 => {
-            for (i, d) in dst.iter_mut().enumerate() {
-                *d = half::bf16::from_f32(f(i)).to_f32();
-            }
-        }
-        dt => {
-            for (i, d) in dst.iter_mut().enumerate() {
-                *d = dt.round(f(i));
-            }
-        }
-    }
-}
-
-/// The per-partition values of a scalar operand for `np` rows (read before the destination is
-/// taken out of the store, since a column may live in the destination tile).
-fn column_values(
-    store: &TileStore<'_>,
-    s: &ScalarOperand,
-    np: usize,
-) -> Result<Vec<f32>, StoreError> {
-    match s {
-        ScalarOperand::Imm { value } => Ok(vec![*value; np]),
-        ScalarOperand::Column { region } => (0..np).map(|r| Ok(store.row(region, r)?[0])).collect(),
-    }
-}
-
-#[inline(always)]
-fn round_into_in_place(row: &mut [f32], dtype: DType) {
-    match dtype {
-        DType::F32 => {}
-        DType::BF16 => row
-            .iter_mut()
-            .for_each(|v| *v = crate::dtype::round_bf16(*v)),
-        dt => row.iter_mut().for_each(|v| *v = dt.round(*v)),
-    }
-}
-
-/// Writes one value per partition into the `(P, 1)` column `res`, rounded to its dtype (a
-/// `reduce_res`).
-fn write_column(
-    store: &mut TileStore<'_>,
-    res: &TileRegion,
-    values: Vec<f32>,
-) -> Result<(), StoreError> {
-    let dt = store.dtype(res.tile);
-    for (r, v) in values.into_iter().enumerate() {
-        store.row_mut(res, r)?[0] = dt.round(v);
-    }
-    Ok(())
 }
 
 /// Executes one instruction.
@@ -335,6 +274,19 @@ fn run<'a: 'p, 'p>(
                 |_, out, x| round_into(out, dt, |i| x[i]),
             )?;
         }
+        // fp32 division, rounded on write (as `BinOp::Divide` with a numerator of 1).
+        Op::Reciprocal { dst, data } => {
+            let dt = store.dtype(dst.tile);
+            rows1(
+                store,
+                dst,
+                data,
+                s,
+                ctx.split,
+                #[inline(always)]
+                |_, out, x| round_into(out, dt, |i| 1.0 / x[i]),
+            )?;
+        }
         Op::Memset { dst, value } => {
             let v = store.dtype(dst.tile).round(*value);
             for r in 0..dst.np {
@@ -408,6 +360,55 @@ fn run<'a: 'p, 'p>(
                 write_column(store, res, reduced.into_iter().flatten().collect())?;
             }
         }
+        Op::Exponential {
+            dst,
+            src,
+            max_value,
+            reduce_res,
+            reduce_init,
+        } => super::vector::exponential(
+            ctx,
+            store,
+            s,
+            (dst, src, max_value),
+            reduce_res.as_ref().map(|r| (r, reduce_init)),
+        )?,
+        op @ Op::AffineSelect { .. } => super::selection::affine_select(ctx, store, s, op)?,
+        Op::TensorCopyPredicated {
+            dst,
+            src,
+            imm,
+            predicate,
+            reverse,
+        } => super::vector::tensor_copy_predicated(
+            ctx,
+            store,
+            s,
+            (dst, src.as_ref(), *imm),
+            predicate,
+            *reverse,
+        )?,
+        op @ Op::TensorScalarReduce { .. } => {
+            super::vector::tensor_scalar_reduce(ctx, store, s, op)?
+        }
+        Op::Max8 { dst, src } => super::selection::max8(ctx, store, s, dst, src)?,
+        Op::NcFindIndex8 { dst, data, vals } => {
+            super::selection::find_index8(ctx, store, s, (dst, data, vals))?
+        }
+        Op::NcMatchReplace8 {
+            dst,
+            data,
+            vals,
+            imm,
+            dst_idx,
+        } => super::selection::match_replace8(
+            ctx,
+            store,
+            s,
+            (dst, data, vals),
+            *imm,
+            dst_idx.as_ref(),
+        )?,
         Op::NcMatmul {
             dst,
             stationary,

@@ -15,9 +15,12 @@ mod matmul;
 mod parallel;
 mod plan;
 mod pool;
+mod rounding;
 mod row_math;
 mod rows;
+mod selection;
 mod store;
+mod vector;
 
 use crate::dtype::DType;
 use crate::error::NkiError;

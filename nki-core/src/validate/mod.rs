@@ -156,6 +156,10 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             vec![("dst", dst)],
             "iota runs on GpSimd, which cannot access PSUM; write to an SBUF tile",
         )),
+        Op::AffineSelect { dst, on_true, .. } => Some((
+            vec![("dst", dst), ("on_true_tile", on_true)],
+            "affine_select runs on GpSimd, which cannot access PSUM; use SBUF tiles",
+        )),
         _ => None,
     };
     if let Some((operands, why)) = on_gpsimd
@@ -188,6 +192,29 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
                  of them may be (tensor_copy one of them to SBUF first)",
                 tile(data).name,
                 tile(operand1).name
+            ),
+            inst.loc,
+        ));
+    }
+    // tensor_copy_predicated: "Either src or predicate may be in PSUM, but not both".
+    if let Op::TensorCopyPredicated {
+        src: Some(src),
+        predicate,
+        ..
+    } = &inst.op
+        && tile(src).buffer == Buffer::Psum
+        && tile(predicate).buffer == Buffer::Psum
+    {
+        return Err(violation(
+            "psum-both-inputs",
+            "at most one of src, predicate in psum",
+            "both in psum",
+            name.into(),
+            format!(
+                "tensor_copy_predicated: src {} and predicate {} are both in PSUM; at most one \
+                 of them may be (tensor_copy one of them to SBUF first)",
+                tile(src).name,
+                tile(predicate).name
             ),
             inst.loc,
         ));

@@ -99,7 +99,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     // `perf_mode=double_row` and a bit-accurate `is_transpose` are NeuronCore-v3+; a bf16 dst and
     // float8_e4m3fn inputs are NeuronCore-v4+.
@@ -344,7 +344,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Gpsimd],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "local_gather",
@@ -508,7 +508,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::GEN4,
-        TODO,
+        IMPL,
     ),
     i(
         "reciprocal",
@@ -516,7 +516,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[req("dst", K::TileOut), req("data", K::TileIn), NAME],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     // The docstring names no engine; the vector engine is assumed (nki-library's top-k kernels
     // treat max8 / nc_match_replace8 as vector-engine work).
@@ -526,7 +526,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[req("dst", K::TileOut), req("src", K::TileIn), NAME],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "sequence_bounds",
@@ -577,7 +577,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     // The docs give GpSimd as the default engine and list no other value for `engine=`.
     i(
@@ -722,7 +722,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "nc_match_replace8",
@@ -737,7 +737,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "nonzero_with_count",

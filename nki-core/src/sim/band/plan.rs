@@ -215,7 +215,8 @@ impl Finder<'_> {
     fn partition_local(&self, op: &Op) -> bool {
         let kind = |a: &HbmAccess| self.program.hbm[a.tensor.0 as usize].kind;
         let fits = match op {
-            Op::Iota { .. } | Op::NcTranspose { .. } => false,
+            // Their values depend on the partition index within the whole region.
+            Op::Iota { .. } | Op::AffineSelect { .. } | Op::NcTranspose { .. } => false,
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { .. },
                 src: DmaOperand::Hbm { .. },

@@ -81,6 +81,31 @@ fn reduction(a: &Args<'_>) -> PyResult<Option<(BinOp, TileRegion)>> {
     Ok(Some((op, region(res))))
 }
 
+/// `exponential`'s row sum: `(reduce_res, reduce_init)` for `reduce_cmd=reset_reduce` (from 0)
+/// or `load_reduce` (from `reduce_init`) with `reduce_res`. Without `reduce_res` there is none and
+/// `reduce_cmd` must be at its default (`idle`, checked by [`Args::finish`]): keeping the sum in the
+/// accumulator registers for a later instruction (`reduce`, or no `reduce_res`) is not
+/// implemented. As the docs require, `reduce_init` is 0.0 unless `reduce_cmd` is `load_reduce`.
+fn exponential_reduction(a: &Args<'_>) -> PyResult<Option<(TileRegion, ScalarOperand)>> {
+    let Some(res) = a.opt_tile("reduce_res")? else {
+        return Ok(None);
+    };
+    let init = a.scalar("reduce_init")?;
+    match (a.variant("reduce_cmd")?.as_str(), init) {
+        ("reset_reduce", Scalar::Imm(0.0)) => {
+            Ok(Some((region(res), ScalarOperand::Imm { value: 0.0 })))
+        }
+        ("reset_reduce", _) => Err(a.value_error(
+            "reduce_init must be 0.0 unless reduce_cmd is nisa.reduce_cmd.load_reduce".into(),
+        )),
+        ("load_reduce", init) => Ok(Some((region(res), scalar(init)))),
+        (cmd, _) => Err(a.unsupported(&format!(
+            "reduce_cmd=nisa.reduce_cmd.{cmd} with reduce_res (the accumulator registers across \
+             instructions; reset_reduce and load_reduce write this instruction's row sums)"
+        ))),
+    }
+}
+
 /// The one step of an `iota` pattern (`[[step, num], ...]`, outermost first) over `free`
 /// elements: dimensions of size 1 drop out, and an outer dimension whose step is the inner
 /// one's step times its size continues it.
@@ -265,6 +290,120 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             } else {
                 tracer.at(file, line, || isa::bn_aggr(dst, data))
             }
+        }
+        "reciprocal" => {
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            a.finish()?;
+            tracer.at(file, line, || isa::reciprocal(dst, data))
+        }
+        "exponential" => {
+            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            let max_value = scalar(a.scalar("max_value")?);
+            let reduce = exponential_reduction(a)?;
+            a.finish()?;
+            tracer.at(file, line, || match reduce {
+                Some((res, init)) => isa::exponential_reduce(dst, src, max_value, res, init),
+                None => isa::exponential(dst, src, max_value),
+            })
+        }
+        "tensor_scalar_reduce" => {
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (op0, operand0) = (binop(a, "op0")?, scalar(a.scalar("operand0")?));
+            let reduce_op = binop(a, "reduce_op")?;
+            let res = a.opt_tile("reduce_res")?.ok_or_else(|| {
+                a.unsupported(
+                    "reduce_res=None (keeping the reduction in the accumulator registers for a \
+                     later instruction)",
+                )
+            })?;
+            let init = match (
+                a.variant("reduce_cmd")?.as_str(),
+                a.opt_scalar("reduce_init")?,
+            ) {
+                ("reset_reduce", None) => None,
+                ("reset_reduce", Some(_)) => {
+                    return Err(a.value_error(
+                        "reduce_init is only set with reduce_cmd=nisa.reduce_cmd.load_reduce"
+                            .into(),
+                    ));
+                }
+                ("load_reduce", Some(init)) => Some(scalar(init)),
+                ("load_reduce", None) => {
+                    return Err(a.value_error(
+                        "reduce_cmd=nisa.reduce_cmd.load_reduce needs reduce_init".into(),
+                    ));
+                }
+                (cmd, _) => {
+                    return Err(a.unsupported(&format!(
+                        "reduce_cmd=nisa.reduce_cmd.{cmd} (the accumulator registers across \
+                         instructions; reset_reduce and load_reduce write this instruction's \
+                         reductions)"
+                    )));
+                }
+            };
+            let negate = a.flag("reduce_res_negate")?;
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::tensor_scalar_reduce(
+                    dst,
+                    data,
+                    op0,
+                    operand0,
+                    reduce_op,
+                    region(res),
+                    init,
+                    negate,
+                )
+            })
+        }
+        "max8" => {
+            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            a.finish()?;
+            tracer.at(file, line, || isa::max8(dst, src))
+        }
+        "nc_find_index8" => {
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let vals = region(a.tile("vals")?);
+            a.finish()?;
+            tracer.at(file, line, || isa::nc_find_index8(dst, data, vals))
+        }
+        "nc_match_replace8" => {
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (vals, imm) = (region(a.tile("vals")?), a.number("imm")? as f32);
+            let dst_idx = a.opt_tile("dst_idx")?.map(region);
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::nc_match_replace8(dst, data, vals, imm, dst_idx)
+            })
+        }
+        "tensor_copy_predicated" => {
+            // A tile src is a whole tile of dst's shape here, not a (P, 1) column.
+            let (dst, src) = (region(a.tile("dst")?), scalar(a.scalar("src")?));
+            let (predicate, reverse) = (region(a.tile("predicate")?), a.flag("reverse_pred")?);
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::tensor_copy_predicated(dst, src, predicate, reverse)
+            })
+        }
+        "affine_select" => {
+            let dst = a.tile("dst")?;
+            let step = iota_step(a, dst.4)?;
+            let multiplier = a.int32("channel_multiplier")?;
+            let on_true = region(a.tile("on_true_tile")?);
+            let on_false = a.number("on_false_value")? as f32;
+            let (cmp, offset) = (binop(a, "cmp_op")?, a.int32("offset")?);
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::affine_select(
+                    region(dst),
+                    step,
+                    multiplier,
+                    on_true,
+                    on_false,
+                    cmp,
+                    offset,
+                )
+            })
         }
         "iota" => {
             let dst = a.tile("dst")?;

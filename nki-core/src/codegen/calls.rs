@@ -1,0 +1,306 @@
+//! Each instruction as its `nisa.*` call: the keywords codegen passes, in the order of the
+//! instruction's NKI signature, with the values spelled as NKI reads them.
+
+use super::{Emitter, float};
+use crate::ir::{ElementwiseEngine, Op, ScalarOperand, TileRegion};
+
+impl Emitter<'_> {
+    /// `nisa.<name>(dst=..., ...)` for one instruction.
+    pub(super) fn call(&self, op: &Op) -> String {
+        let r = |t: &TileRegion| self.region(t);
+        let args: Vec<(&str, String)> = match op {
+            Op::DmaCopy { dst, src } => vec![("dst", self.dma(dst)), ("src", self.dma(src))],
+            Op::TensorTensor {
+                dst,
+                a,
+                b,
+                op,
+                engine,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("data1", r(a)),
+                    ("data2", r(b)),
+                    ("op", op.nki_name().into()),
+                ];
+                if *engine != ElementwiseEngine::Vector {
+                    v.push(("engine", format!("nisa.engine.{}", engine.nki_name())));
+                }
+                v
+            }
+            Op::TensorScalar {
+                dst,
+                data,
+                op0,
+                operand0,
+                op1,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("data", r(data)),
+                    ("op0", op0.nki_name().into()),
+                    ("operand0", self.scalar(operand0)),
+                ];
+                if let Some((op1, operand1)) = op1 {
+                    v.push(("op1", op1.nki_name().into()));
+                    v.push(("operand1", self.scalar(operand1)));
+                }
+                v
+            }
+            Op::ScalarTensorTensor {
+                dst,
+                data,
+                op0,
+                operand0,
+                op1,
+                operand1,
+                reduce,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("data", r(data)),
+                    ("op0", op0.nki_name().into()),
+                    ("operand0", self.scalar(operand0)),
+                    ("op1", op1.nki_name().into()),
+                    ("operand1", r(operand1)),
+                ];
+                // NKI's reduce_cmd defaults to reset_reduce here (2.33), what the IR means.
+                if let Some((op, res)) = reduce {
+                    v.push(("reduce_op", op.nki_name().into()));
+                    v.push(("reduce_res", r(res)));
+                }
+                v
+            }
+            Op::Activation {
+                dst,
+                func,
+                data,
+                scale,
+                bias,
+                reduce,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("op", func.nki_name().into()),
+                    ("data", r(data)),
+                ];
+                if let Some(b) = bias {
+                    v.push(("bias", r(b)));
+                }
+                if *scale != (ScalarOperand::Imm { value: 1.0 }) {
+                    v.push(("scale", self.scalar(scale)));
+                }
+                if let Some((op, res)) = reduce {
+                    v.push(("reduce_op", op.nki_name().into()));
+                    v.push(("reduce_res", r(res)));
+                }
+                v
+            }
+            Op::TensorReduce {
+                dst,
+                op,
+                data,
+                negate,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("op", op.nki_name().into()),
+                    ("data", r(data)),
+                    ("axis", "1".into()),
+                ];
+                if *negate {
+                    v.push(("negate", "True".into()));
+                }
+                v.push(("keepdims", "True".into()));
+                v
+            }
+            Op::TensorCopy { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
+            Op::Reciprocal { dst, data } => vec![("dst", r(dst)), ("data", r(data))],
+            Op::AffineSelect {
+                dst,
+                step,
+                channel_multiplier,
+                on_true,
+                on_false,
+                cmp,
+                offset,
+            } => vec![
+                ("dst", r(dst)),
+                ("pattern", format!("[[{step}, {}]]", dst.nf)),
+                ("channel_multiplier", channel_multiplier.to_string()),
+                ("on_true_tile", r(on_true)),
+                ("on_false_value", float(*on_false)),
+                ("cmp_op", cmp.nki_name().into()),
+                ("offset", offset.to_string()),
+            ],
+            Op::TensorCopyPredicated {
+                dst,
+                src,
+                imm,
+                predicate,
+                reverse,
+            } => {
+                let src = src.as_ref().map_or_else(|| float(*imm), r);
+                let mut v = vec![("dst", r(dst)), ("src", src), ("predicate", r(predicate))];
+                if *reverse {
+                    v.push(("reverse_pred", "True".into()));
+                }
+                v
+            }
+            Op::Max8 { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
+            Op::NcFindIndex8 { dst, data, vals } => {
+                vec![("dst", r(dst)), ("data", r(data)), ("vals", r(vals))]
+            }
+            Op::NcMatchReplace8 {
+                dst,
+                data,
+                vals,
+                imm,
+                dst_idx,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("data", r(data)),
+                    ("vals", r(vals)),
+                    ("imm", float(*imm)),
+                ];
+                if let Some(idx) = dst_idx {
+                    v.push(("dst_idx", r(idx)));
+                }
+                v
+            }
+            Op::TensorScalarReduce {
+                dst,
+                data,
+                op0,
+                operand0,
+                reduce_op,
+                reduce_res,
+                reduce_init,
+                negate,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("data", r(data)),
+                    ("op0", op0.nki_name().into()),
+                    ("operand0", self.scalar(operand0)),
+                    ("reduce_op", reduce_op.nki_name().into()),
+                    ("reduce_res", r(reduce_res)),
+                ];
+                // reduce_cmd defaults to reset_reduce here.
+                if let Some(init) = reduce_init {
+                    v.push(("reduce_cmd", "nisa.reduce_cmd.load_reduce".into()));
+                    v.push(("reduce_init", self.scalar(init)));
+                }
+                if *negate {
+                    v.push(("reduce_res_negate", "True".into()));
+                }
+                v
+            }
+            Op::Exponential {
+                dst,
+                src,
+                max_value,
+                reduce_res,
+                reduce_init,
+            } => {
+                let mut v = vec![("dst", r(dst)), ("src", r(src))];
+                if *max_value != (ScalarOperand::Imm { value: 0.0 }) {
+                    v.push(("max_value", self.scalar(max_value)));
+                }
+                if let Some(res) = reduce_res {
+                    v.push(("reduce_res", r(res)));
+                    // NKI's default reduce_cmd (idle) would not write it.
+                    if *reduce_init == (ScalarOperand::Imm { value: 0.0 }) {
+                        v.push(("reduce_cmd", "nisa.reduce_cmd.reset_reduce".into()));
+                    } else {
+                        v.push(("reduce_cmd", "nisa.reduce_cmd.load_reduce".into()));
+                        v.push(("reduce_init", self.scalar(reduce_init)));
+                    }
+                }
+                v
+            }
+            Op::BnStats { dst, data } | Op::BnAggr { dst, data } => {
+                vec![("dst", r(dst)), ("data", r(data))]
+            }
+            Op::Memset { dst, value } => vec![("dst", r(dst)), ("value", float(*value))],
+            Op::Iota {
+                dst,
+                offset,
+                channel_multiplier,
+                step,
+            } => vec![
+                ("dst", r(dst)),
+                ("pattern", format!("[[{step}, {}]]", dst.nf)),
+                ("offset", offset.to_string()),
+                ("channel_multiplier", channel_multiplier.to_string()),
+            ],
+            Op::RangeSelect {
+                dst,
+                on_true,
+                comp0,
+                bound0,
+                comp1,
+                bound1,
+                range_start,
+                on_false,
+                reduce,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("on_true_tile", r(on_true)),
+                    ("comp_op0", comp0.nki_name().into()),
+                    ("comp_op1", comp1.nki_name().into()),
+                    ("bound0", r(bound0)),
+                    ("bound1", r(bound1)),
+                ];
+                if let Some((op, res)) = reduce {
+                    // Explicit: the default differs between NKI releases (idle in some, which
+                    // would fold this row into whatever the accumulator held).
+                    v.push(("reduce_cmd", "nisa.reduce_cmd.reset_reduce".into()));
+                    v.push(("reduce_res", r(res)));
+                    v.push(("reduce_op", op.nki_name().into()));
+                }
+                // Both explicit too: `on_false_value`'s default differs between releases.
+                // NKI 0.7 declares `range_start` an int.
+                let start = if range_start.fract() == 0.0 && range_start.abs() < 1e9 {
+                    format!("{}", *range_start as i64)
+                } else {
+                    float(*range_start)
+                };
+                v.push(("range_start", start));
+                v.push(("on_false_value", float(*on_false)));
+                v
+            }
+            Op::NcTranspose { dst, data } => vec![("dst", r(dst)), ("data", r(data))],
+            Op::NcMatmul {
+                dst,
+                stationary,
+                moving,
+                accumulate,
+            } => {
+                // Explicit either way: NKI's default (`None`) decides from whether the PSUM
+                // location was written before, which is not what an overwrite in a loop means.
+                let acc = if *accumulate { "True" } else { "False" };
+                vec![
+                    ("dst", r(dst)),
+                    ("stationary", r(stationary)),
+                    ("moving", r(moving)),
+                    ("accumulate", acc.into()),
+                ]
+            }
+        };
+        let kwargs: Vec<String> = args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("nisa.{}({})", op_name(op), kwargs.join(", "))
+    }
+}
+
+/// The `nisa` function an instruction is emitted as.
+fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::Activation {
+            reduce: Some(_), ..
+        } => "activation_reduce",
+        other => other.name(),
+    }
+}

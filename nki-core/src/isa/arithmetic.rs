@@ -1,0 +1,151 @@
+//! The vector engine's arithmetic beyond `tensor_scalar`: `reciprocal`, `exponential` and
+//! `tensor_scalar_reduce`.
+
+use super::{column_ok, float_ok, reduce_ok, same_shape, scalar_ok};
+use crate::ir::{BinOp, Op, ScalarOperand, TileRegion};
+use crate::lang::context::with_builder;
+use crate::loc::SourceLoc;
+
+/// `nisa.reciprocal(dst, data)`: `1 / data` elementwise on the vector engine, computed in fp32
+/// and rounded to `dst`'s dtype (`1 / ±0 = ±inf`, `1 / ±inf = ±0`, NaN stays NaN). `dst` and
+/// `data` have the same shape; either may be in SBUF or PSUM.
+#[track_caller]
+pub fn reciprocal(dst: impl Into<TileRegion>, data: impl Into<TileRegion>) {
+    let loc = SourceLoc::caller();
+    let (dst, data) = (dst.into(), data.into());
+    with_builder(|b| {
+        if same_shape(b, loc, "reciprocal", &[("dst", &dst), ("data", &data)]) {
+            b.push_op(Op::Reciprocal { dst, data }, loc);
+        }
+    });
+}
+
+/// `nisa.exponential(dst, src, max_value=0.0)` (NeuronCore-v4 and newer: Trn3):
+/// `exp(src − max_value)` elementwise on the vector engine, in fp32 (the scalar engine's
+/// exponential, [`crate::engine_math::exp`]), rounded to `dst`'s dtype. `max_value` is an
+/// immediate or a `(P, 1)` column. [`exponential_reduce`] also sums each row.
+#[track_caller]
+pub fn exponential(
+    dst: impl Into<TileRegion>,
+    src: impl Into<TileRegion>,
+    max_value: impl Into<ScalarOperand>,
+) {
+    record_exponential(
+        SourceLoc::caller(),
+        dst.into(),
+        src.into(),
+        max_value.into(),
+        None,
+        ScalarOperand::Imm { value: 0.0 },
+    );
+}
+
+/// `nisa.exponential(dst, src, max_value, reduce_res=, reduce_cmd=reset_reduce | load_reduce,
+/// reduce_init=)`: [`exponential`] that also writes, for each row, `reduce_init` plus the sum
+/// of the row's exponentials into the `(P, 1)` column `reduce_res` (a float tile). The sum is of
+/// the fp32 exponentials, before they are rounded to `dst`, in the order of every row
+/// reduction of the simulator (eight interleaved lanes), added to `reduce_init` last. NKI's
+/// `reset_reduce` is `reduce_init = 0.0`; `load_reduce` passes its `reduce_init` (an immediate or
+/// a `(P, 1)` column).
+#[track_caller]
+pub fn exponential_reduce(
+    dst: impl Into<TileRegion>,
+    src: impl Into<TileRegion>,
+    max_value: impl Into<ScalarOperand>,
+    reduce_res: impl Into<TileRegion>,
+    reduce_init: impl Into<ScalarOperand>,
+) {
+    record_exponential(
+        SourceLoc::caller(),
+        dst.into(),
+        src.into(),
+        max_value.into(),
+        Some(reduce_res.into()),
+        reduce_init.into(),
+    );
+}
+
+fn record_exponential(
+    loc: SourceLoc,
+    dst: TileRegion,
+    src: TileRegion,
+    max_value: ScalarOperand,
+    reduce_res: Option<TileRegion>,
+    reduce_init: ScalarOperand,
+) {
+    let inst = "exponential";
+    with_builder(|b| {
+        let np = src.np;
+        let ok = same_shape(b, loc, inst, &[("dst", &dst), ("src", &src)])
+            && scalar_ok(b, loc, inst, "max_value", &max_value, np)
+            && scalar_ok(b, loc, inst, "reduce_init", &reduce_init, np)
+            && reduce_res.as_ref().is_none_or(|r| {
+                column_ok(b, loc, inst, "reduce_res", r, np)
+                    && float_ok(b, loc, inst, "reduce_res", r)
+            });
+        if ok {
+            b.push_op(
+                Op::Exponential {
+                    dst,
+                    src,
+                    max_value,
+                    reduce_res,
+                    reduce_init,
+                },
+                loc,
+            );
+        }
+    });
+}
+
+/// `nisa.tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res,
+/// reduce_cmd=reset_reduce | load_reduce, reduce_init=, reduce_res_negate=)`: `data <op0>
+/// operand0` into `dst` (as a one-operator [`super::tensor_scalar`]: `operand0` an immediate or
+/// a `(P, 1)` column), and each row of its fp32 results reduced with `reduce_op` (add,
+/// multiply, maximum or minimum) into the `(P, 1)` column `reduce_res`, before the results are
+/// rounded to `dst`. The reduction starts from `reduce_op`'s identity (`reset_reduce`) or, with
+/// `reduce_init` (`load_reduce`: an immediate or a `(P, 1)` column), is `reduce_init <reduce_op>
+/// the row's reduction`; `reduce_res_negate` negates what is written (the reduction itself is
+/// unchanged). Costs one more fixed vector-engine overhead than `tensor_scalar` (NKI's
+/// estimate).
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn tensor_scalar_reduce(
+    dst: impl Into<TileRegion>,
+    data: impl Into<TileRegion>,
+    op0: BinOp,
+    operand0: impl Into<ScalarOperand>,
+    reduce_op: BinOp,
+    reduce_res: impl Into<TileRegion>,
+    reduce_init: Option<ScalarOperand>,
+    reduce_res_negate: bool,
+) {
+    let loc = SourceLoc::caller();
+    let (dst, data, operand0, reduce_res) =
+        (dst.into(), data.into(), operand0.into(), reduce_res.into());
+    let inst = "tensor_scalar_reduce";
+    with_builder(|b| {
+        let np = data.np;
+        let ok = same_shape(b, loc, inst, &[("dst", &dst), ("data", &data)])
+            && scalar_ok(b, loc, inst, "operand0", &operand0, np)
+            && reduce_ok(b, loc, inst, Some(&(reduce_op, reduce_res.clone())), np)
+            && reduce_init
+                .as_ref()
+                .is_none_or(|i| scalar_ok(b, loc, inst, "reduce_init", i, np));
+        if ok {
+            b.push_op(
+                Op::TensorScalarReduce {
+                    dst,
+                    data,
+                    op0,
+                    operand0,
+                    reduce_op,
+                    reduce_res,
+                    reduce_init,
+                    negate: reduce_res_negate,
+                },
+                loc,
+            );
+        }
+    });
+}

@@ -1,0 +1,132 @@
+//! Execution of the vector engine's `exponential` and `tensor_scalar_reduce` (fp32 arithmetic,
+//! row reductions of the fp32 results before they are rounded to the destination) and of
+//! `tensor_copy_predicated`.
+
+use crate::dtype::DType;
+use crate::ir::{BinOp, Op, ScalarOperand, TileRegion};
+use crate::sim::exec::{Ctx, ExecError};
+use crate::sim::rounding::{column_values, round_into, round_into_in_place, write_column};
+use crate::sim::row_math::{reduce_row, with_op};
+use crate::sim::rows::{Scratch, rows1, rows2};
+use crate::sim::store::TileStore;
+
+/// Executes `exponential`.
+pub(crate) fn exponential(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    s: &mut Scratch,
+    (dst, src, max_value): (&TileRegion, &TileRegion, &ScalarOperand),
+    reduce: Option<(&TileRegion, &ScalarOperand)>,
+) -> Result<(), ExecError> {
+    let dt = store.dtype(dst.tile);
+    let maxes = column_values(store, max_value, dst.np)?;
+    let inits = match reduce {
+        Some((_, init)) => column_values(store, init, dst.np)?,
+        None => Vec::new(),
+    };
+    let sums = rows1(
+        store,
+        dst,
+        src,
+        s,
+        ctx.split,
+        #[inline(always)]
+        |r, out, x| {
+            // x · 1 + (−max) is x − max exactly: the scalar engine's vectorised exponential.
+            crate::engine_math::exp_row_inline(x, 1.0, -maxes[r], out);
+            let sum = reduce
+                .is_some()
+                .then(|| inits[r] + reduce_row(BinOp::Add, out));
+            round_into_in_place(out, dt);
+            sum
+        },
+    )?;
+    if let Some((res, _)) = reduce {
+        write_column(store, res, sums.into_iter().flatten().collect())?;
+    }
+    Ok(())
+}
+
+/// Executes `tensor_scalar_reduce`.
+pub(crate) fn tensor_scalar_reduce(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    s: &mut Scratch,
+    op: &Op,
+) -> Result<(), ExecError> {
+    let Op::TensorScalarReduce {
+        dst,
+        data,
+        op0,
+        operand0,
+        reduce_op,
+        reduce_res,
+        reduce_init,
+        negate,
+    } = op
+    else {
+        unreachable!("called for tensor_scalar_reduce");
+    };
+    let dt = store.dtype(dst.tile);
+    let v0 = column_values(store, operand0, dst.np)?;
+    let inits = match reduce_init {
+        Some(init) => Some(column_values(store, init, dst.np)?),
+        None => None,
+    };
+    let totals = rows1(
+        store,
+        dst,
+        data,
+        s,
+        ctx.split,
+        #[inline(always)]
+        |r, out, x| {
+            let v0 = v0[r];
+            with_op!(*op0, |f0| round_into(out, DType::F32, |i| f0(x[i], v0)));
+            // The fp32 results reduced before they are rounded to dst, as for the other fused
+            // reductions; reduce_init is folded in last.
+            let row = reduce_row(*reduce_op, out);
+            let total = inits.as_ref().map_or(row, |i| reduce_op.apply(i[r], row));
+            round_into_in_place(out, dt);
+            if *negate { -total } else { total }
+        },
+    )?;
+    write_column(store, reduce_res, totals)?;
+    Ok(())
+}
+
+/// Executes `tensor_copy_predicated`: the destination row as stored, overwritten where the
+/// predicate holds (`!= 0`, NaN included; `== 0` with `reverse`).
+pub(crate) fn tensor_copy_predicated(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    s: &mut Scratch,
+    (dst, src, imm): (&TileRegion, Option<&TileRegion>, f32),
+    predicate: &TileRegion,
+    reverse: bool,
+) -> Result<(), ExecError> {
+    let dt = store.dtype(dst.tile);
+    let holds = move |p: f32| (p != 0.0) != reverse;
+    match src {
+        Some(src) => {
+            rows2(store, dst, src, predicate, s, ctx.split, |_, out, x, p| {
+                for (i, o) in out.iter_mut().enumerate() {
+                    if holds(p[i]) {
+                        *o = dt.round(x[i]);
+                    }
+                }
+            })?;
+        }
+        None => {
+            let v = dt.round(imm);
+            rows1(store, dst, predicate, s, ctx.split, |_, out, p| {
+                for (o, p) in out.iter_mut().zip(p) {
+                    if holds(*p) {
+                        *o = v;
+                    }
+                }
+            })?;
+        }
+    }
+    Ok(())
+}
