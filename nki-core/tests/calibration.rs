@@ -75,8 +75,9 @@ fn matmul_tiled(lhs_t: &Hbm, rhs: &Hbm) -> Hbm {
 /// block): `rhs` rows loaded `[128, BLOCK_N]` at a time once per N block, `lhsT` rows
 /// `[128, BLOCK_M]` once per (N block, M block), PSUM results added into SBUF accumulators,
 /// results packed `[128, BLOCK_N]` per store. The tutorial packs in fp32 and casts in the
-/// store DMA; here the pack casts to bf16 (our DMA does not convert dtypes), which halves the
-/// store's SBUF-side bytes but not the HBM bytes written.
+/// store DMA; here the pack casts to bf16 first (as this calibration kernel was written before
+/// the DMA converted dtypes), which halves the store's SBUF-side bytes but not the HBM bytes
+/// written.
 fn matmul_fully_optimized(lhs_t: &Hbm, rhs: &Hbm) -> Hbm {
     const TILES_IN_BLOCK_M: usize = 16;
     const TILES_IN_BLOCK_N: usize = 2;

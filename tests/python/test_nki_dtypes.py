@@ -108,3 +108,27 @@ def test_dtypes_torch_lacks_cannot_come_back_as_torch_tensors() -> None:
 
     with pytest.raises(TypeError, match="f8e4m3 have no torch equivalent"):
         legacy_fp8(torch.ones(2, 2))
+
+
+def test_dma_converts_between_dtypes_through_fp32() -> None:
+    """NKI's DMA engines convert ``src.dtype`` → float32 → ``dst.dtype``: loads into a tile of
+    another dtype, stores into an output of another dtype, ``nl.load(dtype=)``."""
+    x = torch.randn(8, 40) * 100
+
+    @nki.jit
+    def casts(a):
+        to_bf16 = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+        via_tile = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        to_int = nl.ndarray(a.shape, dtype=nl.int16, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        nisa.dma_copy(dst=to_bf16, src=t)  # f32 tile → bf16 HBM
+        narrow = nl.ndarray(a.shape, dtype=nl.float8_e4m3fn, buffer=nl.sbuf)
+        nisa.dma_copy(dst=narrow, src=a)  # f32 HBM → fp8 tile
+        nisa.dma_copy(dst=via_tile, src=narrow)
+        nl.store(to_int, value=nl.load(a, dtype=nl.int16))
+        return to_bf16, via_tile, to_int
+
+    bf16, fp8, i16 = casts(x)
+    assert bf16.dtype == torch.bfloat16 and torch.equal(bf16, x.to(torch.bfloat16))
+    assert torch.equal(fp8, x.to(torch.float8_e4m3fn).float())
+    assert torch.equal(i16, x.round().to(torch.int16))

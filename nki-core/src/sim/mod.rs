@@ -9,6 +9,7 @@
 //! rebuilt in a process forked from one that used it (`sim/pool.rs`).
 
 mod band;
+mod dma;
 mod exec;
 mod hbm;
 mod matmul;

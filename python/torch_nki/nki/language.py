@@ -287,17 +287,16 @@ def ds(start: int, size: int) -> slice:
 
 
 def load(src: HbmView, dtype: Any = None, **kwargs: Any) -> Tile:
-    """Copies an HBM view into a new SBUF tile of its shape (``nisa.dma_copy``)."""
+    """Copies an HBM view into a new SBUF tile of its shape (``nisa.dma_copy``), in ``dtype``
+    if given (the DMA converts through fp32, as NKI's DMA engines do)."""
     from torch_nki.nki import isa
 
     if kwargs:
         raise unsupported("nl.load", f"keyword(s) {sorted(kwargs)}")
     if not isinstance(src, HbmView):
         raise TypeError(f"nl.load takes an HBM tensor or view, got {src!r}")
-    if dtype is not None and as_dtype(dtype) != src.dtype:
-        raise unsupported("nl.load(dtype=...) with a cast", "DMA does not cast: load, then nisa.tensor_copy")
     shape = src.shape if len(src.shape) > 1 else src.tile_shape()
-    tile: Tile = ndarray(shape, src.dtype, buffer=sbuf)
+    tile: Tile = ndarray(shape, src.dtype if dtype is None else as_dtype(dtype), buffer=sbuf)
     isa.instruction("dma_copy")(dst=tile, src=src)
     return tile
 

@@ -28,7 +28,8 @@ pub(crate) mod plan;
 
 use crate::error::NkiError;
 use crate::ir::{Instruction, Op, Program, Stmt, TileId};
-use crate::sim::exec::{Ctx, check_dma, execute};
+use crate::sim::dma::check_dma;
+use crate::sim::exec::{Ctx, execute};
 use crate::sim::hbm::HbmBuffer;
 use crate::sim::matmul::{accumulate_band, finish_band};
 use crate::sim::rows::Scratch;
