@@ -4,41 +4,23 @@
 //! (a causal mask, every comparison, regions of a tile), `on_false_value` elsewhere. The trace
 //! checks, the PSUM rules, cost and codegen of both.
 
+mod common;
+
 use nki_core::NkiError;
 use nki_core::codegen::emit_nki;
 use nki_core::cost::{Engine, estimate};
 use nki_core::ir::Program;
 use nki_core::lang::{InputSpec, trace};
 use nki_core::prelude::*;
-use nki_core::sim::{SimOptions, simulate_to_vecs};
 use nki_core::validate::validate;
 
 /// `x` `[rows, cols]` and `y` of the same shape, in `dtype`.
 fn inputs(rows: usize, cols: usize, dtype: DType) -> Vec<InputSpec> {
-    ["x", "y"]
-        .map(|name| InputSpec {
-            name: name.into(),
-            shape: vec![rows, cols],
-            dtype,
-        })
-        .to_vec()
+    common::named_inputs(&["x", "y"], [rows, cols], dtype)
 }
 
 fn run(p: &Program, x: &[f32], y: &[f32]) -> Vec<f32> {
-    let dt = p.inputs().next().unwrap().1.dtype;
-    let encode = |v: &[f32]| {
-        let mut b = vec![0; v.len() * dt.size_bytes()];
-        for (i, x) in v.iter().enumerate() {
-            dt.write(&mut b, i, *x);
-        }
-        b
-    };
-    let (bx, by) = (encode(x), encode(y));
-    let out = simulate_to_vecs(p, &[&bx, &by], SimOptions::default()).unwrap();
-    let odt = p.hbm[p.outputs[0].0 as usize].dtype;
-    (0..out[0].len() / odt.size_bytes())
-        .map(|i| odt.read(&out[0], i))
-        .collect()
+    common::run(p, &[x, y]).remove(0)
 }
 
 /// `dst = y`, then `x` (or `imm`) copied into it where `x > 0` (the predicate, 1.0 / 0.0 in an

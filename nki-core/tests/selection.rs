@@ -4,40 +4,20 @@
 //! (duplicates descending, with `dst_idx`); a top-16 of each row in two rounds against a sort;
 //! trace-time checks; cost; the NKI calls codegen emits.
 
-use nki_core::codegen::emit_nki;
-use nki_core::cost::{Engine, estimate};
-use nki_core::ir::Program;
-use nki_core::lang::{InputSpec, trace};
-use nki_core::prelude::*;
-use nki_core::sim::{SimOptions, simulate_to_vecs};
-use nki_core::validate::validate;
+mod common;
 
-fn input(shape: [usize; 2], dtype: DType) -> Vec<InputSpec> {
-    vec![InputSpec {
-        name: "x".into(),
-        shape: shape.to_vec(),
-        dtype,
-    }]
-}
+use common::input;
 
 /// Simulates `p` on `x` and reads every output back as f32s.
 fn run(p: &Program, x: &[f32]) -> Vec<Vec<f32>> {
-    let dt = p.inputs().next().unwrap().1.dtype;
-    let mut bytes = vec![0; x.len() * dt.size_bytes()];
-    for (i, v) in x.iter().enumerate() {
-        dt.write(&mut bytes, i, *v);
-    }
-    let outs = simulate_to_vecs(p, &[&bytes], SimOptions::default()).unwrap();
-    outs.iter()
-        .zip(&p.outputs)
-        .map(|(b, o)| {
-            let dt = p.hbm[o.0 as usize].dtype;
-            (0..b.len() / dt.size_bytes())
-                .map(|i| dt.read(b, i))
-                .collect()
-        })
-        .collect()
+    common::run(p, &[x])
 }
+use nki_core::codegen::emit_nki;
+use nki_core::cost::{Engine, estimate};
+use nki_core::ir::Program;
+use nki_core::lang::trace;
+use nki_core::prelude::*;
+use nki_core::validate::validate;
 
 /// The top `k` (a multiple of 8) values of each row of `x` `[rows, cols]` and their indices:
 /// `k / 8` rounds of `max8` then `nc_match_replace8` by `-inf` in place with `dst_idx`; also

@@ -3,54 +3,16 @@
 //! operand checks, targets, the engine and time the cost model gives them, and the NKI calls
 //! codegen emits.
 
+mod common;
+
+use common::{input, run, values};
 use nki_core::NkiError;
 use nki_core::codegen::emit_nki;
 use nki_core::cost::{Engine, estimate};
 use nki_core::ir::{Program, ScalarOperand};
 use nki_core::lang::{InputSpec, trace};
 use nki_core::prelude::*;
-use nki_core::sim::{SimOptions, simulate_to_vecs};
 use nki_core::validate::validate;
-
-/// One input `x` of `shape` in `dtype`.
-fn input(shape: [usize; 2], dtype: DType) -> Vec<InputSpec> {
-    vec![InputSpec {
-        name: "x".into(),
-        shape: shape.to_vec(),
-        dtype,
-    }]
-}
-
-/// Simulates `p` on `x` (encoded in the input's dtype) and reads every output back as f32s.
-fn run(p: &Program, inputs: &[&[f32]]) -> Vec<Vec<f32>> {
-    let dtypes: Vec<DType> = p.inputs().map(|(_, d)| d.dtype).collect();
-    let encoded: Vec<Vec<u8>> = inputs
-        .iter()
-        .zip(&dtypes)
-        .map(|(v, dt)| {
-            let mut bytes = vec![0; v.len() * dt.size_bytes()];
-            for (i, x) in v.iter().enumerate() {
-                dt.write(&mut bytes, i, *x);
-            }
-            bytes
-        })
-        .collect();
-    let refs: Vec<&[u8]> = encoded.iter().map(Vec::as_slice).collect();
-    let outs = simulate_to_vecs(p, &refs, SimOptions::default()).unwrap();
-    let out_dtypes: Vec<DType> = p
-        .outputs
-        .iter()
-        .map(|o| p.hbm[o.0 as usize].dtype)
-        .collect();
-    outs.iter()
-        .zip(out_dtypes)
-        .map(|(b, dt)| {
-            (0..b.len() / dt.size_bytes())
-                .map(|i| dt.read(b, i))
-                .collect()
-        })
-        .collect()
-}
 
 /// `reciprocal` of `x` `[rows, cols]` (in `data` dtype) into a `dst` tile of dtype `out`.
 fn reciprocal_program(rows: usize, cols: usize, data: DType, out: DType) -> Program {
@@ -266,18 +228,6 @@ fn activation_exp_program(rows: usize, cols: usize, data: DType, out: DType) -> 
         vec![result, sums]
     })
     .unwrap()
-}
-
-fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
-        })
-        .collect()
 }
 
 #[test]
