@@ -56,9 +56,7 @@ def test_disallowed_dtype_is_a_type_error() -> None:
     x, w = torch.ones(4, 8, dtype=torch.int16), torch.ones(8, dtype=torch.int16)
     with pytest.raises(TypeError) as err:
         neuron.rmsnorm(x, w)
-    assert (
-        str(err.value) == "neuron::rmsnorm: x has dtype i16, but the contract allows x in {f32, bf16, f16}"
-    )
+    assert str(err.value) == "neuron::rmsnorm: x has dtype i16, but the contract allows x in {f32, bf16, f16}"
     with pytest.raises(TypeError) as err:
         neuron.rmsnorm(rand(4, 8), w)
     assert (

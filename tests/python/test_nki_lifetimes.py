@@ -98,3 +98,40 @@ def test_keeping_too_many_tiles_alive_fails_with_the_capacity_rule_and_the_line(
         return out
 
     np.testing.assert_array_equal(keeps_one_at_a_time(_rand(128, 4)), np.full((128, 4), 29.0))
+
+
+def test_device_loops_with_compile_time_bounds_run_each_iteration() -> None:
+    x = _rand(4, 6)
+
+    @nki.jit
+    def device_loops(a):
+        out = nl.ndarray((4, 6), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((4, 6), dtype=nl.float32)
+        t = nl.load(a)
+
+        def body(i):
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
+
+        nl.fori_loop(0, 3, body)
+        for _ in nl.dynamic_range(2):
+            nisa.tensor_scalar(dst=acc, data=acc, op0=nl.multiply, operand0=0.5)
+        nl.store(out, value=acc)
+        return out
+
+    np.testing.assert_allclose(device_loops(x), x * 3 * 0.25, rtol=1e-6)
+
+    @nki.jit
+    def register_loop(a):
+        nl.while_loop(object(), lambda r: r)
+        return a
+
+    with pytest.raises(NotImplementedError, match=r"nl\.while_loop"):
+        register_loop(x)
+
+    @nki.jit
+    def register_bound(a):
+        nl.fori_loop(0, object(), lambda i: None)
+        return a
+
+    with pytest.raises(NotImplementedError, match=r"nl\.fori_loop with a bound of object"):
+        register_bound(x)

@@ -20,50 +20,20 @@ from torch_nki._dtypes import KERNEL_DTYPES
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._tile_ops import (
     all as all,
-)
-from torch_nki.nki._tile_ops import (
     empty_like as empty_like,
-)
-from torch_nki.nki._tile_ops import (
     expand_dims as expand_dims,
-)
-from torch_nki.nki._tile_ops import (
     full as full,
-)
-from torch_nki.nki._tile_ops import (
     matmul as matmul,
-)
-from torch_nki.nki._tile_ops import (
     max as max,
-)
-from torch_nki.nki._tile_ops import (
     mean as mean,
-)
-from torch_nki.nki._tile_ops import (
     min as min,
-)
-from torch_nki.nki._tile_ops import (
     negative as negative,
-)
-from torch_nki.nki._tile_ops import (
     ones as ones,
-)
-from torch_nki.nki._tile_ops import (
     prod as prod,
-)
-from torch_nki.nki._tile_ops import (
     softmax as softmax,
-)
-from torch_nki.nki._tile_ops import (
     sum as sum,
-)
-from torch_nki.nki._tile_ops import (
     transpose as transpose,
-)
-from torch_nki.nki._tile_ops import (
     var as var,
-)
-from torch_nki.nki._tile_ops import (
     zeros_like as zeros_like,
 )
 from torch_nki.nki._trace import current, location, unsupported
@@ -274,6 +244,36 @@ def affine_range(*args: int) -> Iterator[int]:
 def sequential_range(*args: int) -> Iterator[int]:
     """``range`` whose iterations run in order and may carry state through tiles."""
     return _scoped("sequential", args)
+
+
+def _static_bounds(call: str, *bounds: Any) -> None:
+    """Device loops with runtime (register) bounds need the register instructions, which the
+    frontend does not implement yet; compile-time bounds unroll like ``sequential_range``."""
+    for b in bounds:
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int)):
+            raise unsupported(
+                f"{call} with a bound of {type(b).__name__}",
+                "bounds are Python ints (register bounds: not yet)",
+            )
+
+
+def dynamic_range(start: int, stop: int | None = None, step: int = 1) -> Iterator[int]:
+    """``nl.dynamic_range``: a loop NKI runs on the device with dynamic bounds. With
+    compile-time bounds the frontend traces it as ``sequential_range`` (one scope per
+    iteration); the simulated result is the same, the program has one copy of the body per
+    iteration."""
+    _static_bounds("nl.dynamic_range", start, stop, step)
+    args = (start,) if stop is None else (start, stop, step)
+    return _scoped("sequential", args)
+
+
+def fori_loop(lower: int, upper: int, body_fun: Any, step: int = 1) -> None:
+    """``nl.fori_loop``: calls ``body_fun(i)`` for ``i`` in ``range(lower, upper, step)``, each
+    iteration its own scope (as ``dynamic_range``). NKI passes ``i`` as a VirtualRegister; here
+    it is the Python int, which every use of it in index arithmetic accepts."""
+    _static_bounds("nl.fori_loop", lower, upper, step)
+    for i in _scoped("sequential", (lower, upper, step)):
+        body_fun(i)
 
 
 def static_range(*args: int) -> Iterator[int]:
