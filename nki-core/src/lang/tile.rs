@@ -5,22 +5,48 @@ use crate::ir::{Buffer, Stmt, TileDecl, TileId, TileRegion};
 use crate::lang::context::with_builder;
 use crate::loc::SourceLoc;
 
-/// A tile handle: `[partitions, free]` in SBUF or PSUM. Dim 0 is the partition dim.
+/// A tile handle in SBUF or PSUM: dim 0 is the partition dim, then one or more free dims
+/// (`[128, 512]`, or `[128, 4, 64]`: four runs of 64 per partition). Instructions see
+/// `[partitions, free elements]`, the free dims row-major; [`Tile::at`] selects a run of them.
 ///
-/// Pass tiles to instructions by reference (`&t`) or as regions (`t.rows(n)`).
+/// Pass tiles to instructions by reference (`&t`) or as regions (`t.rows(n)`, `t.at(&[i])`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tile {
     id: TileId,
     partitions: usize,
     free: usize,
+    free_dims: Vec<usize>,
     dtype: DType,
     buffer: Buffer,
 }
 
+/// A tile shape: `[partitions, free dims...]` of any rank from 1 (`[p]` is `[p, 1]`).
+pub trait TileShape {
+    /// The dims, partition dim first.
+    fn dims(&self) -> Vec<usize>;
+}
+
+impl<const N: usize> TileShape for [usize; N] {
+    fn dims(&self) -> Vec<usize> {
+        self.to_vec()
+    }
+}
+
 #[track_caller]
-fn alloc(shape: [usize; 2], dtype: DType, buffer: Buffer) -> Tile {
+fn alloc(shape: impl TileShape, dtype: DType, buffer: Buffer) -> Tile {
     let loc = SourceLoc::caller();
-    let [partitions, free] = shape;
+    let dims = shape.dims();
+    let partitions = dims.first().copied().unwrap_or(0);
+    let free_dims: Vec<usize> = if dims.len() > 1 {
+        dims[1..].to_vec()
+    } else {
+        vec![1]
+    };
+    let free = free_dims
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .unwrap_or(usize::MAX);
+    let shape = dims;
     let id = with_builder(|b| {
         let id = TileId(b.tiles.len() as u32);
         b.tiles.push(TileDecl {
@@ -32,7 +58,7 @@ fn alloc(shape: [usize; 2], dtype: DType, buffer: Buffer) -> Tile {
             loc,
         });
         b.push_stmt(Stmt::Alloc { tile: id });
-        if partitions == 0 || free == 0 {
+        if shape.is_empty() || partitions == 0 || free == 0 {
             b.fail(loc, format!("tile shape {shape:?} has an empty dimension"));
         }
         id
@@ -41,20 +67,22 @@ fn alloc(shape: [usize; 2], dtype: DType, buffer: Buffer) -> Tile {
         id,
         partitions,
         free,
+        free_dims,
         dtype,
         buffer,
     }
 }
 
-/// Allocates an SBUF tile (`nl.ndarray(shape, dtype, buffer=nl.sbuf)`), filled with NaN until written.
+/// Allocates an SBUF tile (`nl.ndarray(shape, dtype, buffer=nl.sbuf)`), filled with NaN until
+/// written. `shape` is `[partitions, free dims...]`.
 #[track_caller]
-pub fn sbuf(shape: [usize; 2], dtype: DType) -> Tile {
+pub fn sbuf(shape: impl TileShape, dtype: DType) -> Tile {
     alloc(shape, dtype, Buffer::Sbuf)
 }
 
 /// Allocates a PSUM tile (`buffer=nl.psum`), where `nc_matmul` accumulates.
 #[track_caller]
-pub fn psum(shape: [usize; 2], dtype: DType) -> Tile {
+pub fn psum(shape: impl TileShape, dtype: DType) -> Tile {
     alloc(shape, dtype, Buffer::Psum)
 }
 
@@ -64,9 +92,66 @@ impl Tile {
         self.id
     }
 
-    /// `[partitions, free]`.
+    /// `[partitions, free]`: the free dims as one (what instructions see).
     pub fn shape(&self) -> [usize; 2] {
         [self.partitions, self.free]
+    }
+
+    /// `[partitions, free dims...]` as allocated.
+    pub fn dims(&self) -> Vec<usize> {
+        let mut d = vec![self.partitions];
+        d.extend(&self.free_dims);
+        d
+    }
+
+    /// All partitions and the contiguous run of free elements the leading free indices
+    /// `index` select (`t.at(&[i])` of a `[P, A, B]` tile is its `i`-th run of `B`, as
+    /// `t[:, i, :]` in NKI). An index past its dim, or more indices than free dims, is a trace
+    /// error at the caller.
+    #[track_caller]
+    pub fn at(&self, index: &[usize]) -> TileRegion {
+        let loc = SourceLoc::caller();
+        let bad = if index.len() > self.free_dims.len() {
+            Some(format!(
+                "{} indices for the {} free dims of tile t{} {:?}",
+                index.len(),
+                self.free_dims.len(),
+                self.id.0,
+                self.dims()
+            ))
+        } else {
+            index
+                .iter()
+                .zip(&self.free_dims)
+                .enumerate()
+                .find(|(_, (i, d))| i >= d)
+                .map(|(k, (i, d))| {
+                    format!(
+                        "index {i} is outside free dim {} (size {d}) of tile t{} {:?}",
+                        k + 1,
+                        self.id.0,
+                        self.dims()
+                    )
+                })
+        };
+        if let Some(message) = bad {
+            with_builder(|b| b.fail(loc, message));
+            return self.region();
+        }
+        let rest = &self.free_dims[index.len()..];
+        let run: usize = rest.iter().product();
+        let f0 = index
+            .iter()
+            .enumerate()
+            .map(|(k, i)| i * self.free_dims[k + 1..].iter().product::<usize>())
+            .sum();
+        TileRegion {
+            tile: self.id,
+            p0: 0,
+            np: self.partitions,
+            f0,
+            nf: run,
+        }
     }
 
     /// Element type.
