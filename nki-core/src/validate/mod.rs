@@ -176,45 +176,34 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             inst.loc,
         ));
     }
-    // scalar_tensor_tensor reads at most one of its two full-size inputs from PSUM
-    // (nki.isa.scalar_tensor_tensor: "data and operand1 cannot both reside in PSUM").
-    if let Op::ScalarTensorTensor { data, operand1, .. } = &inst.op
-        && tile(data).buffer == Buffer::Psum
-        && tile(operand1).buffer == Buffer::Psum
+    // Instructions that read at most one of two full-size inputs from PSUM:
+    // nki.isa.scalar_tensor_tensor ("data and operand1 cannot both reside in PSUM") and
+    // nki.isa.tensor_copy_predicated ("Either src or predicate may be in PSUM, but not both").
+    let psum_pair = match &inst.op {
+        Op::ScalarTensorTensor { data, operand1, .. } => {
+            Some((("data", data), ("operand1", operand1)))
+        }
+        Op::TensorCopyPredicated {
+            src: Some(src),
+            predicate,
+            ..
+        } => Some((("src", src), ("predicate", predicate))),
+        _ => None,
+    };
+    if let Some(((a_role, a), (b_role, b))) = psum_pair
+        && tile(a).buffer == Buffer::Psum
+        && tile(b).buffer == Buffer::Psum
     {
         return Err(violation(
             "psum-both-inputs",
-            "at most one of data, operand1 in psum",
+            format!("at most one of {a_role}, {b_role} in psum"),
             "both in psum",
             name.into(),
             format!(
-                "scalar_tensor_tensor: data {} and operand1 {} are both in PSUM; at most one \
-                 of them may be (tensor_copy one of them to SBUF first)",
-                tile(data).name,
-                tile(operand1).name
-            ),
-            inst.loc,
-        ));
-    }
-    // tensor_copy_predicated: "Either src or predicate may be in PSUM, but not both".
-    if let Op::TensorCopyPredicated {
-        src: Some(src),
-        predicate,
-        ..
-    } = &inst.op
-        && tile(src).buffer == Buffer::Psum
-        && tile(predicate).buffer == Buffer::Psum
-    {
-        return Err(violation(
-            "psum-both-inputs",
-            "at most one of src, predicate in psum",
-            "both in psum",
-            name.into(),
-            format!(
-                "tensor_copy_predicated: src {} and predicate {} are both in PSUM; at most one \
-                 of them may be (tensor_copy one of them to SBUF first)",
-                tile(src).name,
-                tile(predicate).name
+                "{name}: {a_role} {} and {b_role} {} are both in PSUM; at most one of them may be \
+                 (tensor_copy one of them to SBUF first)",
+                tile(a).name,
+                tile(b).name
             ),
             inst.loc,
         ));
