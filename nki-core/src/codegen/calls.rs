@@ -147,6 +147,32 @@ impl Emitter<'_> {
                 }
                 v
             }
+            Op::TensorTensorScan {
+                dst,
+                data0,
+                data1,
+                initial,
+                op0,
+                op1,
+                reverse0,
+                reverse1,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("data0", r(data0)),
+                    ("data1", r(data1)),
+                    ("initial", self.scalar(initial)),
+                    ("op0", op0.nki_name().into()),
+                    ("op1", op1.nki_name().into()),
+                ];
+                if *reverse0 {
+                    v.push(("reverse0", "True".into()));
+                }
+                if *reverse1 {
+                    v.push(("reverse1", "True".into()));
+                }
+                v
+            }
             Op::Max8 { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
             Op::NcFindIndex8 { dst, data, vals } => {
                 vec![("dst", r(dst)), ("data", r(data)), ("vals", r(vals))]

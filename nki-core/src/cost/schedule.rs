@@ -279,6 +279,14 @@ impl<'p> Scheduler<'p> {
                     vector(inputs, predicate, dt, &mut self.work),
                 )
             }
+            Op::TensorTensorScan {
+                dst, data0, data1, ..
+            } => {
+                // Two streamed inputs, as tensor_tensor (initial broadcasts as tensor_scalar's
+                // operand does).
+                let dt = self.streamed_dtype(&[data0, data1, dst]);
+                (Engine::Vector, vector(2.0, data0, dt, &mut self.work))
+            }
             Op::TensorScalarReduce { dst, data, .. } => {
                 // tensor_scalar's pass plus one MIN_II: NKI's max(MIN_II, N) + MIN_II.
                 let dt = self.streamed_dtype(&[data, dst]);

@@ -4,7 +4,7 @@
 //! instruction with the caller's source line; operand shapes are checked here, hardware limits
 //! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`),
 //! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's),
-//! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`),
+//! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`, `tensor_tensor_scan`),
 //! `matmul` (the tensor engine's), `predicated` (`tensor_copy_predicated`, `affine_select`), `selection` (the vector engine's `max8`, `nc_find_index8`,
 //! `nc_match_replace8`) and `statistics` (`bn_stats`, `bn_aggr`); this module holds
 //! their operand types and the shape checks they share.
@@ -24,7 +24,9 @@ mod predicated;
 mod selection;
 mod statistics;
 pub use activation::{activation, activation_reduce};
-pub use arithmetic::{exponential, exponential_reduce, reciprocal, tensor_scalar_reduce};
+pub use arithmetic::{
+    exponential, exponential_reduce, reciprocal, tensor_scalar_reduce, tensor_tensor_scan,
+};
 pub use dma::dma_copy;
 pub use elementwise::{
     RANGE_SELECT_COMPARISONS, TensorScalar, TensorTensor, iota, memset, range_select,

@@ -196,6 +196,25 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             inst.loc,
         ));
     }
+    // tensor_tensor_scan: "data0 and data1 cannot both reside in PSUM".
+    if let Op::TensorTensorScan { data0, data1, .. } = &inst.op
+        && tile(data0).buffer == Buffer::Psum
+        && tile(data1).buffer == Buffer::Psum
+    {
+        return Err(violation(
+            "psum-both-inputs",
+            "at most one of data0, data1 in psum",
+            "both in psum",
+            name.into(),
+            format!(
+                "tensor_tensor_scan: data0 {} and data1 {} are both in PSUM; at most one of \
+                 them may be (tensor_copy one of them to SBUF first)",
+                tile(data0).name,
+                tile(data1).name
+            ),
+            inst.loc,
+        ));
+    }
     // tensor_copy_predicated: "Either src or predicate may be in PSUM, but not both".
     if let Op::TensorCopyPredicated {
         src: Some(src),

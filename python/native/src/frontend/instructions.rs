@@ -376,6 +376,25 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
                 isa::nc_match_replace8(dst, data, vals, imm, dst_idx)
             })
         }
+        "tensor_tensor_scan" => {
+            let (dst, data0, data1) = (a.tile("dst")?, a.tile("data0")?, a.tile("data1")?);
+            let initial = scalar(a.scalar("initial")?);
+            let (op0, op1) = (binop(a, "op0")?, binop(a, "op1")?);
+            let (reverse0, reverse1) = (a.flag("reverse0")?, a.flag("reverse1")?);
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::tensor_tensor_scan(
+                    region(dst),
+                    region(data0),
+                    region(data1),
+                    initial,
+                    op0,
+                    op1,
+                    reverse0,
+                    reverse1,
+                )
+            })
+        }
         "tensor_copy_predicated" => {
             // A tile src is a whole tile of dst's shape here, not a (P, 1) column.
             let (dst, src) = (region(a.tile("dst")?), scalar(a.scalar("src")?));

@@ -1,0 +1,154 @@
+"""The frontend arms of the second batch of added instructions (``tensor_tensor_scan``, the
+cross-partition ones): each runs through ``nisa.<name>(...)`` against a NumPy / torch loop, emits
+NKI source that traces back to the same program, and its operand errors and unimplemented
+keywords name the call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import torch_nki.nki.isa as nisa
+import torch_nki.nki.language as nl
+from torch_nki import nki
+from torch_nki.errors import TraceError, ValidationError
+
+
+def _rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+def _round_trip(kernel: Any, *args: Any, target: str = "trn2") -> str:
+    """The kernel's emitted source, checked to trace back to the same program."""
+    program = nki.trace(kernel, *args, target=target)
+    source = program.emit()
+    emitted = nki.load_source(source, kernel.__name__).__dict__[kernel.__name__]
+    arrays = [a for a in args if isinstance(a, np.ndarray | torch.Tensor)]
+    again = nki.trace(emitted, *arrays, target=target)
+    assert again.difference(program) is None, source
+    return source
+
+
+@nki.jit
+def linear_recurrence(a, b, h0):
+    """``h[i] = a[i] · h[i-1] + b[i]`` along each row from 0.0 (as the fused-mamba tutorial's
+    scan) and from the per-row column ``h0``; also ``h[i] = b[i] - (h[i-1] - a[i])`` through
+    ``reverse0`` / ``reverse1``."""
+    p, n = a.shape
+    out = nl.ndarray((p, 3 * n), dtype=a.dtype, buffer=nl.shared_hbm)
+    ta, tb, t0 = nl.load(a), nl.load(b), nl.load(h0)
+    h = nl.ndarray((p, 3 * n), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor_scan(dst=h[:, 0:n], data0=ta, data1=tb, initial=0.0, op0=nl.multiply, op1=nl.add)
+    nisa.tensor_tensor_scan(dst=h[:, n : 2 * n], data0=ta, data1=tb, initial=t0, op0=nl.multiply, op1=nl.add)
+    nisa.tensor_tensor_scan(
+        dst=h[:, 2 * n : 3 * n],
+        data0=ta,
+        data1=tb,
+        initial=t0,
+        op0=nl.subtract,
+        op1=nl.subtract,
+        reverse0=True,
+        reverse1=True,
+    )
+    nl.store(out, value=h)
+    return out
+
+
+def _scan_loop(a: np.ndarray, b: np.ndarray, h0: np.ndarray, step: Any, to: Any) -> np.ndarray:
+    """The scan as a loop: the state in fp32, each element converted by ``to`` on write."""
+    out = np.empty(a.shape, dtype=np.float32)
+    state = h0.astype(np.float32).copy()
+    for i in range(a.shape[1]):
+        state = step(a[:, i], state, b[:, i]).astype(np.float32)
+        out[:, i] = to(state)
+    return out
+
+
+def test_tensor_tensor_scan_matches_a_numpy_loop() -> None:
+    p, n = 70, 90
+    a, b, h0 = _rand(p, n) * 0.5 + 0.5, _rand(p, n, seed=1), _rand(p, 1, seed=2)
+    got = nki.simulate(linear_recurrence)(a, b, h0)
+
+    def fma(x: np.ndarray, h: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return x * h + y
+
+    def sub(x: np.ndarray, h: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return y - (h - x)
+
+    keep = np.asarray
+    np.testing.assert_array_equal(got[:, 0:n], _scan_loop(a, b, np.zeros((p,), np.float32), fma, keep))
+    np.testing.assert_array_equal(got[:, n : 2 * n], _scan_loop(a, b, h0[:, 0], fma, keep))
+    np.testing.assert_array_equal(got[:, 2 * n :], _scan_loop(a, b, h0[:, 0], sub, keep))
+
+
+def test_tensor_tensor_scan_in_bf16_carries_fp32_and_rounds_each_element_once() -> None:
+    p, n = 16, 200
+    a = (torch.rand(p, n) * 0.5 + 0.5).to(torch.bfloat16)
+    b = torch.rand(p, n).to(torch.bfloat16)
+    h0 = torch.zeros(p, 1, dtype=torch.bfloat16)
+    got = linear_recurrence(a, b, h0)
+    assert got.dtype == torch.bfloat16
+
+    def to_bf16(v: np.ndarray) -> np.ndarray:
+        return torch.from_numpy(v).to(torch.bfloat16).float().numpy()
+
+    def fma(x: np.ndarray, h: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return x * h + y
+
+    af, bf = a.float().numpy(), b.float().numpy()
+    want = _scan_loop(af, bf, np.zeros((p,), np.float32), fma, to_bf16)
+    np.testing.assert_array_equal(got[:, 0:n].float().numpy(), want)
+    # A state rounded to bf16 at every step drifts away from that.
+    carried = np.zeros((p,), np.float32)
+    drifted = np.empty((p, n), np.float32)
+    for i in range(n):
+        carried = to_bf16(af[:, i] * carried + bf[:, i])
+        drifted[:, i] = carried
+    assert not np.array_equal(drifted, want)
+
+
+def test_tensor_tensor_scan_emits_and_traces_back() -> None:
+    source = _round_trip(linear_recurrence, _rand(8, 16), _rand(8, 16), _rand(8, 1))
+    assert (
+        "nisa.tensor_tensor_scan(dst=t3[0:8, 0:16], data0=t0, data1=t1, initial=0.0, "
+        "op0=nl.multiply, op1=nl.add)"
+    ) in source
+    assert "op0=nl.subtract, op1=nl.subtract, reverse0=True, reverse1=True)" in source
+
+
+def _one(body: Any, target: str = "trn2") -> Any:
+    @nki.jit(target=target)
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        body(t)
+        nl.store(out, value=t)
+        return out
+
+    return nki.simulate(k)
+
+
+def test_tensor_tensor_scan_operand_errors_name_the_call() -> None:
+    x = _rand(8, 16)
+
+    def col(rows: int) -> Any:
+        return nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf)
+
+    def scan(t: Any, **kwargs: Any) -> None:
+        nisa.tensor_tensor_scan(dst=t, data0=t, op0=nl.multiply, op1=nl.add, **kwargs)
+
+    with pytest.raises(TraceError, match=r"tensor_tensor_scan: initial must be a \(8, 1\) column"):
+        _one(lambda t: scan(t, data1=t, initial=col(4)))(x)
+    with pytest.raises(TraceError, match=r"tensor_tensor_scan: data1 has shape \[8, 4\] but data0"):
+        _one(lambda t: scan(t, data1=t[:, 0:4], initial=0.0))(x)
+
+    def both_in_psum(t: Any) -> None:
+        ps = nl.ndarray((8, 16), dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=ps, src=t)
+        nisa.tensor_tensor_scan(dst=t, data0=ps, data1=ps, initial=0.0, op0=nl.multiply, op1=nl.add)
+
+    with pytest.raises(ValidationError, match=r"tensor_tensor_scan: data0 .* are both in PSUM"):
+        _one(both_in_psum)(x)
