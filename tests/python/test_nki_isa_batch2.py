@@ -152,3 +152,68 @@ def test_tensor_tensor_scan_operand_errors_name_the_call() -> None:
 
     with pytest.raises(ValidationError, match=r"tensor_tensor_scan: data0 .* are both in PSUM"):
         _one(both_in_psum)(x)
+
+
+@nki.jit
+def column_stats(x):
+    """The column sums and maxima of ``x`` through ``nisa.tensor_partition_reduce``."""
+    n = x.shape[1]
+    out = nl.ndarray((2, n), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    s = nl.ndarray((1, n), dtype=x.dtype, buffer=nl.sbuf)
+    m = nl.ndarray((1, n), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_partition_reduce(dst=s, op=nl.add, data=t)
+    nisa.tensor_partition_reduce(dst=m, op=nl.maximum, data=t)
+    nl.store(out[0:1, :], value=s)
+    nl.store(out[1:2, :], value=m)
+    return out
+
+
+def test_tensor_partition_reduce_matches_numpy() -> None:
+    x = _rand(100, 70)
+    got = nki.simulate(column_stats)(x)
+    want = x[0].copy()
+    for r in range(1, x.shape[0]):
+        want = (want + x[r]).astype(np.float32)
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], x.max(axis=0))
+
+
+def test_tensor_partition_reduce_in_bf16_sums_in_fp32_and_rounds_once() -> None:
+    x = torch.rand(128, 40).to(torch.bfloat16)
+    got = column_stats(x)
+    assert got.dtype == torch.bfloat16
+    xf = x.float().numpy()
+    want = xf[0].copy()
+    for r in range(1, xf.shape[0]):
+        want = (want + xf[r]).astype(np.float32)
+    torch.testing.assert_close(got[0], torch.from_numpy(want).to(torch.bfloat16), rtol=0, atol=0)
+    torch.testing.assert_close(got[1], x.max(dim=0).values, rtol=0, atol=0)
+
+
+def test_tensor_partition_reduce_emits_and_traces_back() -> None:
+    source = _round_trip(column_stats, _rand(8, 16))
+    assert "nisa.tensor_partition_reduce(dst=t1, op=nl.add, data=t0)" in source
+    assert "nisa.tensor_partition_reduce(dst=t2, op=nl.maximum, data=t0)" in source
+
+
+def test_tensor_partition_reduce_errors_name_the_call() -> None:
+    x = _rand(8, 16)
+
+    def row() -> Any:
+        return nl.ndarray((1, 16), dtype=nl.float32, buffer=nl.sbuf)
+
+    with pytest.raises(NotImplementedError, match=r"nisa\.tensor_partition_reduce\(op=nl\.bitwise_or"):
+        _one(lambda t: nisa.tensor_partition_reduce(dst=row(), op=nl.bitwise_or, data=t))(x)
+    with pytest.raises(TraceError, match="tensor_partition_reduce: op must be add or maximum"):
+        _one(lambda t: nisa.tensor_partition_reduce(dst=row(), op=nl.subtract, data=t))(x)
+    with pytest.raises(TraceError, match=r"tensor_partition_reduce: dst must be one partition"):
+        _one(lambda t: nisa.tensor_partition_reduce(dst=t, op=nl.add, data=t))(x)
+
+    def from_psum(t: Any) -> None:
+        ps = nl.ndarray((8, 16), dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=ps, src=t)
+        nisa.tensor_partition_reduce(dst=row(), op=nl.add, data=ps)
+
+    with pytest.raises(ValidationError, match="tensor_partition_reduce runs on GpSimd"):
+        _one(from_psum)(x)

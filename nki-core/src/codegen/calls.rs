@@ -173,6 +173,11 @@ impl Emitter<'_> {
                 }
                 v
             }
+            Op::TensorPartitionReduce { dst, op, data } => vec![
+                ("dst", r(dst)),
+                ("op", op.nki_name().into()),
+                ("data", r(data)),
+            ],
             Op::Max8 { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
             Op::NcFindIndex8 { dst, data, vals } => {
                 vec![("dst", r(dst)), ("data", r(data)), ("vals", r(vals))]

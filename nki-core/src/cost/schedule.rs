@@ -356,6 +356,14 @@ impl<'p> Scheduler<'p> {
                 let cycles = t.engine_fixed_cycles + dst.nf as f64;
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
+            Op::TensorPartitionReduce { data, .. } => {
+                // An assumption (NKI gives no estimate): one streamed input on GpSimd, as
+                // affine_select's, the partitions combined at no extra cost.
+                let per_input = data.nf as f64;
+                self.work.gpsimd_min_ns += per_input * (data.np as f64 / 128.0) / t.gpsimd_ghz;
+                let cycles = t.engine_fixed_cycles + per_input;
+                (Engine::GpSimd, cycles / t.gpsimd_ghz)
+            }
             Op::AffineSelect { on_true, .. } => {
                 // One streamed input on GpSimd: one element per partition per cycle (as its
                 // tensor_tensor's rule, per input), after the fixed overhead.

@@ -379,6 +379,16 @@ instructions! {
         /// `op1(data1, x)` instead of `op1(x, data1)`.
         param reverse1: bool,
     },
+    /// GpSimd engine: `dst[0, f]` = the reduction with `op` (add or maximum) of `data[p, f]` over
+    /// its partitions `p`, in fp32 in partition order, rounded once to `dst`'s dtype.
+    TensorPartitionReduce = "tensor_partition_reduce" {
+        /// Destination, one partition of `data`'s free size, in SBUF.
+        write dst: TileRegion,
+        /// The reduction operator.
+        param op: BinOp,
+        /// Input, in SBUF.
+        read data: TileRegion,
+    },
     /// Vector engine: the eight largest values of each partition of `src`, in descending order
     /// (NaN above everything, ties in row order), into the `(P, 8)` `dst`.
     Max8 = "max8" {

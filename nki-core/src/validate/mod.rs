@@ -156,6 +156,10 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             vec![("dst", dst)],
             "iota runs on GpSimd, which cannot access PSUM; write to an SBUF tile",
         )),
+        Op::TensorPartitionReduce { dst, data, .. } => Some((
+            vec![("dst", dst), ("data", data)],
+            "tensor_partition_reduce runs on GpSimd, which cannot access PSUM; use SBUF tiles",
+        )),
         Op::AffineSelect { dst, on_true, .. } => Some((
             vec![("dst", dst), ("on_true_tile", on_true)],
             "affine_select runs on GpSimd, which cannot access PSUM; use SBUF tiles",

@@ -236,7 +236,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Gpsimd],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "tensor_scalar_cumulative",

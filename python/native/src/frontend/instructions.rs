@@ -395,6 +395,14 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
                 )
             })
         }
+        "tensor_partition_reduce" => {
+            // The bitwise operators have no BinOp: binop names them as not implemented.
+            let (dst, op, data) = (a.tile("dst")?, binop(a, "op")?, a.tile("data")?);
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::tensor_partition_reduce(region(dst), op, region(data))
+            })
+        }
         "tensor_copy_predicated" => {
             // A tile src is a whole tile of dst's shape here, not a (P, 1) column.
             let (dst, src) = (region(a.tile("dst")?), scalar(a.scalar("src")?));
