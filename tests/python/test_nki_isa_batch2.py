@@ -217,3 +217,58 @@ def test_tensor_partition_reduce_errors_name_the_call() -> None:
 
     with pytest.raises(ValidationError, match="tensor_partition_reduce runs on GpSimd"):
         _one(from_psum)(x)
+
+
+REVERSE_PAIRS = [i ^ 1 for i in range(30)] + [255, 255]
+
+
+@nki.jit
+def shuffled(x):
+    """``nisa.nc_stream_shuffle`` of ``x`` (128 partitions): each pair of partitions swapped in
+    every quadrant except the last two of each, which keep the earlier copy of ``x``."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=y, src=t)
+    nisa.nc_stream_shuffle(dst=y, src=t, shuffle_mask=REVERSE_PAIRS)
+    nl.store(out, value=y)
+    return out
+
+
+def _shuffle_reference(x: np.ndarray, mask: list[int]) -> np.ndarray:
+    want = x.copy()
+    for p in range(x.shape[0]):
+        if mask[p % 32] != 255:
+            want[p] = x[p // 32 * 32 + mask[p % 32]]
+    return want
+
+
+def test_nc_stream_shuffle_matches_the_mask_in_every_quadrant() -> None:
+    x = _rand(128, 24)
+    np.testing.assert_array_equal(nki.simulate(shuffled)(x), _shuffle_reference(x, REVERSE_PAIRS))
+    xb = torch.rand(128, 5).to(torch.bfloat16)
+    torch.testing.assert_close(
+        shuffled(xb),
+        torch.from_numpy(_shuffle_reference(xb.float().numpy(), REVERSE_PAIRS)).to(torch.bfloat16),
+    )
+
+
+def test_nc_stream_shuffle_emits_and_traces_back() -> None:
+    source = _round_trip(shuffled, _rand(128, 8))
+    mask = ", ".join(str(m) for m in REVERSE_PAIRS)
+    assert f"nisa.nc_stream_shuffle(dst=t1, src=t0, shuffle_mask=[{mask}])" in source
+
+
+def test_nc_stream_shuffle_errors_name_the_call() -> None:
+    x = _rand(32, 16)
+    ident = list(range(32))
+    with pytest.raises(TraceError, match="nc_stream_shuffle: shuffle_mask must have 32 entries, got 8"):
+        _one(lambda t: nisa.nc_stream_shuffle(dst=t, src=t, shuffle_mask=ident[:8]))(x)
+    with pytest.raises(TraceError, match=r"nc_stream_shuffle: shuffle_mask\[0\] is 32"):
+        _one(lambda t: nisa.nc_stream_shuffle(dst=t, src=t, shuffle_mask=[32, *ident[1:]]))(x)
+    with pytest.raises(ValueError, match=r"shuffle_mask entries are partitions 0\.\.31 or 255"):
+        _one(lambda t: nisa.nc_stream_shuffle(dst=t, src=t, shuffle_mask=[-1, *ident[1:]]))(x)
+    with pytest.raises(TraceError, match="nc_stream_shuffle: dst has 8 elements per partition but src"):
+        _one(lambda t: nisa.nc_stream_shuffle(dst=t[:, 0:8], src=t, shuffle_mask=ident))(x)
+    with pytest.raises(ValidationError, match=r"nc_stream_shuffle: dst .* starts at partition 16"):
+        _one(lambda t: nisa.nc_stream_shuffle(dst=t[16:32, :], src=t[0:16, :], shuffle_mask=ident))(x)

@@ -173,6 +173,14 @@ impl Emitter<'_> {
                 }
                 v
             }
+            Op::NcStreamShuffle { dst, src, mask } => {
+                let mask: Vec<String> = mask.iter().map(u8::to_string).collect();
+                vec![
+                    ("dst", r(dst)),
+                    ("src", r(src)),
+                    ("shuffle_mask", format!("[{}]", mask.join(", "))),
+                ]
+            }
             Op::TensorPartitionReduce { dst, op, data } => vec![
                 ("dst", r(dst)),
                 ("op", op.nki_name().into()),

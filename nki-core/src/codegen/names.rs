@@ -62,6 +62,7 @@ pub const EMITTED: &[NkiName] = &[
     api!("nisa.affine_select", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.affine_select.html", ["dst", "pattern", "channel_multiplier", "on_true_tile", "on_false_value", "cmp_op", "offset"]),
     api!("nisa.tensor_tensor_scan", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.tensor_tensor_scan.html", ["dst", "data0", "data1", "initial", "op0", "op1", "reverse0", "reverse1"]),
     api!("nisa.tensor_partition_reduce", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.tensor_partition_reduce.html", ["dst", "op", "data"]),
+    api!("nisa.nc_stream_shuffle", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.nc_stream_shuffle.html", ["dst", "src", "shuffle_mask"]),
     api!("nisa.nc_transpose", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.nc_transpose.html", ["dst", "data"]),
     api!("nl.add", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
     api!("nl.subtract", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),

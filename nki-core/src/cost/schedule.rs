@@ -279,6 +279,11 @@ impl<'p> Scheduler<'p> {
                     vector(inputs, predicate, dt, &mut self.work),
                 )
             }
+            Op::NcStreamShuffle { dst, src, .. } => {
+                // An assumption (NKI gives no estimate): one streamed input, as tensor_copy.
+                let dt = self.streamed_dtype(&[src, dst]);
+                (Engine::Vector, vector(1.0, src, dt, &mut self.work))
+            }
             Op::TensorTensorScan {
                 dst, data0, data1, ..
             } => {

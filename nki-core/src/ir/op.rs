@@ -389,6 +389,17 @@ instructions! {
         /// Input, in SBUF.
         read data: TileRegion,
     },
+    /// Vector engine: within each quadrant of 32 partitions of the regions, `dst` partition
+    /// `32·q + i` takes `src` partition `32·q + mask[i]`, or keeps its value where `mask[i]` is
+    /// 255.
+    NcStreamShuffle = "nc_stream_shuffle" {
+        /// Destination, `src`'s free size and dtype.
+        write dst: TileRegion,
+        /// Source.
+        read src: TileRegion,
+        /// The 32 source partitions within a quadrant (255: unmodified).
+        param mask: Vec<u8>,
+    } keeps dst,
     /// Vector engine: the eight largest values of each partition of `src`, in descending order
     /// (NaN above everything, ties in row order), into the `(P, 8)` `dst`.
     Max8 = "max8" {

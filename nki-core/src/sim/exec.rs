@@ -392,6 +392,7 @@ fn run<'a: 'p, 'p>(
         op @ Op::TensorScalarReduce { .. } => {
             super::vector::tensor_scalar_reduce(ctx, store, s, op)?
         }
+        op @ Op::NcStreamShuffle { .. } => super::partition::stream_shuffle(store, op)?,
         op @ Op::TensorPartitionReduce { .. } => {
             super::partition::partition_reduce(ctx, store, op)?
         }

@@ -1,4 +1,5 @@
-//! Execution of the cross-partition instructions: GpSimd's `tensor_partition_reduce`. They read
+//! Execution of the cross-partition instructions: GpSimd's `tensor_partition_reduce` and the
+//! vector engine's `nc_stream_shuffle`. They read
 //! other partitions than they write, so they never run band by band.
 
 use crate::ir::{BinOp, Op};
@@ -34,5 +35,30 @@ pub(crate) fn partition_reduce(
             .zip(&acc)
             .for_each(|(o, &a)| *o = dt.round(a));
     })?;
+    Ok(())
+}
+
+/// Executes `nc_stream_shuffle`: every source partition the mask names copied first (the
+/// shuffle may be in place), then written to the destination partitions that take one; the
+/// others keep their values.
+pub(crate) fn stream_shuffle(store: &mut TileStore<'_>, op: &Op) -> Result<(), ExecError> {
+    let Op::NcStreamShuffle { dst, src, mask } = op else {
+        unreachable!("called for nc_stream_shuffle");
+    };
+    let dt = store.dtype(dst.tile);
+    let mut moves = Vec::new();
+    for p in 0..dst.np {
+        let m = mask[p % 32];
+        if m != crate::isa::SHUFFLE_KEEP {
+            let from = p / 32 * 32 + usize::from(m);
+            moves.push((p, store.row(src, from)?.to_vec()));
+        }
+    }
+    for (p, row) in moves {
+        let out = store.row_mut(dst, p)?;
+        out.iter_mut()
+            .zip(&row)
+            .for_each(|(o, &v)| *o = dt.round(v));
+    }
     Ok(())
 }

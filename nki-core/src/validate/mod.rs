@@ -219,6 +219,37 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             inst.loc,
         ));
     }
+    // nc_stream_shuffle: the start partitions follow the number of active partitions,
+    // ceil(max(src, dst partitions) / 32) · 32: 0 for 96 or 128, 0 or 64 for 64, a multiple of
+    // 32 for 32.
+    if let Op::NcStreamShuffle { dst, src, .. } = &inst.op {
+        let active = dst.np.max(src.np).div_ceil(32) * 32;
+        let step = if active <= 32 {
+            32
+        } else if active == 64 {
+            64
+        } else {
+            128
+        };
+        if let Some((role, r)) = [("dst", dst), ("src", src)]
+            .into_iter()
+            .find(|(_, r)| r.p0 % step != 0)
+        {
+            return Err(violation(
+                "stream-shuffle-start",
+                format!("start partition a multiple of {step}"),
+                r.p0,
+                name.into(),
+                format!(
+                    "nc_stream_shuffle: {role} {} starts at partition {}; with {active} active \
+                     partitions the start partitions must be multiples of {step}",
+                    tile(r).name,
+                    r.p0
+                ),
+                inst.loc,
+            ));
+        }
+    }
     // tensor_copy_predicated: "Either src or predicate may be in PSUM, but not both".
     if let Op::TensorCopyPredicated {
         src: Some(src),

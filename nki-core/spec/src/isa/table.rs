@@ -419,7 +419,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     // GpSimd is NeuronCore-v3+; NeuronCore-v2 has the vector engine only.
     i(

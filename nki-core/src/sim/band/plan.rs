@@ -218,7 +218,7 @@ impl Finder<'_> {
             // Their values depend on the partition index within the whole region.
             Op::Iota { .. } | Op::AffineSelect { .. } | Op::NcTranspose { .. } => false,
             // They read other partitions than they write.
-            Op::TensorPartitionReduce { .. } => false,
+            Op::TensorPartitionReduce { .. } | Op::NcStreamShuffle { .. } => false,
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { .. },
                 src: DmaOperand::Hbm { .. },

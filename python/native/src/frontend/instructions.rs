@@ -395,6 +395,26 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
                 )
             })
         }
+        "nc_stream_shuffle" => {
+            let (dst, src) = (a.tile("dst")?, a.tile("src")?);
+            let value = a.value("shuffle_mask")?;
+            let mask: Vec<i64> = value
+                .extract()
+                .map_err(|_| a.type_error("shuffle_mask", "a list of 32 ints", &value))?;
+            let mask: Vec<u8> = mask
+                .iter()
+                .map(|&m| u8::try_from(m))
+                .collect::<Result<_, _>>()
+                .map_err(|_| {
+                    a.value_error(format!(
+                        "shuffle_mask entries are partitions 0..31 or 255, got {mask:?}"
+                    ))
+                })?;
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::nc_stream_shuffle(region(dst), region(src), &mask)
+            })
+        }
         "tensor_partition_reduce" => {
             // The bitwise operators have no BinOp: binop names them as not implemented.
             let (dst, op, data) = (a.tile("dst")?, binop(a, "op")?, a.tile("data")?);
