@@ -147,6 +147,45 @@ impl Emitter<'_> {
                 }
                 v
             }
+            Op::TensorTensorScan {
+                dst,
+                data0,
+                data1,
+                initial,
+                op0,
+                op1,
+                reverse0,
+                reverse1,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("data0", r(data0)),
+                    ("data1", r(data1)),
+                    ("initial", self.scalar(initial)),
+                    ("op0", op0.nki_name().into()),
+                    ("op1", op1.nki_name().into()),
+                ];
+                if *reverse0 {
+                    v.push(("reverse0", "True".into()));
+                }
+                if *reverse1 {
+                    v.push(("reverse1", "True".into()));
+                }
+                v
+            }
+            Op::NcStreamShuffle { dst, src, mask } => {
+                let mask: Vec<String> = mask.iter().map(u8::to_string).collect();
+                vec![
+                    ("dst", r(dst)),
+                    ("src", r(src)),
+                    ("shuffle_mask", format!("[{}]", mask.join(", "))),
+                ]
+            }
+            Op::TensorPartitionReduce { dst, op, data } => vec![
+                ("dst", r(dst)),
+                ("op", op.nki_name().into()),
+                ("data", r(data)),
+            ],
             Op::Max8 { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
             Op::NcFindIndex8 { dst, data, vals } => {
                 vec![("dst", r(dst)), ("data", r(data)), ("vals", r(vals))]

@@ -279,6 +279,19 @@ impl<'p> Scheduler<'p> {
                     vector(inputs, predicate, dt, &mut self.work),
                 )
             }
+            Op::NcStreamShuffle { dst, src, .. } => {
+                // An assumption (NKI gives no estimate): one streamed input, as tensor_copy.
+                let dt = self.streamed_dtype(&[src, dst]);
+                (Engine::Vector, vector(1.0, src, dt, &mut self.work))
+            }
+            Op::TensorTensorScan {
+                dst, data0, data1, ..
+            } => {
+                // Two streamed inputs, as tensor_tensor (initial broadcasts as tensor_scalar's
+                // operand does).
+                let dt = self.streamed_dtype(&[data0, data1, dst]);
+                (Engine::Vector, vector(2.0, data0, dt, &mut self.work))
+            }
             Op::TensorScalarReduce { dst, data, .. } => {
                 // tensor_scalar's pass plus one MIN_II: NKI's max(MIN_II, N) + MIN_II.
                 let dt = self.streamed_dtype(&[data, dst]);
@@ -346,6 +359,14 @@ impl<'p> Scheduler<'p> {
             Op::Iota { dst, .. } => {
                 // As memset into SBUF (validation keeps iota out of PSUM).
                 let cycles = t.engine_fixed_cycles + dst.nf as f64;
+                (Engine::GpSimd, cycles / t.gpsimd_ghz)
+            }
+            Op::TensorPartitionReduce { data, .. } => {
+                // An assumption (NKI gives no estimate): one streamed input on GpSimd, as
+                // affine_select's, the partitions combined at no extra cost.
+                let per_input = data.nf as f64;
+                self.work.gpsimd_min_ns += per_input * (data.np as f64 / 128.0) / t.gpsimd_ghz;
+                let cycles = t.engine_fixed_cycles + per_input;
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::AffineSelect { on_true, .. } => {

@@ -357,6 +357,49 @@ instructions! {
         /// Negate what is written to `reduce_res` (NKI's `reduce_res_negate`).
         param negate: bool,
     },
+    /// Vector engine: a scan along the free dim of each partition, `dst[f] = (data0[f] <op0>
+    /// dst[f−1]) <op1> data1[f]` with `initial` (an immediate or a `(P, 1)` column) before the
+    /// first element; `reverse0` / `reverse1` swap the operands of `op0` / `op1`. The state is
+    /// carried in fp32; each element is rounded once, to `dst`'s dtype, as it is written.
+    TensorTensorScan = "tensor_tensor_scan" {
+        /// Destination, `data0`'s shape.
+        write dst: TileRegion,
+        /// First input: `op0`'s left operand (its right one with `reverse0`).
+        read data0: TileRegion,
+        /// Second input, `data0`'s shape: `op1`'s right operand (its left one with `reverse1`).
+        read data1: TileRegion,
+        /// The state before the first element.
+        read initial: ScalarOperand,
+        /// Combines `data0` with the previous state.
+        param op0: BinOp,
+        /// Combines that with `data1`.
+        param op1: BinOp,
+        /// `op0(state, data0)` instead of `op0(data0, state)`.
+        param reverse0: bool,
+        /// `op1(data1, x)` instead of `op1(x, data1)`.
+        param reverse1: bool,
+    },
+    /// GpSimd engine: `dst[0, f]` = the reduction with `op` (add or maximum) of `data[p, f]` over
+    /// its partitions `p`, in fp32 in partition order, rounded once to `dst`'s dtype.
+    TensorPartitionReduce = "tensor_partition_reduce" {
+        /// Destination, one partition of `data`'s free size, in SBUF.
+        write dst: TileRegion,
+        /// The reduction operator.
+        param op: BinOp,
+        /// Input, in SBUF.
+        read data: TileRegion,
+    },
+    /// Vector engine: within each quadrant of 32 partitions of the regions, `dst` partition
+    /// `32·q + i` takes `src` partition `32·q + mask[i]`, or keeps its value where `mask[i]` is
+    /// 255.
+    NcStreamShuffle = "nc_stream_shuffle" {
+        /// Destination, `src`'s free size and dtype.
+        write dst: TileRegion,
+        /// Source.
+        read src: TileRegion,
+        /// The 32 source partitions within a quadrant (255: unmodified).
+        param mask: Vec<u8>,
+    } keeps dst,
     /// Vector engine: the eight largest values of each partition of `src`, in descending order
     /// (NaN above everything, ties in row order), into the `(P, 8)` `dst`.
     Max8 = "max8" {

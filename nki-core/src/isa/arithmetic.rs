@@ -1,5 +1,5 @@
-//! The vector engine's arithmetic beyond `tensor_scalar`: `reciprocal`, `exponential` and
-//! `tensor_scalar_reduce`.
+//! The vector engine's arithmetic beyond `tensor_scalar`: `reciprocal`, `exponential`,
+//! `tensor_scalar_reduce` and `tensor_tensor_scan`.
 
 use super::{column_ok, float_ok, reduce_ok, same_shape, scalar_ok};
 use crate::ir::{BinOp, Op, ScalarOperand, TileRegion};
@@ -143,6 +143,53 @@ pub fn tensor_scalar_reduce(
                     reduce_res,
                     reduce_init,
                     negate: reduce_res_negate,
+                },
+                loc,
+            );
+        }
+    });
+}
+
+/// `nisa.tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=, reverse1=)`: a scan
+/// along the free dim of each partition, `dst[f] = op1(op0(data0[f], dst[f−1]), data1[f])`, the
+/// state before the first element being `initial` (an immediate or a `(P, 1)` column).
+/// `reverse0` makes `data0` `op0`'s right operand, `reverse1` makes `data1` `op1`'s left one.
+/// `data0`, `data1` and `dst` have one shape. In fp32: the state carried from element to element
+/// is the fp32 result, each element rounded once, as it is written, to `dst`'s dtype (NKI: the
+/// engine computes in fp32 and casts the results to `dst.dtype`).
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn tensor_tensor_scan(
+    dst: impl Into<TileRegion>,
+    data0: impl Into<TileRegion>,
+    data1: impl Into<TileRegion>,
+    initial: impl Into<ScalarOperand>,
+    op0: BinOp,
+    op1: BinOp,
+    reverse0: bool,
+    reverse1: bool,
+) {
+    let loc = SourceLoc::caller();
+    let (dst, data0, data1, initial) = (dst.into(), data0.into(), data1.into(), initial.into());
+    let inst = "tensor_tensor_scan";
+    with_builder(|b| {
+        let ok = same_shape(
+            b,
+            loc,
+            inst,
+            &[("data0", &data0), ("data1", &data1), ("dst", &dst)],
+        ) && scalar_ok(b, loc, inst, "initial", &initial, data0.np);
+        if ok {
+            b.push_op(
+                Op::TensorTensorScan {
+                    dst,
+                    data0,
+                    data1,
+                    initial,
+                    op0,
+                    op1,
+                    reverse0,
+                    reverse1,
                 },
                 loc,
             );

@@ -4,8 +4,9 @@
 //! instruction with the caller's source line; operand shapes are checked here, hardware limits
 //! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`),
 //! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's),
-//! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`),
-//! `matmul` (the tensor engine's), `predicated` (`tensor_copy_predicated`, `affine_select`), `selection` (the vector engine's `max8`, `nc_find_index8`,
+//! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`, `tensor_tensor_scan`),
+//! `matmul` (the tensor engine's), `partition` (the
+//! cross-partition `tensor_partition_reduce`, `nc_stream_shuffle`), `predicated` (`tensor_copy_predicated`, `affine_select`), `selection` (the vector engine's `max8`, `nc_find_index8`,
 //! `nc_match_replace8`) and `statistics` (`bn_stats`, `bn_aggr`); this module holds
 //! their operand types and the shape checks they share.
 
@@ -20,11 +21,14 @@ mod arithmetic;
 mod dma;
 mod elementwise;
 mod matmul;
+mod partition;
 mod predicated;
 mod selection;
 mod statistics;
 pub use activation::{activation, activation_reduce};
-pub use arithmetic::{exponential, exponential_reduce, reciprocal, tensor_scalar_reduce};
+pub use arithmetic::{
+    exponential, exponential_reduce, reciprocal, tensor_scalar_reduce, tensor_tensor_scan,
+};
 pub use dma::dma_copy;
 pub use elementwise::{
     RANGE_SELECT_COMPARISONS, TensorScalar, TensorTensor, iota, memset, range_select,
@@ -32,6 +36,9 @@ pub use elementwise::{
     tensor_tensor,
 };
 pub use matmul::{nc_matmul, nc_transpose};
+pub use partition::{
+    PARTITION_REDUCE_OPS, SHUFFLE_KEEP, nc_stream_shuffle, tensor_partition_reduce,
+};
 pub use predicated::{affine_select, tensor_copy_predicated};
 pub use selection::{
     SELECT8_MAX_ELEMENTS, SELECT8_MIN_ELEMENTS, max8, nc_find_index8, nc_match_replace8,

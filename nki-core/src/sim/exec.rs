@@ -392,6 +392,11 @@ fn run<'a: 'p, 'p>(
         op @ Op::TensorScalarReduce { .. } => {
             super::vector::tensor_scalar_reduce(ctx, store, s, op)?
         }
+        op @ Op::NcStreamShuffle { .. } => super::partition::stream_shuffle(store, op)?,
+        op @ Op::TensorPartitionReduce { .. } => {
+            super::partition::partition_reduce(ctx, store, op)?
+        }
+        op @ Op::TensorTensorScan { .. } => super::vector::tensor_tensor_scan(ctx, store, s, op)?,
         Op::Max8 { dst, src } => super::selection::max8(ctx, store, s, dst, src)?,
         Op::NcFindIndex8 { dst, data, vals } => {
             super::selection::find_index8(ctx, store, s, (dst, data, vals))?

@@ -14,6 +14,7 @@ mod exec;
 mod hbm;
 mod matmul;
 mod parallel;
+mod partition;
 mod plan;
 mod pool;
 mod rounding;

@@ -1,6 +1,6 @@
 //! Execution of the vector engine's `exponential` and `tensor_scalar_reduce` (fp32 arithmetic,
-//! row reductions of the fp32 results before they are rounded to the destination) and of
-//! `tensor_copy_predicated`.
+//! row reductions of the fp32 results before they are rounded to the destination), of
+//! `tensor_copy_predicated`, and of `tensor_tensor_scan` (its state carried in fp32).
 
 use crate::dtype::DType;
 use crate::ir::{BinOp, Op, ScalarOperand, TileRegion};
@@ -128,5 +128,52 @@ pub(crate) fn tensor_copy_predicated(
             })?;
         }
     }
+    Ok(())
+}
+
+/// Executes `tensor_tensor_scan`: along each row, `state = op1(op0(data0[f], state), data1[f])`
+/// (operands swapped by `reverse0` / `reverse1`) from the row's `initial`, the state kept in
+/// fp32 and each element rounded to `dst`'s dtype as it is written.
+pub(crate) fn tensor_tensor_scan(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    s: &mut Scratch,
+    op: &Op,
+) -> Result<(), ExecError> {
+    let Op::TensorTensorScan {
+        dst,
+        data0,
+        data1,
+        initial,
+        op0,
+        op1,
+        reverse0,
+        reverse1,
+    } = op
+    else {
+        unreachable!("called for tensor_tensor_scan");
+    };
+    let dt = store.dtype(dst.tile);
+    let init = column_values(store, initial, dst.np)?;
+    let (reverse0, reverse1) = (*reverse0, *reverse1);
+    rows2(
+        store,
+        dst,
+        data0,
+        data1,
+        s,
+        ctx.split,
+        #[inline(always)]
+        |r, out, x, y| {
+            with_op!(*op0, |f0| with_op!(*op1, |f1| {
+                let mut state = init[r];
+                for ((o, &a), &b) in out.iter_mut().zip(x).zip(y) {
+                    let t = if reverse0 { f0(state, a) } else { f0(a, state) };
+                    state = if reverse1 { f1(b, t) } else { f1(t, b) };
+                    *o = dt.round(state);
+                }
+            }))
+        },
+    )?;
     Ok(())
 }

@@ -152,6 +152,10 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             vec![("dst", dst), ("data1", a), ("data2", b)],
             "tensor_tensor on GpSimd cannot access PSUM; run it on the vector engine or use SBUF tiles",
         )),
+        Op::TensorPartitionReduce { dst, data, .. } => Some((
+            vec![("dst", dst), ("data", data)],
+            "tensor_partition_reduce runs on GpSimd, which cannot access PSUM; use SBUF tiles",
+        )),
         Op::Iota { dst, .. } => Some((
             vec![("dst", dst)],
             "iota runs on GpSimd, which cannot access PSUM; write to an SBUF tile",
@@ -183,6 +187,8 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
         Op::ScalarTensorTensor { data, operand1, .. } => {
             Some((("data", data), ("operand1", operand1)))
         }
+        // nki.isa.tensor_tensor_scan: "data0 and data1 cannot both reside in PSUM".
+        Op::TensorTensorScan { data0, data1, .. } => Some((("data0", data0), ("data1", data1))),
         Op::TensorCopyPredicated {
             src: Some(src),
             predicate,
@@ -207,6 +213,37 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             ),
             inst.loc,
         ));
+    }
+    // nc_stream_shuffle: the start partitions follow the number of active partitions,
+    // ceil(max(src, dst partitions) / 32) · 32: 0 for 96 or 128, 0 or 64 for 64, a multiple of
+    // 32 for 32.
+    if let Op::NcStreamShuffle { dst, src, .. } = &inst.op {
+        let active = dst.np.max(src.np).div_ceil(32) * 32;
+        let step = if active <= 32 {
+            32
+        } else if active == 64 {
+            64
+        } else {
+            128
+        };
+        if let Some((role, r)) = [("dst", dst), ("src", src)]
+            .into_iter()
+            .find(|(_, r)| r.p0 % step != 0)
+        {
+            return Err(violation(
+                "stream-shuffle-start",
+                format!("start partition a multiple of {step}"),
+                r.p0,
+                name.into(),
+                format!(
+                    "nc_stream_shuffle: {role} {} starts at partition {}; with {active} active \
+                     partitions the start partitions must be multiples of {step}",
+                    tile(r).name,
+                    r.p0
+                ),
+                inst.loc,
+            ));
+        }
     }
     check_target(program, inst)?;
     if let Op::RangeSelect {

@@ -236,7 +236,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Gpsimd],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "tensor_scalar_cumulative",
@@ -406,7 +406,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "nc_stream_shuffle",
@@ -419,7 +419,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     // GpSimd is NeuronCore-v3+; NeuronCore-v2 has the vector engine only.
     i(

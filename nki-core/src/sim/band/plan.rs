@@ -217,6 +217,8 @@ impl Finder<'_> {
         let fits = match op {
             // Their values depend on the partition index within the whole region.
             Op::Iota { .. } | Op::AffineSelect { .. } | Op::NcTranspose { .. } => false,
+            // They read other partitions than they write.
+            Op::TensorPartitionReduce { .. } | Op::NcStreamShuffle { .. } => false,
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { .. },
                 src: DmaOperand::Hbm { .. },

@@ -376,6 +376,53 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
                 isa::nc_match_replace8(dst, data, vals, imm, dst_idx)
             })
         }
+        "tensor_tensor_scan" => {
+            let (dst, data0, data1) = (a.tile("dst")?, a.tile("data0")?, a.tile("data1")?);
+            let initial = scalar(a.scalar("initial")?);
+            let (op0, op1) = (binop(a, "op0")?, binop(a, "op1")?);
+            let (reverse0, reverse1) = (a.flag("reverse0")?, a.flag("reverse1")?);
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::tensor_tensor_scan(
+                    region(dst),
+                    region(data0),
+                    region(data1),
+                    initial,
+                    op0,
+                    op1,
+                    reverse0,
+                    reverse1,
+                )
+            })
+        }
+        "nc_stream_shuffle" => {
+            let (dst, src) = (a.tile("dst")?, a.tile("src")?);
+            let value = a.value("shuffle_mask")?;
+            let mask: Vec<i64> = value
+                .extract()
+                .map_err(|_| a.type_error("shuffle_mask", "a list of 32 ints", &value))?;
+            let mask: Vec<u8> = mask
+                .iter()
+                .map(|&m| u8::try_from(m))
+                .collect::<Result<_, _>>()
+                .map_err(|_| {
+                    a.value_error(format!(
+                        "shuffle_mask entries are partitions 0..31 or 255, got {mask:?}"
+                    ))
+                })?;
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::nc_stream_shuffle(region(dst), region(src), &mask)
+            })
+        }
+        "tensor_partition_reduce" => {
+            // The bitwise operators have no BinOp: binop names them as not implemented.
+            let (dst, op, data) = (a.tile("dst")?, binop(a, "op")?, a.tile("data")?);
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::tensor_partition_reduce(region(dst), op, region(data))
+            })
+        }
         "tensor_copy_predicated" => {
             // A tile src is a whole tile of dst's shape here, not a (P, 1) column.
             let (dst, src) = (region(a.tile("dst")?), scalar(a.scalar("src")?));
