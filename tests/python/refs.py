@@ -1,5 +1,6 @@
 """Input generation shared by the tests (references and tolerances come from the registry,
-through ``torch_nki.testing``), and the fixture generator as a module."""
+through ``torch_nki.testing``), the fixture generator as a module, and the NKI frontend's
+emit-and-trace-back check."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import torch
 
@@ -48,3 +50,19 @@ def tiny_llama(seed: int = 0) -> torch.nn.Module:
     )
     torch.manual_seed(seed)
     return transformers.LlamaForCausalLM(cfg).eval()
+
+
+def nki_round_trip(kernel: Any, *args: Any, target: str = "trn2") -> str:
+    """The frontend kernel's emitted NKI source, checked to trace back to the same program."""
+    import numpy as np
+
+    from torch_nki import nki
+
+    program = nki.trace(kernel, *args, target=target)
+    source: str = program.emit()
+    emitted = nki.load_source(source, kernel.__name__).__dict__[kernel.__name__]
+    # The emitted kernel's parameters are the arrays (other arguments are specialised away).
+    arrays = [a for a in args if isinstance(a, np.ndarray | torch.Tensor)]
+    again = nki.trace(emitted, *arrays, target=target)
+    assert again.difference(program) is None, source
+    return source

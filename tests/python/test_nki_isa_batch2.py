@@ -16,20 +16,11 @@ import torch_nki.nki.language as nl
 from torch_nki import nki
 from torch_nki.errors import TraceError, ValidationError
 
+from refs import nki_round_trip
+
 
 def _rand(*shape: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
-
-
-def _round_trip(kernel: Any, *args: Any, target: str = "trn2") -> str:
-    """The kernel's emitted source, checked to trace back to the same program."""
-    program = nki.trace(kernel, *args, target=target)
-    source = program.emit()
-    emitted = nki.load_source(source, kernel.__name__).__dict__[kernel.__name__]
-    arrays = [a for a in args if isinstance(a, np.ndarray | torch.Tensor)]
-    again = nki.trace(emitted, *arrays, target=target)
-    assert again.difference(program) is None, source
-    return source
 
 
 @nki.jit
@@ -111,7 +102,7 @@ def test_tensor_tensor_scan_in_bf16_carries_fp32_and_rounds_each_element_once() 
 
 
 def test_tensor_tensor_scan_emits_and_traces_back() -> None:
-    source = _round_trip(linear_recurrence, _rand(8, 16), _rand(8, 16), _rand(8, 1))
+    source = nki_round_trip(linear_recurrence, _rand(8, 16), _rand(8, 16), _rand(8, 1))
     assert (
         "nisa.tensor_tensor_scan(dst=t3[0:8, 0:16], data0=t0, data1=t1, initial=0.0, "
         "op0=nl.multiply, op1=nl.add)"
@@ -192,7 +183,7 @@ def test_tensor_partition_reduce_in_bf16_sums_in_fp32_and_rounds_once() -> None:
 
 
 def test_tensor_partition_reduce_emits_and_traces_back() -> None:
-    source = _round_trip(column_stats, _rand(8, 16))
+    source = nki_round_trip(column_stats, _rand(8, 16))
     assert "nisa.tensor_partition_reduce(dst=t1, op=nl.add, data=t0)" in source
     assert "nisa.tensor_partition_reduce(dst=t2, op=nl.maximum, data=t0)" in source
 
@@ -254,7 +245,7 @@ def test_nc_stream_shuffle_matches_the_mask_in_every_quadrant() -> None:
 
 
 def test_nc_stream_shuffle_emits_and_traces_back() -> None:
-    source = _round_trip(shuffled, _rand(128, 8))
+    source = nki_round_trip(shuffled, _rand(128, 8))
     mask = ", ".join(str(m) for m in REVERSE_PAIRS)
     assert f"nisa.nc_stream_shuffle(dst=t1, src=t0, shuffle_mask=[{mask}])" in source
 

@@ -15,21 +15,11 @@ import torch_nki.nki.language as nl
 from torch_nki import nki
 from torch_nki.errors import TraceError, ValidationError
 
+from refs import nki_round_trip
+
 
 def _rand(*shape: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
-
-
-def _round_trip(kernel: Any, *args: Any, target: str = "trn2") -> str:
-    """The kernel's emitted source, checked to trace back to the same program."""
-    program = nki.trace(kernel, *args, target=target)
-    source = program.emit()
-    emitted = nki.load_source(source, kernel.__name__).__dict__[kernel.__name__]
-    # The emitted kernel's parameters are the arrays (other arguments are specialised away).
-    arrays = [a for a in args if isinstance(a, np.ndarray | torch.Tensor)]
-    again = nki.trace(emitted, *arrays, target=target)
-    assert again.difference(program) is None, source
-    return source
 
 
 @nki.jit
@@ -60,7 +50,7 @@ def test_reciprocal_rounds_the_fp32_result_to_bf16() -> None:
 
 
 def test_reciprocal_emits_and_traces_back() -> None:
-    source = _round_trip(reciprocal_kernel, _rand(8, 16))
+    source = nki_round_trip(reciprocal_kernel, _rand(8, 16))
     assert "nisa.reciprocal(dst=t1, data=t0)" in source
 
 
@@ -126,7 +116,7 @@ def test_exponential_in_bf16_sums_before_rounding() -> None:
 
 
 def test_exponential_emits_and_traces_back_and_needs_trn3() -> None:
-    source = _round_trip(softmax_parts, _rand(8, 16), target="trn3")
+    source = nki_round_trip(softmax_parts, _rand(8, 16), target="trn3")
     assert (
         "nisa.exponential(dst=t2, src=t0, max_value=t1, reduce_res=t3[0:8, 0:1], "
         "reduce_cmd=nisa.reduce_cmd.reset_reduce)"
@@ -232,7 +222,7 @@ def test_tensor_scalar_reduce_reduces_the_fp32_results_of_bf16_data() -> None:
 
 
 def test_tensor_scalar_reduce_emits_and_traces_back() -> None:
-    source = _round_trip(scaled_row_stats, _rand(8, 16), _rand(8, 1))
+    source = nki_round_trip(scaled_row_stats, _rand(8, 16), _rand(8, 1))
     assert (
         "nisa.tensor_scalar_reduce(dst=t2, data=t0, op0=nl.multiply, operand0=t1, reduce_op=nl.add, "
         "reduce_res=t3[0:8, 0:1])"
@@ -326,7 +316,7 @@ def test_top_k_in_bf16_with_ties_gets_distinct_indices_holding_their_values() ->
 
 
 def test_selection_emits_and_traces_back() -> None:
-    source = _round_trip(top_k, _rand(8, 32), 16)
+    source = nki_round_trip(top_k, _rand(8, 32), 16)
     assert "nisa.max8(dst=t2[0:8, 8:16], src=t1)" in source
     assert (
         "nisa.nc_match_replace8(dst=t1, data=t1, vals=t2[0:8, 0:8], imm=float('-inf'), dst_idx=t3[0:8, 0:8])"
@@ -377,7 +367,7 @@ def test_tensor_copy_predicated_matches_numpy_where() -> None:
 
 
 def test_tensor_copy_predicated_emits_and_traces_back() -> None:
-    source = _round_trip(clamp_negatives, _rand(8, 16), _rand(8, 16))
+    source = nki_round_trip(clamp_negatives, _rand(8, 16), _rand(8, 16))
     assert "nisa.tensor_copy_predicated(dst=t1, src=t0, predicate=t2)" in source
     assert "nisa.tensor_copy_predicated(dst=t1, src=0.25, predicate=t3, reverse_pred=True)" in source
 
@@ -430,7 +420,7 @@ def test_affine_select_builds_a_causal_mask() -> None:
 
 
 def test_affine_select_emits_and_traces_back() -> None:
-    source = _round_trip(causal_mask, _rand(8, 16))
+    source = nki_round_trip(causal_mask, _rand(8, 16))
     assert (
         "nisa.affine_select(dst=t1, pattern=[[-1, 16]], channel_multiplier=1, on_true_tile=t0, "
         "on_false_value=float('-inf'), cmp_op=nl.greater_equal, offset=0)"
