@@ -44,6 +44,7 @@ from typing import Any
 from torch_nki import _native
 from torch_nki.nki import isa, language, typing
 from torch_nki.nki._arrays import from_bytes, is_array, is_torch, spec, to_bytes
+from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import Trace, tracing
 from torch_nki.nki._values import DType, HbmTensor
 
@@ -105,12 +106,13 @@ def default_target(target: str) -> Iterator[None]:
         _DEFAULT_TARGETS.pop()
 
 
-_PLATFORMS = {
-    **dict.fromkeys(("trn1", "inf2", "gen2"), "trn1"),
-    **dict.fromkeys(("trn2", "gen3"), "trn2"),
-    **dict.fromkeys(("trn3", "gen4"), "trn3"),
+_PLATFORMS: dict[str, str] = {
+    **{name: target for target, version in SPEC["targets"] for name in (target, version)},
+    # Inferentia2 has Trn1's NeuronCore-v2 (NKI's nki.jit docs list it with trn1).
+    "inf2": "trn1",
 }
-"""``NEURON_PLATFORM_TARGET_OVERRIDE`` values (NKI's ``nki.jit`` docs) → targets."""
+"""``NEURON_PLATFORM_TARGET_OVERRIDE`` values (NKI's ``nki.jit`` docs: each target and its
+NeuronCore version, as the native declarations pair them) → targets."""
 
 
 def _environment_target() -> str | None:
