@@ -276,7 +276,8 @@ fn comparisons_are_one_or_zero_and_nan_compares_false_except_not_equal() {
         if t { 1.0 } else { 0.0 }
     };
     let comparisons: Vec<BinOp> = BinOp::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|o| o.is_comparison())
         .collect();
     assert_eq!(comparisons.len(), 6);

@@ -127,7 +127,7 @@ fn operands_are_checked_when_traced_and_psum_when_validated() {
     };
     let e = attempt(BinOp::Subtract, [1, 16]);
     assert!(
-        e.contains("tensor_partition_reduce: op must be add or maximum"),
+        e.contains("tensor_partition_reduce: op must be add, maximum, bitwise_or or bitwise_and"),
         "{e}"
     );
     let e = attempt(BinOp::Add, [8, 16]);

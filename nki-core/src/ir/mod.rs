@@ -17,9 +17,9 @@ mod operand;
 mod unroll;
 
 pub use hoist::hoist_escaping_allocs;
-pub use math::{ActFn, BinOp};
+pub use math::{ActFn, BinOp, to_bits32};
 pub use op::{ElementwiseEngine, Op, ScalarOperand};
-pub use operand::{Access, Operand, OperandMap, OperandUse};
+pub use operand::{Access, Operand, OperandMap, OperandUse, Param};
 pub use unroll::{stream_difference, unroll};
 
 /// Index of an HBM tensor in [`Program::hbm`].

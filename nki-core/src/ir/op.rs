@@ -1,7 +1,7 @@
 //! Engine instructions of the IR: what each computes (`Op`), their operands, and the tiles
 //! and HBM ranges they read and write (the arithmetic they apply is in `math`).
 
-use super::operand::{Access, Operand, OperandMap, OperandUse};
+use super::operand::{Access, Operand, OperandMap, OperandUse, Param};
 use super::{ActFn, BinOp, DmaOperand, HbmAccess, TileRegion};
 use crate::affine::AffineExpr;
 use serde::Serialize;
@@ -60,6 +60,19 @@ macro_rules! instructions {
                 }
             }
 
+            /// Calls `f` with every ALU operator the instruction uses (`op=`, `op0=`,
+            /// `reduce_op=`, ...), in field order.
+            pub fn visit_operators(&self, f: &mut dyn FnMut(BinOp)) {
+                match self {
+                    $(
+                        #[allow(unused_variables)]
+                        Op::$variant { $($field),* } => {
+                            $( instructions!(@ops $role $field f); )*
+                        }
+                    )*
+                }
+            }
+
             /// The same instruction with every tile region passed through `tile` and every HBM
             /// offset through `offset` (renumbering tiles, substituting loop indices).
             pub fn map_operands(
@@ -81,6 +94,9 @@ macro_rules! instructions {
     (@visit read $field:ident $f:ident) => { Operand::visit($field, Access::Read, $f) };
     (@visit write $field:ident $f:ident) => { Operand::visit($field, Access::Write, $f) };
     (@visit param $field:ident $f:ident) => { () };
+    (@ops read $field:ident $f:ident) => { Operand::operators($field, $f) };
+    (@ops write $field:ident $f:ident) => { Operand::operators($field, $f) };
+    (@ops param $field:ident $f:ident) => { Param::operators($field, $f) };
     (@map read $field:ident $m:ident) => { Operand::map($field, &mut $m) };
     (@map write $field:ident $m:ident) => { Operand::map($field, &mut $m) };
     (@map param $field:ident $m:ident) => { $field.clone() };

@@ -2,8 +2,9 @@
 //! [`Operand`] trait every operand type implements, so that the IR's accessors (the tiles and HBM
 //! ranges an instruction reads and writes, renumbering and substitution) come from the
 //! instruction declarations in [`super::op`] instead of being matched by hand per instruction.
+//! [`Param`] does the same for the plain fields: which ALU operators an instruction uses.
 
-use super::{DmaOperand, HbmAccess, ScalarOperand, TileRegion};
+use super::{ActFn, BinOp, DmaOperand, ElementwiseEngine, HbmAccess, ScalarOperand, TileRegion};
 use crate::affine::AffineExpr;
 
 /// Whether an instruction reads or writes an operand.
@@ -39,7 +40,28 @@ pub trait Operand {
     fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>));
     /// The same value with its tile regions and HBM offsets mapped.
     fn map(&self, m: &mut OperandMap<'_>) -> Self;
+    /// Calls `f` with every ALU operator this value names (none for a memory operand alone).
+    fn operators(&self, _f: &mut dyn FnMut(BinOp)) {}
 }
+
+/// A plain (`param`) field of an instruction: visited for the ALU operators it names.
+pub trait Param {
+    /// Calls `f` with every ALU operator this value names.
+    fn operators(&self, _f: &mut dyn FnMut(BinOp)) {}
+}
+
+impl Param for BinOp {
+    fn operators(&self, f: &mut dyn FnMut(BinOp)) {
+        f(*self);
+    }
+}
+
+/// Plain values that name no operator.
+macro_rules! no_operators {
+    ($($ty:ty),*) => { $( impl Param for $ty {} )* };
+}
+
+no_operators!(bool, f32, i32, Vec<u8>, ActFn, ElementwiseEngine);
 
 impl Operand for TileRegion {
     fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {
@@ -103,16 +125,27 @@ impl<T: Operand> Operand for Option<T> {
     fn map(&self, m: &mut OperandMap<'_>) -> Self {
         self.as_ref().map(|v| v.map(m))
     }
+
+    fn operators(&self, f: &mut dyn FnMut(BinOp)) {
+        if let Some(v) = self {
+            v.operators(f);
+        }
+    }
 }
 
 /// An operand paired with the plain value that goes with it (an operator and its operand, a
 /// reduction operator and its destination).
-impl<P: Copy, T: Operand> Operand for (P, T) {
+impl<P: Copy + Param, T: Operand> Operand for (P, T) {
     fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {
         self.1.visit(access, f);
     }
 
     fn map(&self, m: &mut OperandMap<'_>) -> Self {
         (self.0, self.1.map(m))
+    }
+
+    fn operators(&self, f: &mut dyn FnMut(BinOp)) {
+        self.0.operators(f);
+        self.1.operators(f);
     }
 }

@@ -128,12 +128,22 @@ impl TensorScalar {
             if !scalar_ok(b, loc, "tensor_scalar", "operand1", &operand1, np) {
                 return;
             }
-            if let Some(Stmt::Inst(Instruction {
-                op: Op::TensorScalar { op1: slot, .. },
-                ..
-            })) = b.stmt_mut(at)
-            {
-                *slot = Some((op1, operand1));
+            let tiles = std::mem::take(&mut b.tiles);
+            let problem = match b.stmt_mut(at) {
+                Some(Stmt::Inst(Instruction {
+                    op: op @ Op::TensorScalar { .. },
+                    ..
+                })) => {
+                    if let Op::TensorScalar { op1: slot, .. } = op {
+                        *slot = Some((op1, operand1));
+                    }
+                    crate::isa::operators::operator_problem(&tiles, op)
+                }
+                _ => None,
+            };
+            b.tiles = tiles;
+            if let Some(message) = problem {
+                b.fail(loc, message);
             }
         });
     }
@@ -276,10 +286,7 @@ pub fn tensor_reduce(
                 ),
             );
         } else if op.reduce_identity().is_none() {
-            b.fail(
-                loc,
-                format!("tensor_reduce: {op:?} is not a reduction operator"),
-            );
+            b.fail(loc, super::not_a_reduction("tensor_reduce", op));
         } else if column_ok(b, loc, "tensor_reduce", "dst", &dst, data.np) {
             b.push_op(
                 Op::TensorReduce {

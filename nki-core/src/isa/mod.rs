@@ -21,6 +21,7 @@ mod arithmetic;
 mod dma;
 mod elementwise;
 mod matmul;
+pub(crate) mod operators;
 mod partition;
 mod predicated;
 mod selection;
@@ -192,10 +193,21 @@ fn reduce_ok(
         return false;
     }
     if op.reduce_identity().is_none() {
-        b.fail(loc, format!("{inst}: {op:?} is not a reduction operator"));
+        b.fail(loc, not_a_reduction(inst, *op));
         return false;
     }
     true
+}
+
+/// Why `op` cannot be `inst`'s reduction operator.
+pub(crate) fn not_a_reduction(inst: &str, op: BinOp) -> String {
+    let why = if op == BinOp::Subtract {
+        " (the docs list nl.subtract as a reduction without saying what it folds; the simulator \
+         does not implement it as one)"
+    } else {
+        ""
+    };
+    format!("{inst}: {op:?} is not a reduction operator{why}")
 }
 
 /// Checks that `r` (operand `name` of `inst`) is in a floating-point tile.

@@ -7,11 +7,17 @@ use crate::loc::SourceLoc;
 
 /// The operators `tensor_partition_reduce` implements (NKI also lists mean and the bitwise
 /// operators, which torch-nki's operators do not have).
-pub const PARTITION_REDUCE_OPS: &[BinOp] = &[BinOp::Add, BinOp::Maximum];
+pub const PARTITION_REDUCE_OPS: &[BinOp] = &[
+    BinOp::Add,
+    BinOp::Maximum,
+    BinOp::BitwiseOr,
+    BinOp::BitwiseAnd,
+];
 
 /// `nisa.tensor_partition_reduce(dst, op, data)`: on GpSimd, `dst[0, f] = op` over the
-/// partitions `p` of `data[p, f]`: `data` `(P, F)` into the one-partition `dst` `(1, F)`, `op` add
-/// or maximum. Where NKI's docs are silent: the reduction runs in fp32 in partition order
+/// partitions `p` of `data[p, f]`: `data` `(P, F)` into the one-partition `dst` `(1, F)`, `op` add,
+/// maximum, or (on integer tiles) bitwise_or / bitwise_and; NKI's `nl.average` is not
+/// implemented yet. Where NKI's docs are silent: the reduction runs in fp32 in partition order
 /// (partition 0 first) and is rounded once, to `dst`'s dtype; maximum follows `f32::max` (a NaN
 /// loses to a number). GpSimd cannot reach PSUM (checked by [`crate::validate`]).
 #[track_caller]
@@ -24,7 +30,8 @@ pub fn tensor_partition_reduce(dst: impl Into<TileRegion>, op: BinOp, data: impl
             b.fail(
                 loc,
                 format!(
-                    "{inst}: op must be add or maximum (NKI's partition reductions), got {op:?}"
+                    "{inst}: op must be add, maximum, bitwise_or or bitwise_and (NKI's partition \
+                     reductions; average is not implemented yet), got {op:?}"
                 ),
             );
             return;

@@ -72,6 +72,8 @@ impl Builder {
         let mut regions = op.tile_reads().into_iter().chain(op.tile_writes());
         if let Some(message) = regions.find_map(|r| self.region_problem(r)) {
             self.fail(loc, format!("{}: {message}", op.name()));
+        } else if let Some(message) = crate::isa::operators::operator_problem(&self.tiles, &op) {
+            self.fail(loc, message);
         }
         self.push_stmt(Stmt::Inst(Instruction { op, loc }));
         let depth = self.blocks.len() - 1;

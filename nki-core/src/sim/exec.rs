@@ -5,6 +5,7 @@
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{Instruction, Op, ScalarOperand, TileRegion};
+use crate::sim::bitvec;
 use crate::sim::dma::dma;
 use crate::sim::hbm::HbmBuffer;
 use crate::sim::matmul::matmul;
@@ -91,6 +92,9 @@ fn run<'a: 'p, 'p>(
 ) -> Result<(), ExecError> {
     match &ctx.inst.op {
         Op::DmaCopy { dst, src } => dma(ctx, store, dst, src, s)?,
+        Op::TensorTensor { dst, a, b, op, .. } if op.is_bitvec() => {
+            bitvec::tensor_tensor(ctx, store, s, (dst, a, b), *op)?;
+        }
         // Both engines compute in fp32 and round on write.
         Op::TensorTensor { dst, a, b, op, .. } => {
             let dt = store.dtype(dst.tile);
@@ -174,6 +178,16 @@ fn run<'a: 'p, 'p>(
             op0,
             operand0,
             op1,
+        } if op0.is_bitvec() => {
+            let second = op1.as_ref().map(|(op, o)| (*op, o));
+            bitvec::tensor_scalar(ctx, store, s, (dst, data), (*op0, operand0), second)?;
+        }
+        Op::TensorScalar {
+            dst,
+            data,
+            op0,
+            operand0,
+            op1,
         } => {
             let dt = store.dtype(dst.tile);
             let v0 = column_values(store, operand0, dst.np)?;
@@ -236,6 +250,9 @@ fn run<'a: 'p, 'p>(
             if let Some((_, res)) = reduce {
                 write_column(store, res, reduced.into_iter().flatten().collect())?;
             }
+        }
+        Op::TensorReduce { dst, op, data, .. } if op.is_bitvec() => {
+            bitvec::tensor_reduce(store, dst, *op, data)?;
         }
         Op::TensorReduce {
             dst,

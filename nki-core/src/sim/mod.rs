@@ -9,6 +9,7 @@
 //! rebuilt in a process forked from one that used it (`sim/pool.rs`).
 
 mod band;
+mod bitvec;
 mod dma;
 mod exec;
 mod hbm;

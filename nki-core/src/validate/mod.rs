@@ -5,17 +5,19 @@
 
 mod liveness;
 mod operands;
+mod operators;
 
 use crate::dtype::DType;
 use crate::error::{NkiError, ValidationError};
 use crate::ir::{
-    Buffer, DmaOperand, ElementwiseEngine, Instruction, Op, Program, TileDecl, TileRegion,
+    BinOp, Buffer, DmaOperand, ElementwiseEngine, Instruction, Op, Program, TileDecl, TileRegion,
 };
 use crate::loc::SourceLoc;
 use crate::target::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_BYTES, Target};
 
 use liveness::check_liveness;
 use operands::{check_hbm_bounds, check_hbm_sizes, check_regions};
+use operators::check_operator_targets;
 
 /// The names of every rule, for documentation and tests.
 pub const RULES: &[&str] = &[
@@ -33,6 +35,7 @@ pub const RULES: &[&str] = &[
     "gpsimd-psum",
     "psum-both-inputs",
     "isa-target",
+    "operator-target",
     "range-select-dtype",
     "hbm-bounds",
     "hbm-size",
@@ -152,6 +155,17 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             vec![("dst", dst), ("data1", a), ("data2", b)],
             "tensor_tensor on GpSimd cannot access PSUM; run it on the vector engine or use SBUF tiles",
         )),
+        // nki.isa.tensor_tensor: nl.power runs on GpSimd, so its tiles cannot be in PSUM.
+        Op::TensorTensor {
+            dst,
+            a,
+            b,
+            op: BinOp::Power,
+            ..
+        } => Some((
+            vec![("dst", dst), ("data1", a), ("data2", b)],
+            "tensor_tensor with nl.power runs on GpSimd, which cannot access PSUM; use SBUF tiles",
+        )),
         Op::TensorPartitionReduce { dst, data, .. } => Some((
             vec![("dst", dst), ("data", data)],
             "tensor_partition_reduce runs on GpSimd, which cannot access PSUM; use SBUF tiles",
@@ -246,6 +260,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
         }
     }
     check_target(program, inst)?;
+    check_operator_targets(program, inst)?;
     if let Op::RangeSelect {
         on_true,
         bound0,

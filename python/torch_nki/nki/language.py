@@ -91,7 +91,9 @@ class Function:
     def __call__(self, x: Any, y: Any = None, dtype: Any = None) -> Tile:
         """The tile-level operation, lowered to one instruction as NKI lowers it: a binary
         operator on two tiles of one shape is ``nisa.tensor_tensor``, on a tile and a number
-        ``nisa.tensor_scalar``; an activation function of a tile ``nisa.activation``. The
+        ``nisa.tensor_scalar``; an activation function of a tile ``nisa.activation``, a unary
+        operator that is no activation function (``nl.invert``) ``nisa.tensor_scalar`` with a 0
+        operand. The
         result is a new SBUF tile of ``x``'s shape, in ``dtype`` (default: the inputs' dtype;
         float32 where two tiles' dtypes differ)."""
         return _tile_level(self, x, y, dtype)
@@ -109,10 +111,13 @@ def _tile_level(fn: Function, x: Any, y: Any, dtype: Any) -> Tile:
             call, f"on {type(x).__name__} (a tile first; pass it to a nisa instruction: op=nl.{fn.name})"
         )
     if y is None:
-        if "activation" not in fn.kinds:
-            raise unsupported(call, f"nl.{fn.name} of one tile")
         out = _result(x, None, dtype)
-        isa.instruction("activation")(dst=out, op=fn, data=x)
+        if "activation" in fn.kinds:
+            isa.instruction("activation")(dst=out, op=fn, data=x)
+        elif fn.name in _UNARY_OPERATORS:
+            isa.instruction("tensor_scalar")(dst=out, data=x, op0=fn, operand0=0)
+        else:
+            raise TypeError(f"nl.{fn.name} takes two operands, got one ({location()[0]}:{location()[1]})")
         return out
     if "operator" not in fn.kinds:
         raise TypeError(
@@ -164,6 +169,8 @@ def _functions() -> dict[str, Function]:
                 kinds[name].append(kind)
     return {name: Function(name, tuple(k)) for name, k in kinds.items()}
 
+
+_UNARY_OPERATORS = {o["name"] for o in SPEC["operators"] if o["arity"] == "unary"}
 
 FUNCTIONS: dict[str, Function] = _functions()
 """The ``nl`` operators and activation functions, by name."""

@@ -164,6 +164,24 @@ impl DType {
         }
     }
 
+    /// The value a bitvec result's 32-bit pattern has in this dtype when written to it: its
+    /// low 8, 16 or 32 bits read signed or unsigned (no saturation: bit patterns are not
+    /// converted), 1 for a nonzero pattern in `Bool`; a float dtype (which bitvec instructions
+    /// reject) gets the pattern's int32 value, rounded. 32-bit values are exact up to 2^24, as
+    /// every value in a tile.
+    pub fn from_bits32(self, bits: u32) -> f32 {
+        match self {
+            DType::I8 => f32::from(bits as u8 as i8),
+            DType::I16 => f32::from(bits as u16 as i16),
+            DType::I32 => bits as i32 as f32,
+            DType::U8 => f32::from(bits as u8),
+            DType::U16 => f32::from(bits as u16),
+            DType::U32 => bits as f32,
+            DType::Bool => f32::from(u8::from(bits != 0)),
+            float => float.round(bits as i32 as f32),
+        }
+    }
+
     /// Reads element `index` of a little-endian buffer of this type as fp32.
     #[inline]
     pub fn read(self, bytes: &[u8], index: usize) -> f32 {
@@ -323,6 +341,19 @@ mod tests {
         DType::I32.write(&mut buf, 1, 16_777_216.0);
         assert_eq!(DType::I32.read(&buf, 1), 16_777_216.0);
         assert!(!DType::I32.is_float() && DType::BF16.is_float());
+    }
+
+    #[test]
+    fn bit_patterns_keep_the_low_bits_in_the_dtype_s_signedness() {
+        assert_eq!(DType::U8.from_bits32(0xFFFF_FF00), 0.0);
+        assert_eq!(DType::U8.from_bits32(0x1F0), 240.0);
+        assert_eq!(DType::I8.from_bits32(0xFFFF_FFF0), -16.0);
+        assert_eq!(DType::I16.from_bits32(0x0001_8000), -32768.0);
+        assert_eq!(DType::U16.from_bits32(0x0001_8000), 32768.0);
+        assert_eq!(DType::I32.from_bits32(u32::MAX), -1.0);
+        assert_eq!(DType::U32.from_bits32(7), 7.0);
+        assert_eq!(DType::Bool.from_bits32(2), 1.0);
+        assert_eq!(DType::BF16.from_bits32(3), 3.0);
     }
 
     #[test]

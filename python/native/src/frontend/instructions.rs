@@ -416,7 +416,6 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             })
         }
         "tensor_partition_reduce" => {
-            // The bitwise operators have no BinOp: binop names them as not implemented.
             let (dst, op, data) = (a.tile("dst")?, binop(a, "op")?, a.tile("data")?);
             a.finish()?;
             tracer.at(file, line, || {

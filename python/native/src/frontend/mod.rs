@@ -71,8 +71,8 @@ pub fn nki_spec_json() -> PyResult<String> {
         // What the simulator implements, by `nl` name: operators and activation functions
         // the instructions above accept (`nl.divide` is an operator here though NKI 0.7's
         // operator table lacks it; docs/nki-coverage.md says so).
-        "implemented_operators": BinOp::ALL.map(|o| o.nki_name().trim_start_matches("nl.")),
-        "implemented_activations": ActFn::ALL.map(|f| f.nki_name().trim_start_matches("nl.")),
+        "implemented_operators": BinOp::ALL.iter().map(|o| o.nl_name()).collect::<Vec<_>>(),
+        "implemented_activations": ActFn::ALL.iter().map(|f| f.nl_name()).collect::<Vec<_>>(),
         // Each target with its NeuronCore version (`nisa.get_nc_version()`).
         "targets": Target::ALL.map(|t| (t.name(), t.nc_version().name())),
     });

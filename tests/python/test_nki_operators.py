@@ -1,0 +1,186 @@
+"""Every ALU operator and activation function of NKI 0.7 through the frontend: the bitvec
+operators on integer tiles (as ``op=`` values and tile-level calls), the logical, power and
+absolute operators, unary operators lowered to ``tensor_scalar``, the newer activation
+functions against torch, emitted source that traces back to the same program, and the errors
+for misuse."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import torch_nki.nki.isa as nisa
+import torch_nki.nki.language as nl
+from torch_nki import nki
+from torch_nki.errors import TraceError, ValidationError
+
+from refs import nki_round_trip
+
+
+@nki.jit
+def bit_ops(a, b):
+    """``(a & b, a | b, a ^ b, a << 2, ~a)`` of two int32 tiles, the last two through
+    ``tensor_scalar`` and a tile-level unary call."""
+    p, n = a.shape
+    out = nl.ndarray((p, 5 * n), dtype=a.dtype, buffer=nl.shared_hbm)
+    ta, tb = nl.load(a), nl.load(b)
+    r = nl.ndarray((p, 5 * n), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=r[:, 0:n], data1=ta, data2=tb, op=nl.bitwise_and)
+    nisa.tensor_tensor(dst=r[:, n : 2 * n], data1=ta, data2=tb, op=nl.bitwise_or)
+    r[:, 2 * n : 3 * n] = nl.bitwise_xor(ta, tb)
+    nisa.tensor_scalar(dst=r[:, 3 * n : 4 * n], data=ta, op0=nl.left_shift, operand0=2)
+    r[:, 4 * n : 5 * n] = nl.invert(ta)
+    nl.store(out, value=r)
+    return out
+
+
+def test_bitvec_operators_work_on_int32_patterns() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.integers(-1000, 1000, (4, 8)).astype(np.int32)
+    b = rng.integers(-1000, 1000, (4, 8)).astype(np.int32)
+    got = nki.simulate(bit_ops)(a, b)
+    want = np.concatenate([a & b, a | b, a ^ b, a << 2, ~a], axis=1)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    source = nki_round_trip(bit_ops, a, b)
+    assert "op=nl.bitwise_xor" in source and "op0=nl.invert" in source
+
+
+@nki.jit
+def uint8_shift_and_reduce(x):
+    """``x >> 1`` keeping uint8's low bits, and each row's bitwise_or."""
+    p, n = x.shape
+    out = nl.ndarray((p, n + 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    r = nl.ndarray((p, n + 1), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=r[:, 0:n], data=t, op0=nl.right_shift, operand0=1)
+    nisa.tensor_reduce(dst=r[:, n : n + 1], op=nl.bitwise_or, data=t, axis=1)
+    nl.store(out, value=r)
+    return out
+
+
+def test_shifts_and_bitwise_reductions_in_uint8() -> None:
+    x = np.random.default_rng(1).integers(0, 256, (3, 16)).astype(np.uint8)
+    got = np.asarray(nki.simulate(uint8_shift_and_reduce)(x))
+    np.testing.assert_array_equal(got[:, :16], x >> 1)
+    np.testing.assert_array_equal(got[:, 16], np.bitwise_or.reduce(x, axis=1))
+    nki_round_trip(uint8_shift_and_reduce, x)
+
+
+@nki.jit
+def arithmetic_ops(a, b):
+    """Logical, power and absolute operators, and unary ``nl.abs`` via ``tensor_scalar``."""
+    p, n = a.shape
+    out = nl.ndarray((p, 5 * n), dtype=a.dtype, buffer=nl.shared_hbm)
+    ta, tb = nl.load(a), nl.load(b)
+    r = nl.ndarray((p, 5 * n), dtype=a.dtype, buffer=nl.sbuf)
+    r[:, 0:n] = nl.logical_and(ta, tb)
+    r[:, n : 2 * n] = nl.logical_xor(ta, tb)
+    r[:, 2 * n : 3 * n] = nl.power(nl.abs(ta), tb)
+    nisa.tensor_tensor(dst=r[:, 3 * n : 4 * n], data1=ta, data2=tb, op=nl.logical_or)
+    nisa.tensor_scalar(
+        dst=r[:, 4 * n : 5 * n], data=ta, op0=nl.abs, operand0=0.0, op1=nl.multiply, operand1=2.0
+    )
+    nl.store(out, value=r)
+    return out
+
+
+def test_logical_power_and_absolute_operators() -> None:
+    rng = np.random.default_rng(2)
+    a = rng.uniform(-2, 2, (4, 8)).astype(np.float32)
+    a[0, :3] = 0.0
+    b = rng.integers(0, 3, (4, 8)).astype(np.float32)
+    got = np.asarray(nki.simulate(arithmetic_ops)(a, b))
+    n = 8
+    np.testing.assert_array_equal(got[:, 0:n], ((a != 0) & (b != 0)).astype(np.float32))
+    np.testing.assert_array_equal(got[:, n : 2 * n], ((a != 0) ^ (b != 0)).astype(np.float32))
+    np.testing.assert_allclose(got[:, 2 * n : 3 * n], np.abs(a) ** b, rtol=1e-6)
+    np.testing.assert_array_equal(got[:, 3 * n : 4 * n], ((a != 0) | (b != 0)).astype(np.float32))
+    np.testing.assert_array_equal(got[:, 4 * n :], np.abs(a) * 2)
+    nki_round_trip(arithmetic_ops, a, b)
+
+
+_TORCH = {
+    "softplus": torch.nn.functional.softplus,
+    "mish": torch.nn.functional.mish,
+    "erf": torch.erf,
+    "sin": torch.sin,
+    "arctan": torch.atan,
+    "sign": torch.sign,
+    "abs": torch.abs,
+    "gelu_apprx_sigmoid": lambda x: x * torch.sigmoid(1.702 * x),
+    "erf_dx": lambda x: 2 / math.sqrt(math.pi) * torch.exp(-x * x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TORCH))
+def test_the_newer_activation_functions_match_torch(name: str) -> None:
+    fn = getattr(nl, name)
+
+    @nki.jit
+    def act(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=fn(nl.load(x)))
+        return out
+
+    x = np.random.default_rng(3).uniform(-3, 3, (8, 32)).astype(np.float32)
+    got = torch.as_tensor(np.asarray(nki.simulate(act)(x)))
+    torch.testing.assert_close(got, _TORCH[name](torch.from_numpy(x)), rtol=2e-6, atol=2e-6)
+
+
+def test_operator_misuse_names_the_call() -> None:
+    a = np.ones((4, 8), dtype=np.float32)
+    i = np.ones((4, 8), dtype=np.int32)
+
+    @nki.jit
+    def unary_in_tensor_tensor(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.abs)
+        nl.store(out, value=t)
+        return out
+
+    with pytest.raises(TraceError, match=r"tensor_tensor: op=nl\.abs is a unary operator"):
+        nki.simulate(unary_in_tensor_tensor)(a)
+
+    @nki.jit
+    def bitvec_on_floats(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.bitwise_and(nl.load(x), nl.load(x)))
+        return out
+
+    with pytest.raises(TraceError, match=r"bitvec operator nl\.bitwise_and works on integer bit patterns"):
+        nki.simulate(bitvec_on_floats)(a)
+
+    @nki.jit
+    def mixed_families(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.bitwise_and, operand0=1, op1=nl.add, operand1=1)
+        nl.store(out, value=t)
+        return out
+
+    with pytest.raises(TraceError, match=r"must both be bitvec or both arithmetic"):
+        nki.simulate(mixed_families)(i)
+
+    @nki.jit
+    def two_operand_call_with_one(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.bitwise_and(nl.load(x)))
+        return out
+
+    with pytest.raises(TypeError, match=r"nl\.bitwise_and takes two operands"):
+        nki.simulate(two_operand_call_with_one)(i)
+
+    @nki.jit
+    def abs_max(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.abs_max(nl.load(x), nl.load(x)))
+        return out
+
+    with pytest.raises(ValidationError, match=r"operator-target"):
+        nki.simulate(abs_max)(a)
+    on_trn3 = nki.jit(target="trn3")(abs_max.__wrapped__)
+    np.testing.assert_array_equal(np.asarray(nki.simulate(on_trn3)(-a)), a)
