@@ -184,3 +184,48 @@ def test_operator_misuse_names_the_call() -> None:
         nki.simulate(abs_max)(a)
     on_trn3 = nki.jit(target="trn3")(abs_max.__wrapped__)
     np.testing.assert_array_equal(np.asarray(nki.simulate(on_trn3)(-a)), a)
+
+
+@nki.jit
+def composite(c, x, y):
+    """``nl.where`` (tile and number branches), ``nl.logical_not``, ``nl.cos``, ``nl.tan`` and
+    the buffer predicates."""
+    p, n = c.shape
+    out = nl.ndarray((p, 5 * n), dtype=nl.float32, buffer=nl.shared_hbm)
+    tc, tx, ty = nl.load(c), nl.load(x), nl.load(y)
+    r = nl.ndarray((p, 5 * n), dtype=nl.float32, buffer=nl.sbuf)
+    r[:, 0:n] = nl.where(tc, tx, ty)
+    r[:, n : 2 * n] = nl.where(tc, 3.0, ty)
+    r[:, 2 * n : 3 * n] = nl.logical_not(tc)
+    r[:, 3 * n : 4 * n] = nl.cos(tx)
+    r[:, 4 * n : 5 * n] = nl.tan(tx)
+    assert nl.is_sbuf(tc) and nl.is_on_chip(nl.psum) and nl.is_hbm(x) and not nl.is_psum(nl.sbuf)
+    assert nl.is_hbm(nl.shared_hbm) and not nl.is_on_chip(out)
+    nl.store(out, value=r)
+    return out
+
+
+def test_where_logical_not_cos_tan_and_the_buffer_predicates() -> None:
+    rng = np.random.default_rng(4)
+    c = (rng.uniform(size=(4, 8)) > 0.5).astype(np.float32)
+    x = rng.uniform(-3, 3, (4, 8)).astype(np.float32)
+    y = rng.uniform(-1, 1, (4, 8)).astype(np.float32)
+    got = np.asarray(nki.simulate(composite)(c, x, y))
+    np.testing.assert_array_equal(got[:, 0:8], np.where(c != 0, x, y))
+    np.testing.assert_array_equal(got[:, 8:16], np.where(c != 0, 3.0, y))
+    np.testing.assert_array_equal(got[:, 16:24], 1 - c)
+    np.testing.assert_allclose(got[:, 24:32], np.cos(x), atol=3e-7)
+    np.testing.assert_allclose(got[:, 32:40], np.tan(x), rtol=1e-5, atol=1e-6)
+    nki_round_trip(composite, c, x, y)
+    with pytest.raises(TypeError, match=r"nl\.is_sbuf: expected an nl buffer"):
+        nl.is_sbuf("dram")
+
+    @nki.jit
+    def mismatched(c):
+        out = nl.ndarray(c.shape, dtype=c.dtype, buffer=nl.shared_hbm)
+        t = nl.load(c)
+        nl.store(out, value=nl.where(t, t[:, 0:4], 1.0))
+        return out
+
+    with pytest.raises(ValueError, match=r"nl\.where: x has shape \(4, 4\) but the condition has \(4, 8\)"):
+        nki.simulate(mismatched)(c)

@@ -17,6 +17,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from torch_nki._dtypes import KERNEL_DTYPES
+from torch_nki.nki._elementwise import (
+    cos as cos,
+    is_hbm as is_hbm,
+    is_on_chip as is_on_chip,
+    is_psum as is_psum,
+    is_sbuf as is_sbuf,
+    logical_not as logical_not,
+    tan as tan,
+    where as where,
+)
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._tile_ops import (
     all as all,
