@@ -330,6 +330,41 @@ def test_target_reaches_unpinned_kernels(tmp_path: Path) -> None:
     assert "versions" in trn1 and trn1 != trn2, (trn1, trn2)
 
 
+def test_files_inside_a_package_import_relatively(tmp_path: Path) -> None:
+    """A library laid out as a package (``pkg/__init__.py``, ``pkg/ops/kernel.py`` importing
+    ``..common``) loads with its relative imports, and its driver runs as ``pkg.ops.main``."""
+    _write(tmp_path / "pkg", {"__init__.py": "", "common.py": "SCALE = 2.0\n"})
+    _write(
+        tmp_path / "pkg" / "ops",
+        {
+            "__init__.py": "",
+            "kernel.py": """\
+            import nki
+            import nki.language as nl
+
+            from ..common import SCALE
+
+            @nki.jit(debug_kernel=True, experimental_flags="skip-checks")
+            def scaled(x):
+                out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+                nl.store(out, value=nl.multiply(nl.load(x), SCALE))
+                return out
+            """,
+            "main.py": """\
+            import numpy as np
+
+            from .kernel import scaled
+
+            if __name__ == "__main__":
+                x = np.ones((2, 4), np.float32)
+                np.testing.assert_allclose(scaled(x), x * 2)
+            """,
+        },
+    )
+    report = conformance.run(tmp_path)
+    assert _stages(_row(report, "pkg/ops/main.py", "scaled")) == ("yes",) * 5, report.table()
+
+
 def test_timeout_runs_each_file_in_a_child(tmp_path: Path) -> None:
     _write(
         tmp_path, {"kernels.py": KERNELS, "add_numpy.py": NUMPY_DRIVER, "wrong_reference.py": WRONG_REFERENCE}

@@ -229,3 +229,31 @@ def test_where_logical_not_cos_tan_and_the_buffer_predicates() -> None:
 
     with pytest.raises(ValueError, match=r"nl\.where: x has shape \(4, 4\) but the condition has \(4, 8\)"):
         nki.simulate(mismatched)(c)
+
+
+def test_packed_dtypes_are_names_whose_tiles_are_not_implemented_yet() -> None:
+    assert nl.float4_e2m1fn_x4 in (nl.float8_e4m3fn_x4, nl.float4_e2m1fn_x4)
+    assert repr(nl.float8_e5m2_x4) == "nl.float8_e5m2_x4"
+
+    @nki.jit
+    def packed(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=nl.float8_e5m2_x4, buffer=nl.sbuf)
+        nl.store(out, value=t)
+        return out
+
+    with pytest.raises(NotImplementedError, match=r"nl\.float8_e5m2_x4: tiles of a packed MX dtype"):
+        nki.simulate(packed)(np.ones((2, 2), np.float32))
+
+
+def test_jit_keeps_compiler_options_and_refuses_platform_target() -> None:
+    @nki.jit(debug_kernel=True, show_compiler_tb=True, mode="auto")
+    def copy(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x))
+        return out
+
+    assert copy.compiler_options == {"debug_kernel": True, "show_compiler_tb": True, "mode": "auto"}
+    np.testing.assert_array_equal(nki.simulate(copy)(np.ones((2, 2), np.float32)), np.ones((2, 2)))
+    with pytest.raises(TypeError, match=r"platform_target= was removed in NKI 0\.3"):
+        nki.jit(platform_target="trn2")

@@ -3,6 +3,7 @@ each call reached, which comparisons followed it, and how the file ended."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import inspect
 import re
@@ -229,7 +230,11 @@ def _error_files(error: BaseException, root: Path) -> list[str]:
 
 def _load_module(path: Path) -> dict[str, Any]:
     """Imports ``path`` as the module named after its stem (so siblings' ``import stem`` find
-    it), unless a sibling already imported it."""
+    it), unless a sibling already imported it; a file inside a package is imported by its
+    dotted name, so its relative imports resolve."""
+    dotted, _ = _sandbox.package_module(path)
+    if dotted is not None:
+        return importlib.import_module(dotted).__dict__
     name = path.stem
     existing = sys.modules.get(name)
     if existing is not None and getattr(existing, "__file__", None) == str(path):
@@ -276,7 +281,10 @@ def run_file(path: Path, root: Path, role: str) -> FileRun:
     ):
         run.torch_xla_shim = shim
         try:
-            if role == "driver":
+            dotted, _ = _sandbox.package_module(path)
+            if role == "driver" and dotted is not None:
+                namespace = runpy.run_module(dotted, run_name="__main__", alter_sys=True)
+            elif role == "driver":
                 namespace = runpy.run_path(str(path), run_name="__main__")
             else:
                 namespace = _load_module(path)

@@ -16,13 +16,31 @@ from pathlib import Path
 from typing import Any
 
 
+def package_module(path: Path) -> tuple[str | None, Path]:
+    """The dotted name ``path`` has as a module of the packages around it (the folders with an
+    ``__init__.py``, so its relative imports resolve), and the folder that holds the outermost
+    package (what goes on ``sys.path``); ``(None, path.parent)`` outside a package."""
+    parts = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        parts.append(folder.name)
+        folder = folder.parent
+    if len(parts) == 1:
+        return None, path.parent
+    return ".".join(reversed(parts)), folder
+
+
 @contextlib.contextmanager
 def file_context(path: Path) -> Iterator[None]:
-    """While ``path`` runs: its folder first on ``sys.path``, the working directory set to its
-    folder, ``sys.argv == [path]`` (drivers that parse arguments get their defaults), and
+    """While ``path`` runs: its folder first on ``sys.path`` (after it, the folder holding its
+    outermost package, when it is in one), the working directory set to its folder,
+    ``sys.argv == [path]`` (drivers that parse arguments get their defaults), and
     ``os.environ`` restored afterwards (kernel files set ``NEURON_*`` variables)."""
     saved_path, saved_argv, saved_cwd = list(sys.path), list(sys.argv), os.getcwd()
     saved_env = dict(os.environ)
+    _, top = package_module(path)
+    if top != path.parent:
+        sys.path.insert(0, str(top))
     sys.path.insert(0, str(path.parent))
     sys.argv = [str(path)]
     os.chdir(path.parent)

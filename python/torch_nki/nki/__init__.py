@@ -141,6 +141,8 @@ class Kernel:
     def __init__(self, fn: Callable[..., Any], target: str | None = None) -> None:
         self.fn = fn
         self.pinned_target = target
+        self.compiler_options: dict[str, Any] = {}
+        """The ``nki.jit`` keywords NKI hands to its compiler (see :func:`jit`)."""
         """The target given to ``@nki.jit(target=...)``, or ``None``."""
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
@@ -223,23 +225,27 @@ class Kernel:
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """``@nki.jit`` / ``@nki.jit(target="trn1")``: makes ``fn`` a :class:`Kernel`. NKI's
-    deprecated ``mode=`` is accepted and ignored, as NKI 0.7 does; ``platform_target=``, which
-    NKI removed in 0.3 (set ``NEURON_PLATFORM_TARGET_OVERRIDE``), is a ``TypeError``."""
+    """``@nki.jit`` / ``@nki.jit(target="trn1")``: makes ``fn`` a :class:`Kernel`. NKI 0.7's
+    ``jit(fn, **kwargs)`` passes its keywords to the compiler (``debug_kernel=``,
+    ``show_compiler_tb=``, ``experimental_flags=``, ``additional_compile_opt=``, the deprecated
+    ``mode=``, ...): they are accepted and kept as :attr:`Kernel.compiler_options`, and change
+    nothing the simulator computes. ``platform_target=``, which NKI removed in 0.3 (set
+    ``NEURON_PLATFORM_TARGET_OVERRIDE``), is a ``TypeError``."""
     target = options.pop("target", None)
-    options.pop("mode", None)
     if "platform_target" in options:
         raise TypeError(
             "nki.jit: platform_target= was removed in NKI 0.3; set the NEURON_PLATFORM_TARGET_OVERRIDE "
             "environment variable (trn1, trn2, trn3) or pass target= to torch_nki.nki.jit"
         )
-    if options:
-        from torch_nki.nki._trace import unsupported
 
-        raise unsupported("nki.jit", f"option(s) {sorted(options)}")
+    def make(f: Callable[..., Any]) -> Kernel:
+        kernel = Kernel(f, target)
+        kernel.compiler_options = dict(options)
+        return kernel
+
     if fn is None:
-        return lambda f: Kernel(f, target)
-    return Kernel(fn, target)
+        return make
+    return make(fn)
 
 
 def simulate(kernel: Any) -> Callable[..., Any]:

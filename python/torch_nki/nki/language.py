@@ -55,6 +55,12 @@ _BY_NKI_NAME = {d.nki_name: d for d in DTYPES}
 
 globals().update(_BY_NKI_NAME)
 
+PACKED_DTYPES = tuple(DType(d["name"], "") for d in SPEC["dtypes"] if d["class"] == "packed")
+"""The packed MX dtypes (``nl.float8_e5m2_x4``, ...): names kernels can hold and compare (the
+nki-library lists them among its supported dtypes); a tile or tensor of one is not implemented
+yet (``NotImplementedError``)."""
+globals().update({d.nki_name: d for d in PACKED_DTYPES})
+
 
 class Buffer:
     """A memory ``nl.ndarray`` allocates in."""
@@ -200,6 +206,8 @@ class tile_size:
 def as_dtype(dtype: Any) -> DType:
     """An ``nl`` dtype from an ``nl`` dtype, a NumPy / torch dtype or its name."""
     if isinstance(dtype, DType):
+        if dtype in PACKED_DTYPES:
+            raise unsupported(f"nl.{dtype.nki_name}", "tiles of a packed MX dtype")
         return dtype
     text = str(getattr(dtype, "name", dtype)).removeprefix("torch.")
     text = {"float": "float32", "half": "float16"}.get(text, text)
