@@ -11,6 +11,7 @@
 mod band;
 mod dma;
 mod exec;
+mod gpsimd;
 mod hbm;
 mod matmul;
 mod parallel;
