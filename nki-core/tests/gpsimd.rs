@@ -3,7 +3,7 @@
 //! elements of partitions 0, 16, ..., 112, padded, then their count), against a loop, the other
 //! partitions untouched; `topk` (the largest values of 16-partition snakes, ascending, as a
 //! snake), against a sort, with ties and NaN. Their trace checks, dtype, size, PSUM and target
-//! rules, cost and codegen.
+//! rules, cost and codegen; banded runs leave `nonzero_with_count` and `topk` whole.
 
 mod common;
 
@@ -470,4 +470,59 @@ fn they_run_on_gpsimd_and_emit_their_nki_calls() {
         source.contains("nisa.sequence_bounds(dst=t1, segment_ids=t0)"),
         "{source}"
     );
+}
+
+#[test]
+fn banded_runs_leave_nonzero_with_count_and_topk_whole() {
+    use nki_core::sim::{BandPolicy, SimOptions, simulate_to_vecs};
+    let (rows, cols) = (128, 20);
+    let p = trace(
+        "banded",
+        Target::Trn2,
+        &spec([rows, cols], DType::F32),
+        |h| {
+            let counts = shared_hbm(&[rows, cols + 1], DType::I32);
+            let top = shared_hbm(&[rows, 24], DType::BF16);
+            sequential_range(1, |_| {
+                let x = sbuf([rows, cols], DType::F32);
+                dma_copy(&x, &h[0]);
+                let n = sbuf([rows, cols + 1], DType::I32);
+                memset(&n, 0.0);
+                nonzero_with_count(&n, &x, 0, -1);
+                let b = sbuf([rows, cols], DType::BF16);
+                tensor_copy(&b, &x);
+                let (v, i) = (sbuf([rows, 24], DType::BF16), sbuf([rows, 24], DType::U32));
+                memset(&v, 0.0);
+                memset(&i, 0.0);
+                topk(&v, &i, &b, 16 * cols);
+                dma_copy(&counts, &n);
+                dma_copy(&top, &v);
+            });
+            vec![counts, top]
+        },
+    )
+    .unwrap();
+    let x: Vec<u8> = values(rows * cols, 12, 4.0)
+        .iter()
+        .map(|v| if v.abs() < 1.0 { 0.0 } else { *v })
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let sim = |bands| {
+        simulate_to_vecs(
+            &p,
+            &[&x],
+            SimOptions {
+                parallel: true,
+                bands,
+            },
+        )
+        .unwrap()
+    };
+    let whole = sim(BandPolicy::never());
+    for partitions in [1, 8, 32] {
+        assert!(
+            sim(BandPolicy::everywhere(partitions)) == whole,
+            "bands of {partitions} partitions"
+        );
+    }
 }

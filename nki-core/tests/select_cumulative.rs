@@ -2,8 +2,8 @@
 //! `on_false` (an immediate or a column) elsewhere, with the row maximum of the fp32 selection
 //! in `reduce_res`; and `tensor_scalar_cumulative`: a running `op1` of `src <op0> imm0` along
 //! each row, from `op1`'s identity or `imm1`. Both against loops written from the docs, in fp32
-//! and bf16, on one thread and split across rows; their trace checks, dtype and PSUM rules,
-//! cost and codegen.
+//! and bf16, on one thread, split across rows and band by band; their trace checks, dtype and
+//! PSUM rules, cost and codegen.
 
 mod common;
 
@@ -499,4 +499,49 @@ fn both_run_on_the_vector_engine_and_emit_their_nki_calls() {
         ),
         "{source}"
     );
+}
+
+#[test]
+fn both_run_band_by_band_with_the_same_bits() {
+    use nki_core::sim::{BandPolicy, ExecPlan, SimOptions, simulate_to_vecs};
+    let (rows, cols) = (100, 24);
+    let inputs = vec![spec("x", [rows, cols], DType::F32)];
+    let p = trace("banded", Target::Trn2, &inputs, |h| {
+        let out = shared_hbm(&[rows, 2 * cols + 1], DType::F32);
+        sequential_range(1, |_| {
+            let x = sbuf([rows, cols], DType::F32);
+            dma_copy(&x, &h[0]);
+            let pred = sbuf([rows, cols], DType::I16);
+            tensor_scalar(&pred, &x, BinOp::Greater, 0.0);
+            let o = sbuf([rows, 2 * cols + 1], DType::F32);
+            let (sel, run, max) = (o.cols(0, cols), o.cols(cols, cols), o.cols(2 * cols, 1));
+            select_reduce(sel, &pred, &x, -3.0, Some(max), false);
+            tensor_scalar_cumulative(run, &x, BinOp::Add, BinOp::Add, 1.0, None);
+            dma_copy(&out, &o);
+        });
+        vec![out]
+    })
+    .unwrap();
+    let x: Vec<u8> = values(rows * cols, 11, 4.0)
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let sim = |bands| {
+        simulate_to_vecs(
+            &p,
+            &[&x],
+            SimOptions {
+                parallel: true,
+                bands,
+            },
+        )
+        .unwrap()
+    };
+    let whole = sim(BandPolicy::never());
+    for partitions in [1, 7, 32] {
+        let policy = BandPolicy::everywhere(partitions);
+        let plan = ExecPlan::with_bands(&p, policy);
+        assert_eq!(plan.bands().iter().flatten().count(), 1, "{partitions}");
+        assert!(sim(policy) == whole, "bands of {partitions} partitions");
+    }
 }
