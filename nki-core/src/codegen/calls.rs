@@ -186,6 +186,78 @@ impl Emitter<'_> {
                 ("op", op.nki_name().into()),
                 ("data", r(data)),
             ],
+            Op::SelectReduce {
+                dst,
+                predicate,
+                on_true,
+                on_false,
+                reduce_res,
+                reverse_pred,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("predicate", r(predicate)),
+                    ("on_true", r(on_true)),
+                    ("on_false", self.scalar(on_false)),
+                ];
+                // reduce_cmd defaults to idle: a reduction is reset_reduce's.
+                if let Some(res) = reduce_res {
+                    v.push(("reduce_res", r(res)));
+                    v.push(("reduce_cmd", "nisa.reduce_cmd.reset_reduce".into()));
+                    v.push(("reduce_op", "nl.maximum".into()));
+                }
+                if *reverse_pred {
+                    v.push(("reverse_pred", "True".into()));
+                }
+                v
+            }
+            Op::TensorScalarCumulative {
+                dst,
+                src,
+                op0,
+                op1,
+                imm0,
+                imm1,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("src", r(src)),
+                    ("op0", op0.nki_name().into()),
+                    ("op1", op1.nki_name().into()),
+                    ("imm0", self.scalar(imm0)),
+                ];
+                // reduce_cmd defaults to reset_reduce here.
+                if let Some(init) = imm1 {
+                    v.push(("imm1", self.scalar(init)));
+                    v.push(("reduce_cmd", "nisa.reduce_cmd.load_reduce".into()));
+                }
+                v
+            }
+            Op::SequenceBounds { dst, segment_ids } => {
+                vec![("dst", r(dst)), ("segment_ids", r(segment_ids))]
+            }
+            Op::NonzeroWithCount {
+                dst,
+                src,
+                index_offset,
+                padding_val,
+            } => vec![
+                ("dst", r(dst)),
+                ("src", r(src)),
+                ("index_offset", index_offset.to_string()),
+                ("padding_val", padding_val.to_string()),
+            ],
+            Op::Topk {
+                val_dst,
+                idx_dst,
+                src,
+                n,
+            } => vec![
+                ("val_dst", r(val_dst)),
+                ("idx_dst", r(idx_dst)),
+                ("src", r(src)),
+                ("n", n.to_string()),
+            ],
             Op::Max8 { dst, src } => vec![("dst", r(dst)), ("src", r(src))],
             Op::NcFindIndex8 { dst, data, vals } => {
                 vec![("dst", r(dst)), ("data", r(data)), ("vals", r(vals))]

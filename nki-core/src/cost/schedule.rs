@@ -292,6 +292,31 @@ impl<'p> Scheduler<'p> {
                 let dt = self.streamed_dtype(&[data0, data1, dst]);
                 (Engine::Vector, vector(2.0, data0, dt, &mut self.work))
             }
+            Op::SelectReduce {
+                dst,
+                predicate,
+                on_true,
+                reduce_res,
+                ..
+            } => {
+                // An assumption (NKI gives no estimate): two streamed inputs (predicate and
+                // on_true), as tensor_copy_predicated, plus one MIN_II for the row maximum, as
+                // for the other fused reductions.
+                let dt = self.streamed_dtype(&[predicate, on_true, dst]);
+                let ns = vector(2.0, on_true, dt, &mut self.work);
+                let reduce_ns = if reduce_res.is_some() {
+                    REDUCE_EXTRA_CYCLES / t.vector_ghz
+                } else {
+                    0.0
+                };
+                (Engine::Vector, ns + reduce_ns)
+            }
+            Op::TensorScalarCumulative { dst, src, .. } => {
+                // An assumption (NKI gives no estimate): one streamed input, as tensor_scalar
+                // (the running reduction at the streaming rate).
+                let dt = self.streamed_dtype(&[src, dst]);
+                (Engine::Vector, vector(1.0, src, dt, &mut self.work))
+            }
             Op::TensorScalarReduce { dst, data, .. } => {
                 // tensor_scalar's pass plus one MIN_II: NKI's max(MIN_II, N) + MIN_II.
                 let dt = self.streamed_dtype(&[data, dst]);
@@ -359,6 +384,29 @@ impl<'p> Scheduler<'p> {
             Op::Iota { dst, .. } => {
                 // As memset into SBUF (validation keeps iota out of PSUM).
                 let cycles = t.engine_fixed_cycles + dst.nf as f64;
+                (Engine::GpSimd, cycles / t.gpsimd_ghz)
+            }
+            Op::SequenceBounds { segment_ids, .. } => {
+                // An assumption (NKI gives no estimate): two passes over the ids on GpSimd (the
+                // starts forward, the ends backward), one element per cycle each.
+                let per_input = 2.0 * segment_ids.nf as f64;
+                self.work.gpsimd_min_ns +=
+                    per_input * (segment_ids.np as f64 / 128.0) / t.gpsimd_ghz;
+                let cycles = t.engine_fixed_cycles + per_input;
+                (Engine::GpSimd, cycles / t.gpsimd_ghz)
+            }
+            Op::NonzeroWithCount { src, .. } => {
+                // An assumption (NKI gives no estimate): each GpSimd core streams its one
+                // partition, one element per cycle, and writes T + 1 results.
+                let per_input = 2.0 * src.nf as f64 + 1.0;
+                self.work.gpsimd_min_ns += per_input / t.gpsimd_ghz;
+                let cycles = t.engine_fixed_cycles + per_input;
+                (Engine::GpSimd, cycles / t.gpsimd_ghz)
+            }
+            Op::Topk { val_dst, n, .. } => {
+                // NKI's estimate: 4·n + K GpSimd cycles (the cores, one snake each, in parallel).
+                let cycles = 4.0 * *n as f64 + val_dst.nf as f64;
+                self.work.gpsimd_min_ns += cycles / t.gpsimd_ghz;
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::TensorPartitionReduce { data, .. } => {

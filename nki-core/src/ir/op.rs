@@ -10,8 +10,9 @@ use serde::Serialize;
 /// instruction names, the operand visitor, and the accessors built on it. A variant is
 /// `Name = "nki_name" { role field: Type, ... }`, the role `read`, `write` or `param`, with an
 /// optional `reads field when flag` for a destination an instruction also reads when a boolean
-/// parameter says so (`nc_matmul`'s accumulation), or `keeps field` for a destination it writes
-/// only in part, the rest keeping its value (`tensor_copy_predicated`), so it also reads it.
+/// parameter says so (`nc_matmul`'s accumulation), or `keeps field & ...` for destinations it
+/// writes only in part, the rest keeping its value (`tensor_copy_predicated`), so it also reads
+/// them.
 macro_rules! instructions {
     (
         $(#[$enum_doc:meta])*
@@ -20,7 +21,7 @@ macro_rules! instructions {
                 $(#[$doc:meta])*
                 $variant:ident = $name:literal {
                     $( $(#[$field_doc:meta])* $role:ident $field:ident : $ty:ty ),* $(,)?
-                } $(reads $also:ident when $flag:ident)? $(keeps $kept:ident)?
+                } $(reads $also:ident when $flag:ident)? $(keeps $($kept:ident)&+)?
             ),* $(,)?
         }
     ) => {
@@ -54,7 +55,7 @@ macro_rules! instructions {
                         Op::$variant { $($field),* } => {
                             $( instructions!(@visit $role $field f); )*
                             $( if *$flag { Operand::visit($also, Access::Read, f); } )?
-                            $( Operand::visit($kept, Access::Read, f); )?
+                            $($( Operand::visit($kept, Access::Read, f); )+)?
                         }
                     )*
                 }
@@ -405,6 +406,79 @@ instructions! {
         /// Input, in SBUF.
         read data: TileRegion,
     },
+    /// Vector engine: `dst[p, f] = on_true[p, f]` where `predicate[p, f]` is nonzero (zero with
+    /// `reverse_pred`) and `on_false` (an immediate or a `(P, 1)` column) elsewhere, in fp32,
+    /// rounded once to `dst`'s dtype; with `reduce_res`, each row's maximum of the fp32 results
+    /// (NKI's `reduce_cmd=reset_reduce`, from −inf) into that `(P, 1)` column.
+    SelectReduce = "select_reduce" {
+        /// Destination, `on_true`'s shape.
+        write dst: TileRegion,
+        /// The predicate, `on_true`'s shape (an integer tile).
+        read predicate: TileRegion,
+        /// The values selected where the predicate holds.
+        read on_true: TileRegion,
+        /// The value selected elsewhere: an immediate or a `(P, 1)` column.
+        read on_false: ScalarOperand,
+        /// Optional `(P, 1)` destination of each row's maximum.
+        write reduce_res: Option<TileRegion>,
+        /// Select `on_true` where the predicate is zero instead.
+        param reverse_pred: bool,
+    },
+    /// Vector engine: a running reduction along each row, `acc = op1(op0(src[f], imm0), acc)`,
+    /// every step written to `dst[f]`; `acc` starts at `op1`'s identity (NKI's
+    /// `reduce_cmd=reset_reduce`: 0 for add and subtract) or at `imm1` (`load_reduce`). Carried
+    /// in fp32, each element rounded once to `dst`'s dtype.
+    TensorScalarCumulative = "tensor_scalar_cumulative" {
+        /// Destination, `src`'s shape.
+        write dst: TileRegion,
+        /// Input.
+        read src: TileRegion,
+        /// Applied to each element and `imm0`.
+        param op0: BinOp,
+        /// The running reduction (add, subtract, multiply, maximum, minimum).
+        param op1: BinOp,
+        /// `op0`'s operand: an immediate or a `(P, 1)` column.
+        read imm0: ScalarOperand,
+        /// Where the reduction starts instead of `op1`'s identity (NKI's `load_reduce`).
+        read imm1: Option<ScalarOperand>,
+    },
+    /// GpSimd engine: for each element of a row of `segment_ids`, the start and the (exclusive)
+    /// end of the run of equal ids it belongs to, the starts in `dst`'s first half and the ends
+    /// in its second (NKI's `(1, 2, N)` tile); id 0 is padding, bounds `N` and −1.
+    SequenceBounds = "sequence_bounds" {
+        /// Destination, `(1, 2·N)` (NKI's `(1, 2, N)`), in SBUF.
+        write dst: TileRegion,
+        /// The `(1, N)` segment ids, in SBUF.
+        read segment_ids: TileRegion,
+    },
+    /// GpSimd engine: in the partitions of the regions that are multiples of 16 (each GpSimd
+    /// core's first), the indices (plus `index_offset`) of `src`'s nonzero elements, then
+    /// `padding_val` up to `src`'s free size, then their count, into `dst` (one element wider);
+    /// the other partitions of `dst` keep their values.
+    NonzeroWithCount = "nonzero_with_count" {
+        /// Destination, int32, `src`'s free size + 1, in SBUF.
+        write dst: TileRegion,
+        /// Input, in SBUF.
+        read src: TileRegion,
+        /// Added to every index found.
+        param index_offset: i32,
+        /// Written after the indices.
+        param padding_val: i32,
+    } keeps dst,
+    /// GpSimd engine: in every group of 16 partitions, the `K` (`val_dst`'s free size) largest
+    /// of the `n` bf16 values laid out as a snake (element `e` at partition `e % 16`, column
+    /// `e / 16`), in ascending order, and their snake indices (uint32), written as the same
+    /// snake into `val_dst` and `idx_dst`; their other elements keep their values.
+    Topk = "topk" {
+        /// Destination of the values, bf16, `[P, K]`, in SBUF.
+        write val_dst: TileRegion,
+        /// Destination of the indices, uint32, `[P, K]`, in SBUF.
+        write idx_dst: TileRegion,
+        /// The snakes, bf16, in SBUF.
+        read src: TileRegion,
+        /// Elements in each snake.
+        param n: usize,
+    } keeps val_dst & idx_dst,
     /// Vector engine: within each quadrant of 32 partitions of the regions, `dst` partition
     /// `32·q + i` takes `src` partition `32·q + mask[i]`, or keeps its value where `mask[i]` is
     /// 255.

@@ -61,7 +61,7 @@ macro_rules! no_operators {
     ($($ty:ty),*) => { $( impl Param for $ty {} )* };
 }
 
-no_operators!(bool, f32, i32, Vec<u8>, ActFn, ElementwiseEngine);
+no_operators!(bool, f32, i32, usize, Vec<u8>, ActFn, ElementwiseEngine);
 
 impl Operand for TileRegion {
     fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {

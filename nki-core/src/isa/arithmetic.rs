@@ -1,5 +1,5 @@
 //! The vector engine's arithmetic beyond `tensor_scalar`: `reciprocal`, `exponential`,
-//! `tensor_scalar_reduce` and `tensor_tensor_scan`.
+//! `tensor_scalar_reduce`, `tensor_scalar_cumulative` and `tensor_tensor_scan`.
 
 use super::{column_ok, float_ok, reduce_ok, same_shape, scalar_ok};
 use crate::ir::{BinOp, Op, ScalarOperand, TileRegion};
@@ -190,6 +190,77 @@ pub fn tensor_tensor_scan(
                     op1,
                     reverse0,
                     reverse1,
+                },
+                loc,
+            );
+        }
+    });
+}
+
+/// The running reductions `tensor_scalar_cumulative` implements (NKI's list).
+pub const CUMULATIVE_OPS: &[BinOp] = &[
+    BinOp::Add,
+    BinOp::Subtract,
+    BinOp::Multiply,
+    BinOp::Maximum,
+    BinOp::Minimum,
+];
+
+/// `nisa.tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None,
+/// reduce_cmd=reset_reduce | load_reduce)` on the vector engine: along each row,
+/// `acc = op1(op0(src[f], imm0), acc)` and `dst[f] = acc`, the operands in the order of NKI's
+/// pseudocode (with `subtract`, `acc = x − acc`). `acc` starts at `op1`'s identity (`imm1 =
+/// None`, NKI's `reset_reduce`: 0 for add and subtract, 1 for multiply, −inf for maximum, +inf for
+/// minimum) or at `imm1` (`Some`, NKI's `load_reduce`). `imm0` and `imm1` are immediates or
+/// `(P, 1)` columns; `op0` is an arithmetic operator (not a comparison), `op1` one of
+/// [`CUMULATIVE_OPS`]. Where the docs are silent: the elements are taken from the first to the
+/// last, `acc` carried in fp32 and each element rounded once, as it is written, to `dst`'s dtype
+/// (so a bf16 `dst` holds the rounded running values of an exact fp32 accumulation). The dtypes
+/// (no int32 / uint32 `src` or `dst`, fp32 columns) are checked by [`crate::validate`].
+#[track_caller]
+pub fn tensor_scalar_cumulative(
+    dst: impl Into<TileRegion>,
+    src: impl Into<TileRegion>,
+    op0: BinOp,
+    op1: BinOp,
+    imm0: impl Into<ScalarOperand>,
+    imm1: Option<ScalarOperand>,
+) {
+    let loc = SourceLoc::caller();
+    let (dst, src, imm0) = (dst.into(), src.into(), imm0.into());
+    let inst = "tensor_scalar_cumulative";
+    with_builder(|b| {
+        if op0.is_comparison() {
+            b.fail(
+                loc,
+                format!("{inst}: op0 must be an arithmetic operator, got the comparison {op0:?}"),
+            );
+            return;
+        }
+        if !CUMULATIVE_OPS.contains(&op1) {
+            b.fail(
+                loc,
+                format!(
+                    "{inst}: op1 must be add, subtract, multiply, maximum or minimum, got {op1:?}"
+                ),
+            );
+            return;
+        }
+        let np = src.np;
+        let ok = same_shape(b, loc, inst, &[("src", &src), ("dst", &dst)])
+            && scalar_ok(b, loc, inst, "imm0", &imm0, np)
+            && imm1
+                .as_ref()
+                .is_none_or(|i| scalar_ok(b, loc, inst, "imm1", i, np));
+        if ok {
+            b.push_op(
+                Op::TensorScalarCumulative {
+                    dst,
+                    src,
+                    op0,
+                    op1,
+                    imm0,
+                    imm1,
                 },
                 loc,
             );

@@ -4,9 +4,11 @@
 //! instruction with the caller's source line; operand shapes are checked here, hardware limits
 //! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`),
 //! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's),
-//! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`, `tensor_tensor_scan`),
+//! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`,
+//! `tensor_scalar_cumulative`, `tensor_tensor_scan`), `gpsimd` (`sequence_bounds`,
+//! `nonzero_with_count`, `topk`),
 //! `matmul` (the tensor engine's), `partition` (the
-//! cross-partition `tensor_partition_reduce`, `nc_stream_shuffle`), `predicated` (`tensor_copy_predicated`, `affine_select`), `selection` (the vector engine's `max8`, `nc_find_index8`,
+//! cross-partition `tensor_partition_reduce`, `nc_stream_shuffle`), `predicated` (`tensor_copy_predicated`, `select_reduce`, `affine_select`), `selection` (the vector engine's `max8`, `nc_find_index8`,
 //! `nc_match_replace8`) and `statistics` (`bn_stats`, `bn_aggr`); this module holds
 //! their operand types and the shape checks they share.
 
@@ -20,6 +22,7 @@ mod activation;
 mod arithmetic;
 mod dma;
 mod elementwise;
+mod gpsimd;
 mod matmul;
 pub(crate) mod operators;
 mod partition;
@@ -28,7 +31,8 @@ mod selection;
 mod statistics;
 pub use activation::{activation, activation_reduce};
 pub use arithmetic::{
-    exponential, exponential_reduce, reciprocal, tensor_scalar_reduce, tensor_tensor_scan,
+    CUMULATIVE_OPS, exponential, exponential_reduce, reciprocal, tensor_scalar_cumulative,
+    tensor_scalar_reduce, tensor_tensor_scan,
 };
 pub use dma::dma_copy;
 pub use elementwise::{
@@ -36,11 +40,15 @@ pub use elementwise::{
     scalar_tensor_tensor, scalar_tensor_tensor_reduce, tensor_copy, tensor_reduce, tensor_scalar,
     tensor_tensor,
 };
+pub use gpsimd::{
+    GPSIMD_CORE_PARTITIONS, TOPK_K_MAX, TOPK_N_MAX, TOPK_N_MIN, nonzero_with_count,
+    sequence_bounds, topk,
+};
 pub use matmul::{nc_matmul, nc_transpose};
 pub use partition::{
     PARTITION_REDUCE_OPS, SHUFFLE_KEEP, nc_stream_shuffle, tensor_partition_reduce,
 };
-pub use predicated::{affine_select, tensor_copy_predicated};
+pub use predicated::{affine_select, select_reduce, tensor_copy_predicated};
 pub use selection::{
     SELECT8_MAX_ELEMENTS, SELECT8_MIN_ELEMENTS, max8, nc_find_index8, nc_match_replace8,
 };

@@ -1,5 +1,5 @@
-//! Predicated copies: the vector engine's `tensor_copy_predicated` (a predicate tile) and
-//! GpSimd's `affine_select` (a predicate computed from the indices).
+//! Predicated copies: the vector engine's `tensor_copy_predicated` and `select_reduce` (a
+//! predicate tile) and GpSimd's `affine_select` (a predicate computed from the indices).
 
 use super::same_shape;
 use crate::ir::{BinOp, Op, ScalarOperand, TileRegion};
@@ -99,6 +99,65 @@ pub fn affine_select(
                     on_false: on_false_value,
                     cmp: cmp_op,
                     offset,
+                },
+                loc,
+            );
+        }
+    });
+}
+
+/// `nisa.select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=,
+/// reduce_op=nl.maximum, reverse_pred=False)` on the vector engine: `dst[p, f] = on_true[p, f]`
+/// where `predicate[p, f]` is nonzero (zero with `reverse_pred`: NKI's `~predicate` read as a
+/// logical not) and `on_false` elsewhere (an immediate, or a `(P, 1)` column broadcast along the
+/// row), in fp32 and rounded once to `dst`'s dtype. With `reduce_res` (a `(P, 1)` float column:
+/// NKI's `reduce_cmd=reset_reduce`, the accumulator reset to −inf), each row's maximum of the
+/// selected fp32 values, before they are rounded to `dst`, is written there; NaN loses to a
+/// number, as in every row maximum of the simulator. `dst`, `predicate` and `on_true` share one
+/// shape. The dtypes (an integer predicate, an `on_true` other than tfloat32 / int32 / uint32, an
+/// fp32 `on_false` column, a float `reduce_res`) and the rule that `on_true` and `predicate` are
+/// not both in PSUM are checked by [`crate::validate`].
+#[track_caller]
+pub fn select_reduce(
+    dst: impl Into<TileRegion>,
+    predicate: impl Into<TileRegion>,
+    on_true: impl Into<TileRegion>,
+    on_false: impl Into<ScalarOperand>,
+    reduce_res: Option<TileRegion>,
+    reverse_pred: bool,
+) {
+    let loc = SourceLoc::caller();
+    let (dst, predicate, on_true, on_false) = (
+        dst.into(),
+        predicate.into(),
+        on_true.into(),
+        on_false.into(),
+    );
+    let inst = "select_reduce";
+    with_builder(|b| {
+        let np = on_true.np;
+        let ok = same_shape(
+            b,
+            loc,
+            inst,
+            &[
+                ("on_true", &on_true),
+                ("dst", &dst),
+                ("predicate", &predicate),
+            ],
+        ) && super::scalar_ok(b, loc, inst, "on_false", &on_false, np)
+            && reduce_res
+                .as_ref()
+                .is_none_or(|r| super::column_ok(b, loc, inst, "reduce_res", r, np));
+        if ok {
+            b.push_op(
+                Op::SelectReduce {
+                    dst,
+                    predicate,
+                    on_true,
+                    on_false,
+                    reduce_res,
+                    reverse_pred,
                 },
                 loc,
             );

@@ -413,6 +413,13 @@ fn run<'a: 'p, 'p>(
         op @ Op::TensorPartitionReduce { .. } => {
             super::partition::partition_reduce(ctx, store, op)?
         }
+        op @ Op::SelectReduce { .. } => super::vector::select_reduce(ctx, store, s, op)?,
+        op @ Op::TensorScalarCumulative { .. } => {
+            super::vector::tensor_scalar_cumulative(ctx, store, s, op)?
+        }
+        op @ Op::SequenceBounds { .. } => super::gpsimd::sequence_bounds(store, op)?,
+        op @ Op::NonzeroWithCount { .. } => super::gpsimd::nonzero_with_count(store, op)?,
+        op @ Op::Topk { .. } => super::gpsimd::topk(ctx, store, op)?,
         op @ Op::TensorTensorScan { .. } => super::vector::tensor_tensor_scan(ctx, store, s, op)?,
         Op::Max8 { dst, src } => super::selection::max8(ctx, store, s, dst, src)?,
         Op::NcFindIndex8 { dst, data, vals } => {

@@ -1,6 +1,7 @@
 //! Execution of the vector engine's `exponential` and `tensor_scalar_reduce` (fp32 arithmetic,
 //! row reductions of the fp32 results before they are rounded to the destination), of
-//! `tensor_copy_predicated`, and of `tensor_tensor_scan` (its state carried in fp32).
+//! `tensor_copy_predicated` and `select_reduce`, and of `tensor_tensor_scan` and
+//! `tensor_scalar_cumulative` (their state carried in fp32).
 
 use crate::dtype::DType;
 use crate::ir::{BinOp, Op, ScalarOperand, TileRegion};
@@ -171,6 +172,109 @@ pub(crate) fn tensor_tensor_scan(
                     let t = if reverse0 { f0(state, a) } else { f0(a, state) };
                     state = if reverse1 { f1(b, t) } else { f1(t, b) };
                     *o = dt.round(state);
+                }
+            }))
+        },
+    )?;
+    Ok(())
+}
+
+/// Executes `select_reduce`: `on_true` where the predicate holds (`!= 0`, NaN included; `== 0`
+/// with `reverse_pred`), the row's `on_false` elsewhere, and with `reduce_res` the row maximum of
+/// those fp32 values (from −inf) before they are rounded to `dst`.
+pub(crate) fn select_reduce(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    s: &mut Scratch,
+    op: &Op,
+) -> Result<(), ExecError> {
+    let Op::SelectReduce {
+        dst,
+        predicate,
+        on_true,
+        on_false,
+        reduce_res,
+        reverse_pred,
+    } = op
+    else {
+        unreachable!("called for select_reduce");
+    };
+    let dt = store.dtype(dst.tile);
+    let falses = column_values(store, on_false, dst.np)?;
+    let (reverse, reduce) = (*reverse_pred, reduce_res.is_some());
+    let maxima = rows2(
+        store,
+        dst,
+        predicate,
+        on_true,
+        s,
+        ctx.split,
+        |r, out, p, x| {
+            let v = falses[r];
+            round_into(out, DType::F32, |i| {
+                if (p[i] != 0.0) != reverse { x[i] } else { v }
+            });
+            let max = reduce.then(|| reduce_row(BinOp::Maximum, out));
+            round_into_in_place(out, dt);
+            max
+        },
+    )?;
+    if let Some(res) = reduce_res {
+        write_column(store, res, maxima.into_iter().flatten().collect())?;
+    }
+    Ok(())
+}
+
+/// Executes `tensor_scalar_cumulative`: along each row, from the first element to the last,
+/// `acc = op1(op0(src[f], imm0), acc)` from `imm1` or `op1`'s identity (0 for subtract), `acc`
+/// kept in fp32 and each element rounded to `dst`'s dtype as it is written.
+pub(crate) fn tensor_scalar_cumulative(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    s: &mut Scratch,
+    op: &Op,
+) -> Result<(), ExecError> {
+    let Op::TensorScalarCumulative {
+        dst,
+        src,
+        op0,
+        op1,
+        imm0,
+        imm1,
+    } = op
+    else {
+        unreachable!("called for tensor_scalar_cumulative");
+    };
+    let dt = store.dtype(dst.tile);
+    let v0 = column_values(store, imm0, dst.np)?;
+    let start = match imm1 {
+        Some(init) => column_values(store, init, dst.np)?,
+        None => {
+            let identity = match op1 {
+                BinOp::Subtract => Some(0.0),
+                op => op.reduce_identity(),
+            };
+            let identity = identity.ok_or_else(|| {
+                ctx.err(format!(
+                    "tensor_scalar_cumulative: {op1:?} is not a running reduction"
+                ))
+            })?;
+            vec![identity; dst.np]
+        }
+    };
+    rows1(
+        store,
+        dst,
+        src,
+        s,
+        ctx.split,
+        #[inline(always)]
+        |r, out, x| {
+            with_op!(*op0, |f0| with_op!(*op1, |f1| {
+                let (v0, mut acc) = (v0[r], start[r]);
+                for (o, &a) in out.iter_mut().zip(x) {
+                    acc = f1(f0(a, v0), acc);
+                    *o = dt.round(acc);
                 }
             }))
         },

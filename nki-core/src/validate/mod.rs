@@ -3,6 +3,7 @@
 //! Every violation names its rule, the limit, the actual value, the instruction and the kernel
 //! source line. Unlike NKI's own simulator, capacity (SBUF bytes, PSUM banks) is checked.
 
+mod gpsimd;
 mod liveness;
 mod operands;
 mod operators;
@@ -37,6 +38,13 @@ pub const RULES: &[&str] = &[
     "isa-target",
     "operator-target",
     "range-select-dtype",
+    "select-reduce-dtype",
+    "cumulative-dtype",
+    "sequence-bounds-dtype",
+    "sequence-bounds-partitions",
+    "nonzero-dtype",
+    "topk-dtype",
+    "topk-limits",
     "hbm-bounds",
     "hbm-size",
     "tile-region",
@@ -178,6 +186,23 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             vec![("dst", dst), ("on_true_tile", on_true)],
             "affine_select runs on GpSimd, which cannot access PSUM; use SBUF tiles",
         )),
+        Op::SequenceBounds { dst, segment_ids } => Some((
+            vec![("dst", dst), ("segment_ids", segment_ids)],
+            "sequence_bounds runs on GpSimd, which cannot access PSUM; use SBUF tiles",
+        )),
+        Op::NonzeroWithCount { dst, src, .. } => Some((
+            vec![("dst", dst), ("src", src)],
+            "nonzero_with_count runs on GpSimd, which cannot access PSUM; use SBUF tiles",
+        )),
+        Op::Topk {
+            val_dst,
+            idx_dst,
+            src,
+            ..
+        } => Some((
+            vec![("val_dst", val_dst), ("idx_dst", idx_dst), ("src", src)],
+            "topk runs on GpSimd, which cannot access PSUM; use SBUF tiles",
+        )),
         _ => None,
     };
     if let Some((operands, why)) = on_gpsimd
@@ -203,6 +228,10 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
         }
         // nki.isa.tensor_tensor_scan: "data0 and data1 cannot both reside in PSUM".
         Op::TensorTensorScan { data0, data1, .. } => Some((("data0", data0), ("data1", data1))),
+        // nki.isa.select_reduce: "Either on_true or predicate may be in PSUM, but not both".
+        Op::SelectReduce {
+            on_true, predicate, ..
+        } => Some((("on_true", on_true), ("predicate", predicate))),
         Op::TensorCopyPredicated {
             src: Some(src),
             predicate,
@@ -261,6 +290,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     }
     check_target(program, inst)?;
     check_operator_targets(program, inst)?;
+    gpsimd::check(program, inst)?;
     if let Op::RangeSelect {
         on_true,
         bound0,

@@ -253,7 +253,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     // A scalar (immediate) `bias` is NeuronCore-v3+; on NeuronCore-v2 it must be a (P, 1) column.
     i(
@@ -534,7 +534,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[req("dst", K::TileOut), req("segment_ids", K::TileIn), NAME],
         &[E::Gpsimd],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "scalar_tensor_tensor",
@@ -659,7 +659,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "sendrecv",
@@ -751,7 +751,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Gpsimd],
         T::GEN3,
-        TODO,
+        IMPL,
     ),
     // The docs give no availability note (new in NKI 0.6 on GpSimd); declared for every target.
     i(
@@ -766,6 +766,6 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Gpsimd],
         T::ALL,
-        TODO,
+        IMPL,
     ),
 ];

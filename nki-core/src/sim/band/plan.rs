@@ -219,6 +219,9 @@ impl Finder<'_> {
             Op::Iota { .. } | Op::AffineSelect { .. } | Op::NcTranspose { .. } => false,
             // They read other partitions than they write.
             Op::TensorPartitionReduce { .. } | Op::NcStreamShuffle { .. } => false,
+            // nonzero_with_count works on the partitions that are multiples of 16 of the tile,
+            // topk on groups of 16 partitions.
+            Op::NonzeroWithCount { .. } | Op::Topk { .. } => false,
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { .. },
                 src: DmaOperand::Hbm { .. },

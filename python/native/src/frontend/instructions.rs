@@ -422,6 +422,99 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
                 isa::tensor_partition_reduce(region(dst), op, region(data))
             })
         }
+        "select_reduce" => {
+            let (dst, predicate) = (region(a.tile("dst")?), region(a.tile("predicate")?));
+            let (on_true, on_false) = (region(a.tile("on_true")?), scalar(a.scalar("on_false")?));
+            let reduce_op = a.function("reduce_op")?;
+            if reduce_op != "maximum" {
+                return Err(a.value_error(format!(
+                    "reduce_op must be nl.maximum (select_reduce reduces with max only), got \
+                     nl.{reduce_op}"
+                )));
+            }
+            // reset_reduce writes this instruction's row maxima; the accumulator registers
+            // carried across instructions (reduce, idle with reduce_res, reset_reduce without
+            // it) are not implemented.
+            let res = a.opt_tile("reduce_res")?;
+            match (a.variant("reduce_cmd")?.as_str(), &res) {
+                ("idle", None) | ("reset_reduce", Some(_)) => {}
+                (cmd, res) => {
+                    let with = if res.is_some() { "with" } else { "without" };
+                    return Err(a.unsupported(&format!(
+                        "reduce_cmd=nisa.reduce_cmd.{cmd} {with} reduce_res (the accumulator \
+                         registers across instructions; idle without reduce_res selects, \
+                         reset_reduce with it writes this instruction's row maxima)"
+                    )));
+                }
+            }
+            let reverse_pred = a.flag("reverse_pred")?;
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::select_reduce(
+                    dst,
+                    predicate,
+                    on_true,
+                    on_false,
+                    res.map(region),
+                    reverse_pred,
+                )
+            })
+        }
+        "tensor_scalar_cumulative" => {
+            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            let (op0, op1) = (binop(a, "op0")?, binop(a, "op1")?);
+            let imm0 = scalar(a.scalar("imm0")?);
+            let imm1 = match (a.variant("reduce_cmd")?.as_str(), a.opt_scalar("imm1")?) {
+                ("reset_reduce", None) => None,
+                ("reset_reduce", Some(_)) => {
+                    return Err(a.value_error(
+                        "imm1 is only read with reduce_cmd=nisa.reduce_cmd.load_reduce".into(),
+                    ));
+                }
+                ("load_reduce", Some(init)) => Some(scalar(init)),
+                ("load_reduce", None) => {
+                    return Err(a.value_error(
+                        "reduce_cmd=nisa.reduce_cmd.load_reduce needs imm1, the value the \
+                         accumulator starts from"
+                            .into(),
+                    ));
+                }
+                (cmd, _) => {
+                    return Err(a.unsupported(&format!(
+                        "reduce_cmd=nisa.reduce_cmd.{cmd} (the accumulator registers across \
+                         instructions; reset_reduce and load_reduce start this instruction's \
+                         running reduction)"
+                    )));
+                }
+            };
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1)
+            })
+        }
+        "sequence_bounds" => {
+            let (dst, ids) = (region(a.tile("dst")?), region(a.tile("segment_ids")?));
+            a.finish()?;
+            tracer.at(file, line, || isa::sequence_bounds(dst, ids))
+        }
+        "nonzero_with_count" => {
+            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            let (offset, padding) = (a.int32("index_offset")?, a.int32("padding_val")?);
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::nonzero_with_count(dst, src, offset, padding)
+            })
+        }
+        "topk" => {
+            let (val_dst, idx_dst) = (region(a.tile("val_dst")?), region(a.tile("idx_dst")?));
+            let src = region(a.tile("src")?);
+            let n = a.int32("n")?;
+            let n = usize::try_from(n).map_err(|_| {
+                a.value_error(format!("n is the number of elements in the snake, got {n}"))
+            })?;
+            a.finish()?;
+            tracer.at(file, line, || isa::topk(val_dst, idx_dst, src, n))
+        }
         "tensor_copy_predicated" => {
             // A tile src is a whole tile of dst's shape here, not a (P, 1) column.
             let (dst, src) = (region(a.tile("dst")?), scalar(a.scalar("src")?));
