@@ -219,6 +219,8 @@ impl Finder<'_> {
             Op::Iota { .. } | Op::AffineSelect { .. } | Op::NcTranspose { .. } => false,
             // They read other partitions than they write.
             Op::TensorPartitionReduce { .. } | Op::NcStreamShuffle { .. } => false,
+            // They draw from (or set) an engine's generator states, in program order.
+            op if crate::sim::random::uses_prng(op) => false,
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { .. },
                 src: DmaOperand::Hbm { .. },
