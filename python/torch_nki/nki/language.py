@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from torch_nki._dtypes import KERNEL_DTYPES
+from torch_nki.nki._random import dropout as dropout, rand as rand, random_seed as random_seed
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._tile_ops import (
     all as all,
