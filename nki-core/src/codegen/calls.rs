@@ -335,6 +335,27 @@ impl Emitter<'_> {
                 vec![("dst", r(dst)), ("data", r(data))]
             }
             Op::Memset { dst, value } => vec![("dst", r(dst)), ("value", float(*value))],
+            // The engine always spelled out: rng's default (vector) and the state
+            // instructions' (gpsimd) differ.
+            Op::Rng { dst, engine } | Op::RandGetState { dst, engine } => vec![
+                ("dst", r(dst)),
+                ("engine", format!("nisa.engine.{}", engine.nki_name())),
+            ],
+            Op::RandSetState { src_seeds, engine } => vec![
+                ("src_seeds", r(src_seeds)),
+                ("engine", format!("nisa.engine.{}", engine.nki_name())),
+            ],
+            Op::SetRngSeed { src_seeds } => vec![("src_seeds", r(src_seeds))],
+            Op::Rand2 { dst, min, max } => vec![
+                ("dst", r(dst)),
+                ("min", self.scalar(min)),
+                ("max", self.scalar(max)),
+            ],
+            Op::Dropout { dst, data, prob } => vec![
+                ("dst", r(dst)),
+                ("data", r(data)),
+                ("prob", self.scalar(prob)),
+            ],
             Op::Iota {
                 dst,
                 offset,

@@ -381,6 +381,36 @@ impl<'p> Scheduler<'p> {
                     (Engine::GpSimd, cycles / t.gpsimd_ghz)
                 }
             }
+            // Assumptions (NKI gives no estimate): random values cost one pass writing dst, at
+            // the vector rate or, on GpSimd, as memset into SBUF; dropout streams data once;
+            // seeding is the fixed overhead, a state load or store that plus one cycle per word.
+            Op::Rng {
+                dst,
+                engine: ElementwiseEngine::GpSimd,
+            } => {
+                let cycles = t.engine_fixed_cycles + dst.nf as f64;
+                (Engine::GpSimd, cycles / t.gpsimd_ghz)
+            }
+            Op::Rng { dst, .. } | Op::Rand2 { dst, .. } => {
+                let dt = self.dtype(dst);
+                (Engine::Vector, vector(1.0, dst, dt, &mut self.work))
+            }
+            Op::Dropout { dst, data, .. } => {
+                let dt = self.streamed_dtype(&[data, dst]);
+                (Engine::Vector, vector(1.0, data, dt, &mut self.work))
+            }
+            Op::SetRngSeed { .. } => (Engine::Vector, t.engine_fixed_cycles / t.vector_ghz),
+            Op::RandSetState {
+                src_seeds: r,
+                engine,
+            }
+            | Op::RandGetState { dst: r, engine } => {
+                let cycles = t.engine_fixed_cycles + r.nf as f64;
+                match engine {
+                    ElementwiseEngine::Vector => (Engine::Vector, cycles / t.vector_ghz),
+                    ElementwiseEngine::GpSimd => (Engine::GpSimd, cycles / t.gpsimd_ghz),
+                }
+            }
             Op::Iota { dst, .. } => {
                 // As memset into SBUF (validation keeps iota out of PSUM).
                 let cycles = t.engine_fixed_cycles + dst.nf as f64;

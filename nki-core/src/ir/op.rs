@@ -274,6 +274,55 @@ instructions! {
         /// The value.
         param value: f32,
     },
+    /// `engine`'s XORWOW generators: 32 random bits per element of `dst`, each partition from
+    /// its compute lane's state, truncated to `dst`'s integer dtype (its least significant bits).
+    Rng = "rng" {
+        /// Destination, an integer tile.
+        write dst: TileRegion,
+        /// The vector engine or GpSimd (NeuronCore-v3+, SBUF only).
+        param engine: ElementwiseEngine,
+    },
+    /// Vector engine (NeuronCore-v4+): uniform fp32 values in `[min, max)` from the XORWOW
+    /// generators, written in `dst`'s dtype.
+    Rand2 = "rand2" {
+        /// Destination.
+        write dst: TileRegion,
+        /// The lower bound: an immediate or a `(P, 1)` column.
+        read min: ScalarOperand,
+        /// The upper bound (above `min`): an immediate or a `(P, 1)` column.
+        read max: ScalarOperand,
+    },
+    /// Sets the XORWOW state of `engine`'s compute lanes, one lane per partition of the uint32
+    /// `src_seeds` (6 words per lane on GpSimd, 24 on the vector engine).
+    RandSetState = "rand_set_state" {
+        /// The state words, uint32, in SBUF.
+        read src_seeds: TileRegion,
+        /// GpSimd or the vector engine (NeuronCore-v4+).
+        param engine: ElementwiseEngine,
+    },
+    /// Stores the XORWOW state of `engine`'s compute lanes into the uint32 `dst`, one lane per
+    /// partition (6 words per lane on GpSimd, 24 on the vector engine).
+    RandGetState = "rand_get_state" {
+        /// Destination, uint32.
+        write dst: TileRegion,
+        /// GpSimd or the vector engine (NeuronCore-v4+).
+        param engine: ElementwiseEngine,
+    },
+    /// Seeds every compute lane of the vector engine's generators from one 32-bit value.
+    SetRngSeed = "set_rng_seed" {
+        /// The `[1, 1]` seed, a 32-bit dtype.
+        read src_seeds: TileRegion,
+    },
+    /// Vector engine: `dst = data`, each element replaced by zero with probability `prob`, one
+    /// draw of the vector engine's generators per element.
+    Dropout = "dropout" {
+        /// Destination, `data`'s shape and dtype.
+        write dst: TileRegion,
+        /// Input.
+        read data: TileRegion,
+        /// The drop probability: an immediate or a `(P, 1)` column.
+        read prob: ScalarOperand,
+    },
     /// GpSimd engine: `dst[p, f] = offset + channel_multiplier·p + step·f` for partition `p`
     /// and free index `f` within the destination region, computed in int32 and written in
     /// `dst`'s dtype (`nisa.iota` with a one-dimensional pattern `[[step, nf]]`).

@@ -8,7 +8,8 @@
 //! `tensor_scalar_cumulative`, `tensor_tensor_scan`), `gpsimd` (`sequence_bounds`,
 //! `nonzero_with_count`, `topk`),
 //! `matmul` (the tensor engine's), `partition` (the
-//! cross-partition `tensor_partition_reduce`, `nc_stream_shuffle`), `predicated` (`tensor_copy_predicated`, `select_reduce`, `affine_select`), `selection` (the vector engine's `max8`, `nc_find_index8`,
+//! cross-partition `tensor_partition_reduce`, `nc_stream_shuffle`), `predicated` (`tensor_copy_predicated`, `select_reduce`, `affine_select`), `random` (`rng`, `rand2`, `dropout`,
+//! `set_rng_seed`, `rand_set_state`, `rand_get_state`), `selection` (the vector engine's `max8`, `nc_find_index8`,
 //! `nc_match_replace8`) and `statistics` (`bn_stats`, `bn_aggr`); this module holds
 //! their operand types and the shape checks they share.
 
@@ -27,6 +28,7 @@ mod matmul;
 pub(crate) mod operators;
 mod partition;
 mod predicated;
+mod random;
 mod selection;
 mod statistics;
 pub use activation::{activation, activation_reduce};
@@ -49,6 +51,10 @@ pub use partition::{
     PARTITION_REDUCE_OPS, SHUFFLE_KEEP, nc_stream_shuffle, tensor_partition_reduce,
 };
 pub use predicated::{affine_select, select_reduce, tensor_copy_predicated};
+pub use random::{
+    GPSIMD_STATE_WORDS, RAND2_DTYPES, RNG_DTYPES, VECTOR_STATE_WORDS, dropout, rand_get_state,
+    rand_set_state, rand2, rng, set_rng_seed, state_words,
+};
 pub use selection::{
     SELECT8_MAX_ELEMENTS, SELECT8_MIN_ELEMENTS, max8, nc_find_index8, nc_match_replace8,
 };

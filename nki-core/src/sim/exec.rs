@@ -22,6 +22,9 @@ pub(crate) struct Ctx<'a, 'b> {
     pub(crate) split: bool,
     pub(crate) env: &'b [i64],
     pub(crate) inst: &'b Instruction,
+    /// The engines' generator states (`None` where random-number instructions never run: in
+    /// bands).
+    pub(crate) prng: Option<&'b std::sync::Mutex<super::random::PrngState>>,
 }
 
 impl Ctx<'_, '_> {
@@ -310,6 +313,20 @@ fn run<'a: 'p, 'p>(
             for r in 0..dst.np {
                 store.row_mut(dst, r)?.fill(v);
             }
+        }
+        Op::Rng { .. }
+        | Op::Rand2 { .. }
+        | Op::RandSetState { .. }
+        | Op::RandGetState { .. }
+        | Op::SetRngSeed { .. }
+        | Op::Dropout { .. } => {
+            let prng = ctx.prng.ok_or_else(|| {
+                NkiError::Internal(format!(
+                    "{} ran without the generator state (in a band?)",
+                    ctx.inst.op.name()
+                ))
+            })?;
+            super::random::execute(ctx, store, prng)?
         }
         Op::Iota {
             dst,

@@ -19,6 +19,7 @@ mod parallel;
 mod partition;
 mod plan;
 mod pool;
+mod random;
 mod rounding;
 mod row_math;
 mod rows;
@@ -325,6 +326,7 @@ pub(crate) fn simulate_planned(
         sequential = vec![false; program.loops.len()];
         &sequential
     };
+    let prng = std::sync::Mutex::new(random::PrngState::default());
     let runner = Runner {
         program,
         hbm: &hbm,
@@ -336,6 +338,7 @@ pub(crate) fn simulate_planned(
         bands: &plan.bands,
         band_local: &plan.band_local,
         band_partitions: plan.band_partitions,
+        prng: &prng,
     };
     let mut store = TileStore::new(program);
     let mut env = vec![0i64; program.loops.len()];
@@ -365,6 +368,9 @@ struct Runner<'r, 'a> {
     bands: &'r [Vec<BandRegion>],
     band_local: &'r [bool],
     band_partitions: usize,
+    /// The engines' random-number generator states, from the documented default at the start
+    /// of every simulation (`sim/random.rs`).
+    prng: &'r std::sync::Mutex<random::PrngState>,
 }
 
 impl<'a> Runner<'_, 'a> {
@@ -419,6 +425,7 @@ impl<'a> Runner<'_, 'a> {
                         split: self.split,
                         env,
                         inst,
+                        prng: Some(self.prng),
                     },
                     store,
                     scratch,

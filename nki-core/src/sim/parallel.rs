@@ -5,7 +5,10 @@
 //! no output tensor, and the output regions different iterations write are provably disjoint.
 //! Disjointness is shown on one coordinate: either the flat element offset, or — for row-major
 //! tiles of an output `[.., R]` — the row or the column, when the loop index moves the written
-//! window along that coordinate by at least the window's size each iteration.
+//! window along that coordinate by at least the window's size each iteration. A body with a
+//! random-number instruction never qualifies: the engines' generator states make those
+//! instructions depend on the order they run in (program order, as a sequential reading of the
+//! loop nest).
 
 use crate::affine::{AffineExpr, LoopVar};
 use crate::ir::{HbmAccess, HbmId, HbmKind, Instruction, LoopKind, Program, Stmt, TileId};
@@ -50,7 +53,9 @@ fn independent(program: &Program, var: LoopVar, body: &[Stmt]) -> bool {
     let mut written_tiles = Vec::<TileId>::new();
     let mut reads_output = false;
     let mut writes: BTreeMap<HbmId, Vec<&HbmAccess>> = BTreeMap::new();
+    let mut prng = false;
     visit_body(body, &mut allocated, &mut |inst| {
+        prng |= super::random::uses_prng(&inst.op);
         written_tiles.extend(inst.op.tile_writes().into_iter().map(|r| r.tile));
         for (access, is_write) in inst.op.hbm_accesses() {
             if program.hbm[access.tensor.0 as usize].kind != HbmKind::Output {
@@ -66,7 +71,9 @@ fn independent(program: &Program, var: LoopVar, body: &[Stmt]) -> bool {
     let trips = program.trips();
     // The window arithmetic below is plain i64 (see `HbmAccess::is_modest`).
     let modest = writes.values().flatten().all(|a| a.is_modest(&trips));
-    if !modest || reads_output || written_tiles.iter().any(|t| !allocated.contains(t)) {
+    // The generators' states order the random-number instructions: such a body runs its
+    // iterations in program order.
+    if prng || !modest || reads_output || written_tiles.iter().any(|t| !allocated.contains(t)) {
         return false;
     }
     writes.iter().all(|(tensor, accesses)| {

@@ -37,6 +37,8 @@ pub const RULES: &[&str] = &[
     "psum-both-inputs",
     "isa-target",
     "operator-target",
+    "prng-engine",
+    "rand-state-sbuf",
     "range-select-dtype",
     "select-reduce-dtype",
     "cumulative-dtype",
@@ -203,6 +205,18 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             vec![("val_dst", val_dst), ("idx_dst", idx_dst), ("src", src)],
             "topk runs on GpSimd, which cannot access PSUM; use SBUF tiles",
         )),
+        // nki.isa.rng / rand_get_state: "dst must be in SBUF when using GpSimd Engine".
+        Op::Rng {
+            dst,
+            engine: ElementwiseEngine::GpSimd,
+        }
+        | Op::RandGetState {
+            dst,
+            engine: ElementwiseEngine::GpSimd,
+        } => Some((
+            vec![("dst", dst)],
+            "GpSimd cannot access PSUM; write to an SBUF tile or use engine=nisa.engine.vector",
+        )),
         _ => None,
     };
     if let Some((operands, why)) = on_gpsimd
@@ -291,6 +305,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     check_target(program, inst)?;
     check_operator_targets(program, inst)?;
     gpsimd::check(program, inst)?;
+    check_prng(program, inst)?;
     if let Op::RangeSelect {
         on_true,
         bound0,
@@ -355,6 +370,65 @@ fn check_target(program: &Program, inst: &Instruction) -> Result<(), NkiError> {
         ),
         inst.loc,
     ))
+}
+
+/// The random-number instructions' engines per target and the memory of `rand_set_state`'s
+/// state (NKI 0.7's `nki.isa.rng`: GpSimd on NeuronCore-v3+; `rand_set_state` /
+/// `rand_get_state`: the vector engine on NeuronCore-v4+; `rand_set_state`: "src_seeds must be
+/// in SBUF").
+fn check_prng(program: &Program, inst: &Instruction) -> Result<(), NkiError> {
+    let name = inst.op.name();
+    let (engine, since) = match &inst.op {
+        Op::Rng { engine, .. } => (*engine, nki_spec::NcVersion::Gen3),
+        Op::RandSetState { engine, .. } | Op::RandGetState { engine, .. } => {
+            (*engine, nki_spec::NcVersion::Gen4)
+        }
+        _ => return Ok(()),
+    };
+    let version = program.target.nc_version();
+    let restricted = match &inst.op {
+        Op::Rng { .. } => ElementwiseEngine::GpSimd,
+        _ => ElementwiseEngine::Vector,
+    };
+    if engine == restricted && version < since {
+        let oldest = Target::ALL
+            .into_iter()
+            .find(|t| t.nc_version() == since)
+            .unwrap_or(Target::Trn3);
+        return Err(violation(
+            "prng-engine",
+            format!("{} ({oldest}) or newer", since.neuron_core()),
+            format!("{} ({})", program.target, version.neuron_core()),
+            name.into(),
+            format!(
+                "{name} on engine={} needs {} ({}) or newer; {} is {}",
+                engine.nki_name(),
+                since.neuron_core(),
+                since.trainium_title(),
+                program.target,
+                version.neuron_core()
+            ),
+            inst.loc,
+        ));
+    }
+    if let Op::RandSetState { src_seeds, .. } = &inst.op {
+        let t = &program.tiles[src_seeds.tile.0 as usize];
+        if t.buffer != Buffer::Sbuf {
+            return Err(violation(
+                "rand-state-sbuf",
+                "sbuf",
+                t.buffer.name(),
+                name.into(),
+                format!(
+                    "rand_set_state reads its state from SBUF; src_seeds {} is in {}",
+                    t.name,
+                    t.buffer.name()
+                ),
+                inst.loc,
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `range_select` compares against fp32 bounds and selects from a floating-point tile.

@@ -19,6 +19,17 @@ _STATUS = {
 
 _IMPLEMENTED = set(SPEC["implemented_operators"]) | set(SPEC["implemented_activations"])
 
+_NOTES = [
+    "Random numbers (`rng`, `rand2`, `dropout`, `set_rng_seed`, `rand_set_state`, `rand_get_state`, "
+    "`nl.rand`, `nl.random_seed`, `nl.dropout`): XORWOW per engine and compute lane, deterministic from "
+    "the seed, in the program order of a sequential reading of the loops (seeding, default state and "
+    "bits-to-float rule: docs/nki-frontend.md, Random numbers). Simulator tiles hold fp32 values, so "
+    "`rng` into an int32/uint32 tile is a `SimulationError` (uint8/uint16 bits are exact) and "
+    "`rand_get_state` writes each uint32 state word rounded to the nearest fp32 (exact below 2^24). "
+    "The vector engine's pre-NeuronCore-v4 LFSR is not modelled: XORWOW on every target.",
+]
+"""Simulator behaviour the table's rows cannot show (the coverage notes)."""
+
 _SINCE = {"gen2": "v2+ (Trn1)", "gen3": "v3+ (Trn2)", "gen4": "v4+ (Trn3)"}
 
 
@@ -90,4 +101,5 @@ def markdown() -> str:
         torch_name = d.get("torch") or "-"
         status = "implemented" if d["name"] in known else "not yet"
         lines.append(f"| `{d['name']}` | {d['bits']} | {torch_name} | {status} |")
+    lines += ["", "## Notes", ""] + [f"- {note}" for note in _NOTES]
     return "\n".join(lines) + "\n"

@@ -432,7 +432,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector, E::Gpsimd],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "dropout",
@@ -445,7 +445,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "set_rng_seed",
@@ -453,7 +453,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[req("src_seeds", K::TileIn), NAME],
         &[E::Vector],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     // The vector engine is NeuronCore-v4+; NeuronCore-v3 has GpSimd only.
     i(
@@ -466,7 +466,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Gpsimd, E::Vector],
         T::GEN3,
-        TODO,
+        IMPL,
     ),
     // The vector engine is NeuronCore-v4+; NeuronCore-v3 has GpSimd only.
     i(
@@ -479,7 +479,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Gpsimd, E::Vector],
         T::GEN3,
-        TODO,
+        IMPL,
     ),
     i(
         "rand2",
@@ -492,7 +492,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::GEN4,
-        TODO,
+        IMPL,
     ),
     i(
         "exponential",

@@ -190,6 +190,7 @@ fn ctx<'c, 'a>(frame: &'c Frame<'_, 'a>, inst: &'c Instruction) -> Ctx<'a, 'c> {
         split: false,
         env: frame.env,
         inst,
+        prng: None,
     }
 }
 

@@ -222,6 +222,8 @@ impl Finder<'_> {
             // nonzero_with_count works on the partitions that are multiples of 16 of the tile,
             // topk on groups of 16 partitions.
             Op::NonzeroWithCount { .. } | Op::Topk { .. } => false,
+            // They draw from (or set) an engine's generator states, in program order.
+            op if crate::sim::random::uses_prng(op) => false,
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { .. },
                 src: DmaOperand::Hbm { .. },

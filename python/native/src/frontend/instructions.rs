@@ -61,6 +61,14 @@ fn engine<'e>(a: &Args<'_>, modelled: &[&'e str]) -> PyResult<&'e str> {
         .ok_or_else(|| a.unsupported(&format!("engine=nisa.engine.{chosen}")))
 }
 
+/// The IR's engine for an `engine()` answer among vector and gpsimd.
+fn elementwise_engine(chosen: &str) -> ElementwiseEngine {
+    match chosen {
+        "gpsimd" => ElementwiseEngine::GpSimd,
+        _ => ElementwiseEngine::Vector,
+    }
+}
+
 /// The reduction of an instruction that writes this instruction's row reductions into
 /// `reduce_res` (`reduce_cmd=reset_reduce`). Without `reduce_res` there is none, and
 /// `reduce_op` / `reduce_cmd` are left for [`Args::finish`] to require at their defaults
@@ -186,6 +194,41 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             let (dst, value) = (region(a.tile("dst")?), a.number("value")?);
             a.finish()?;
             tracer.at(file, line, || isa::memset(dst, value as f32))
+        }
+        "rng" => {
+            let on = elementwise_engine(engine(a, &["vector", "gpsimd"])?);
+            let dst = region(a.tile("dst")?);
+            a.finish()?;
+            tracer.at(file, line, || isa::rng(dst, on))
+        }
+        "rand2" => {
+            let dst = region(a.tile("dst")?);
+            let (min, max) = (scalar(a.scalar("min")?), scalar(a.scalar("max")?));
+            a.finish()?;
+            tracer.at(file, line, || isa::rand2(dst, min, max))
+        }
+        "rand_set_state" => {
+            let on = elementwise_engine(engine(a, &["gpsimd", "vector"])?);
+            let src = region(a.tile("src_seeds")?);
+            a.finish()?;
+            tracer.at(file, line, || isa::rand_set_state(src, on))
+        }
+        "rand_get_state" => {
+            let on = elementwise_engine(engine(a, &["gpsimd", "vector"])?);
+            let dst = region(a.tile("dst")?);
+            a.finish()?;
+            tracer.at(file, line, || isa::rand_get_state(dst, on))
+        }
+        "set_rng_seed" => {
+            let src = region(a.tile("src_seeds")?);
+            a.finish()?;
+            tracer.at(file, line, || isa::set_rng_seed(src))
+        }
+        "dropout" => {
+            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let prob = scalar(a.scalar("prob")?);
+            a.finish()?;
+            tracer.at(file, line, || isa::dropout(dst, data, prob))
         }
         "nc_matmul" => {
             let dst = a.tile("dst")?;
