@@ -8,41 +8,9 @@
 //! range the device gives invalid results (`sin` extrapolates its polynomial); the simulator
 //! does not model that.
 
-use serde::Serialize;
-
-/// Declares [`ActFn`] with every variant's `nl` name and derives the names, the list and the
-/// lookup by name.
-macro_rules! activations {
-    ($( $(#[$doc:meta])* $variant:ident = $name:literal, )*) => {
-        /// Scalar-engine activation functions.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum ActFn {
-            $( $(#[$doc])* $variant, )*
-        }
-
-        impl ActFn {
-            /// Every activation function, in the order of the docs' table.
-            pub const ALL: &'static [ActFn] = &[$(ActFn::$variant),*];
-
-            /// The `nl` name without `nl.` (`exp`, `copy` for the identity).
-            pub const fn nl_name(self) -> &'static str {
-                match self {
-                    $( ActFn::$variant => $name, )*
-                }
-            }
-
-            /// The `nl.*` spelling used by code generation (`nl.exp`).
-            pub const fn nki_name(self) -> &'static str {
-                match self {
-                    $( ActFn::$variant => concat!("nl.", $name), )*
-                }
-            }
-        }
-    };
-}
-
-activations! {
+nl_enum! {
+    /// Scalar-engine activation functions.
+    pub enum ActFn {
     /// `x`
     Identity = "copy",
     /// `x²`
@@ -94,6 +62,7 @@ activations! {
     Sign = "sign",
     /// `|x|`
     Abs = "abs",
+    }
 }
 
 /// `σ(x)` with the simulator's fp32 exponential.
@@ -108,11 +77,6 @@ fn softplus(x: f64) -> f64 {
 }
 
 impl ActFn {
-    /// The function spelled `nl.<name>` (`"exp"` → `Exp`, `"copy"` → `Identity`).
-    pub fn from_nki_name(name: &str) -> Option<ActFn> {
-        ActFn::ALL.iter().copied().find(|f| f.nl_name() == name)
-    }
-
     /// Applies the function in fp32.
     #[inline]
     pub fn apply(self, x: f32) -> f32 {

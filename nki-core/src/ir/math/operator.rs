@@ -9,49 +9,15 @@
 //! read in its signedness ([`crate::dtype::DType::from_bits32`]); the docs do not say how
 //! narrower dtypes are widened, this is what the simulator does. A shift by 32 or more gives 0.
 
-use serde::Serialize;
-
-/// Declares [`BinOp`] with every variant's `nl` name and derives the names, the list and the
-/// lookup by name.
-macro_rules! operators {
-    ($( $(#[$doc:meta])* $variant:ident = $name:literal, )*) => {
-        /// An ALU operator: NKI's `op=` values (`nl.add`, `nl.greater`, `nl.bitwise_and`,
-        /// `nl.abs`, ...). Unary operators (`nl.abs`, `nl.invert`, ...) ignore their second
-        /// operand.
-        ///
-        /// Comparisons compute in fp32 and produce `1.0` when true and `0.0` when false, with
-        /// IEEE semantics for NaN: every comparison with a NaN is false except
-        /// [`BinOp::NotEqual`], which is true. Logical operators count any nonzero value (NaN
-        /// too) as true.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum BinOp {
-            $( $(#[$doc])* $variant, )*
-        }
-
-        impl BinOp {
-            /// Every operator, in the order of the docs' table (`nl.divide`, which the table
-            /// leaves out, last).
-            pub const ALL: &'static [BinOp] = &[$(BinOp::$variant),*];
-
-            /// The `nl` name without `nl.` (`add`).
-            pub const fn nl_name(self) -> &'static str {
-                match self {
-                    $( BinOp::$variant => $name, )*
-                }
-            }
-
-            /// The `nl.*` spelling used by code generation (`nl.add`).
-            pub const fn nki_name(self) -> &'static str {
-                match self {
-                    $( BinOp::$variant => concat!("nl.", $name), )*
-                }
-            }
-        }
-    };
-}
-
-operators! {
+nl_enum! {
+    /// An ALU operator: NKI's `op=` values (`nl.add`, `nl.greater`, `nl.bitwise_and`,
+    /// `nl.abs`, ...). Unary operators (`nl.abs`, `nl.invert`, ...) ignore their second
+    /// operand.
+    ///
+    /// Comparisons compute in fp32 and produce `1.0` when true and `0.0` when false, with IEEE
+    /// semantics for NaN: every comparison with a NaN is false except [`BinOp::NotEqual`], which
+    /// is true. Logical operators count any nonzero value (NaN too) as true.
+    pub enum BinOp {
     /// `~a` (bitvec, unary).
     Invert = "invert",
     /// `a & b` (bitvec).
@@ -111,6 +77,7 @@ operators! {
     /// `a / b` (exact division; NKI 0.7's operator table lacks it and kernels usually multiply
     /// by a reciprocal instead)
     Divide = "divide",
+    }
 }
 
 /// 1.0 for true, 0.0 for false.
@@ -127,11 +94,6 @@ pub fn to_bits32(v: f32) -> u32 {
 }
 
 impl BinOp {
-    /// The operator spelled `nl.<name>` (`"add"` → `Add`).
-    pub fn from_nki_name(name: &str) -> Option<BinOp> {
-        BinOp::ALL.iter().copied().find(|o| o.nl_name() == name)
-    }
-
     /// Its entry in the `nki_spec` operator table (`None` for [`BinOp::Divide`]).
     pub fn spec(self) -> Option<&'static nki_spec::OperatorSpec> {
         nki_spec::operator(self.nl_name())
