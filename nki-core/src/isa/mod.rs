@@ -2,7 +2,8 @@
 //! then the arguments in NKI's order; NKI's keyword arguments are trailing parameters or, for
 //! `tensor_scalar`'s second operation, `.then(op1, operand1)`). Each call records one
 //! instruction with the caller's source line; operand shapes are checked here, hardware limits
-//! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`),
+//! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`,
+//! `dma_transpose`), `gather` (GpSimd's `local_gather` and `nc_n_gather`),
 //! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's),
 //! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`, `tensor_tensor_scan`),
 //! `matmul` (the tensor engine's), `partition` (the
@@ -20,6 +21,7 @@ mod activation;
 mod arithmetic;
 mod dma;
 mod elementwise;
+mod gather;
 mod matmul;
 mod partition;
 mod predicated;
@@ -29,12 +31,13 @@ pub use activation::{activation, activation_reduce};
 pub use arithmetic::{
     exponential, exponential_reduce, reciprocal, tensor_scalar_reduce, tensor_tensor_scan,
 };
-pub use dma::dma_copy;
+pub use dma::{DmaTransposeArgs, TransposeSrc, dma_copy, dma_transpose, dma_transpose_axes};
 pub use elementwise::{
     RANGE_SELECT_COMPARISONS, TensorScalar, TensorTensor, iota, memset, range_select,
     scalar_tensor_tensor, scalar_tensor_tensor_reduce, tensor_copy, tensor_reduce, tensor_scalar,
     tensor_tensor,
 };
+pub use gather::{LOCAL_GATHER_ELEMS_PER_INDEX, local_gather, nc_n_gather};
 pub use matmul::{nc_matmul, nc_transpose};
 pub use partition::{
     PARTITION_REDUCE_OPS, SHUFFLE_KEEP, nc_stream_shuffle, tensor_partition_reduce,

@@ -11,6 +11,7 @@
 mod band;
 mod dma;
 mod exec;
+mod gather;
 mod hbm;
 mod matmul;
 mod parallel;

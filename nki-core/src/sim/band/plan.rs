@@ -219,6 +219,9 @@ impl Finder<'_> {
             Op::Iota { .. } | Op::AffineSelect { .. } | Op::NcTranspose { .. } => false,
             // They read other partitions than they write.
             Op::TensorPartitionReduce { .. } | Op::NcStreamShuffle { .. } => false,
+            // A transpose moves elements across partitions; local_gather's indices come from
+            // all 16 partitions of a core. (nc_n_gather is partition-local.)
+            Op::DmaTranspose { .. } | Op::LocalGather { .. } => false,
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { .. },
                 src: DmaOperand::Hbm { .. },
