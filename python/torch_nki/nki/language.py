@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from torch_nki._dtypes import KERNEL_DTYPES
+from torch_nki.nki._gather import gather_flattened as gather_flattened, load_transpose2d as load_transpose2d
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._tile_ops import (
     all as all,
