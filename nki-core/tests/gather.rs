@@ -3,7 +3,7 @@
 //! `num_valid_indices`), against the docs' NumPy reference; `nc_n_gather`: every partition
 //! gathers its own elements, against `np.take_along_axis`. Their trace checks, validation rules
 //! (dtypes, index dtypes, partition multiple, `num_elem_per_idx`, index counts, PSUM), the
-//! simulator's error for an index out of range, cost and codegen.
+//! simulator's error for an index out of range, both in place, cost and codegen.
 
 mod common;
 
@@ -442,4 +442,54 @@ fn run_on_gpsimd_and_emit_their_nki_calls() {
         "{}",
         emit_nki(&p)
     );
+}
+
+#[test]
+fn both_gathers_work_in_place() {
+    // local_gather over its own src_buffer: [16, 32] by 16 offsets of 2 elements each.
+    let data = values(16 * 32, 4, 20.0);
+    let index = offsets(16, 32, 2, 9);
+    let p = trace(
+        "k",
+        Target::Trn2,
+        &inputs((16, 32, 1), DType::F32, DType::U16),
+        |h| {
+            let result = shared_hbm(&[16, 32], DType::F32);
+            let src = sbuf([16, 32], DType::F32);
+            dma_copy(&src, &h[0]);
+            let idx = sbuf([16, 1], DType::U16);
+            dma_copy(&idx, &h[1]);
+            local_gather(&src, &src, &idx, 2, None);
+            dma_copy(&result, &src);
+            vec![result]
+        },
+    )
+    .unwrap();
+    validate(&p).unwrap();
+    let got = run(&p, &[&data, &index]);
+    assert_eq!(got[0], local_gathered(&data, &index, (16, 32, 1), 2, 16));
+    // nc_n_gather over its own data: a [16, 8] tile by [16, 8] indices.
+    let data = values(16 * 8, 6, 20.0);
+    let indices = offsets(16 * 8, 8, 1, 21);
+    let p = trace(
+        "k",
+        Target::Trn2,
+        &inputs((16, 8, 8), DType::F32, DType::U32),
+        |h| {
+            let result = shared_hbm(&[16, 8], DType::F32);
+            let d = sbuf([16, 8], DType::F32);
+            dma_copy(&d, &h[0]);
+            let i = sbuf([16, 8], DType::U32);
+            dma_copy(&i, &h[1]);
+            nc_n_gather(&d, &d, &i);
+            dma_copy(&result, &d);
+            vec![result]
+        },
+    )
+    .unwrap();
+    let got = run(&p, &[&data, &indices]);
+    let want: Vec<f32> = (0..16 * 8)
+        .map(|i| data[i / 8 * 8 + indices[i] as usize])
+        .collect();
+    assert_eq!(got[0], want);
 }

@@ -29,7 +29,8 @@ fn offset(
 }
 
 /// Executes `local_gather`: per group of 16 partitions, its offsets (partition first, the
-/// valid ones) read once, every source row of the group read before any row is written.
+/// valid ones) read once; every group's rows gathered before any row is written (so `dst` may
+/// share a tile with `src` or `index`).
 pub(crate) fn local_gather(
     ctx: &Ctx<'_, '_>,
     store: &mut TileStore<'_>,
@@ -48,6 +49,7 @@ pub(crate) fn local_gather(
     let n = *n;
     let valid = num_valid_indices.unwrap_or(16 * index.nf);
     let dt = store.dtype(dst.tile);
+    let mut gathered = Vec::with_capacity(src.np);
     for group in (0..src.np).step_by(16) {
         let parts = group..(group + 16).min(src.np);
         let mut offsets = Vec::with_capacity(valid);
@@ -73,19 +75,18 @@ pub(crate) fn local_gather(
                 ))
                 .into());
         }
-        let rows: Vec<Vec<f32>> = parts
-            .clone()
-            .map(|p| {
-                let row = store.row(src, p)?;
-                Ok(offsets
+        for p in parts {
+            let row = store.row(src, p)?;
+            gathered.push(
+                offsets
                     .iter()
                     .flat_map(|&o| row[o..o + n].iter().copied())
-                    .collect())
-            })
-            .collect::<Result<_, ExecError>>()?;
-        for (p, row) in parts.zip(rows) {
-            write_row(store, dst, p, &row, dt)?;
+                    .collect::<Vec<f32>>(),
+            );
         }
+    }
+    for (p, row) in gathered.iter().enumerate() {
+        write_row(store, dst, p, row, dt)?;
     }
     Ok(())
 }
