@@ -9,7 +9,7 @@ use common::{run, values};
 use nki_core::NkiError;
 use nki_core::codegen::emit_nki;
 use nki_core::cost::{Engine, estimate};
-use nki_core::ir::{DgeMode, OobMode, Program};
+use nki_core::ir::Program;
 use nki_core::lang::{InputSpec, trace};
 use nki_core::prelude::*;
 use nki_core::validate::validate;

@@ -7,7 +7,8 @@
 //! never silently ignored.
 //!
 //! The Python side encodes values uniformly (no per-instruction code): a tile region as
-//! `("tile", id, p0, np, f0, nf)`, an HBM view as `("hbm", id, offset, [(size, stride), ...])`,
+//! `("tile", id, p0, np, f0, nf, shape)` (`shape` the region's dims as the kernel shaped it,
+//! read by the instructions that see dims: `dma_transpose`), an HBM view as `("hbm", id, offset, [(size, stride), ...])`,
 //! an `nl` function as `("fn", name, kind)`, an enum member as `("enum", enum, variant)`;
 //! numbers, booleans, `None`, `...` and lists as themselves.
 
