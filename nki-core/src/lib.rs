@@ -71,7 +71,7 @@ pub use target::Target;
 pub mod prelude {
     pub use crate::affine::AffineExpr;
     pub use crate::dtype::DType;
-    pub use crate::ir::{ActFn, BinOp, ElementwiseEngine, TileRegion};
+    pub use crate::ir::{ActFn, BinOp, DgeMode, ElementwiseEngine, OobMode, TileRegion};
     pub use crate::isa::*;
     pub use crate::kernel;
     pub use crate::language::*;

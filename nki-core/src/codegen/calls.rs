@@ -2,7 +2,7 @@
 //! instruction's NKI signature, with the values spelled as NKI reads them.
 
 use super::{Emitter, float};
-use crate::ir::{ElementwiseEngine, Op, ScalarOperand, TileRegion};
+use crate::ir::{DgeMode, DmaOperand, ElementwiseEngine, OobMode, Op, ScalarOperand, TileRegion};
 
 impl Emitter<'_> {
     /// `nisa.<name>(dst=..., ...)` for one instruction.
@@ -10,6 +10,36 @@ impl Emitter<'_> {
         let r = |t: &TileRegion| self.region(t);
         let args: Vec<(&str, String)> = match op {
             Op::DmaCopy { dst, src } => vec![("dst", self.dma(dst)), ("src", self.dma(src))],
+            Op::DmaTranspose {
+                dst,
+                src,
+                dims,
+                priority,
+                dge_mode,
+                oob_mode,
+            } => {
+                let axes = crate::isa::dma_transpose_axes(dims.len()).unwrap_or(&[]);
+                let out: Vec<usize> = axes.iter().map(|&a| dims[a]).collect();
+                let axes: Vec<String> = axes.iter().map(usize::to_string).collect();
+                let dst = DmaOperand::Tile {
+                    region: dst.clone(),
+                };
+                let mut v = vec![
+                    ("dst", self.dma_dims(&dst, &out)),
+                    ("src", self.dma_dims(src, dims)),
+                    ("axes", format!("({})", axes.join(", "))),
+                ];
+                if let Some(p) = priority {
+                    v.push(("priority", p.to_string()));
+                }
+                if *dge_mode != DgeMode::Unknown {
+                    v.push(("dge_mode", format!("nisa.dge_mode.{}", dge_mode.nki_name())));
+                }
+                if *oob_mode != OobMode::Error {
+                    v.push(("oob_mode", format!("nisa.oob_mode.{}", oob_mode.nki_name())));
+                }
+                v
+            }
             Op::TensorTensor {
                 dst,
                 a,
@@ -180,6 +210,27 @@ impl Emitter<'_> {
                     ("src", r(src)),
                     ("shuffle_mask", format!("[{}]", mask.join(", "))),
                 ]
+            }
+            Op::LocalGather {
+                dst,
+                src,
+                index,
+                num_elem_per_idx,
+                num_valid_indices,
+            } => {
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("src_buffer", r(src)),
+                    ("index", r(index)),
+                    ("num_elem_per_idx", num_elem_per_idx.to_string()),
+                ];
+                if let Some(n) = num_valid_indices {
+                    v.push(("num_valid_indices", n.to_string()));
+                }
+                v
+            }
+            Op::NcNGather { dst, data, indices } => {
+                vec![("dst", r(dst)), ("data", r(data)), ("indices", r(indices))]
             }
             Op::TensorPartitionReduce { dst, op, data } => vec![
                 ("dst", r(dst)),

@@ -172,6 +172,34 @@ impl Emitter<'_> {
         }
     }
 
+    /// A DMA operand seen with `dims` (its rows first, its free run split row-major into the
+    /// others): as [`Self::dma`] for two dims, else a tile region `.reshape`d or an HBM access
+    /// pattern with one `[stride, count]` per dim.
+    fn dma_dims(&self, d: &DmaOperand, dims: &[usize]) -> String {
+        if dims.len() <= 2 {
+            return self.dma(d);
+        }
+        let shape: Vec<String> = dims.iter().map(usize::to_string).collect();
+        match d {
+            DmaOperand::Tile { region } => {
+                format!("{}.reshape({})", self.region(region), tuple(&shape))
+            }
+            DmaOperand::Hbm { access: a } => {
+                let mut pattern = vec![format!("[{}, {}]", a.p_stride, dims[0])];
+                for (k, n) in dims.iter().enumerate().skip(1) {
+                    let inner: usize = dims[k + 1..].iter().product();
+                    pattern.push(format!("[{}, {n}]", a.f_stride * inner as i64));
+                }
+                let name = python_name(&self.program.hbm[a.tensor.0 as usize].name);
+                format!(
+                    "{name}.ap(pattern=[{}], offset={})",
+                    pattern.join(", "),
+                    python_expr(&a.offset)
+                )
+            }
+        }
+    }
+
     /// A slice of a 2-D tensor when the access is a row/column window of it, else an access
     /// pattern over the tensor's flat elements.
     fn hbm(&self, a: &HbmAccess) -> String {

@@ -216,6 +216,18 @@ impl<'p> Scheduler<'p> {
                     charged_bytes(access, size, &t) / t.dma_queue_bytes_per_ns,
                 )
             }
+            Op::DmaTranspose { dst, src, .. } => {
+                // An assumption (NKI only says a DMA transpose uses much less of the DMA
+                // bandwidth than a load): every element moves as its own 16-byte unit, as a
+                // strided dma_copy does in this model.
+                let elements = (dst.np * dst.nf) as f64;
+                let size = self.dtype(dst).size_bytes();
+                if let DmaOperand::Hbm { .. } = src {
+                    self.work.hbm_read += elements * size as f64;
+                }
+                let bytes = elements * size.max(16) as f64;
+                (Engine::Dma(0), bytes / t.dma_queue_bytes_per_ns)
+            }
             Op::TensorTensor {
                 dst,
                 a,
@@ -444,6 +456,15 @@ impl<'p> Scheduler<'p> {
                 // affine_select's, the partitions combined at no extra cost.
                 let per_input = data.nf as f64;
                 self.work.gpsimd_min_ns += per_input * (data.np as f64 / 128.0) / t.gpsimd_ghz;
+                let cycles = t.engine_fixed_cycles + per_input;
+                (Engine::GpSimd, cycles / t.gpsimd_ghz)
+            }
+            Op::LocalGather { dst, .. } | Op::NcNGather { dst, .. } => {
+                // An assumption (NKI gives no estimate): one element per partition per cycle
+                // for each element written, after the fixed overhead, as GpSimd's other
+                // one-input instructions.
+                let per_input = dst.nf as f64;
+                self.work.gpsimd_min_ns += per_input * (dst.np as f64 / 128.0) / t.gpsimd_ghz;
                 let cycles = t.engine_fixed_cycles + per_input;
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }

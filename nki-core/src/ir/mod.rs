@@ -18,7 +18,7 @@ mod unroll;
 
 pub use hoist::hoist_escaping_allocs;
 pub use math::{ActFn, BinOp, to_bits32};
-pub use op::{ElementwiseEngine, Op, ScalarOperand};
+pub use op::{DgeMode, ElementwiseEngine, OobMode, Op, ScalarOperand};
 pub use operand::{Access, Operand, OperandMap, OperandUse, Param};
 pub use unroll::{stream_difference, unroll};
 

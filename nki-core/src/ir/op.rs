@@ -143,6 +143,75 @@ impl ElementwiseEngine {
     }
 }
 
+/// How a DMA's descriptors are generated: NKI's `nisa.dge_mode`. The simulator moves the same
+/// bytes whichever is chosen; validation checks which an instruction allows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DgeMode {
+    /// The compiler chooses (NKI's default).
+    #[default]
+    Unknown,
+    /// Software descriptor generation on GpSimd (the indirect forms).
+    Swdge,
+    /// The hardware descriptor generator (NeuronCore-v3 and newer).
+    Hwdge,
+    /// Descriptors made by the runtime before execution.
+    None,
+}
+
+impl DgeMode {
+    /// Every mode, in `nisa.dge_mode`'s order.
+    pub const ALL: [DgeMode; 4] = [
+        DgeMode::Unknown,
+        DgeMode::Swdge,
+        DgeMode::Hwdge,
+        DgeMode::None,
+    ];
+
+    /// The NKI spelling, `nisa.dge_mode.<name>`.
+    pub fn nki_name(self) -> &'static str {
+        match self {
+            DgeMode::Unknown => "unknown",
+            DgeMode::Swdge => "swdge",
+            DgeMode::Hwdge => "hwdge",
+            DgeMode::None => "none",
+        }
+    }
+
+    /// The mode `nisa.dge_mode.<name>` names.
+    pub fn from_nki_name(name: &str) -> Option<DgeMode> {
+        DgeMode::ALL.into_iter().find(|m| m.nki_name() == name)
+    }
+}
+
+/// What a DMA does with an out-of-bounds index of an indirect access: NKI's `nisa.oob_mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OobMode {
+    /// A runtime error (NKI's default).
+    #[default]
+    Error,
+    /// The transfer of that index is skipped.
+    Skip,
+}
+
+impl OobMode {
+    /// The NKI spelling, `nisa.oob_mode.<name>`.
+    pub fn nki_name(self) -> &'static str {
+        match self {
+            OobMode::Error => "error",
+            OobMode::Skip => "skip",
+        }
+    }
+
+    /// The mode `nisa.oob_mode.<name>` names.
+    pub fn from_nki_name(name: &str) -> Option<OobMode> {
+        [OobMode::Error, OobMode::Skip]
+            .into_iter()
+            .find(|m| m.nki_name() == name)
+    }
+}
+
 instructions! {
     /// One engine instruction, destination first. Each variant is one `nki.isa` instruction:
     /// its NKI name, then its fields, each declared as an operand the instruction `read`s or
@@ -154,6 +223,25 @@ instructions! {
         write dst: DmaOperand,
         /// Source.
         read src: DmaOperand,
+    },
+    /// DMA engines (NeuronCore-v3 and newer): `dst` = `src` transposed. `src` has the shape
+    /// `dims` (2 to 4 dims: `[a, b]`, `[a, b, c]` or `[a, b, c, d]`, the first its rows and the
+    /// others merged, row-major, into its free run); `dst` is that shape permuted by
+    /// `(1, 0)`, `(2, 1, 0)` or `(3, 1, 2, 0)` (its first permuted dim the partitions, the
+    /// others its free run). Values pass through unconverted (one dtype on both sides).
+    DmaTranspose = "dma_transpose" {
+        /// SBUF destination, the permuted shape.
+        write dst: TileRegion,
+        /// HBM or SBUF source, `[dims[0], product of the other dims]`.
+        read src: DmaOperand,
+        /// The source's dims.
+        param dims: Vec<usize>,
+        /// DMA queue priority 0..=3, lower first (NeuronCore-v4 and newer).
+        param priority: Option<u8>,
+        /// How the descriptors are generated.
+        param dge_mode: DgeMode,
+        /// What an out-of-bounds indirect index does.
+        param oob_mode: OobMode,
     },
     /// Vector (or GpSimd) engine: `dst = a <op> b` elementwise.
     TensorTensor = "tensor_tensor" {
@@ -539,6 +627,33 @@ instructions! {
         /// The 32 source partitions within a quadrant (255: unmodified).
         param mask: Vec<u8>,
     } keeps dst,
+    /// GpSimd engine: within each group of 16 partitions (one GpSimd core), the group's indices
+    /// (`index`'s 16 partitions flattened partition first, the first `num_valid_indices` of
+    /// them) are free-element offsets into each of the group's partitions of `src`:
+    /// `dst[p, k·n + e] = src[p, idx[k] + e]` for `e < n = num_elem_per_idx`.
+    LocalGather = "local_gather" {
+        /// Destination, `src`'s partitions and dtype, `num_valid_indices · num_elem_per_idx`
+        /// elements per partition.
+        write dst: TileRegion,
+        /// The gathered values (NKI's `src_buffer`), in SBUF.
+        read src: TileRegion,
+        /// The uint16 offsets, `src`'s partitions.
+        read index: TileRegion,
+        /// Contiguous elements read at each offset.
+        param num_elem_per_idx: usize,
+        /// Offsets used per group of 16 partitions (`None`: all `16 · index.nf`).
+        param num_valid_indices: Option<usize>,
+    },
+    /// GpSimd engine: `dst[p, j] = data[p, indices[p, j]]`, each partition gathering from its
+    /// own free elements.
+    NcNGather = "nc_n_gather" {
+        /// Destination, `indices`' shape, `data`'s dtype.
+        write dst: TileRegion,
+        /// The gathered values, in SBUF.
+        read data: TileRegion,
+        /// The uint32 free-element indices, `data`'s partitions.
+        read indices: TileRegion,
+    },
     /// Vector engine: the eight largest values of each partition of `src`, in descending order
     /// (NaN above everything, ties in row order), into the `(P, 8)` `dst`.
     Max8 = "max8" {

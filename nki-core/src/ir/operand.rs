@@ -4,7 +4,10 @@
 //! instruction declarations in [`super::op`] instead of being matched by hand per instruction.
 //! [`Param`] does the same for the plain fields: which ALU operators an instruction uses.
 
-use super::{ActFn, BinOp, DmaOperand, ElementwiseEngine, HbmAccess, ScalarOperand, TileRegion};
+use super::{
+    ActFn, BinOp, DgeMode, DmaOperand, ElementwiseEngine, HbmAccess, OobMode, ScalarOperand,
+    TileRegion,
+};
 use crate::affine::AffineExpr;
 
 /// Whether an instruction reads or writes an operand.
@@ -61,7 +64,33 @@ macro_rules! no_operators {
     ($($ty:ty),*) => { $( impl Param for $ty {} )* };
 }
 
-no_operators!(bool, f32, i32, usize, Vec<u8>, ActFn, ElementwiseEngine);
+no_operators!(
+    bool,
+    f32,
+    i32,
+    u8,
+    usize,
+    ActFn,
+    ElementwiseEngine,
+    DgeMode,
+    OobMode
+);
+
+/// An optional plain value names what its value names.
+impl<T: Param> Param for Option<T> {
+    fn operators(&self, f: &mut dyn FnMut(BinOp)) {
+        if let Some(v) = self {
+            v.operators(f);
+        }
+    }
+}
+
+/// A list of plain values names what each names.
+impl<T: Param> Param for Vec<T> {
+    fn operators(&self, f: &mut dyn FnMut(BinOp)) {
+        self.iter().for_each(|v| v.operators(f));
+    }
+}
 
 impl Operand for TileRegion {
     fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {

@@ -1,8 +1,11 @@
-//! `dma_copy`: data movement between HBM and on-chip tiles.
+//! The DMA instructions: `dma_copy` (data movement between HBM and on-chip tiles) and
+//! `dma_transpose`.
 
 use super::DmaArg;
-use crate::ir::{DmaOperand, HbmKind, Op};
-use crate::lang::context::with_builder;
+use crate::ir::{DgeMode, DmaOperand, HbmKind, OobMode, Op, TileRegion};
+use crate::lang::context::{Builder, with_builder};
+use crate::lang::hbm::{Hbm, HbmView};
+use crate::lang::tile::Tile;
 use crate::loc::SourceLoc;
 
 /// `nisa.dma_copy(dst, src)`: moves data between HBM and SBUF. Both sides have the same
@@ -52,5 +55,184 @@ pub fn dma_copy(dst: impl Into<DmaArg>, src: impl Into<DmaArg>) {
         } else {
             b.push_op(Op::DmaCopy { dst: d, src: s }, loc);
         }
+    });
+}
+
+/// The permutation `dma_transpose` applies to a source of each rank it takes (2, 3 and 4):
+/// dim `i` of the destination is dim `axes[i]` of the source.
+pub fn dma_transpose_axes(rank: usize) -> Option<&'static [usize]> {
+    match rank {
+        2 => Some(&[1, 0]),
+        3 => Some(&[2, 1, 0]),
+        4 => Some(&[3, 1, 2, 0]),
+        _ => None,
+    }
+}
+
+/// The source of a [`dma_transpose`]: an HBM view (its shape is its dims) or a tile region
+/// with its dims (a [`Tile`]'s as allocated; a bare region is 2-D).
+#[derive(Clone, Debug)]
+pub struct TransposeSrc {
+    arg: DmaArg,
+    dims: Option<Vec<usize>>,
+}
+
+impl TransposeSrc {
+    /// A tile region seen with `dims` (the partitions first, the free run split row-major into
+    /// the others).
+    pub fn tile(region: TileRegion, dims: Vec<usize>) -> TransposeSrc {
+        TransposeSrc {
+            arg: DmaArg::Tile(region),
+            dims: Some(dims),
+        }
+    }
+}
+
+/// An HBM view, seen with its shape.
+impl From<HbmView> for TransposeSrc {
+    fn from(v: HbmView) -> TransposeSrc {
+        TransposeSrc {
+            arg: DmaArg::Hbm(v),
+            dims: None,
+        }
+    }
+}
+
+/// A whole HBM tensor, seen with its shape.
+impl From<&Hbm> for TransposeSrc {
+    fn from(h: &Hbm) -> TransposeSrc {
+        h.view().into()
+    }
+}
+
+/// A tile region, 2-D.
+impl From<TileRegion> for TransposeSrc {
+    fn from(r: TileRegion) -> TransposeSrc {
+        TransposeSrc {
+            arg: DmaArg::Tile(r),
+            dims: None,
+        }
+    }
+}
+
+/// A tile region, 2-D.
+impl From<&TileRegion> for TransposeSrc {
+    fn from(r: &TileRegion) -> TransposeSrc {
+        r.clone().into()
+    }
+}
+
+/// A whole tile, seen with its dims as allocated.
+impl From<&Tile> for TransposeSrc {
+    fn from(t: &Tile) -> TransposeSrc {
+        TransposeSrc::tile(t.region(), t.dims())
+    }
+}
+
+/// A whole tile, seen with its dims as allocated.
+impl From<Tile> for TransposeSrc {
+    fn from(t: Tile) -> TransposeSrc {
+        (&t).into()
+    }
+}
+
+/// The keywords of [`dma_transpose`] besides its operands, NKI's defaults by [`Default`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DmaTransposeArgs {
+    /// `axes=`: when given, the permutation of the source's rank ([`dma_transpose_axes`]).
+    pub axes: Option<Vec<usize>>,
+    /// `priority=`: the DMA queue priority 0..=3, lower first (NeuronCore-v4 and newer).
+    pub priority: Option<u8>,
+    /// `dge_mode=`.
+    pub dge_mode: DgeMode,
+    /// `oob_mode=`.
+    pub oob_mode: OobMode,
+}
+
+/// `nisa.dma_transpose(dst, src, axes, priority, dge_mode, oob_mode)`: on the DMA engines,
+/// `dst` (an SBUF tile region) takes `src` (HBM or SBUF, 2-D, 3-D or 4-D) transposed: a `[a, b]`
+/// source becomes `[b, a]`, `[a, b, c]` becomes `[c, b, a]` and `[a, b, c, d]` becomes
+/// `[d, b, c, a]`, the first dim of the result its partitions. `dst`'s shape must be that
+/// (its free run the other dims, row-major). Checked here: the rank, `axes` (the rank's
+/// permutation), `priority` (0..=3) and the shapes; the dtype, memory, `dge_mode` / `oob_mode`
+/// and target rules by [`crate::validate`].
+#[track_caller]
+pub fn dma_transpose(
+    dst: impl Into<TileRegion>,
+    src: impl Into<TransposeSrc>,
+    args: DmaTransposeArgs,
+) {
+    let loc = SourceLoc::caller();
+    let (dst, src) = (dst.into(), src.into());
+    let inst = "dma_transpose";
+    with_builder(|b| {
+        let fail = |b: &mut Builder, m: String| b.fail(loc, format!("{inst}: {m}"));
+        let (operand, dims) = match src.arg {
+            DmaArg::Hbm(v) => match v.to_access() {
+                Ok(access) => (DmaOperand::Hbm { access }, v.shape()),
+                Err(m) => return fail(b, format!("src: {m}")),
+            },
+            DmaArg::Tile(region) => {
+                if let Some(m) = b.region_problem(&region) {
+                    return fail(b, format!("src: {m}"));
+                }
+                let dims = src.dims.unwrap_or_else(|| region.shape().to_vec());
+                let free: usize = dims.iter().skip(1).product();
+                if dims.first() != Some(&region.np) || free != region.nf {
+                    return fail(
+                        b,
+                        format!(
+                            "src dims {dims:?} do not cover its region of {:?}",
+                            region.shape()
+                        ),
+                    );
+                }
+                (DmaOperand::Tile { region }, dims)
+            }
+        };
+        let Some(axes) = dma_transpose_axes(dims.len()) else {
+            return fail(
+                b,
+                format!("src has shape {dims:?}; dma_transpose takes a 2-D, 3-D or 4-D source"),
+            );
+        };
+        if let Some(given) = &args.axes
+            && given[..] != axes[..]
+        {
+            return fail(
+                b,
+                format!(
+                    "axes={given:?} for a {}-D src; the supported permutation is {axes:?}",
+                    dims.len()
+                ),
+            );
+        }
+        if let Some(p) = args.priority
+            && p > 3
+        {
+            return fail(b, format!("priority is {p}; DMA priorities are 0..=3"));
+        }
+        let want: Vec<usize> = axes.iter().map(|&a| dims[a]).collect();
+        let want_shape = [want[0], want[1..].iter().product()];
+        if dst.shape() != want_shape {
+            return fail(
+                b,
+                format!(
+                    "dst has shape {:?} but src {dims:?} transposed is {want:?} ({want_shape:?})",
+                    dst.shape()
+                ),
+            );
+        }
+        b.push_op(
+            Op::DmaTranspose {
+                dst,
+                src: operand,
+                dims,
+                priority: args.priority,
+                dge_mode: args.dge_mode,
+                oob_mode: args.oob_mode,
+            },
+            loc,
+        );
     });
 }

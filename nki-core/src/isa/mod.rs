@@ -2,7 +2,8 @@
 //! then the arguments in NKI's order; NKI's keyword arguments are trailing parameters or, for
 //! `tensor_scalar`'s second operation, `.then(op1, operand1)`). Each call records one
 //! instruction with the caller's source line; operand shapes are checked here, hardware limits
-//! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`),
+//! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`,
+//! `dma_transpose`), `gather` (GpSimd's `local_gather` and `nc_n_gather`),
 //! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's),
 //! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`,
 //! `tensor_scalar_cumulative`, `tensor_tensor_scan`), `gpsimd` (`sequence_bounds`,
@@ -23,6 +24,7 @@ mod activation;
 mod arithmetic;
 mod dma;
 mod elementwise;
+mod gather;
 mod gpsimd;
 mod matmul;
 pub(crate) mod operators;
@@ -36,12 +38,13 @@ pub use arithmetic::{
     CUMULATIVE_OPS, exponential, exponential_reduce, reciprocal, tensor_scalar_cumulative,
     tensor_scalar_reduce, tensor_tensor_scan,
 };
-pub use dma::dma_copy;
+pub use dma::{DmaTransposeArgs, TransposeSrc, dma_copy, dma_transpose, dma_transpose_axes};
 pub use elementwise::{
     RANGE_SELECT_COMPARISONS, TensorScalar, TensorTensor, iota, memset, range_select,
     scalar_tensor_tensor, scalar_tensor_tensor_reduce, tensor_copy, tensor_reduce, tensor_scalar,
     tensor_tensor,
 };
+pub use gather::{LOCAL_GATHER_ELEMS_PER_INDEX, local_gather, nc_n_gather};
 pub use gpsimd::{
     GPSIMD_CORE_PARTITIONS, TOPK_K_MAX, TOPK_N_MAX, TOPK_N_MIN, nonzero_with_count,
     sequence_bounds, topk,

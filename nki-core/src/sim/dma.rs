@@ -1,10 +1,10 @@
-//! `dma_copy` on the simulator: loads, stores and HBM/SBUF copies, their bounds and
+//! `dma_copy` and `dma_transpose` on the simulator: loads, stores and HBM/SBUF copies, their bounds and
 //! read-only checks, in-place loads of fp32 inputs, and dtype conversion (through fp32, as NKI's
 //! DMA engines convert).
 
 use crate::NkiError;
 use crate::dtype::DType;
-use crate::ir::{DmaOperand, HbmAccess, TileRegion};
+use crate::ir::{DmaOperand, HbmAccess, Op, TileRegion};
 use crate::sim::exec::{Ctx, ExecError, copy_row};
 use crate::sim::hbm::HbmBuffer;
 use crate::sim::rounding::{round_into, round_into_in_place};
@@ -66,20 +66,105 @@ pub(crate) fn check_dma(
         )));
     }
     for (o, write) in [(dst, true), (src, false)] {
-        let DmaOperand::Hbm { access: a } = o else {
-            continue;
-        };
-        let buf = ctx.hbm[a.tensor.0 as usize];
-        let (_, lo, hi) = flat_range(a, ctx.env);
-        if lo < 0 || hi >= buf.numel() as i64 {
-            return Err(ctx.err(format!(
-                "out-of-bounds HBM access: elements [{lo}, {hi}] of a tensor with {} elements",
-                buf.numel()
-            )));
+        if let DmaOperand::Hbm { access: a } = o {
+            check_hbm_side(ctx, a, write)?;
         }
-        if write && !buf.writable {
-            return Err(ctx.err("write to a read-only kernel input".into()));
+    }
+    Ok(())
+}
+
+/// One HBM side of a DMA: every element inside its tensor, and a written tensor an output.
+fn check_hbm_side(ctx: &Ctx<'_, '_>, a: &HbmAccess, write: bool) -> Result<(), NkiError> {
+    let buf = ctx.hbm[a.tensor.0 as usize];
+    let (_, lo, hi) = flat_range(a, ctx.env);
+    if lo < 0 || hi >= buf.numel() as i64 {
+        return Err(ctx.err(format!(
+            "out-of-bounds HBM access: elements [{lo}, {hi}] of a tensor with {} elements",
+            buf.numel()
+        )));
+    }
+    if write && !buf.writable {
+        return Err(ctx.err("write to a read-only kernel input".into()));
+    }
+    Ok(())
+}
+
+/// Executes `dma_transpose`: the source read whole as `[dims[0], rest]` (from HBM through its
+/// access pattern, or from its tile region), each element moved to its place in the permuted
+/// shape, then the destination's rows written (so a source in `dst`'s own tile is read before
+/// it is overwritten). A direct transpose has no indirect indices, so `oob_mode` has nothing to
+/// act on, and `priority` / `dge_mode` do not change the bytes moved.
+pub(crate) fn dma_transpose(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    op: &Op,
+) -> Result<(), ExecError> {
+    let Op::DmaTranspose { dst, src, dims, .. } = op else {
+        unreachable!("called for dma_transpose");
+    };
+    let axes = crate::isa::dma_transpose_axes(dims.len())
+        .ok_or_else(|| ctx.err(format!("a {}-D source cannot be transposed", dims.len())))?;
+    let (rows, free) = (dims[0], dims[1..].iter().product::<usize>());
+    let out_dims: Vec<usize> = axes.iter().map(|&a| dims[a]).collect();
+    let src_shape = match src {
+        DmaOperand::Tile { region } => region.shape(),
+        DmaOperand::Hbm { access } => [access.np, access.nf],
+    };
+    // A traced program always agrees; these guard programs built or deserialised by hand.
+    if src_shape != [rows, free]
+        || dst.shape() != [out_dims[0], dst.nf]
+        || dst.np * dst.nf != rows * free
+    {
+        return Err(ctx
+            .err(format!(
+                "src {src_shape:?} seen as {dims:?} does not transpose into dst {:?}",
+                dst.shape()
+            ))
+            .into());
+    }
+    let mut vals = Vec::with_capacity(rows * free);
+    match src {
+        DmaOperand::Tile { region } => {
+            for r in 0..rows {
+                vals.extend_from_slice(store.row(region, r)?);
+            }
         }
+        DmaOperand::Hbm { access } => {
+            check_hbm_side(ctx, access, false)?;
+            let buf = ctx.hbm[access.tensor.0 as usize];
+            let base = access.offset.eval(ctx.env);
+            for r in 0..rows as i64 {
+                let at = base + r * access.p_stride;
+                vals.extend(
+                    (0..free as i64).map(|f| buf.read((at + f * access.f_stride) as usize)),
+                );
+            }
+        }
+    }
+    // Where one step along each source dim lands in the destination (row-major in out_dims).
+    let mut out_stride = vec![0usize; dims.len()];
+    let mut stride = 1;
+    for (i, &a) in axes.iter().enumerate().rev() {
+        out_stride[a] = stride;
+        stride *= out_dims[i];
+    }
+    let mut out = vec![0.0f32; vals.len()];
+    let mut index = vec![0usize; dims.len()];
+    for &v in &vals {
+        let at: usize = index.iter().zip(&out_stride).map(|(i, s)| i * s).sum();
+        out[at] = v;
+        // The next source index, the last dim fastest.
+        for d in (0..dims.len()).rev() {
+            index[d] += 1;
+            if index[d] < dims[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    let dt = store.dtype(dst.tile);
+    for (p, chunk) in out.chunks(dst.nf.max(1)).enumerate() {
+        round_into(store.row_mut(dst, p)?, dt, |i| chunk[i]);
     }
     Ok(())
 }

@@ -98,6 +98,7 @@ fn run<'a: 'p, 'p>(
         Op::TensorTensor { dst, a, b, op, .. } if op.is_bitvec() => {
             bitvec::tensor_tensor(ctx, store, s, (dst, a, b), *op)?;
         }
+        op @ Op::DmaTranspose { .. } => super::dma::dma_transpose(ctx, store, op)?,
         // Both engines compute in fp32 and round on write.
         Op::TensorTensor { dst, a, b, op, .. } => {
             let dt = store.dtype(dst.tile);
@@ -427,6 +428,8 @@ fn run<'a: 'p, 'p>(
             super::vector::tensor_scalar_reduce(ctx, store, s, op)?
         }
         op @ Op::NcStreamShuffle { .. } => super::partition::stream_shuffle(store, op)?,
+        op @ Op::LocalGather { .. } => super::gather::local_gather(ctx, store, op)?,
+        op @ Op::NcNGather { .. } => super::gather::n_gather(ctx, store, op)?,
         op @ Op::TensorPartitionReduce { .. } => {
             super::partition::partition_reduce(ctx, store, op)?
         }

@@ -12,6 +12,7 @@ mod band;
 mod bitvec;
 mod dma;
 mod exec;
+mod gather;
 mod gpsimd;
 mod hbm;
 mod matmul;

@@ -3,6 +3,7 @@
 //! Every violation names its rule, the limit, the actual value, the instruction and the kernel
 //! source line. Unlike NKI's own simulator, capacity (SBUF bytes, PSUM banks) is checked.
 
+mod gather;
 mod gpsimd;
 mod liveness;
 mod operands;
@@ -47,6 +48,16 @@ pub const RULES: &[&str] = &[
     "nonzero-dtype",
     "topk-dtype",
     "topk-limits",
+    "dma-transpose-dtype",
+    "dma-transpose-dge-mode",
+    "dma-transpose-oob-mode",
+    "dma-transpose-hwdge",
+    "dma-priority-target",
+    "gather-dtype",
+    "gather-index-dtype",
+    "local-gather-partitions",
+    "local-gather-elems-per-index",
+    "local-gather-indices",
     "hbm-bounds",
     "hbm-size",
     "tile-region",
@@ -217,6 +228,16 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
             vec![("dst", dst)],
             "GpSimd cannot access PSUM; write to an SBUF tile or use engine=nisa.engine.vector",
         )),
+        Op::LocalGather {
+            dst, src, index, ..
+        } => Some((
+            vec![("dst", dst), ("src_buffer", src), ("index", index)],
+            "local_gather runs on GpSimd, which cannot access PSUM; use SBUF tiles",
+        )),
+        Op::NcNGather { dst, data, indices } => Some((
+            vec![("dst", dst), ("data", data), ("indices", indices)],
+            "nc_n_gather runs on GpSimd, which cannot access PSUM; use SBUF tiles",
+        )),
         _ => None,
     };
     if let Some((operands, why)) = on_gpsimd
@@ -306,6 +327,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     check_operator_targets(program, inst)?;
     gpsimd::check(program, inst)?;
     check_prng(program, inst)?;
+    gather::check(program, inst)?;
     if let Op::RangeSelect {
         on_true,
         bound0,

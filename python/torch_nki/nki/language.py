@@ -27,6 +27,7 @@ from torch_nki.nki._elementwise import (
     tan as tan,
     where as where,
 )
+from torch_nki.nki._gather import gather_flattened as gather_flattened, load_transpose2d as load_transpose2d
 from torch_nki.nki._random import dropout as dropout, rand as rand, random_seed as random_seed
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._tile_ops import (

@@ -171,7 +171,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Dma],
         T::GEN3,
-        TODO,
+        IMPL,
     ),
     i(
         "tensor_tensor",
@@ -359,7 +359,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Gpsimd],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "nc_n_gather",
@@ -372,7 +372,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Gpsimd],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "bn_stats",

@@ -224,6 +224,9 @@ impl Finder<'_> {
             Op::NonzeroWithCount { .. } | Op::Topk { .. } => false,
             // They draw from (or set) an engine's generator states, in program order.
             op if crate::sim::random::uses_prng(op) => false,
+            // A transpose moves elements across partitions; local_gather's indices come from
+            // all 16 partitions of a core. (nc_n_gather is partition-local.)
+            Op::DmaTranspose { .. } | Op::LocalGather { .. } => false,
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { .. },
                 src: DmaOperand::Hbm { .. },

@@ -7,7 +7,8 @@
 //! never silently ignored.
 //!
 //! The Python side encodes values uniformly (no per-instruction code): a tile region as
-//! `("tile", id, p0, np, f0, nf)`, an HBM view as `("hbm", id, offset, [(size, stride), ...])`,
+//! `("tile", id, p0, np, f0, nf, shape)` (`shape` the region's dims as the kernel shaped it,
+//! read by the instructions that see dims: `dma_transpose`), an HBM view as `("hbm", id, offset, [(size, stride), ...])`,
 //! an `nl` function as `("fn", name, kind)`, an enum member as `("enum", enum, variant)`;
 //! numbers, booleans, `None`, `...` and lists as themselves.
 
@@ -231,6 +232,26 @@ impl<'py> Args<'py> {
         t.get_slice(1, 6).extract()
     }
 
+    /// The dims of a tile keyword as the kernel shaped it (`(partitions, *free dims)`).
+    pub(super) fn tile_dims(&self, name: &str) -> PyResult<Vec<usize>> {
+        let v = self.get(name)?;
+        v.cast::<PyTuple>()?.get_item(6)?.extract()
+    }
+
+    /// An optional non-negative int keyword (`None` when passed as `None`).
+    pub(super) fn opt_count(&self, name: &str) -> PyResult<Option<usize>> {
+        let v = self.get(name)?;
+        if v.is_none() {
+            return Ok(None);
+        }
+        let n: i64 = v
+            .extract()
+            .map_err(|_| self.type_error(name, "an int", &v))?;
+        usize::try_from(n)
+            .map(Some)
+            .map_err(|_| self.value_error(format!("{name} must not be negative, got {n}")))
+    }
+
     /// A tile region, or `None`.
     pub(super) fn opt_tile(&self, name: &str) -> PyResult<Option<RegionArg>> {
         if self.is_none(name)? {
@@ -368,8 +389,10 @@ pub(super) fn shown(value: &Bound<'_, PyAny>) -> String {
             _ => {}
         }
     }
-    if let Ok((tag, id, p0, np, f0, nf)) =
-        value.extract::<(String, u32, usize, usize, usize, usize)>()
+    // A tile is `("tile", id, p0, np, f0, nf, shape)`.
+    let region = value.cast::<PyTuple>().ok().map(|t| t.get_slice(0, 6));
+    if let Some(Ok((tag, id, p0, np, f0, nf))) =
+        region.map(|r| r.extract::<(String, u32, usize, usize, usize, usize)>())
         && tag == "tile"
     {
         return format!("t{id}[{p0}:{}, {f0}:{}]", p0 + np, f0 + nf);

@@ -6,7 +6,9 @@
 
 use super::Tracer;
 use super::args::{Args, RegionArg, Scalar};
-use nki_core::ir::{ActFn, BinOp, ElementwiseEngine, ScalarOperand, TileId, TileRegion};
+use nki_core::ir::{
+    ActFn, BinOp, DgeMode, ElementwiseEngine, OobMode, ScalarOperand, TileId, TileRegion,
+};
 use nki_core::isa;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
@@ -182,6 +184,42 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             let src = tracer.dma_arg(&a.tensor("src")?)?;
             a.finish()?;
             tracer.at(file, line, || isa::dma_copy(dst, src))
+        }
+        "dma_transpose" => {
+            let dst = region(a.tile("dst")?);
+            let src_value = a.tensor("src")?;
+            let src = match tracer.dma_arg(&src_value)? {
+                isa::DmaArg::Tile(r) => isa::TransposeSrc::tile(r, a.tile_dims("src")?),
+                isa::DmaArg::Hbm(v) => v.into(),
+            };
+            let axes_value = a.value("axes")?;
+            let axes: Option<Vec<usize>> = if axes_value.is_none() {
+                None
+            } else {
+                Some(
+                    axes_value
+                        .extract()
+                        .map_err(|_| a.type_error("axes", "a tuple of ints", &axes_value))?,
+                )
+            };
+            let priority = match a.opt_count("priority")? {
+                None => None,
+                Some(p) => Some(u8::try_from(p).map_err(|_| {
+                    a.value_error(format!("priority is {p}; DMA priorities are 0..=3"))
+                })?),
+            };
+            let dge_mode = a.variant("dge_mode")?;
+            let oob_mode = a.variant("oob_mode")?;
+            let args = isa::DmaTransposeArgs {
+                axes,
+                priority,
+                dge_mode: DgeMode::from_nki_name(&dge_mode)
+                    .ok_or_else(|| a.unsupported(&format!("dge_mode=nisa.dge_mode.{dge_mode}")))?,
+                oob_mode: OobMode::from_nki_name(&oob_mode)
+                    .ok_or_else(|| a.unsupported(&format!("oob_mode=nisa.oob_mode.{oob_mode}")))?,
+            };
+            a.finish()?;
+            tracer.at(file, line, || isa::dma_transpose(dst, src, args))
         }
         "tensor_copy" => {
             engine(a, &["vector"])?;
@@ -457,6 +495,22 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             tracer.at(file, line, || {
                 isa::nc_stream_shuffle(region(dst), region(src), &mask)
             })
+        }
+        "local_gather" => {
+            let dst = region(a.tile("dst")?);
+            let (src, index) = (region(a.tile("src_buffer")?), region(a.tile("index")?));
+            let n = a
+                .opt_count("num_elem_per_idx")?
+                .ok_or_else(|| a.value_error("num_elem_per_idx must be an int, got None".into()))?;
+            let valid = a.opt_count("num_valid_indices")?;
+            a.finish()?;
+            tracer.at(file, line, || isa::local_gather(dst, src, index, n, valid))
+        }
+        "nc_n_gather" => {
+            let dst = region(a.tile("dst")?);
+            let (data, indices) = (region(a.tile("data")?), region(a.tile("indices")?));
+            a.finish()?;
+            tracer.at(file, line, || isa::nc_n_gather(dst, data, indices))
         }
         "tensor_partition_reduce" => {
             let (dst, op, data) = (a.tile("dst")?, binop(a, "op")?, a.tile("data")?);
