@@ -80,6 +80,7 @@ fn random_write(rng: &mut Rng, rows: i64, cols: i64) -> Write {
             nf,
             p_stride,
             f_stride,
+            dynamic: None,
         },
     }
 }
@@ -99,13 +100,7 @@ fn program(writes: &[Write], trips: [usize; 2], rows: i64, cols: i64) -> Program
             buffer: Buffer::Sbuf,
             loc,
         });
-        let region = TileRegion {
-            tile,
-            p0: 0,
-            np: w.access.np,
-            f0: 0,
-            nf: w.access.nf,
-        };
+        let region = TileRegion::rect(tile, 0, w.access.np, 0, w.access.nf);
         body.push(Stmt::Alloc { tile });
         body.push(Stmt::Inst(Instruction {
             op: Op::Memset {
@@ -245,6 +240,7 @@ fn a_tile_region_larger_than_its_access_pattern_is_an_error_not_an_overrun() {
             nf: 4,
             p_stride: 4,
             f_stride: 1,
+            dynamic: None,
         },
     };
     let mut p = program(&[write], [1, 1], 4, 4);
@@ -278,6 +274,7 @@ fn an_access_pattern_past_the_buffer_is_an_error() {
             nf: 4,
             p_stride: 4,
             f_stride: 1,
+            dynamic: None,
         },
     };
     let p = program(&[write], [1, 1], 4, 4);
@@ -297,6 +294,7 @@ fn wrapping_write() -> Write {
             nf: 1,
             p_stride: (1 << 61) + 1,
             f_stride: 1,
+            dynamic: None,
         },
     }
 }
@@ -375,6 +373,7 @@ fn a_program_listing_an_output_twice_is_refused_by_the_simulator() {
             nf: 4,
             p_stride: 4,
             f_stride: 1,
+            dynamic: None,
         },
     };
     let mut p = program(&[write], [1, 1], 4, 4);

@@ -265,7 +265,7 @@ fn tile_operands_stay_inside_their_tiles() {
     let (rule, limit, actual, _) = rule_of(&p);
     assert_eq!(
         (rule, limit.as_str(), actual.as_str()),
-        ("tile-region", "[4, 8]", "partitions 0..+4, elements 4..+8")
+        ("tile-region", "[4, 8]", "partitions 0..4, elements 4..12")
     );
     // A region whose end overflows, and a tile the program does not declare.
     memset_region(&mut p).f0 = usize::MAX;

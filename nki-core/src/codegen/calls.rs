@@ -136,7 +136,8 @@ impl Emitter<'_> {
                     ("dst", r(dst)),
                     ("op", op.nki_name().into()),
                     ("data", r(data)),
-                    ("axis", "1".into()),
+                    // Every free dim of `data` as spelled (a walk's `.ap` has one per entry).
+                    ("axis", free_axes(data)),
                 ];
                 if *negate {
                     v.push(("negate", "True".into()));
@@ -485,5 +486,17 @@ fn op_name(op: &Op) -> &'static str {
             reduce: Some(_), ..
         } => "activation_reduce",
         other => other.name(),
+    }
+}
+
+/// `axis=` naming every free dim of a region as the generated source spells it: `1` for a
+/// rectangle, `(1, ..., k)` for a walk with `k` free entries.
+fn free_axes(r: &TileRegion) -> String {
+    match &r.pattern {
+        Some(p) if p.free.len() > 1 => {
+            let axes: Vec<String> = (1..=p.free.len()).map(|a| a.to_string()).collect();
+            format!("({})", axes.join(", "))
+        }
+        _ => "1".into(),
     }
 }

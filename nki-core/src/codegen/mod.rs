@@ -16,7 +16,8 @@ pub use names::{EMITTED, NkiName};
 
 use crate::affine::AffineExpr;
 use crate::ir::{
-    Buffer, DmaOperand, HbmAccess, HbmKind, LoopKind, Program, ScalarOperand, Stmt, TileRegion,
+    Buffer, DmaOperand, DynamicOffset, HbmAccess, HbmKind, LoopKind, Program, ScalarOperand, Stmt,
+    TileRegion,
 };
 use crate::loc::SourceLoc;
 use std::fmt::Write as _;
@@ -148,9 +149,20 @@ impl Emitter<'_> {
         }
     }
 
-    /// `tN` for a whole tile, `tN[p0:p1, f0:f1]` for part of one.
+    /// `tN` for a whole tile, `tN[p0:p1, f0:f1]` for part of one, `tN.ap(pattern=...,
+    /// offset=...)` for a strided walk (the partition entry first, then the free dims).
     fn region(&self, r: &TileRegion) -> String {
         let t = &self.program.tiles[r.tile.0 as usize];
+        if let Some(p) = &r.pattern {
+            let mut pattern = vec![format!("[{}, {}]", t.free * p.partition_step, r.np)];
+            pattern.extend(p.free.iter().map(|d| format!("[{}, {}]", d.step, d.count)));
+            return format!(
+                "t{}.ap(pattern=[{}], offset={})",
+                r.tile.0,
+                pattern.join(", "),
+                r.p0 * t.free + r.f0
+            );
+        }
         if r.p0 == 0 && r.np == t.partitions && r.f0 == 0 && r.nf == t.free {
             format!("t{}", r.tile.0)
         } else {
@@ -205,6 +217,9 @@ impl Emitter<'_> {
     fn hbm(&self, a: &HbmAccess) -> String {
         let decl = &self.program.hbm[a.tensor.0 as usize];
         let name = python_name(&decl.name);
+        if let Some(d) = &a.dynamic {
+            return self.dynamic_hbm(a, d, &name, &decl.shape);
+        }
         if let [_, cols] = decl.shape[..]
             && let Some((row, col)) = window(a, cols)
         {
@@ -222,6 +237,36 @@ impl Emitter<'_> {
             a.f_stride,
             a.nf,
             python_expr(&a.offset)
+        )
+    }
+}
+
+impl Emitter<'_> {
+    /// An access with a runtime offset: `.ap(...)` with `scalar_offset=` or `vector_offset=`
+    /// and the `indirect_dim` of the tensor whose stride is the offset's scale (the tensor
+    /// reshaped to `(numel / scale, scale)` when no dim of its own has that stride).
+    fn dynamic_hbm(&self, a: &HbmAccess, d: &DynamicOffset, name: &str, shape: &[usize]) -> String {
+        let (keyword, index, scale) = match d {
+            DynamicOffset::Scalar { index, scale } => ("scalar_offset", index, *scale),
+            DynamicOffset::Vector { index, scale } => ("vector_offset", index, *scale),
+        };
+        let stride_of = |k: usize| shape[k + 1..].iter().product::<usize>() as i64;
+        let (base, dim) = match (0..shape.len()).find(|&k| stride_of(k) == scale) {
+            Some(k) => (name.to_string(), k),
+            None => {
+                let numel: usize = shape.iter().product();
+                let rows = numel as i64 / scale.max(1);
+                (format!("{name}.reshape(({rows}, {scale}))"), 0)
+            }
+        };
+        format!(
+            "{base}.ap(pattern=[[{}, {}], [{}, {}]], offset={}, {keyword}={}, indirect_dim={dim})",
+            a.p_stride,
+            a.np,
+            a.f_stride,
+            a.nf,
+            python_expr(&a.offset),
+            self.region(index)
         )
     }
 }
@@ -367,6 +412,7 @@ mod tests {
             nf,
             p_stride,
             f_stride,
+            dynamic: None,
         }
     }
 

@@ -136,13 +136,7 @@ mod tests {
     fn memset(tile: u32) -> Stmt {
         Stmt::Inst(Instruction {
             op: Op::Memset {
-                dst: TileRegion {
-                    tile: TileId(tile),
-                    p0: 0,
-                    np: 1,
-                    f0: 0,
-                    nf: 1,
-                },
+                dst: TileRegion::rect(TileId(tile), 0, 1, 0, 1),
                 value: 0.0,
             },
             loc: SourceLoc::caller(),

@@ -14,12 +14,14 @@ mod hoist;
 mod math;
 mod op;
 mod operand;
+mod region;
 mod unroll;
 
 pub use hoist::hoist_escaping_allocs;
 pub use math::{ActFn, BinOp, to_bits32};
 pub use op::{DgeMode, ElementwiseEngine, OobMode, Op, ScalarOperand};
 pub use operand::{Access, Operand, OperandMap, OperandUse, Param};
+pub use region::{FreeDim, TilePattern, TileRegion};
 pub use unroll::{stream_difference, unroll};
 
 /// Index of an HBM tensor in [`Program::hbm`].
@@ -156,32 +158,6 @@ pub struct LoopDecl {
     pub loc: SourceLoc,
 }
 
-/// A rectangular region of a tile: partitions `p0..p0+np`, free elements `f0..f0+nf`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
-pub struct TileRegion {
-    /// The tile.
-    pub tile: TileId,
-    /// First partition.
-    pub p0: usize,
-    /// Partition count.
-    pub np: usize,
-    /// First free element.
-    pub f0: usize,
-    /// Free element count.
-    pub nf: usize,
-}
-
-impl TileRegion {
-    /// Whether the region lies inside a `[partitions, free]` tile (ends computed without
-    /// overflow).
-    pub fn within(&self, partitions: usize, free: usize) -> bool {
-        let inside = |start: usize, len: usize, size: usize| {
-            start.checked_add(len).is_some_and(|end| end <= size)
-        };
-        inside(self.p0, self.np, partitions) && inside(self.f0, self.nf, free)
-    }
-}
-
 /// A 2-D access pattern into an HBM tensor: element `(p, f)` of the pattern is flat element
 /// `offset + p·p_stride + f·f_stride` of the tensor. Covers row and column slices, broadcasts
 /// (stride 0), reshapes and transposed views without copies.
@@ -199,6 +175,42 @@ pub struct HbmAccess {
     pub p_stride: i64,
     /// Elements between consecutive columns.
     pub f_stride: i64,
+    /// A runtime offset read from a tile when the DMA runs (NKI's `scalar_offset=` /
+    /// `vector_offset=`), `None` for a static access.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<Box<DynamicOffset>>,
+}
+
+/// A runtime offset of an HBM access (NKI's `tensor.ap(..., scalar_offset=, vector_offset=,
+/// indirect_dim=)`): index values an SBUF tile holds when the DMA runs, each an integer, times
+/// `scale` elements (the stride of the indirect dim of the view the pattern was taken on).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DynamicOffset {
+    /// `scalar_offset=`: one index (the `(1, 1)` region's element) moves the whole access.
+    Scalar {
+        /// The index element.
+        index: TileRegion,
+        /// Elements per index step.
+        scale: i64,
+    },
+    /// `vector_offset=`: row `r` of the access starts at `offset + index[r]·scale` (partition
+    /// `r` of the `(rows, 1)` region); the pattern's row step is not used, as the NKI docs say.
+    Vector {
+        /// One index per row.
+        index: TileRegion,
+        /// Elements per index step.
+        scale: i64,
+    },
+}
+
+impl DynamicOffset {
+    /// The tile region holding the indices.
+    pub fn index(&self) -> &TileRegion {
+        match self {
+            DynamicOffset::Scalar { index, .. } | DynamicOffset::Vector { index, .. } => index,
+        }
+    }
 }
 
 impl HbmAccess {

@@ -5,8 +5,8 @@
 //! [`Param`] does the same for the plain fields: which ALU operators an instruction uses.
 
 use super::{
-    ActFn, BinOp, DgeMode, DmaOperand, ElementwiseEngine, HbmAccess, OobMode, ScalarOperand,
-    TileRegion,
+    ActFn, BinOp, DgeMode, DmaOperand, DynamicOffset, ElementwiseEngine, HbmAccess, OobMode,
+    ScalarOperand, TileRegion,
 };
 use crate::affine::AffineExpr;
 
@@ -106,7 +106,13 @@ impl Operand for DmaOperand {
     fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {
         match self {
             DmaOperand::Tile { region } => f(OperandUse::Tile(region, access)),
-            DmaOperand::Hbm { access: hbm } => f(OperandUse::Hbm(hbm, access)),
+            DmaOperand::Hbm { access: hbm } => {
+                // A runtime offset's indices are read, whichever way the data moves.
+                if let Some(d) = &hbm.dynamic {
+                    f(OperandUse::Tile(d.index(), Access::Read));
+                }
+                f(OperandUse::Hbm(hbm, access))
+            }
         }
     }
 
@@ -118,6 +124,18 @@ impl Operand for DmaOperand {
             DmaOperand::Hbm { access } => DmaOperand::Hbm {
                 access: HbmAccess {
                     offset: (m.offset)(&access.offset),
+                    dynamic: access.dynamic.as_ref().map(|d| {
+                        Box::new(match d.as_ref() {
+                            DynamicOffset::Scalar { index, scale } => DynamicOffset::Scalar {
+                                index: (m.tile)(index),
+                                scale: *scale,
+                            },
+                            DynamicOffset::Vector { index, scale } => DynamicOffset::Vector {
+                                index: (m.tile)(index),
+                                scale: *scale,
+                            },
+                        })
+                    }),
                     ..access.clone()
                 },
             },

@@ -2,7 +2,7 @@
 //! `dma_transpose`.
 
 use super::DmaArg;
-use crate::ir::{DgeMode, DmaOperand, HbmKind, OobMode, Op, TileRegion};
+use crate::ir::{DgeMode, DmaOperand, DynamicOffset, HbmKind, OobMode, Op, TileRegion};
 use crate::lang::context::{Builder, with_builder};
 use crate::lang::hbm::{Hbm, HbmView};
 use crate::lang::tile::Tile;
@@ -24,6 +24,14 @@ pub fn dma_copy(dst: impl Into<DmaArg>, src: impl Into<DmaArg>) {
                         if role == "dst" && decl.kind == HbmKind::Input {
                             let name = decl.name.clone();
                             b.fail(loc, format!("dma_copy: kernel input `{name}` is read-only; write to a shared_hbm output"));
+                            return None;
+                        }
+                        if let Some(m) = access
+                            .dynamic
+                            .as_deref()
+                            .and_then(|d| dynamic_problem(b, d, access.np))
+                        {
+                            b.fail(loc, format!("dma_copy {role}: {m}"));
                             return None;
                         }
                         let shape = [access.np, access.nf];
@@ -169,6 +177,14 @@ pub fn dma_transpose(
         let fail = |b: &mut Builder, m: String| b.fail(loc, format!("{inst}: {m}"));
         let (operand, dims) = match src.arg {
             DmaArg::Hbm(v) => match v.to_access() {
+                Ok(access) if access.dynamic.is_some() => {
+                    return fail(
+                        b,
+                        "src: a runtime offset (scalar_offset / vector_offset) is a dma_copy \
+                         feature; transpose the copied tile"
+                            .into(),
+                    );
+                }
                 Ok(access) => (DmaOperand::Hbm { access }, v.shape()),
                 Err(m) => return fail(b, format!("src: {m}")),
             },
@@ -235,4 +251,29 @@ pub fn dma_transpose(
             loc,
         );
     });
+}
+
+/// What is wrong with a runtime offset's index tile, if anything: it must be a region of this
+/// trace's tiles, of an integer dtype, `(1, 1)` for `scalar_offset` and `(rows, 1)` for
+/// `vector_offset`.
+fn dynamic_problem(b: &Builder, d: &DynamicOffset, rows: usize) -> Option<String> {
+    let index = d.index();
+    if let Some(m) = b.region_problem(index) {
+        return Some(format!("the offset index: {m}"));
+    }
+    let (kind, want) = match d {
+        DynamicOffset::Scalar { .. } => ("scalar_offset", [1, 1]),
+        DynamicOffset::Vector { .. } => ("vector_offset", [rows, 1]),
+    };
+    let dtype = b.tiles[index.tile.0 as usize].dtype;
+    if dtype.is_float() {
+        return Some(format!("{kind} must be an integer tile, got {dtype}"));
+    }
+    (index.shape() != want).then(|| {
+        format!(
+            "{kind} must be a {want:?} tile region (one index{}), got {:?}",
+            if want[0] == 1 { "" } else { " per row" },
+            index.shape()
+        )
+    })
 }

@@ -2,7 +2,7 @@
 
 use crate::affine::AffineExpr;
 use crate::dtype::DType;
-use crate::ir::{HbmAccess, HbmDecl, HbmId, HbmKind, IndexDomain};
+use crate::ir::{DynamicOffset, HbmAccess, HbmDecl, HbmId, HbmKind, IndexDomain, TileRegion};
 use crate::lang::context::with_builder;
 use crate::loc::SourceLoc;
 
@@ -84,6 +84,7 @@ impl Hbm {
             dtype: self.dtype,
             offset: AffineExpr::constant(0),
             dims,
+            dynamic: None,
         }
     }
 
@@ -96,6 +97,7 @@ impl Hbm {
             dtype: self.dtype,
             offset,
             dims,
+            dynamic: None,
         }
     }
 
@@ -153,6 +155,7 @@ pub struct HbmView {
     dtype: DType,
     offset: AffineExpr,
     dims: Vec<ViewDim>,
+    dynamic: Option<DynamicOffset>,
 }
 
 impl HbmView {
@@ -316,6 +319,28 @@ impl HbmView {
         true
     }
 
+    /// NKI's `scalar_offset=`: the whole view moved by the integer `index` (a `(1, 1)` tile
+    /// region) holds when the DMA runs, times `scale` elements (the stride of the view's
+    /// indirect dim).
+    pub fn scalar_offset(mut self, index: impl Into<TileRegion>, scale: i64) -> HbmView {
+        self.dynamic = Some(DynamicOffset::Scalar {
+            index: index.into(),
+            scale,
+        });
+        self
+    }
+
+    /// NKI's `vector_offset=` (indirect dim 0): row `r` of the view starts at its offset plus
+    /// `index[r]·scale` elements, `index` a `(rows, 1)` tile region read when the DMA runs (the
+    /// view's row step is not used).
+    pub fn vector_offset(mut self, index: impl Into<TileRegion>, scale: i64) -> HbmView {
+        self.dynamic = Some(DynamicOffset::Vector {
+            index: index.into(),
+            scale,
+        });
+        self
+    }
+
     /// The 2-D access pattern a DMA uses: rank-1 views are one row; trailing dimensions of
     /// higher-rank views are merged when they are contiguous with each other.
     pub(crate) fn to_access(&self) -> Result<HbmAccess, String> {
@@ -350,6 +375,7 @@ impl HbmView {
             nf: f.size,
             p_stride: p.stride,
             f_stride: f.stride,
+            dynamic: self.dynamic.clone().map(Box::new),
         })
     }
 }

@@ -1,7 +1,8 @@
-//! On-chip tiles (SBUF and PSUM) and rectangular regions of them.
+//! On-chip tiles (SBUF and PSUM) and regions of them: rectangles, and the strided walks of
+//! NKI's access patterns ([`Tile::ap`]).
 
 use crate::dtype::DType;
-use crate::ir::{Buffer, Stmt, TileDecl, TileId, TileRegion};
+use crate::ir::{Buffer, FreeDim, Stmt, TileDecl, TileId, TileRegion};
 use crate::lang::context::with_builder;
 use crate::loc::SourceLoc;
 
@@ -145,13 +146,7 @@ impl Tile {
             .enumerate()
             .map(|(k, i)| i * self.free_dims[k + 1..].iter().product::<usize>())
             .sum();
-        TileRegion {
-            tile: self.id,
-            p0: 0,
-            np: self.partitions,
-            f0,
-            nf: run,
-        }
+        TileRegion::rect(self.id, 0, self.partitions, f0, run)
     }
 
     /// Element type.
@@ -166,13 +161,54 @@ impl Tile {
 
     /// The whole tile.
     pub fn region(&self) -> TileRegion {
-        TileRegion {
-            tile: self.id,
-            p0: 0,
-            np: self.partitions,
-            f0: 0,
-            nf: self.free,
+        TileRegion::rect(self.id, 0, self.partitions, 0, self.free)
+    }
+
+    /// NKI's access pattern (`t.ap(pattern=[[step, num], ...], offset=...)`): the first entry is
+    /// the partition dim, whose step must be the tile's free size (partitions are read
+    /// contiguously, as the NKI docs require of SBUF and PSUM); the others walk the free
+    /// elements of each partition, outermost first, any step (0 repeats an element). `offset`
+    /// counts elements from the tile's start: partition `offset / free`, free element
+    /// `offset % free`. A pattern reaching outside the tile is a trace error at the caller.
+    #[track_caller]
+    pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> TileRegion {
+        let loc = SourceLoc::caller();
+        let fail = |message: String| {
+            with_builder(|b| b.fail(loc, message));
+            self.region()
+        };
+        let Some(([p_step, np], free)) = pattern.split_first().map(|(p, f)| (*p, f)) else {
+            return fail(format!(
+                "tile t{}: an access pattern needs the partition entry [step, num] first",
+                self.id.0
+            ));
+        };
+        if p_step != self.free && np > 1 {
+            return fail(format!(
+                "tile t{}: the partition entry's step must be the tile's free size {} (partitions \
+                 are read contiguously), got [{p_step}, {np}]",
+                self.id.0, self.free
+            ));
         }
+        let dims = free
+            .iter()
+            .map(|&[step, count]| FreeDim { step, count })
+            .collect();
+        let region = TileRegion::strided(
+            self.id,
+            (offset / self.free.max(1), np, 1),
+            offset % self.free.max(1),
+            dims,
+        );
+        if !region.within(self.partitions, self.free) {
+            return fail(format!(
+                "tile t{}: access pattern {pattern:?} at offset {offset} reaches outside the \
+                 tile {:?}",
+                self.id.0,
+                self.dims()
+            ));
+        }
+        region
     }
 
     /// Partitions `0..n`, all free elements (the ragged last row tile).
@@ -215,6 +251,20 @@ impl TileRegion {
     /// A sub-region: partitions `p0..p0+np`, free elements `f0..f0+nf`, relative to this one.
     #[track_caller]
     pub fn slice(&self, p0: usize, np: usize, f0: usize, nf: usize) -> TileRegion {
+        if self.pattern.is_some() && (f0, nf) != (0, self.nf) {
+            let loc = SourceLoc::caller();
+            with_builder(|b| {
+                b.fail(
+                    loc,
+                    format!(
+                        "free elements {f0}..{} of a strided region: slice the tile, or give \
+                         the whole walk with Tile::ap",
+                        f0 + nf
+                    ),
+                )
+            });
+            return self.clone();
+        }
         if p0 + np > self.np || f0 + nf > self.nf {
             let loc = SourceLoc::caller();
             with_builder(|b| {
@@ -230,13 +280,14 @@ impl TileRegion {
             });
             return self.clone();
         }
-        TileRegion {
-            tile: self.tile,
-            p0: self.p0 + p0,
-            np,
-            f0: self.f0 + f0,
-            nf,
+        if self.pattern.is_some() {
+            return TileRegion {
+                p0: self.partition_of(p0),
+                np,
+                ..self.clone()
+            };
         }
+        TileRegion::rect(self.tile, self.p0 + p0, np, self.f0 + f0, nf)
     }
 
     /// Partitions `0..n`.

@@ -54,21 +54,35 @@ pub(crate) fn check_dma(
     // Both sides move the same [rows, cols]: the bounds check below covers the access pattern,
     // so the tile side must not be longer (a traced program always agrees; this guards
     // programs built or deserialised by hand).
-    let shape = |o: &DmaOperand| match o {
-        DmaOperand::Tile { region } => region.shape(),
-        DmaOperand::Hbm { access } => [access.np, access.nf],
-    };
-    if shape(dst) != shape(src) {
-        return Err(ctx.err(format!(
-            "dst has shape {:?} but src has shape {:?}",
-            shape(dst),
-            shape(src)
-        )));
-    }
+    check_shapes(ctx, dst, src)?;
     for (o, write) in [(dst, true), (src, false)] {
         if let DmaOperand::Hbm { access: a } = o {
             check_hbm_side(ctx, a, write)?;
         }
+    }
+    Ok(())
+}
+
+/// `[rows, cols]` a DMA side moves.
+pub(crate) fn dma_shape(o: &DmaOperand) -> [usize; 2] {
+    match o {
+        DmaOperand::Tile { region } => region.shape(),
+        DmaOperand::Hbm { access } => [access.np, access.nf],
+    }
+}
+
+/// Both sides of a DMA move the same `[rows, cols]`.
+pub(crate) fn check_shapes(
+    ctx: &Ctx<'_, '_>,
+    dst: &DmaOperand,
+    src: &DmaOperand,
+) -> Result<(), NkiError> {
+    if dma_shape(dst) != dma_shape(src) {
+        return Err(ctx.err(format!(
+            "dst has shape {:?} but src has shape {:?}",
+            dma_shape(dst),
+            dma_shape(src)
+        )));
     }
     Ok(())
 }

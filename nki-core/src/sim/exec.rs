@@ -53,7 +53,12 @@ pub(crate) fn execute<'a: 'p, 'p>(
     store: &mut TileStore<'p>,
     scratch: &mut Scratch,
 ) -> Result<(), NkiError> {
-    run(ctx, store, scratch).map_err(|e| match e {
+    let result = if super::strided::any_strided(&ctx.inst.op) {
+        super::strided::execute(ctx, store, scratch, run)
+    } else {
+        run(ctx, store, scratch)
+    };
+    result.map_err(|e| match e {
         ExecError::Store(s) => ctx.store_err(s),
         ExecError::Other(e) => e,
     })
@@ -94,6 +99,9 @@ fn run<'a: 'p, 'p>(
     s: &mut Scratch,
 ) -> Result<(), ExecError> {
     match &ctx.inst.op {
+        Op::DmaCopy { dst, src } if super::indirect::is_dynamic(dst, src) => {
+            super::indirect::dma_rows(ctx, store, dst, src, s)?
+        }
         Op::DmaCopy { dst, src } => dma(ctx, store, dst, src, s)?,
         Op::TensorTensor { dst, a, b, op, .. } if op.is_bitvec() => {
             bitvec::tensor_tensor(ctx, store, s, (dst, a, b), *op)?;

@@ -15,6 +15,7 @@ mod exec;
 mod gather;
 mod gpsimd;
 mod hbm;
+mod indirect;
 mod matmul;
 mod parallel;
 mod partition;
@@ -26,6 +27,7 @@ mod row_math;
 mod rows;
 mod selection;
 mod store;
+mod strided;
 mod vector;
 
 use crate::dtype::DType;

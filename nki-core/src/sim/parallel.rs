@@ -54,6 +54,7 @@ fn independent(program: &Program, var: LoopVar, body: &[Stmt]) -> bool {
     let mut reads_output = false;
     let mut writes: BTreeMap<HbmId, Vec<&HbmAccess>> = BTreeMap::new();
     let mut prng = false;
+    let mut dynamic_write = false;
     visit_body(body, &mut allocated, &mut |inst| {
         prng |= super::random::uses_prng(&inst.op);
         written_tiles.extend(inst.op.tile_writes().into_iter().map(|r| r.tile));
@@ -61,7 +62,10 @@ fn independent(program: &Program, var: LoopVar, body: &[Stmt]) -> bool {
             if program.hbm[access.tensor.0 as usize].kind != HbmKind::Output {
                 continue;
             }
-            if is_write {
+            if is_write && access.dynamic.is_some() {
+                // Where a runtime offset writes is known only when it runs.
+                dynamic_write = true;
+            } else if is_write {
                 writes.entry(access.tensor).or_default().push(access);
             } else {
                 reads_output = true;
@@ -73,7 +77,12 @@ fn independent(program: &Program, var: LoopVar, body: &[Stmt]) -> bool {
     let modest = writes.values().flatten().all(|a| a.is_modest(&trips));
     // The generators' states order the random-number instructions: such a body runs its
     // iterations in program order.
-    if prng || !modest || reads_output || written_tiles.iter().any(|t| !allocated.contains(t)) {
+    if prng
+        || dynamic_write
+        || !modest
+        || reads_output
+        || written_tiles.iter().any(|t| !allocated.contains(t))
+    {
         return false;
     }
     writes.iter().all(|(tensor, accesses)| {

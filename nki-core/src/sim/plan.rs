@@ -119,10 +119,12 @@ struct Rect {
 }
 
 impl Rect {
+    /// The rectangle a region lies in (all of it for a rectangle; a strided region's bounding
+    /// box, which it may not fill).
     fn of(r: &TileRegion) -> Rect {
         Rect {
-            p: (r.p0, r.p0 + r.np),
-            f: (r.f0, r.f0 + r.nf),
+            p: r.partition_span(),
+            f: r.free_span(),
         }
     }
 
@@ -250,8 +252,14 @@ fn poison_needed(program: &Program) -> Vec<bool> {
                     for r in inst.op.tile_reads() {
                         state[r.tile.0 as usize].read(Rect::of(r));
                     }
-                    // A loop that never runs writes nothing (its reads still count, above).
-                    for w in inst.op.tile_writes().into_iter().filter(|_| runs) {
+                    // A loop that never runs writes nothing (its reads still count, above); a
+                    // strided write is not counted as covering its bounding box.
+                    for w in inst
+                        .op
+                        .tile_writes()
+                        .into_iter()
+                        .filter(|w| runs && w.is_rect())
+                    {
                         let decl = &program.tiles[w.tile.0 as usize];
                         let whole = Rect {
                             p: (0, decl.partitions),

@@ -105,6 +105,35 @@ impl<'p> TileStore<'p> {
         *slot = Slot::Owned(buf);
     }
 
+    /// Appends a scratch tile of `[partitions, free]` and `dtype` to this frame, allocated
+    /// (unpoisoned: the caller fills it), and returns its id; [`Self::drop_scratch`] removes it.
+    pub(crate) fn push_scratch(&mut self, partitions: usize, free: usize, dtype: DType) -> TileId {
+        let id = TileId(self.slots.len() as u32);
+        self.slots.push(Slot::Empty);
+        self.strides.push(free);
+        self.partitions.push(partitions);
+        self.dtypes.push(dtype);
+        self.allocate(id, partitions, false);
+        id
+    }
+
+    /// Number of tiles this frame knows (the program's, then any scratch tiles).
+    pub(crate) fn tile_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Removes the scratch tiles from `first` on, returning their storage to the pool.
+    pub(crate) fn drop_scratch(&mut self, first: usize) {
+        for slot in self.slots.drain(first..) {
+            if let Slot::Owned(v) = slot {
+                recycle(v);
+            }
+        }
+        self.strides.truncate(first);
+        self.partitions.truncate(first);
+        self.dtypes.truncate(first);
+    }
+
     /// Returns `tile`'s storage in this frame to the pool (its last use is past); a tile
     /// borrowed from a parent frame is left to the parent.
     pub(crate) fn release(&mut self, tile: TileId) {
@@ -313,13 +342,7 @@ mod tests {
     }
 
     fn region(tile: u32) -> TileRegion {
-        TileRegion {
-            tile: TileId(tile),
-            p0: 0,
-            np: 2,
-            f0: 0,
-            nf: 3,
-        }
+        TileRegion::rect(TileId(tile), 0, 2, 0, 3)
     }
 
     /// A released buffer comes back for the next tile that fits it, however long it is: a

@@ -61,6 +61,7 @@ pub const RULES: &[&str] = &[
     "hbm-bounds",
     "hbm-size",
     "tile-region",
+    "tile-partition-broadcast",
     "tile-scope",
 ];
 
@@ -353,6 +354,8 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
                         inst.loc,
                     ));
                 }
+                // A runtime offset is bounds-checked row by row when the DMA runs.
+                DmaOperand::Hbm { access } if access.dynamic.is_some() => {}
                 DmaOperand::Hbm { access } => check_hbm_bounds(program, access, inst)?,
                 DmaOperand::Tile { .. } => {}
             }

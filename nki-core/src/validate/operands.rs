@@ -1,10 +1,11 @@
 //! The rules every other one relies on: HBM tensors a host can hold (`hbm-size`), tile operands
-//! that name a declared tile and stay inside it (`tile-region`), and access patterns that stay
+//! that name a declared tile and stay inside it (`tile-region`), partition broadcasts only as
+//! a DMA's source (`tile-partition-broadcast`), and access patterns that stay
 //! inside their tensor for every loop index, computed without overflow (`hbm-bounds`).
 
 use super::{describe_tile, violation};
 use crate::error::NkiError;
-use crate::ir::{HbmAccess, Instruction, Program};
+use crate::ir::{Access, HbmAccess, Instruction, Op, OperandUse, Program};
 use crate::loc::SourceLoc;
 
 /// Every HBM tensor's byte size is a number the host can hold (a shape whose product
@@ -60,17 +61,58 @@ pub(super) fn check_regions(program: &Program, inst: &Instruction) -> Result<(),
             return Err(violation(
                 "tile-region",
                 format!("[{}, {}]", t.partitions, t.free),
-                format!(
-                    "partitions {}..+{}, elements {}..+{}",
-                    r.p0, r.np, r.f0, r.nf
-                ),
+                {
+                    let ((p0, p1), (f0, f1)) = (r.partition_span(), r.free_span());
+                    format!("partitions {p0}..{p1}, elements {f0}..{f1}")
+                },
                 name.into(),
                 format!("{name} reaches outside tile {}", describe_tile(t)),
                 inst.loc,
             ));
         }
     }
-    Ok(())
+    check_partition_broadcasts(inst)
+}
+
+/// A region that reads one partition for every row (`partition_step` 0, as `nl.broadcast_to`
+/// of a one-partition tile makes) is the source of a DMA: the engines read partitions
+/// contiguously (the NKI docs' access-pattern rules), a DMA reads any address.
+fn check_partition_broadcasts(inst: &Instruction) -> Result<(), NkiError> {
+    let name = inst.op.name();
+    let mut bad = None;
+    inst.op.visit_operands(&mut |u| {
+        if let OperandUse::Tile(r, access) = u
+            && r.partition_step() == 0
+            && r.np > 1
+            && (access == Access::Write || !matches!(inst.op, Op::DmaCopy { .. }))
+            && bad.is_none()
+        {
+            bad = Some((r.clone(), access));
+        }
+    });
+    match bad {
+        None => Ok(()),
+        Some((r, access)) => Err(violation(
+            "tile-partition-broadcast",
+            "a dma_copy source",
+            format!(
+                "{} {} of t{}",
+                match access {
+                    Access::Read => "read by",
+                    Access::Write => "written by",
+                },
+                name,
+                r.tile.0
+            ),
+            name.into(),
+            format!(
+                "{name}: a tile region that repeats partition {} over {} rows can only be read \
+                 by a DMA (engines read partitions contiguously)",
+                r.p0, r.np
+            ),
+            inst.loc,
+        )),
+    }
 }
 
 /// `a` reaches only elements of its tensor, over every iteration of the loops.

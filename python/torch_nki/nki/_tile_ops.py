@@ -8,6 +8,7 @@ instructions carry the kernel line that called the function."""
 from __future__ import annotations
 
 import builtins
+import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -65,12 +66,28 @@ def _columns(
     pairs to reduce: one per index of the dimensions kept before the reduced ones."""
     first = _reduced_axes(fn, x, axis)
     lead = x.shape[1:first]
-    run = math.prod(x.shape[first:])
     kept = (*lead, *([1] * (len(x.shape) - first))) if keepdims else lead
     out: Tile = _nl().ndarray((x.np, *kept) if kept else (x.np, 1), dtype, buffer=_nl().sbuf)
-    count = math.prod(lead)
-    src, dst = x.reshape((x.np, count, run)), out.reshape((x.np, count))
-    return out, [(src[:, i, :], dst[:, i : i + 1]) for i in range(count)]
+    column = out.reshape((x.np, math.prod(lead)))
+    # One source walk per index of the kept dims (a view: strided when x is).
+    keys: list[tuple[Any, ...]] = [
+        (slice(None), *index) for index in itertools.product(*(range(n) for n in lead))
+    ]
+    pairs = [(x[key], column[:, k : k + 1]) for k, key in enumerate(keys)]
+    return out, pairs
+
+
+def _runs(x: TileRegion, first: int) -> list[TileRegion]:
+    """The views of ``x`` over dims ``first..``, one per index of the free dims before them, in
+    row-major order (strided when ``x`` is)."""
+    lead = x.shape[1:first]
+    keys: list[tuple[Any, ...]] = [(slice(None), *i) for i in itertools.product(*(range(n) for n in lead))]
+    return [x[key] for key in keys]
+
+
+def _all_free(t: TileRegion) -> tuple[int, ...]:
+    """``axis=`` naming every free dim of ``t`` (an instruction reduces them all)."""
+    return tuple(range(1, len(t.shape)))
 
 
 def _reduce(fn: str, op: str, x: Any, axis: Any, dtype: Any, keepdims: bool) -> Tile:
@@ -78,7 +95,7 @@ def _reduce(fn: str, op: str, x: Any, axis: Any, dtype: Any, keepdims: bool) -> 
     out, pairs = _columns(fn, x, axis, keepdims, _out_dtype(x, dtype))
     operator = _nl().FUNCTIONS[op]
     for data, res in pairs:
-        _isa("tensor_reduce")(dst=res, op=operator, data=data, axis=1, keepdims=True)
+        _isa("tensor_reduce")(dst=res, op=operator, data=data, axis=_all_free(data), keepdims=True)
     return out
 
 
@@ -137,7 +154,7 @@ def var(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> Tile:
         _isa("tensor_scalar")(dst=dev, data=data, op0=_nl().subtract, operand0=column)
         _isa("tensor_tensor")(dst=dev, data1=dev, data2=dev, op=_nl().multiply)
         total: Tile = _nl().ndarray((x.np, 1), f32, buffer=_nl().sbuf)
-        _isa("tensor_reduce")(dst=total, op=_nl().add, data=dev, axis=1, keepdims=True)
+        _isa("tensor_reduce")(dst=total, op=_nl().add, data=dev, axis=_all_free(dev), keepdims=True)
         _isa("tensor_scalar")(dst=res, data=total, op0=_nl().multiply, operand0=1.0 / count)
     return out
 
@@ -159,19 +176,17 @@ def softmax(x: Any, axis: Any = -1, dtype: Any = None) -> Tile:
     x = _tile(fn := "softmax", x)
     f32 = _nl().float32
     first = _reduced_axes(fn, x, axis)
-    count, run = math.prod(x.shape[1:first]), math.prod(x.shape[first:])
     out: Tile = _nl().ndarray(x.shape, _out_dtype(x, dtype), buffer=_nl().sbuf)
-    src, dst = x.reshape((x.np, count, run)), out.reshape((x.np, count, run))
-    for i in range(count):
-        data = src[:, i, :]
+    for data, dst in zip(_runs(x, first), _runs(out, first), strict=True):
         top: Tile = _nl().ndarray((x.np, 1), f32, buffer=_nl().sbuf)
-        _isa("tensor_reduce")(dst=top, op=_nl().maximum, data=data, axis=1, negate=True, keepdims=True)
+        reduce_max = {"op": _nl().maximum, "axis": _all_free(data), "negate": True, "keepdims": True}
+        _isa("tensor_reduce")(dst=top, data=data, **reduce_max)
         e: Tile = _nl().ndarray(data.shape, f32, buffer=_nl().sbuf)
         total: Tile = _nl().ndarray((x.np, 1), f32, buffer=_nl().sbuf)
         reduce = {"reduce_op": _nl().add, "reduce_res": total}
         _isa("activation_reduce")(dst=e, op=_nl().exp, data=data, bias=top, **reduce)
         _isa("activation")(dst=total, op=_nl().reciprocal, data=total)
-        _isa("tensor_scalar")(dst=dst[:, i, :], data=e, op0=_nl().multiply, operand0=total)
+        _isa("tensor_scalar")(dst=dst, data=e, op0=_nl().multiply, operand0=total)
     return out
 
 

@@ -1,6 +1,7 @@
-"""What NKI kernel code holds: HBM tensors and their strided views, on-chip tiles and regions of
-them. Indexing follows NumPy basic indexing (integers and unit-step slices); every view is plain
-offsets and strides, so a ``dma_copy`` of it is one access pattern."""
+"""What NKI kernel code holds: HBM tensors and their strided views, on-chip tiles and views of
+them. Indexing follows NumPy basic indexing (integers and slices, steps included); every view
+is plain offsets and strides (the algebra in ``_views``), so an instruction operand is one
+access pattern."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from torch_nki.nki import _views
 from torch_nki.nki._trace import current, unsupported, where
 
 
@@ -24,55 +26,27 @@ class DType:
         return f"nl.{self.nki_name}"
 
 
-def _index_error(what: str) -> IndexError:
-    return IndexError(f"{what} ({where()})")
-
-
-def _normalise(key: Any, shape: Sequence[int], what: str) -> list[tuple[int, int] | int]:
-    """Per dimension: ``(start, size)`` for a slice, the index for an integer (which drops the
-    dimension). Missing trailing dimensions are whole."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    if any(k is Ellipsis for k in key):
-        at = key.index(Ellipsis)
-        fill = len(shape) - (len(key) - 1)
-        key = key[:at] + (slice(None),) * fill + key[at + 1 :]
-    if len(key) > len(shape):
-        raise _index_error(f"{what}: {len(key)} indices for {len(shape)} dimensions")
-    out: list[tuple[int, int] | int] = []
-    key = key + (slice(None),) * (len(shape) - len(key))
-    for dim, (k, size) in enumerate(zip(key, shape, strict=True)):
-        if isinstance(k, bool) or not isinstance(k, int | slice):
-            raise unsupported(f"indexing with {type(k).__name__}", "indices are integers and slices")
-        if isinstance(k, int):
-            index = k + size if k < 0 else k
-            if not 0 <= index < size:
-                raise _index_error(f"{what}: index {k} is out of bounds for dimension {dim} of size {size}")
-            out.append(index)
-            continue
-        if k.step not in (None, 1):
-            raise unsupported("slices with a step", f"{what} has step {k.step}")
-        start = 0 if k.start is None else k.start
-        stop = size if k.stop is None else k.stop
-        start = start + size if start < 0 else start
-        stop = stop + size if stop < 0 else stop
-        if not 0 <= start <= stop <= size:
-            raise _index_error(
-                f"{what}: slice [{k.start}:{k.stop}] is out of bounds for dimension {dim} of size {size}"
-            )
-        out.append((start, stop - start))
-    return out
-
-
 class HbmView:
     """A strided window onto an HBM tensor: element ``[i0, i1, ...]`` is flat element
     ``offset + Σ ik·strides[k]`` of the tensor."""
 
-    def __init__(self, tensor: HbmTensor, offset: int, dims: list[tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        tensor: HbmTensor,
+        offset: int,
+        dims: list[tuple[int, int]],
+        indirect: tuple[str, TileRegion, int] | None = None,
+    ) -> None:
         self.tensor = tensor
         self.offset = offset
         self.dims = dims
         """``[(size, stride), ...]``."""
+        self.indirect = indirect
+        """A runtime offset: ``("scalar" | "vector", index tile view, elements per index)``."""
+
+    def is_indirect(self) -> bool:
+        """Whether the view has a runtime offset (``scalar_offset`` / ``vector_offset``)."""
+        return self.indirect is not None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -83,67 +57,82 @@ class HbmView:
         return self.tensor.dtype
 
     def __getitem__(self, key: Any) -> HbmView:
-        offset, dims = self.offset, []
-        for (_, stride), k in zip(self.dims, _normalise(key, self.shape, self.tensor.name), strict=True):
-            if isinstance(k, int):
-                offset += k * stride
-            else:
-                offset += k[0] * stride
-                dims.append((k[1], stride))
+        self._static("indexing")
+        parts = _views.normalise(key, self.shape, self.tensor.name)
+        offset, dims = _views.index(self.offset, self.dims, parts)
         return HbmView(self.tensor, offset, dims)
 
-    def ap(self, pattern: Sequence[Sequence[int]], offset: int = 0) -> HbmView:
+    def _static(self, what: str) -> None:
+        if self.indirect is not None:
+            raise ValueError(
+                f"{self.tensor.name}: {what} of a view with a runtime offset (the docs allow no "
+                f"further slicing of an indirect view) ({where()})"
+            )
+
+    def ap(
+        self,
+        pattern: Sequence[Sequence[int]],
+        offset: int | None = 0,
+        scalar_offset: Any = None,
+        vector_offset: Any = None,
+        indirect_dim: int = 0,
+        dtype: Any = None,
+    ) -> HbmView:
         """NKI's access pattern: ``pattern=[[stride, count], ...]`` (outermost first) and
-        ``offset`` in elements, relative to this view's first element."""
-        dims = []
-        for entry in pattern:
-            if len(entry) != 2:
-                raise ValueError(f"{self.tensor.name}.ap: pattern entries are [stride, count], got {entry!r}")
-            stride, count = int(entry[0]), int(entry[1])
-            dims.append((count, stride))
-        return HbmView(self.tensor, self.offset + int(offset), dims)
+        ``offset`` in elements, relative to this view's first element. ``scalar_offset`` (a
+        ``(1, 1)`` integer tile) or ``vector_offset`` (a ``(rows, 1)`` one, ``indirect_dim``
+        0) add a runtime offset: the index times the stride of this view's dim
+        ``indirect_dim``, for the whole access or per row (whose pattern step is then not
+        used), as the DMA runs."""
+        what = f"{self.tensor.name}.ap"
+        self._static(".ap")
+        if dtype is not None and str(getattr(dtype, "nki_name", dtype)) != self.dtype.nki_name:
+            raise unsupported(f"{what}(dtype={dtype!r})", "reinterpreting an HBM tensor as another dtype")
+        dims = _views.pattern(pattern, what)
+        start = self.offset + (0 if offset is None else int(offset))
+        if scalar_offset is None and vector_offset is None:
+            return HbmView(self.tensor, start, dims)
+        if scalar_offset is not None and vector_offset is not None:
+            raise ValueError(f"{what}: at most one of scalar_offset and vector_offset ({where()})")
+        if not 0 <= indirect_dim < len(self.dims):
+            raise ValueError(
+                f"{what}: indirect_dim {indirect_dim} is not a dim of the {self.shape} view ({where()})"
+            )
+        kind, index = ("scalar", scalar_offset) if scalar_offset is not None else ("vector", vector_offset)
+        if not isinstance(index, TileRegion):
+            raise unsupported(
+                f"{what}({kind}_offset={index!r})", "a runtime offset is an SBUF tile (a register: not yet)"
+            )
+        if kind == "vector" and indirect_dim != 0:
+            raise ValueError(f"{what}: vector_offset needs indirect_dim=0, as the NKI docs say ({where()})")
+        return HbmView(self.tensor, start, dims, (kind, index, self.dims[indirect_dim][1]))
 
     def reshape(self, shape: Sequence[int]) -> HbmView:
-        """The view with another shape of the same element count (the view must be contiguous)."""
-        shape = [int(s) for s in shape]
-        if math.prod(shape) != math.prod(self.shape) or not self._contiguous():
+        """The view with another shape of the same element count, where the strides allow it
+        without a copy."""
+        self._static("reshape")
+        dims = _views.reshape(self.dims, shape)
+        if dims is None:
             raise ValueError(
-                f"{self.tensor.name}: cannot reshape a {self.shape} view to {tuple(shape)} ({where()})"
+                f"{self.tensor.name}: cannot reshape a {self.shape} view to "
+                f"{tuple(int(x) for x in shape)} ({where()})"
             )
-        dims, stride = [], 1
-        for s in reversed(shape):
-            dims.append((s, stride))
-            stride *= s
-        return HbmView(self.tensor, self.offset, dims[::-1])
-
-    def _contiguous(self) -> bool:
-        expect = 1
-        for size, stride in reversed(self.dims):
-            if size != 1 and stride != expect:
-                return False
-            expect *= size
-        return True
+        return HbmView(self.tensor, self.offset, dims)
 
     def broadcast_to(self, shape: Sequence[int]) -> HbmView:
         """NumPy broadcasting: new leading dimensions and size-1 dimensions get stride 0."""
-        shape = [int(s) for s in shape]
-        if len(shape) < len(self.dims):
-            raise ValueError(f"cannot broadcast a {self.shape} view to {tuple(shape)} ({where()})")
-        dims = [(0, 0)] * (len(shape) - len(self.dims)) + list(self.dims)
-        out = []
-        for (size, stride), want in zip(dims, shape, strict=True):
-            if size == want:
-                out.append((size, stride))
-            elif size <= 1:
-                out.append((want, 0))
-            else:
-                raise ValueError(f"cannot broadcast a {self.shape} view to {tuple(shape)} ({where()})")
-        return HbmView(self.tensor, self.offset, out)
+        self._static("broadcast_to")
+        return HbmView(self.tensor, self.offset, _views.broadcast(self.dims, shape, self.tensor.name))
 
     def operand(self) -> tuple[Any, ...]:
-        """The native DMA operand (of a tensor of the trace in progress)."""
+        """The native DMA operand ``("hbm", id, offset, dims, indirect)`` (of a tensor of the
+        trace in progress), ``indirect`` ``None`` or ``(kind, index tile operand, scale)``."""
         _owned(self.tensor.trace, f"tensor {self.tensor.name}")
-        return ("hbm", self.tensor.id, self.offset, self.dims)
+        indirect = None
+        if self.indirect is not None:
+            kind, index, scale = self.indirect
+            indirect = (kind, index.operand(), scale)
+        return ("hbm", self.tensor.id, self.offset, self.dims, indirect)
 
     def tile_shape(self) -> tuple[int, int]:
         """The ``[partitions, free]`` shape a DMA of this view moves (as the simulator merges
@@ -193,20 +182,36 @@ def _owned(owner: object, what: str) -> None:
 
 
 class TileRegion:
-    """Partitions ``p0..p0+np`` of a tile and, in each, the free elements ``f0..f0+nf`` seen
-    with the free dimensions ``free`` (row-major, ``nf`` their product). A region is always one
-    contiguous run of free elements per partition, which is what an instruction operand is.
+    """A view of a tile: rows of partitions ``p0..p0+np`` (or partition ``p0`` repeated, for a
+    partition broadcast), and in each row the free elements ``f0 + Σ ik·stride_k`` over the
+    free dims ``dims`` (``(size, stride)`` pairs, outermost first; ``nf`` their sizes' product).
+    A plain slice is a rectangle; step slices, ``.ap(...)``, ``.permute`` and broadcasts give
+    strided walks, which every instruction operand may be (the NKI docs' access patterns).
 
     Python operators are the ``nl`` tile-level operations: ``a + b``, ``a - 1.0``, ``2.0 * a``,
     ``a / b``, ``-a``, ``a < b`` (``nl.add``, ... lowered to one instruction each; ``2.0 - a`` is
     ``-a + 2.0`` and ``2.0 / a`` is ``nl.reciprocal(a) * 2.0``). ``==`` and ``!=`` stay Python's
     identity comparisons: use ``nl.equal`` / ``nl.not_equal``."""
 
-    def __init__(self, tile: Tile, p0: int, np: int, f0: int, free: tuple[int, ...]) -> None:
+    def __init__(
+        self, tile: Tile, p0: int, np: int, f0: int, dims: _views.Dims, partition_step: int = 1
+    ) -> None:
         self.tile = tile
         self.p0, self.np, self.f0 = p0, np, f0
-        self.free = free
-        self.nf = math.prod(free)
+        self.dims: _views.Dims = list(dims)
+        """The free dims, ``[(size, stride), ...]``."""
+        self.partition_step = partition_step if np > 1 else 1
+        """1, or 0 when every row reads partition ``p0`` (a partition broadcast)."""
+
+    @property
+    def free(self) -> tuple[int, ...]:
+        """The free dims' sizes."""
+        return tuple(size for size, _ in self.dims)
+
+    @property
+    def nf(self) -> int:
+        """Free elements per row."""
+        return math.prod(self.free)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -221,43 +226,198 @@ class TileRegion:
     def buffer(self) -> str:
         return self.tile.buffer
 
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return self.np * self.nf
+
+    @property
+    def offset(self) -> int:
+        """The view's first element, counted from the tile's start (``p0·free + f0``)."""
+        return self.p0 * self.tile.row + self.f0
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Element strides per dim, the partition dim's the tile's free size (0 if broadcast)."""
+        return (self.tile.row * self.partition_step, *(stride for _, stride in self.dims))
+
+    def get_pattern(self) -> list[list[int]]:
+        """The view as an access pattern ``[[step, num], ...]``, partition entry first."""
+        return [[step, num] for num, step in zip(self.shape, self.strides, strict=False)]
+
+    def is_contiguous(self) -> bool:
+        """Whether each partition's elements are one contiguous run in order."""
+        return _views.is_dense(self.dims)
+
+    def is_indirect(self) -> bool:
+        """Always ``False``: the frontend has no indirect tile views yet."""
+        return False
+
+    def _view(
+        self, p0: int, np: int, f0: int, dims: _views.Dims, partition_step: int | None = None
+    ) -> TileRegion:
+        step = self.partition_step if partition_step is None else partition_step
+        return TileRegion(self.tile, p0, np, f0, dims, step)
+
+    def _what(self) -> str:
+        return f"tile t{self.tile.id}"
+
     def __getitem__(self, key: Any) -> TileRegion:
-        """NumPy basic indexing over ``(partition, *free dims)``. An integer partition index keeps
-        one partition; an integer free index drops its dimension, as in NumPy. The free elements
-        selected must be one contiguous run (integer or one-element indices, then one slice, then
-        whole dimensions): an instruction operand is a ``[partitions, run]`` region."""
-        what = f"tile t{self.tile.id}"
-        parts = _normalise(key, (self.np, *self.free) if self.free else (self.np, 1), what)
+        """NumPy basic indexing over ``(partition, *free dims)``, steps included. An integer
+        partition index keeps one partition; an integer free index drops its dimension, as in
+        NumPy. Partitions are read contiguously, so a partition slice has step 1."""
+        dims = self.dims or [(1, 1)]
+        parts = _views.normalise(key, (self.np, *(s for s, _ in dims)), self._what())
         p = parts[0]
-        p0, np = (p, 1) if isinstance(p, int) else p
-        dims = self.free or (1,)
-        f0, free, strides = 0, [], [math.prod(dims[i + 1 :]) for i in range(len(dims))]
-        # The run is contiguous when, scanning from the last dimension, every dimension is whole
-        # until the first partial one, and every one before that selects a single element.
-        partial = False
-        for k, size, stride in reversed(list(zip(parts[1:], dims, strides, strict=True))):
-            start, count = (k, 1) if isinstance(k, int) else k
-            if partial and count != 1:
-                raise unsupported(
-                    f"{what}{_show_key(parts)}",
-                    "a tile region is one contiguous run of free elements per partition "
-                    f"(free dims {tuple(dims)})",
+        if isinstance(p, int):
+            p_start, np = p, 1
+        else:
+            p_start, np, p_step = p
+            if p_step != 1:
+                raise ValueError(
+                    f"{self._what()}: partitions are read contiguously, so a partition slice has "
+                    f"step 1, got step {p_step} ({where()})"
                 )
-            partial = partial or count != size
-            f0 += start * stride
-            if not isinstance(k, int):
-                free.append(count)
-        return TileRegion(self.tile, self.p0 + p0, np, self.f0 + f0, tuple(reversed(free)))
+        f0, free = _views.index(self.f0, dims, parts[1:])
+        return self._view(self.p0 + p_start * self.partition_step, np, f0, free)
 
     def reshape(self, shape: Sequence[int]) -> TileRegion:
-        """The region seen with another shape: the same partitions first, the same number of free
-        elements after."""
+        """The region seen with another shape: the same partitions first, the free dims
+        regrouped where their strides allow it without a copy."""
         dims = tuple(int(s) for s in shape)
-        if not dims or dims[0] != self.np or math.prod(dims[1:]) != self.nf:
+        free = _views.reshape(self.dims, dims[1:]) if dims and dims[0] == self.np else None
+        if free is None:
             raise ValueError(
-                f"tile t{self.tile.id}: cannot reshape a {self.shape} region to {dims} ({where()})"
+                f"{self._what()}: cannot reshape a {self.shape} region to {dims} "
+                f"(the partition dim stays; the free dims must regroup without a copy) ({where()})"
             )
-        return TileRegion(self.tile, self.p0, self.np, self.f0, dims[1:])
+        return self._view(self.p0, self.np, self.f0, free)
+
+    def ap(
+        self,
+        pattern: Sequence[Sequence[int]],
+        offset: int | None = None,
+        scalar_offset: Any = None,
+        vector_offset: Any = None,
+        indirect_dim: int = 0,
+        dtype: Any = None,
+    ) -> TileRegion:
+        """NKI's access pattern over the tile's storage: ``pattern[0]`` is the partition entry
+        ``[step, num]`` (its step the tile's free size: partitions are read contiguously; or 0,
+        one partition repeated, which only a DMA may read), the others the free dims.
+        ``offset`` (elements) is added to this view's storage offset, as the API stub's
+        docstring says (the access-pattern deep dive counts it from the tensor's start; the
+        two agree on a whole tile); ``None`` keeps it."""
+        what = f"{self._what()}.ap"
+        if scalar_offset is not None or vector_offset is not None:
+            raise unsupported(f"{what}(scalar_offset=/vector_offset=) on a tile", "dynamic tile offsets")
+        if dtype is not None and _dtype_name(dtype) != self.dtype.nki_name:
+            raise unsupported(f"{what}(dtype={dtype!r})", "reinterpreting a tile as another dtype")
+        dims = _views.pattern(pattern, what)
+        (np, p_step), free = dims[0], dims[1:]
+        if np > 1 and p_step not in (self.tile.row, 0):
+            raise ValueError(
+                f"{what}: the partition entry's step must be the tile's free size {self.tile.row} "
+                f"(partitions are read contiguously; 0 repeats one partition, which only a DMA can "
+                f"read), got [{p_step}, {np}] ({where()})"
+            )
+        start = self.offset + (0 if offset is None else int(offset))
+        row = self.tile.row
+        region = TileRegion(self.tile, start // row, np, start % row, free, 1 if p_step else 0)
+        region._check_inside(what)
+        return region
+
+    def _check_inside(self, what: str) -> None:
+        reach = self.f0 + sum(stride * (size - 1) for size, stride in self.dims if size > 0)
+        low = self.f0 + sum(min(0, stride) * (size - 1) for size, stride in self.dims)
+        rows = self.np if self.partition_step else 1
+        if low < 0 or reach >= self.tile.row or self.p0 + rows > self.tile.np:
+            raise IndexError(
+                f"{what}: the pattern {self.get_pattern()} at offset {self.offset} reaches outside "
+                f"tile t{self.tile.id} {self.tile.shape} ({where()})"
+            )
+
+    def permute(self, dims: Sequence[int]) -> TileRegion:
+        """The free dims reordered (``dims[0]`` must be 0: the partition dim stays first)."""
+        order = [int(d) for d in dims]
+        if not order or order[0] != 0:
+            raise ValueError(
+                f"{self._what()}.permute: dims[0] must be 0 (the partition dim), "
+                f"got {tuple(order)} ({where()})"
+            )
+        free = _views.permute(self.dims, [d - 1 for d in order[1:]], f"{self._what()}.permute")
+        return self._view(self.p0, self.np, self.f0, free)
+
+    def broadcast(self, dim: int, size: int) -> TileRegion:
+        """A size-1 free dim repeated ``size`` times (stride 0)."""
+        dim = self._free_dim("broadcast", dim)
+        if self.dims[dim - 1][0] != 1:
+            raise ValueError(
+                f"{self._what()}.broadcast: dim {dim} has size {self.dims[dim - 1][0]}, not 1 ({where()})"
+            )
+        dims = list(self.dims)
+        dims[dim - 1] = (int(size), 0)
+        return self._view(self.p0, self.np, self.f0, dims)
+
+    def expand_dim(self, dim: int) -> TileRegion:
+        """A size-1 dim inserted at free position ``dim``."""
+        if not 1 <= dim <= len(self.dims) + 1:
+            raise ValueError(f"{self._what()}.expand_dim: {dim} is not a free position ({where()})")
+        dims = list(self.dims)
+        dims.insert(dim - 1, (1, 0))
+        return self._view(self.p0, self.np, self.f0, dims)
+
+    def squeeze_dim(self, dim: int) -> TileRegion:
+        """Free dim ``dim`` (of size 1) removed."""
+        dim = self._free_dim("squeeze_dim", dim)
+        if self.dims[dim - 1][0] != 1:
+            raise ValueError(
+                f"{self._what()}.squeeze_dim: dim {dim} has size {self.dims[dim - 1][0]}, not 1 ({where()})"
+            )
+        return self._view(self.p0, self.np, self.f0, self.dims[: dim - 1] + self.dims[dim:])
+
+    def slice(self, dim: int, start: int, end: int, step: int = 1) -> TileRegion:
+        """``start:end:step`` of dim ``dim``."""
+        key: list[Any] = [slice(None)] * self.ndim
+        key[dim] = slice(start, end, step)
+        return self[tuple(key)]
+
+    def select(self, dim: int, index: Any) -> TileRegion:
+        """Index ``index`` of free dim ``dim``, which is removed."""
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise unsupported(f"{self._what()}.select with a runtime index", "dynamic tile offsets")
+        dim = self._free_dim("select", dim)
+        key: list[Any] = [slice(None)] * self.ndim
+        key[dim] = index
+        return self[tuple(key)]
+
+    def _free_dim(self, method: str, dim: int) -> int:
+        rank = self.ndim
+        at = dim + rank if dim < 0 else dim
+        if not 1 <= at < rank or not self.dims:
+            raise ValueError(
+                f"{self._what()}.{method}: {dim} is not a free dim of a {self.shape} view ({where()})"
+            )
+        return at
+
+    def broadcast_to(self, shape: Sequence[int]) -> TileRegion:
+        """The view with size-1 free dims repeated to ``shape`` (the partition dim as it is;
+        ``nl.broadcast_to`` also broadcasts one partition, with a DMA)."""
+        shape = [int(s) for s in shape]
+        if not shape or shape[0] != self.np:
+            raise ValueError(
+                f"{self._what()}: cannot broadcast the partition dim of a {self.shape} view to "
+                f"{tuple(shape)} as a view ({where()})"
+            )
+        free = _views.broadcast(self.dims or [(1, 1)], shape[1:], self._what())
+        return self._view(self.p0, self.np, self.f0, free)
+
+    def partition_broadcast(self, np: int) -> TileRegion:
+        """This one-partition view read ``np`` times (a DMA source only)."""
+        return self._view(self.p0, int(np), self.f0, self.dims, partition_step=0)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """``tile[...] = value``: a tile region is copied in (``nisa.tensor_copy``), an HBM view
@@ -331,19 +491,25 @@ class TileRegion:
     def __ge__(self, other: Any) -> Any:
         return self._binary("greater_equal", other)
 
-    def operand(self) -> tuple[int, int, int, int, int]:
-        """The native region tuple (of a tile of the trace in progress)."""
+    def operand(self) -> tuple[Any, ...]:
+        """The native region tuple ``("tile", id, p0, np, f0, nf, shape, pattern)`` (of a tile of
+        the trace in progress): ``pattern`` is ``None`` for a rectangle, else
+        ``(partition_step, [(step, count), ...])``."""
         _owned(self.tile.trace, f"tile t{self.tile.id}")
-        return (self.tile.id, self.p0, self.np, self.f0, self.nf)
+        pattern = None
+        if self.partition_step != 1 or not _views.is_dense(self.dims):
+            pattern = (self.partition_step, [(stride, size) for size, stride in self.dims])
+        return ("tile", self.tile.id, self.p0, self.np, self.f0, self.nf, tuple(self.shape), pattern)
 
     def __repr__(self) -> str:
-        return (
-            f"<t{self.tile.id}[{self.p0}:{self.p0 + self.np}, {self.f0}:{self.f0 + self.nf}] as {self.shape}>"
-        )
+        if self.partition_step == 1 and _views.is_dense(self.dims):
+            rows, cols = f"{self.p0}:{self.p0 + self.np}", f"{self.f0}:{self.f0 + self.nf}"
+            return f"<t{self.tile.id}[{rows}, {cols}] as {self.shape}>"
+        return f"<t{self.tile.id}.ap({self.get_pattern()}, offset={self.offset}) as {self.shape}>"
 
 
-def _show_key(parts: Sequence[tuple[int, int] | int]) -> str:
-    return "[" + ", ".join(str(k) if isinstance(k, int) else f"{k[0]}:{k[0] + k[1]}" for k in parts) + "]"
+def _dtype_name(dtype: Any) -> str:
+    return str(getattr(dtype, "nki_name", dtype))
 
 
 class Tile(TileRegion):
@@ -358,7 +524,9 @@ class Tile(TileRegion):
         self._dtype = dtype
         self._buffer = buffer
         dims = tuple(int(s) for s in shape)
-        super().__init__(self, 0, dims[0], 0, dims[1:])
+        self.row = math.prod(dims[1:])
+        """Free elements per partition (the storage's partition stride)."""
+        super().__init__(self, 0, dims[0], 0, _views.row_major(dims[1:]))
 
     @property
     def dtype(self) -> DType:

@@ -45,8 +45,8 @@ for _name, _enum in ENUMS.items():
 def _encode(value: Any) -> Any:
     """The uniform native encoding of one argument (see the native ``args`` module)."""
     if isinstance(value, TileRegion):
-        # The region, then its shape (for instructions that see its dims, dma_transpose).
-        return ("tile", *value.operand(), tuple(value.shape))
+        # The region, its shape (for instructions that see its dims, dma_transpose), its walk.
+        return value.operand()
     if isinstance(value, HbmView):
         return value.operand()
     if isinstance(value, language.Function):

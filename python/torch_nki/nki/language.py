@@ -48,7 +48,7 @@ from torch_nki.nki._tile_ops import (
     var as var,
     zeros_like as zeros_like,
 )
-from torch_nki.nki._trace import current, location, unsupported
+from torch_nki.nki._trace import current, location, unsupported, where as _at
 from torch_nki.nki._values import DType, HbmTensor, HbmView, Tile, TileRegion, tile_shape
 
 #: Every element type, from the kernel dtype table (:mod:`torch_nki._dtypes`).
@@ -343,11 +343,40 @@ def store(dst: HbmView, value: TileRegion, **kwargs: Any) -> None:
     isa.instruction("dma_copy")(dst=dst, src=value)
 
 
-def broadcast_to(src: Any, shape: Sequence[int]) -> HbmView:
-    """An HBM view broadcast to ``shape`` (stride 0 along new and size-1 dimensions)."""
-    if isinstance(src, HbmView):
-        return src.broadcast_to(shape)
-    raise unsupported("nl.broadcast_to of a tile", "broadcast the HBM view you load from")
+def broadcast_to(x: Any, shape: Sequence[int], dtype: Any = None) -> Any:
+    """``x`` broadcast to ``shape`` (NumPy's rules: new leading and size-1 dims repeat). An HBM
+    view and a tile's free dims broadcast as views (stride 0, nothing copied); a one-partition
+    tile broadcast over partitions is copied into a new tile by one ``nisa.dma_copy`` that
+    reads the partition once per destination row (the engines read partitions contiguously;
+    the NKI docs do not say which instruction NKI uses); ``dtype`` casts into a new tile."""
+    from torch_nki.nki import isa
+
+    if isinstance(x, HbmView):
+        return x.broadcast_to(shape)
+    if not isinstance(x, TileRegion):
+        raise TypeError(f"nl.broadcast_to takes a tile or an HBM tensor, got {x!r} ({_at()})")
+    shape = [int(s) for s in shape]
+    if len(shape) != len(x.shape):
+        raise ValueError(
+            f"nl.broadcast_to: shape {tuple(shape)} must have the rank of the {x.shape} tile ({_at()})"
+        )
+    out_dtype = x.dtype if dtype is None else as_dtype(dtype)
+    if shape[0] == x.np:
+        view = x.broadcast_to(shape)
+        if out_dtype == x.dtype:
+            return view
+        out = ndarray(tuple(shape), out_dtype, buffer=sbuf)
+        isa.instruction("tensor_copy")(dst=out, src=view)
+        return out
+    if x.np != 1:
+        raise ValueError(
+            f"nl.broadcast_to: the partition dim of a {x.shape} tile can only broadcast from 1, "
+            f"not to {shape[0]} ({_at()})"
+        )
+    out = ndarray(tuple(shape), out_dtype, buffer=sbuf)
+    src = x.broadcast_to([1, *shape[1:]]).partition_broadcast(shape[0])
+    isa.instruction("dma_copy")(dst=out, src=src)
+    return out
 
 
 def __getattr__(name: str) -> Any:

@@ -45,6 +45,8 @@ pub(crate) fn clip(
                 nf: access.nf,
                 p_stride: access.p_stride,
                 f_stride: access.f_stride,
+                // Dynamic accesses are never banded (sim/band/plan.rs).
+                dynamic: access.dynamic.clone(),
             },
         },
     };
@@ -80,13 +82,7 @@ mod tests {
     use crate::ir::{BinOp, ElementwiseEngine, HbmId, TileId};
 
     fn region(tile: u32, p0: usize, np: usize) -> TileRegion {
-        TileRegion {
-            tile: TileId(tile),
-            p0,
-            np,
-            f0: 3,
-            nf: 10,
-        }
+        TileRegion::rect(TileId(tile), p0, np, 3, 10)
     }
 
     #[test]
@@ -130,6 +126,7 @@ mod tests {
                     nf: 10,
                     p_stride: 64,
                     f_stride: 1,
+                    dynamic: None,
                 },
             },
         };

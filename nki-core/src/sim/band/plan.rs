@@ -215,6 +215,10 @@ impl Finder<'_> {
     fn partition_local(&self, op: &Op) -> bool {
         let kind = |a: &HbmAccess| self.program.hbm[a.tensor.0 as usize].kind;
         let fits = match op {
+            // Strided operands run through scratch rectangles (sim/strided.rs), whole.
+            op if crate::sim::strided::any_strided(op) => false,
+            // Runtime offsets are resolved row by row when the DMA runs (sim/indirect.rs).
+            op if op.hbm_accesses().iter().any(|(a, _)| a.dynamic.is_some()) => false,
             // Their values depend on the partition index within the whole region.
             Op::Iota { .. } | Op::AffineSelect { .. } | Op::NcTranspose { .. } => false,
             // They read other partitions than they write.
@@ -467,6 +471,7 @@ mod tests {
             nf,
             p_stride: 64,
             f_stride: 1,
+            dynamic: None,
         }
     }
 

@@ -7,11 +7,13 @@
 //! never silently ignored.
 //!
 //! The Python side encodes values uniformly (no per-instruction code): a tile region as
-//! `("tile", id, p0, np, f0, nf, shape)` (`shape` the region's dims as the kernel shaped it,
-//! read by the instructions that see dims: `dma_transpose`), an HBM view as `("hbm", id, offset, [(size, stride), ...])`,
+//! `("tile", id, p0, np, f0, nf, shape, pattern)` (`shape` the region's dims as the kernel
+//! shaped it, read by the instructions that see dims: `dma_transpose`; `pattern` see
+//! [`decode_region`]), an HBM view as `("hbm", id, offset, [(size, stride), ...])`,
 //! an `nl` function as `("fn", name, kind)`, an enum member as `("enum", enum, variant)`;
 //! numbers, booleans, `None`, `...` and lists as themselves.
 
+use nki_core::ir::{FreeDim, TileId, TileRegion};
 use nki_spec::{Default, InstrSpec, Kind, Param};
 use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -19,8 +21,29 @@ use pyo3::types::{PyDict, PyEllipsis, PyList, PyTuple};
 use std::cell::RefCell;
 use std::collections::HashSet;
 
-/// `(tile_id, p0, np, f0, nf)`.
-pub(super) type RegionArg = (u32, usize, usize, usize, usize);
+/// A tile region as the Python side encodes it: `("tile", id, p0, np, f0, nf, shape,
+/// pattern)`, `pattern` `None` for a rectangle or `(partition_step, [(step, count), ...])` for
+/// a strided walk (step slices, `tile.ap(...)`, broadcast views).
+pub(super) fn decode_region(value: &Bound<'_, PyAny>) -> PyResult<TileRegion> {
+    let t = value.cast::<PyTuple>()?;
+    let (tile, p0, np, f0, nf): (u32, usize, usize, usize, usize) = t.get_slice(1, 6).extract()?;
+    let pattern = if t.len() > 7 {
+        t.get_item(7)?
+            .extract::<Option<(usize, Vec<(usize, usize)>)>>()?
+    } else {
+        None
+    };
+    Ok(match pattern {
+        None => TileRegion::rect(TileId(tile), p0, np, f0, nf),
+        Some((partition_step, free)) => {
+            let free = free
+                .into_iter()
+                .map(|(step, count)| FreeDim { step, count })
+                .collect();
+            TileRegion::strided(TileId(tile), (p0, np, partition_step), f0, free)
+        }
+    })
+}
 
 /// One call's arguments (see the module doc).
 pub(super) struct Args<'py> {
@@ -226,10 +249,8 @@ impl<'py> Args<'py> {
     }
 
     /// A tile region.
-    pub(super) fn tile(&self, name: &str) -> PyResult<RegionArg> {
-        let v = self.get(name)?;
-        let t = v.cast::<PyTuple>()?;
-        t.get_slice(1, 6).extract()
+    pub(super) fn tile(&self, name: &str) -> PyResult<TileRegion> {
+        decode_region(&self.get(name)?)
     }
 
     /// The dims of a tile keyword as the kernel shaped it (`(partitions, *free dims)`).
@@ -253,7 +274,7 @@ impl<'py> Args<'py> {
     }
 
     /// A tile region, or `None`.
-    pub(super) fn opt_tile(&self, name: &str) -> PyResult<Option<RegionArg>> {
+    pub(super) fn opt_tile(&self, name: &str) -> PyResult<Option<TileRegion>> {
         if self.is_none(name)? {
             return Ok(None);
         }
@@ -269,8 +290,7 @@ impl<'py> Args<'py> {
     pub(super) fn scalar(&self, name: &str) -> PyResult<Scalar> {
         let v = self.get(name)?;
         if Self::tagged(&v, "tile") {
-            let t = v.cast::<PyTuple>()?;
-            return Ok(Scalar::Tile(t.get_slice(1, 6).extract()?));
+            return Ok(Scalar::Tile(decode_region(&v)?));
         }
         Ok(Scalar::Imm(v.extract::<f64>()?))
     }
@@ -377,7 +397,7 @@ pub(super) enum Scalar {
     /// An immediate.
     Imm(f64),
     /// A tile region (a `(P, 1)` column where the instruction broadcasts it).
-    Tile(RegionArg),
+    Tile(TileRegion),
 }
 
 /// An encoded value as the kernel wrote it (`nl.add`, `nisa.engine.gpsimd`, `t3[0:4, 0:8]`).

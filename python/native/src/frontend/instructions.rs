@@ -5,30 +5,18 @@
 //! at its default ([`Args::finish`]).
 
 use super::Tracer;
-use super::args::{Args, RegionArg, Scalar};
-use nki_core::ir::{
-    ActFn, BinOp, DgeMode, ElementwiseEngine, OobMode, ScalarOperand, TileId, TileRegion,
-};
+use super::args::{Args, Scalar};
+use nki_core::ir::{ActFn, BinOp, DgeMode, ElementwiseEngine, OobMode, ScalarOperand, TileRegion};
 use nki_core::isa;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
-
-pub(super) fn region((tile, p0, np, f0, nf): RegionArg) -> TileRegion {
-    TileRegion {
-        tile: TileId(tile),
-        p0,
-        np,
-        f0,
-        nf,
-    }
-}
 
 fn scalar(s: Scalar) -> ScalarOperand {
     match s {
         Scalar::Imm(value) => ScalarOperand::Imm {
             value: value as f32,
         },
-        Scalar::Tile(r) => ScalarOperand::Column { region: region(r) },
+        Scalar::Tile(r) => ScalarOperand::Column { region: r },
     }
 }
 
@@ -88,7 +76,7 @@ fn reduction(a: &Args<'_>) -> PyResult<Option<(BinOp, TileRegion)>> {
     }
     let op = opt_binop(a, "reduce_op")?
         .ok_or_else(|| a.value_error("reduce_res needs reduce_op".into()))?;
-    Ok(Some((op, region(res))))
+    Ok(Some((op, res)))
 }
 
 /// `exponential`'s row sum: `(reduce_res, reduce_init)` for `reduce_cmd=reset_reduce` (from 0)
@@ -102,13 +90,11 @@ fn exponential_reduction(a: &Args<'_>) -> PyResult<Option<(TileRegion, ScalarOpe
     };
     let init = a.scalar("reduce_init")?;
     match (a.variant("reduce_cmd")?.as_str(), init) {
-        ("reset_reduce", Scalar::Imm(0.0)) => {
-            Ok(Some((region(res), ScalarOperand::Imm { value: 0.0 })))
-        }
+        ("reset_reduce", Scalar::Imm(0.0)) => Ok(Some((res, ScalarOperand::Imm { value: 0.0 }))),
         ("reset_reduce", _) => Err(a.value_error(
             "reduce_init must be 0.0 unless reduce_cmd is nisa.reduce_cmd.load_reduce".into(),
         )),
-        ("load_reduce", init) => Ok(Some((region(res), scalar(init)))),
+        ("load_reduce", init) => Ok(Some((res, scalar(init)))),
         (cmd, _) => Err(a.unsupported(&format!(
             "reduce_cmd=nisa.reduce_cmd.{cmd} with reduce_res (the accumulator registers across \
              instructions; reset_reduce and load_reduce write this instruction's row sums)"
@@ -186,7 +172,7 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             tracer.at(file, line, || isa::dma_copy(dst, src))
         }
         "dma_transpose" => {
-            let dst = region(a.tile("dst")?);
+            let dst = a.tile("dst")?;
             let src_value = a.tensor("src")?;
             let src = match tracer.dma_arg(&src_value)? {
                 isa::DmaArg::Tile(r) => isa::TransposeSrc::tile(r, a.tile_dims("src")?),
@@ -223,47 +209,47 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
         }
         "tensor_copy" => {
             engine(a, &["vector"])?;
-            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            let (dst, src) = (a.tile("dst")?, a.tile("src")?);
             a.finish()?;
             tracer.at(file, line, || isa::tensor_copy(dst, src))
         }
         "memset" => {
             engine(a, &["vector"])?;
-            let (dst, value) = (region(a.tile("dst")?), a.number("value")?);
+            let (dst, value) = (a.tile("dst")?, a.number("value")?);
             a.finish()?;
             tracer.at(file, line, || isa::memset(dst, value as f32))
         }
         "rng" => {
             let on = elementwise_engine(engine(a, &["vector", "gpsimd"])?);
-            let dst = region(a.tile("dst")?);
+            let dst = a.tile("dst")?;
             a.finish()?;
             tracer.at(file, line, || isa::rng(dst, on))
         }
         "rand2" => {
-            let dst = region(a.tile("dst")?);
+            let dst = a.tile("dst")?;
             let (min, max) = (scalar(a.scalar("min")?), scalar(a.scalar("max")?));
             a.finish()?;
             tracer.at(file, line, || isa::rand2(dst, min, max))
         }
         "rand_set_state" => {
             let on = elementwise_engine(engine(a, &["gpsimd", "vector"])?);
-            let src = region(a.tile("src_seeds")?);
+            let src = a.tile("src_seeds")?;
             a.finish()?;
             tracer.at(file, line, || isa::rand_set_state(src, on))
         }
         "rand_get_state" => {
             let on = elementwise_engine(engine(a, &["gpsimd", "vector"])?);
-            let dst = region(a.tile("dst")?);
+            let dst = a.tile("dst")?;
             a.finish()?;
             tracer.at(file, line, || isa::rand_get_state(dst, on))
         }
         "set_rng_seed" => {
-            let src = region(a.tile("src_seeds")?);
+            let src = a.tile("src_seeds")?;
             a.finish()?;
             tracer.at(file, line, || isa::set_rng_seed(src))
         }
         "dropout" => {
-            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (dst, data) = (a.tile("dst")?, a.tile("data")?);
             let prob = scalar(a.scalar("prob")?);
             a.finish()?;
             tracer.at(file, line, || isa::dropout(dst, data, prob))
@@ -274,15 +260,15 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             // NKI's `accumulate=None` accumulates when the destination was written before.
             let accumulate = a
                 .opt_flag("accumulate")?
-                .unwrap_or_else(|| tracer.written.contains(&dst.0));
+                .unwrap_or_else(|| tracer.written.contains(&dst.tile.0));
             a.finish()?;
             tracer.at(file, line, || {
-                isa::nc_matmul(region(dst), region(stationary), region(moving), accumulate)
+                isa::nc_matmul(dst, stationary, moving, accumulate)
             })
         }
         "nc_transpose" => {
             engine(a, &["tensor"])?;
-            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (dst, data) = (a.tile("dst")?, a.tile("data")?);
             a.finish()?;
             tracer.at(file, line, || isa::nc_transpose(dst, data))
         }
@@ -294,13 +280,11 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             let (dst, d1, d2) = (a.tile("dst")?, a.tile("data1")?, a.tile("data2")?);
             let op = binop(a, "op")?;
             a.finish()?;
-            tracer.at(file, line, || {
-                isa::tensor_tensor(region(dst), region(d1), region(d2), op).on(on)
-            })
+            tracer.at(file, line, || isa::tensor_tensor(dst, d1, d2, op).on(on))
         }
         "tensor_scalar" => {
             engine(a, &["vector"])?;
-            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (dst, data) = (a.tile("dst")?, a.tile("data")?);
             let (op0, operand0) = (binop(a, "op0")?, scalar(a.scalar("operand0")?));
             let second = match (opt_binop(a, "op1")?, a.opt_scalar("operand1")?) {
                 (Some(op), Some(operand)) => Some((op, scalar(operand))),
@@ -316,9 +300,9 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             })
         }
         "scalar_tensor_tensor" => {
-            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (dst, data) = (a.tile("dst")?, a.tile("data")?);
             let (op0, operand0) = (binop(a, "op0")?, scalar(a.scalar("operand0")?));
-            let (op1, operand1) = (binop(a, "op1")?, region(a.tile("operand1")?));
+            let (op1, operand1) = (binop(a, "op1")?, a.tile("operand1")?);
             let reduce = reduction(a)?;
             a.finish()?;
             tracer.at(file, line, || match reduce {
@@ -329,10 +313,10 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             })
         }
         "activation" | "activation_reduce" => {
-            let (dst, func, data) = (region(a.tile("dst")?), actfn(a, "op")?, a.tile("data")?);
+            let (dst, func, data) = (a.tile("dst")?, actfn(a, "op")?, a.tile("data")?);
             let bias = match a.opt_scalar("bias")? {
                 None => None,
-                Some(Scalar::Tile(r)) => Some(region(r)),
+                Some(Scalar::Tile(r)) => Some(r),
                 Some(Scalar::Imm(0.0)) => None,
                 Some(Scalar::Imm(v)) => {
                     return Err(a.unsupported(&format!("bias={v} (an immediate bias)")));
@@ -342,29 +326,27 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             let reduce = if a.call() == "nisa.activation" {
                 reduction(a)?
             } else {
-                Some((binop(a, "reduce_op")?, region(a.tile("reduce_res")?)))
+                Some((binop(a, "reduce_op")?, a.tile("reduce_res")?))
             };
             a.finish()?;
             tracer.at(file, line, || match reduce {
-                Some((op, res)) => {
-                    isa::activation_reduce(dst, func, region(data), op, res, bias, scale)
-                }
-                None => isa::activation(dst, func, region(data), bias, scale),
+                Some((op, res)) => isa::activation_reduce(dst, func, data, op, res, bias, scale),
+                None => isa::activation(dst, func, data, bias, scale),
             })
         }
         "tensor_reduce" => {
-            let (dst, op, data) = (region(a.tile("dst")?), binop(a, "op")?, a.tile("data")?);
+            let (dst, op, data) = (a.tile("dst")?, binop(a, "op")?, a.tile("data")?);
             let axis = tensor_reduce_axis(a)?;
             let negate = a.flag("negate")?;
             // Tiles are [partition, free]: the result is a (P, 1) column either way.
             a.flag("keepdims")?;
             a.finish()?;
             tracer.at(file, line, || {
-                isa::tensor_reduce(dst, op, region(data), axis, negate)
+                isa::tensor_reduce(dst, op, data, axis, negate)
             })
         }
         "bn_stats" | "bn_aggr" => {
-            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (dst, data) = (a.tile("dst")?, a.tile("data")?);
             a.finish()?;
             if name == "nisa.bn_stats" {
                 tracer.at(file, line, || isa::bn_stats(dst, data))
@@ -373,12 +355,12 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             }
         }
         "reciprocal" => {
-            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (dst, data) = (a.tile("dst")?, a.tile("data")?);
             a.finish()?;
             tracer.at(file, line, || isa::reciprocal(dst, data))
         }
         "exponential" => {
-            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            let (dst, src) = (a.tile("dst")?, a.tile("src")?);
             let max_value = scalar(a.scalar("max_value")?);
             let reduce = exponential_reduction(a)?;
             a.finish()?;
@@ -388,7 +370,7 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             })
         }
         "tensor_scalar_reduce" => {
-            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
+            let (dst, data) = (a.tile("dst")?, a.tile("data")?);
             let (op0, operand0) = (binop(a, "op0")?, scalar(a.scalar("operand0")?));
             let reduce_op = binop(a, "reduce_op")?;
             let res = a.opt_tile("reduce_res")?.ok_or_else(|| {
@@ -425,33 +407,24 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             let negate = a.flag("reduce_res_negate")?;
             a.finish()?;
             tracer.at(file, line, || {
-                isa::tensor_scalar_reduce(
-                    dst,
-                    data,
-                    op0,
-                    operand0,
-                    reduce_op,
-                    region(res),
-                    init,
-                    negate,
-                )
+                isa::tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, res, init, negate)
             })
         }
         "max8" => {
-            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            let (dst, src) = (a.tile("dst")?, a.tile("src")?);
             a.finish()?;
             tracer.at(file, line, || isa::max8(dst, src))
         }
         "nc_find_index8" => {
-            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
-            let vals = region(a.tile("vals")?);
+            let (dst, data) = (a.tile("dst")?, a.tile("data")?);
+            let vals = a.tile("vals")?;
             a.finish()?;
             tracer.at(file, line, || isa::nc_find_index8(dst, data, vals))
         }
         "nc_match_replace8" => {
-            let (dst, data) = (region(a.tile("dst")?), region(a.tile("data")?));
-            let (vals, imm) = (region(a.tile("vals")?), a.number("imm")? as f32);
-            let dst_idx = a.opt_tile("dst_idx")?.map(region);
+            let (dst, data) = (a.tile("dst")?, a.tile("data")?);
+            let (vals, imm) = (a.tile("vals")?, a.number("imm")? as f32);
+            let dst_idx = a.opt_tile("dst_idx")?;
             a.finish()?;
             tracer.at(file, line, || {
                 isa::nc_match_replace8(dst, data, vals, imm, dst_idx)
@@ -464,16 +437,7 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             let (reverse0, reverse1) = (a.flag("reverse0")?, a.flag("reverse1")?);
             a.finish()?;
             tracer.at(file, line, || {
-                isa::tensor_tensor_scan(
-                    region(dst),
-                    region(data0),
-                    region(data1),
-                    initial,
-                    op0,
-                    op1,
-                    reverse0,
-                    reverse1,
-                )
+                isa::tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0, reverse1)
             })
         }
         "nc_stream_shuffle" => {
@@ -492,13 +456,11 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
                     ))
                 })?;
             a.finish()?;
-            tracer.at(file, line, || {
-                isa::nc_stream_shuffle(region(dst), region(src), &mask)
-            })
+            tracer.at(file, line, || isa::nc_stream_shuffle(dst, src, &mask))
         }
         "local_gather" => {
-            let dst = region(a.tile("dst")?);
-            let (src, index) = (region(a.tile("src_buffer")?), region(a.tile("index")?));
+            let dst = a.tile("dst")?;
+            let (src, index) = (a.tile("src_buffer")?, a.tile("index")?);
             let n = a
                 .opt_count("num_elem_per_idx")?
                 .ok_or_else(|| a.value_error("num_elem_per_idx must be an int, got None".into()))?;
@@ -507,21 +469,19 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             tracer.at(file, line, || isa::local_gather(dst, src, index, n, valid))
         }
         "nc_n_gather" => {
-            let dst = region(a.tile("dst")?);
-            let (data, indices) = (region(a.tile("data")?), region(a.tile("indices")?));
+            let dst = a.tile("dst")?;
+            let (data, indices) = (a.tile("data")?, a.tile("indices")?);
             a.finish()?;
             tracer.at(file, line, || isa::nc_n_gather(dst, data, indices))
         }
         "tensor_partition_reduce" => {
             let (dst, op, data) = (a.tile("dst")?, binop(a, "op")?, a.tile("data")?);
             a.finish()?;
-            tracer.at(file, line, || {
-                isa::tensor_partition_reduce(region(dst), op, region(data))
-            })
+            tracer.at(file, line, || isa::tensor_partition_reduce(dst, op, data))
         }
         "select_reduce" => {
-            let (dst, predicate) = (region(a.tile("dst")?), region(a.tile("predicate")?));
-            let (on_true, on_false) = (region(a.tile("on_true")?), scalar(a.scalar("on_false")?));
+            let (dst, predicate) = (a.tile("dst")?, a.tile("predicate")?);
+            let (on_true, on_false) = (a.tile("on_true")?, scalar(a.scalar("on_false")?));
             let reduce_op = a.function("reduce_op")?;
             if reduce_op != "maximum" {
                 return Err(a.value_error(format!(
@@ -547,18 +507,11 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             let reverse_pred = a.flag("reverse_pred")?;
             a.finish()?;
             tracer.at(file, line, || {
-                isa::select_reduce(
-                    dst,
-                    predicate,
-                    on_true,
-                    on_false,
-                    res.map(region),
-                    reverse_pred,
-                )
+                isa::select_reduce(dst, predicate, on_true, on_false, res, reverse_pred)
             })
         }
         "tensor_scalar_cumulative" => {
-            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            let (dst, src) = (a.tile("dst")?, a.tile("src")?);
             let (op0, op1) = (binop(a, "op0")?, binop(a, "op1")?);
             let imm0 = scalar(a.scalar("imm0")?);
             let imm1 = match (a.variant("reduce_cmd")?.as_str(), a.opt_scalar("imm1")?) {
@@ -590,12 +543,12 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             })
         }
         "sequence_bounds" => {
-            let (dst, ids) = (region(a.tile("dst")?), region(a.tile("segment_ids")?));
+            let (dst, ids) = (a.tile("dst")?, a.tile("segment_ids")?);
             a.finish()?;
             tracer.at(file, line, || isa::sequence_bounds(dst, ids))
         }
         "nonzero_with_count" => {
-            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            let (dst, src) = (a.tile("dst")?, a.tile("src")?);
             let (offset, padding) = (a.int32("index_offset")?, a.int32("padding_val")?);
             a.finish()?;
             tracer.at(file, line, || {
@@ -603,8 +556,8 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             })
         }
         "topk" => {
-            let (val_dst, idx_dst) = (region(a.tile("val_dst")?), region(a.tile("idx_dst")?));
-            let src = region(a.tile("src")?);
+            let (val_dst, idx_dst) = (a.tile("val_dst")?, a.tile("idx_dst")?);
+            let src = a.tile("src")?;
             let n = a.int32("n")?;
             let n = usize::try_from(n).map_err(|_| {
                 a.value_error(format!("n is the number of elements in the snake, got {n}"))
@@ -614,8 +567,8 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
         }
         "tensor_copy_predicated" => {
             // A tile src is a whole tile of dst's shape here, not a (P, 1) column.
-            let (dst, src) = (region(a.tile("dst")?), scalar(a.scalar("src")?));
-            let (predicate, reverse) = (region(a.tile("predicate")?), a.flag("reverse_pred")?);
+            let (dst, src) = (a.tile("dst")?, scalar(a.scalar("src")?));
+            let (predicate, reverse) = (a.tile("predicate")?, a.flag("reverse_pred")?);
             a.finish()?;
             tracer.at(file, line, || {
                 isa::tensor_copy_predicated(dst, src, predicate, reverse)
@@ -623,37 +576,27 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
         }
         "affine_select" => {
             let dst = a.tile("dst")?;
-            let step = iota_step(a, dst.4)?;
+            let step = iota_step(a, dst.nf)?;
             let multiplier = a.int32("channel_multiplier")?;
-            let on_true = region(a.tile("on_true_tile")?);
+            let on_true = a.tile("on_true_tile")?;
             let on_false = a.number("on_false_value")? as f32;
             let (cmp, offset) = (binop(a, "cmp_op")?, a.int32("offset")?);
             a.finish()?;
             tracer.at(file, line, || {
-                isa::affine_select(
-                    region(dst),
-                    step,
-                    multiplier,
-                    on_true,
-                    on_false,
-                    cmp,
-                    offset,
-                )
+                isa::affine_select(dst, step, multiplier, on_true, on_false, cmp, offset)
             })
         }
         "iota" => {
             let dst = a.tile("dst")?;
-            let step = iota_step(a, dst.4)?;
+            let step = iota_step(a, dst.nf)?;
             let (offset, multiplier) = (a.int32("offset")?, a.int32("channel_multiplier")?);
             a.finish()?;
-            tracer.at(file, line, || {
-                isa::iota(region(dst), offset, multiplier, step)
-            })
+            tracer.at(file, line, || isa::iota(dst, offset, multiplier, step))
         }
         "range_select" => {
-            let (dst, on_true) = (region(a.tile("dst")?), region(a.tile("on_true_tile")?));
+            let (dst, on_true) = (a.tile("dst")?, a.tile("on_true_tile")?);
             let (comp0, comp1) = (binop(a, "comp_op0")?, binop(a, "comp_op1")?);
-            let (bound0, bound1) = (region(a.tile("bound0")?), region(a.tile("bound1")?));
+            let (bound0, bound1) = (a.tile("bound0")?, a.tile("bound1")?);
             let reduce = reduction(a)?;
             let range_start = a.number("range_start")?;
             // NKI writes `on_false_value=...`; its documented default value is 0.0.

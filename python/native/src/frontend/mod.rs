@@ -17,8 +17,7 @@ pub use program::Program;
 
 use crate::errors::to_py_err;
 use crate::guard::entry_point;
-use args::{Args, RegionArg};
-use instructions::region;
+use args::Args;
 use nki_core::affine::AffineExpr;
 use nki_core::ir::{ActFn, BinOp, HbmId, LoopKind};
 use nki_core::isa::DmaArg;
@@ -105,22 +104,33 @@ impl Tracer {
     fn dma_arg(&mut self, arg: &Bound<'_, PyTuple>) -> PyResult<DmaArg> {
         let kind: String = arg.get_item(0)?.extract()?;
         match kind.as_str() {
-            "tile" => {
-                let r: RegionArg = arg.get_slice(1, 6).extract()?;
-                Ok(DmaArg::Tile(region(r)))
-            }
+            "tile" => Ok(DmaArg::Tile(args::decode_region(arg)?)),
             "hbm" => {
-                let (_, id, offset, dims): (String, u32, i64, Vec<(usize, i64)>) = arg.extract()?;
+                let (id, offset, dims): (u32, i64, Vec<(usize, i64)>) =
+                    arg.get_slice(1, 4).extract()?;
                 let dims = dims
                     .into_iter()
                     .map(|(size, stride)| ViewDim { size, stride })
                     .collect();
+                // A runtime offset: `(kind, index tile operand, scale)` (see `_values.HbmView`).
+                let indirect = match arg.len() > 4 {
+                    true => arg.get_item(4)?,
+                    false => arg.py().None().into_bound(arg.py()),
+                };
                 let recorder = self.recorder()?;
                 let name = recorder.name().to_string();
-                recorder
+                let view = recorder
                     .view(HbmId(id), AffineExpr::constant(offset), dims)
-                    .map(DmaArg::Hbm)
-                    .map_err(|e| to_py_err(e, &name))
+                    .map_err(|e| to_py_err(e, &name))?;
+                if indirect.is_none() {
+                    return Ok(DmaArg::Hbm(view));
+                }
+                let (kind, index, scale): (String, Bound<'_, PyAny>, i64) = indirect.extract()?;
+                let index = args::decode_region(&index)?;
+                Ok(DmaArg::Hbm(match kind.as_str() {
+                    "scalar" => view.scalar_offset(index, scale),
+                    _ => view.vector_offset(index, scale),
+                }))
             }
             other => Err(PyValueError::new_err(format!(
                 "dma operand kind `{other}` (expected tile or hbm)"
