@@ -72,7 +72,11 @@ fn mark(bitmap: &mut Bitmap, access: &HbmAccess, trips: &[usize]) {
         let base = access.offset.eval(&values);
         for p in 0..access.np {
             let row = base + p as i64 * access.p_stride;
-            if access.f_stride == 1 {
+            if access.free_dims.is_some() {
+                for o in access.row_offsets() {
+                    bitmap.mark_run(row + o, 1);
+                }
+            } else if access.f_stride == 1 {
                 bitmap.mark_run(row, access.nf);
             } else {
                 for f in 0..access.nf {
@@ -126,8 +130,10 @@ pub fn check_output_coverage(
             dst: DmaOperand::Hbm { access },
             ..
         } = &inst.op
+            && access.dynamic.is_none()
             && let Some(Some(map)) = maps.get_mut(access.tensor.0 as usize)
         {
+            // A runtime offset's writes land where its indices say: they are not counted.
             mark(map, access, &trips);
         }
     });

@@ -81,6 +81,7 @@ fn random_write(rng: &mut Rng, rows: i64, cols: i64) -> Write {
             p_stride,
             f_stride,
             dynamic: None,
+            free_dims: None,
         },
     }
 }
@@ -241,6 +242,7 @@ fn a_tile_region_larger_than_its_access_pattern_is_an_error_not_an_overrun() {
             p_stride: 4,
             f_stride: 1,
             dynamic: None,
+            free_dims: None,
         },
     };
     let mut p = program(&[write], [1, 1], 4, 4);
@@ -275,6 +277,7 @@ fn an_access_pattern_past_the_buffer_is_an_error() {
             p_stride: 4,
             f_stride: 1,
             dynamic: None,
+            free_dims: None,
         },
     };
     let p = program(&[write], [1, 1], 4, 4);
@@ -295,6 +298,7 @@ fn wrapping_write() -> Write {
             p_stride: (1 << 61) + 1,
             f_stride: 1,
             dynamic: None,
+            free_dims: None,
         },
     }
 }
@@ -374,6 +378,7 @@ fn a_program_listing_an_output_twice_is_refused_by_the_simulator() {
             p_stride: 4,
             f_stride: 1,
             dynamic: None,
+            free_dims: None,
         },
     };
     let mut p = program(&[write], [1, 1], 4, 4);

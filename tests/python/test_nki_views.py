@@ -186,3 +186,28 @@ def test_access_pattern_rules_are_errors_at_the_line() -> None:
 
     with pytest.raises(NotImplementedError, match=r"scalar_offset"):
         dynamic(_rand(4, 2))
+
+
+@nki.jit
+def hbm_walks(x, row):
+    """Loads ``row`` repeated along a middle dim (a stride-0 dim between two others) and stores
+    ``x`` with its two free dims swapped: HBM patterns no single stride covers."""
+    p, a, b = x.shape
+    repeated = nl.ndarray((p, a, b), dtype=x.dtype, buffer=nl.shared_hbm)
+    swapped = nl.ndarray((p, b, a), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((p, a, b), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=row.ap([[0, p], [0, a], [1, b]]))
+    nisa.dma_copy(dst=repeated, src=t)
+    u = nl.ndarray((p, a, b), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=u, src=x)
+    nisa.dma_copy(dst=swapped.ap([[a * b, p], [1, a], [a, b]]), src=u)
+    return repeated, swapped
+
+
+def test_hbm_patterns_with_several_free_dims_move_every_element() -> None:
+    x, row = _rand(3, 4, 5), _rand(1, 5, seed=2)
+    repeated, swapped = hbm_walks(x, row)
+    np.testing.assert_array_equal(repeated, np.broadcast_to(row.reshape(1, 1, 5), (3, 4, 5)))
+    np.testing.assert_array_equal(swapped, x.transpose(0, 2, 1))
+    source = nki_round_trip(hbm_walks, x, row)
+    assert "row.ap(pattern=[[0, 3], [0, 4], [1, 5]], offset=0)" in source

@@ -231,11 +231,8 @@ impl Emitter<'_> {
             );
         }
         format!(
-            "{name}.ap(pattern=[[{}, {}], [{}, {}]], offset={})",
-            a.p_stride,
-            a.np,
-            a.f_stride,
-            a.nf,
+            "{name}.ap(pattern={}, offset={})",
+            hbm_pattern(a),
             python_expr(&a.offset)
         )
     }
@@ -260,15 +257,21 @@ impl Emitter<'_> {
             }
         };
         format!(
-            "{base}.ap(pattern=[[{}, {}], [{}, {}]], offset={}, {keyword}={}, indirect_dim={dim})",
-            a.p_stride,
-            a.np,
-            a.f_stride,
-            a.nf,
+            "{base}.ap(pattern={}, offset={}, {keyword}={}, indirect_dim={dim})",
+            hbm_pattern(a),
             python_expr(&a.offset),
             self.region(index)
         )
     }
+}
+
+/// An access's `[[step, num], ...]`: its rows, then its free walk.
+fn hbm_pattern(a: &HbmAccess) -> String {
+    let entries: Vec<String> = std::iter::once((a.p_stride, a.np))
+        .chain(a.free_walk())
+        .map(|(step, num)| format!("[{step}, {num}]"))
+        .collect();
+    format!("[{}]", entries.join(", "))
 }
 
 /// `(first row, first column)` when `a` reads rows `row..row+np`, columns `col..col+nf` of a
@@ -413,6 +416,7 @@ mod tests {
             p_stride,
             f_stride,
             dynamic: None,
+            free_dims: None,
         }
     }
 

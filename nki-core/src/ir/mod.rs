@@ -4,12 +4,13 @@
 //! of statements. Instructions are destination first, as in `nki.isa`, and each one carries the
 //! kernel source line that created it.
 
-use crate::affine::{AffineExpr, LoopVar};
+use crate::affine::LoopVar;
 use crate::dtype::DType;
 use crate::loc::SourceLoc;
 use crate::target::Target;
 use serde::Serialize;
 
+mod access;
 mod hoist;
 mod math;
 mod op;
@@ -17,6 +18,7 @@ mod operand;
 mod region;
 mod unroll;
 
+pub use access::{DynamicOffset, HbmAccess};
 pub use hoist::hoist_escaping_allocs;
 pub use math::{ActFn, BinOp, to_bits32};
 pub use op::{DgeMode, ElementwiseEngine, OobMode, Op, ScalarOperand};
@@ -156,126 +158,6 @@ pub struct LoopDecl {
     pub kind: LoopKind,
     /// Where the kernel opened it.
     pub loc: SourceLoc,
-}
-
-/// A 2-D access pattern into an HBM tensor: element `(p, f)` of the pattern is flat element
-/// `offset + p·p_stride + f·f_stride` of the tensor. Covers row and column slices, broadcasts
-/// (stride 0), reshapes and transposed views without copies.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
-pub struct HbmAccess {
-    /// The tensor.
-    pub tensor: HbmId,
-    /// Flat element offset of `(0, 0)`.
-    pub offset: AffineExpr,
-    /// Rows (maps to tile partitions).
-    pub np: usize,
-    /// Elements per row (maps to the tile free dim).
-    pub nf: usize,
-    /// Elements between consecutive rows.
-    pub p_stride: i64,
-    /// Elements between consecutive columns.
-    pub f_stride: i64,
-    /// A runtime offset read from a tile when the DMA runs (NKI's `scalar_offset=` /
-    /// `vector_offset=`), `None` for a static access.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dynamic: Option<Box<DynamicOffset>>,
-}
-
-/// A runtime offset of an HBM access (NKI's `tensor.ap(..., scalar_offset=, vector_offset=,
-/// indirect_dim=)`): index values an SBUF tile holds when the DMA runs, each an integer, times
-/// `scale` elements (the stride of the indirect dim of the view the pattern was taken on).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum DynamicOffset {
-    /// `scalar_offset=`: one index (the `(1, 1)` region's element) moves the whole access.
-    Scalar {
-        /// The index element.
-        index: TileRegion,
-        /// Elements per index step.
-        scale: i64,
-    },
-    /// `vector_offset=`: row `r` of the access starts at `offset + index[r]·scale` (partition
-    /// `r` of the `(rows, 1)` region); the pattern's row step is not used, as the NKI docs say.
-    Vector {
-        /// One index per row.
-        index: TileRegion,
-        /// Elements per index step.
-        scale: i64,
-    },
-}
-
-impl DynamicOffset {
-    /// The tile region holding the indices.
-    pub fn index(&self) -> &TileRegion {
-        match self {
-            DynamicOffset::Scalar { index, .. } | DynamicOffset::Vector { index, .. } => index,
-        }
-    }
-}
-
-impl HbmAccess {
-    /// How far the pattern reaches below and above its `(0, 0)` element, in flat elements
-    /// (negative strides reach below). A reach past `i64`'s range saturates, so bounds checks
-    /// built on it reject the pattern instead of wrapping around into range.
-    pub fn extent(&self) -> (i64, i64) {
-        let (mut below, mut above) = (0i64, 0i64);
-        for (stride, n) in [(self.p_stride, self.np), (self.f_stride, self.nf)] {
-            let steps = i64::try_from(n.saturating_sub(1)).unwrap_or(i64::MAX);
-            let span = stride.saturating_mul(steps);
-            if span > 0 {
-                above = above.saturating_add(span);
-            } else {
-                below = below.saturating_add(span);
-            }
-        }
-        (below, above)
-    }
-}
-
-impl HbmAccess {
-    /// The lowest and highest flat element the pattern touches over every iteration of the
-    /// loops (`trips`, indexed by loop variable; a variable without a trip count is taken as
-    /// spanning nothing), exactly.
-    pub fn reach(&self, trips: &[usize]) -> (i128, i128) {
-        let (mut lo, mut hi) = (
-            i128::from(self.offset.constant),
-            i128::from(self.offset.constant),
-        );
-        for (k, n) in self.steps(trips) {
-            let reach = i128::from(k) * n.saturating_sub(1) as i128;
-            if reach > 0 {
-                hi += reach;
-            } else {
-                lo += reach;
-            }
-        }
-        (lo, hi)
-    }
-
-    /// Every `(step, count)` the pattern moves by: each loop term's coefficient with its trip
-    /// count (1 for a variable `trips` does not cover), then the row and column strides.
-    fn steps<'s>(&'s self, trips: &'s [usize]) -> impl Iterator<Item = (i64, usize)> + 's {
-        let terms = self
-            .offset
-            .terms
-            .iter()
-            .map(|&(v, k)| (k, trips.get(v.0 as usize).copied().unwrap_or(1)));
-        terms.chain([(self.p_stride, self.np), (self.f_stride, self.nf)])
-    }
-
-    /// Whether the pattern's numbers are small enough for plain `i64` reasoning: the constant
-    /// plus every coefficient and stride times its reach (at least one step each), all in
-    /// absolute value, stays below 2^60, so sums and differences of any of its partial offsets
-    /// cannot overflow. The simulator's analyses that let writes run concurrently only accept
-    /// such patterns (a program that skipped validation may hold any numbers).
-    pub fn is_modest(&self, trips: &[usize]) -> bool {
-        let magnitude = self
-            .steps(trips)
-            .map(|(k, n)| i128::from(k).abs() * n.saturating_sub(1).max(1) as i128)
-            .sum::<i128>()
-            + i128::from(self.offset.constant).abs();
-        magnitude < 1 << 60
-    }
 }
 
 /// Either side of a DMA.

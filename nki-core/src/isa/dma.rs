@@ -185,6 +185,15 @@ pub fn dma_transpose(
                             .into(),
                     );
                 }
+                Ok(access) if access.free_dims.is_some() => {
+                    return fail(
+                        b,
+                        format!(
+                            "src: the {:?} view's free dims do not merge into one stride",
+                            v.shape()
+                        ),
+                    );
+                }
                 Ok(access) => (DmaOperand::Hbm { access }, v.shape()),
                 Err(m) => return fail(b, format!("src: {m}")),
             },

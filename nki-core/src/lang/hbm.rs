@@ -341,40 +341,43 @@ impl HbmView {
         self
     }
 
-    /// The 2-D access pattern a DMA uses: rank-1 views are one row; trailing dimensions of
-    /// higher-rank views are merged when they are contiguous with each other.
+    /// The access pattern a DMA uses: rank-1 views are one row; in higher-rank views dim 0 is
+    /// the rows and the others are merged where one steps over the next exactly, the rest kept
+    /// as the row's free walk ([`HbmAccess::free_dims`]).
     pub(crate) fn to_access(&self) -> Result<HbmAccess, String> {
-        let mut dims = self.dims.clone();
-        while dims.len() > 2 {
-            let last = dims.pop().expect("len > 2");
-            let prev = dims.last_mut().expect("len > 1");
-            if prev.size != 1 && prev.stride != last.stride * last.size as i64 {
-                return Err(format!(
-                    "DMA needs a 2-D access pattern; the {:?} view cannot be merged to 2-D",
-                    self.shape()
-                ));
+        let (p, free) = match self.dims.split_first() {
+            None => (ViewDim { size: 1, stride: 0 }, vec![]),
+            Some((f, [])) => (ViewDim { size: 1, stride: 0 }, vec![*f]),
+            Some((p, rest)) => (*p, rest.to_vec()),
+        };
+        // Merge inner dims into the one outside them where the outer steps over them exactly;
+        // size-1 dims vanish.
+        let mut merged: Vec<ViewDim> = Vec::with_capacity(free.len());
+        for d in free.into_iter().filter(|d| d.size != 1) {
+            match merged.last_mut() {
+                Some(prev) if prev.stride == d.stride * d.size as i64 => {
+                    *prev = ViewDim {
+                        size: prev.size * d.size,
+                        stride: d.stride,
+                    };
+                }
+                _ => merged.push(d),
             }
-            *prev = ViewDim {
-                size: prev.size * last.size,
-                stride: last.stride,
-            };
         }
-        let (p, f) = match dims.as_slice() {
-            [] => (
-                ViewDim { size: 1, stride: 0 },
-                ViewDim { size: 1, stride: 1 },
-            ),
-            [f] => (ViewDim { size: 1, stride: 0 }, *f),
-            [p, f] => (*p, *f),
-            _ => unreachable!("merged to at most two dimensions above"),
+        let nf = merged.iter().map(|d| d.size).product();
+        let (f_stride, free_dims) = match merged.as_slice() {
+            [] => (1, None),
+            [f] => (f.stride, None),
+            dims => (0, Some(dims.iter().map(|d| (d.stride, d.size)).collect())),
         };
         Ok(HbmAccess {
             tensor: self.tensor,
             offset: self.offset.clone(),
             np: p.size,
-            nf: f.size,
+            nf,
             p_stride: p.stride,
-            f_stride: f.stride,
+            f_stride,
+            free_dims,
             dynamic: self.dynamic.clone().map(Box::new),
         })
     }

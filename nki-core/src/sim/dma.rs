@@ -191,6 +191,11 @@ pub(crate) fn dma<'a: 'p, 'p>(
     s: &mut Scratch,
 ) -> Result<(), ExecError> {
     check_dma(ctx, dst, src)?;
+    let walks =
+        |o: &DmaOperand| matches!(o, DmaOperand::Hbm { access } if access.free_dims.is_some());
+    if walks(dst) || walks(src) {
+        return dma_walk(ctx, store, dst, src);
+    }
     // A buffer and the flat offset of an access's first element.
     let at = |a: &HbmAccess| (ctx.hbm[a.tensor.0 as usize], a.offset.eval(ctx.env));
     // DMA converts between dtypes (through fp32, as NKI documents): writes to HBM convert as
@@ -291,6 +296,46 @@ pub(crate) fn dma<'a: 'p, 'p>(
     if let Some((region, dt)) = cast_load {
         for r in 0..region.np {
             round_into_in_place(store.row_mut(region, r)?, dt);
+        }
+    }
+    Ok(())
+}
+
+/// A DMA whose HBM side walks several free dims ([`HbmAccess::free_dims`]): row by row,
+/// element by element, converting as every DMA does (after [`check_dma`]).
+fn dma_walk(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    dst: &DmaOperand,
+    src: &DmaOperand,
+) -> Result<(), ExecError> {
+    let row_base = |a: &HbmAccess, r: usize| a.offset.eval(ctx.env) + r as i64 * a.p_stride;
+    let mut vals = Vec::new();
+    for r in 0..dma_shape(dst)[0] {
+        vals.clear();
+        match src {
+            DmaOperand::Tile { region } => vals.extend_from_slice(store.row(region, r)?),
+            DmaOperand::Hbm { access } => {
+                let (buf, base) = (ctx.hbm[access.tensor.0 as usize], row_base(access, r));
+                vals.extend(
+                    access
+                        .row_offsets()
+                        .iter()
+                        .map(|o| buf.read((base + o) as usize)),
+                );
+            }
+        }
+        match dst {
+            DmaOperand::Tile { region } => {
+                let dt = store.dtype(region.tile);
+                round_into(store.row_mut(region, r)?, dt, |i| vals[i]);
+            }
+            DmaOperand::Hbm { access } => {
+                let (buf, base) = (ctx.hbm[access.tensor.0 as usize], row_base(access, r));
+                for (o, v) in access.row_offsets().iter().zip(&vals) {
+                    buf.write((base + o) as usize, buf.dtype.round(*v));
+                }
+            }
         }
     }
     Ok(())

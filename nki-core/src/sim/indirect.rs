@@ -63,6 +63,7 @@ fn row(
                     offset: access.offset.clone() + shift,
                     np: 1,
                     dynamic: None,
+                    free_dims: None,
                     ..access.clone()
                 },
             }

@@ -62,8 +62,9 @@ fn independent(program: &Program, var: LoopVar, body: &[Stmt]) -> bool {
             if program.hbm[access.tensor.0 as usize].kind != HbmKind::Output {
                 continue;
             }
-            if is_write && access.dynamic.is_some() {
-                // Where a runtime offset writes is known only when it runs.
+            if is_write && (access.dynamic.is_some() || access.free_dims.is_some()) {
+                // Where a runtime offset writes is known only when it runs; a multi-dim walk
+                // is not one the window analysis below reads.
                 dynamic_write = true;
             } else if is_write {
                 writes.entry(access.tensor).or_default().push(access);

@@ -47,6 +47,7 @@ pub(crate) fn clip(
                 f_stride: access.f_stride,
                 // Dynamic accesses are never banded (sim/band/plan.rs).
                 dynamic: access.dynamic.clone(),
+                free_dims: access.free_dims.clone(),
             },
         },
     };
@@ -127,6 +128,7 @@ mod tests {
                     p_stride: 64,
                     f_stride: 1,
                     dynamic: None,
+                    free_dims: None,
                 },
             },
         };

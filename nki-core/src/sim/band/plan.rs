@@ -217,8 +217,14 @@ impl Finder<'_> {
         let fits = match op {
             // Strided operands run through scratch rectangles (sim/strided.rs), whole.
             op if crate::sim::strided::any_strided(op) => false,
-            // Runtime offsets are resolved row by row when the DMA runs (sim/indirect.rs).
-            op if op.hbm_accesses().iter().any(|(a, _)| a.dynamic.is_some()) => false,
+            // Runtime offsets are resolved row by row when the DMA runs (sim/indirect.rs), multi-dim free walks (sim/dma.rs's element-by-element path).
+            op if op
+                .hbm_accesses()
+                .iter()
+                .any(|(a, _)| a.dynamic.is_some() || a.free_dims.is_some()) =>
+            {
+                false
+            }
             // Their values depend on the partition index within the whole region.
             Op::Iota { .. } | Op::AffineSelect { .. } | Op::NcTranspose { .. } => false,
             // They read other partitions than they write.
@@ -472,6 +478,7 @@ mod tests {
             p_stride: 64,
             f_stride: 1,
             dynamic: None,
+            free_dims: None,
         }
     }
 
