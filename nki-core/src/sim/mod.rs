@@ -24,6 +24,7 @@ mod random;
 mod rounding;
 mod row_math;
 mod rows;
+mod scalar;
 mod selection;
 mod store;
 mod vector;
