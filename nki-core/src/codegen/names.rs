@@ -112,6 +112,7 @@ pub const EMITTED: &[NkiName] = &[
     api!("nl.gelu", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
     api!("nl.gelu_dx", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
     api!("nl.silu_dx", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.0/nki/api/generated/nki.language.silu_dx.html", []),
+    api!("nl.shared_constant", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.shared_constant.html", ["dtype"]),
     api!("nl.bypass", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.bypass.html", []),
     api!("nl.prelu", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.prelu.html", []),
     api!("ap", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/deep-dives/nki-aps.html", ["pattern", "offset"]),

@@ -21,6 +21,13 @@ line that called the function.
   ``nl.add`` (the sum of squares), ``nisa.tensor_scalar`` (``/ n + epsilon``),
   ``nisa.activation`` with ``nl.rsqrt``, ``nisa.scalar_tensor_tensor`` (``x * rstd * w``).
   The intermediates are in ``compute_dtype`` (default fp32); ``w`` has ``x``'s shape.
+- ``nl.shared_constant(constant, dtype=None)``: a read-only tensor in shared HBM (an
+  ``HbmKind::Constant`` the traced ``Program`` carries with its values: the simulator fills it,
+  codegen emits it as ``nl.shared_constant(np.array(...))``), of the array's shape and dtype
+  (NumPy array, torch tensor, or the path of a ``.npy`` file; NumPy's float64 / int64 are not
+  NKI dtypes: a ``TypeError``) or ``dtype`` if given (the values rounded to it, as a write
+  rounds; older NKI's keyword, which nki-samples uses). Kernels ``nisa.dma_copy`` / ``nl.load``
+  from it; it is not a kernel parameter.
 - ``nl.shared_identity_matrix(n, dtype)``: an ``(n, n)`` SBUF tile (``n <= 128``, or ``dst``):
   ``nisa.iota`` of ``f - p`` into int32, then ``nisa.tensor_scalar`` with ``nl.equal`` and 0.
 - ``nl.device_print(prefix, tensor)``: ``nisa.dma_copy`` of the tensor (an SBUF tile, an HBM
@@ -267,6 +274,48 @@ def shared_identity_matrix(n: int, dtype: Any = None, dst: Any = None) -> TileRe
     _isa("iota")(dst=offsets, pattern=[[1, n]], offset=0, channel_multiplier=-1)
     _isa("tensor_scalar")(dst=target, data=offsets, op0=nl.equal, operand0=0.0)
     return target
+
+
+def shared_constant(constant: Any, dtype: Any = None) -> HbmView:
+    """A read-only shared-HBM tensor holding ``constant`` (see the module doc)."""
+    import os
+
+    import numpy as np
+
+    from torch_nki.nki._arrays import is_array, spec
+
+    nl = _nl()
+    if isinstance(constant, str | os.PathLike):
+        constant = np.load(os.fspath(constant))
+    if isinstance(constant, HbmView | TileRegion):
+        raise TypeError(
+            f"nl.shared_constant: constant must be the array itself, got the kernel tensor {constant!r} "
+            f"(an array passed to a kernel is an HBM input: make the constant inside the kernel or "
+            f"take it from a global or closure) ({where()})"
+        )
+    if not is_array(constant):
+        raise TypeError(
+            f"nl.shared_constant: constant must be a NumPy array, a torch tensor or a .npy path, "
+            f"got {constant!r} ({where()})"
+        )
+    try:
+        shape, own = spec(constant)
+    except TypeError:
+        if dtype is None:
+            raise TypeError(
+                f"nl.shared_constant: {constant.dtype} is not an NKI dtype; convert the array "
+                f"(e.g. .astype(np.float32)) or pass dtype= ({where()})"
+            ) from None
+        shape, own = [int(s) for s in constant.shape], None
+    d = own if dtype is None else nl.as_dtype(dtype)
+    if hasattr(constant, "detach"):
+        values = constant.detach().to("cpu").double().reshape(-1).tolist()
+    else:
+        values = np.asarray(constant, dtype=np.float64).reshape(-1).tolist()
+    trace = current()
+    file, line = location()
+    index = trace.native.constant(shape, d.native, values, file, line)
+    return HbmTensor(index, "shared_constant", shape, d, trace)
 
 
 _PRINT_DTYPES = {"tfloat32", "float8_e4m3"}

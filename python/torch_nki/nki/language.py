@@ -35,6 +35,7 @@ from torch_nki.nki._language_rest import (
     fmod as fmod,
     mod as mod,
     rms_norm as rms_norm,
+    shared_constant as shared_constant,
     shared_identity_matrix as shared_identity_matrix,
     trunc as trunc,
 )
