@@ -272,52 +272,55 @@ fn trace_err(body: impl Fn()) -> String {
     .to_string()
 }
 
+/// A kernel body and the trace error it must raise.
+type TraceCase = (Box<dyn Fn()>, &'static str);
+
 #[test]
 fn activate2_checks_its_stages_operands_and_reduction() {
     let t = || sbuf([4, 8], DType::F32);
     let col = |dt: DType| sbuf([4, 1], dt);
-    let cases: Vec<(Box<dyn Fn()>, &str)> = vec![
+    let cases: Vec<TraceCase> = vec![
         (
             Box::new(move || {
                 let s0 = Activate2Stage::new(BinOp::Add, 1.0);
                 let s1 = Activate2Stage::new(BinOp::Add, 1.0);
-                activate2(&t(), ActFn::Exp, &t(), s0, s1, 0.0)
+                activate2(t(), ActFn::Exp, t(), s0, s1, 0.0)
             }),
             "(nl.add, nl.add) is not a supported pair",
         ),
         (
             Box::new(move || {
                 let s1 = Activate2Stage::new(BinOp::Add, 1.0);
-                activate2(&t(), ActFn::Exp, &t(), Activate2Stage::bypass(), s1, 0.0)
+                activate2(t(), ActFn::Exp, t(), Activate2Stage::bypass(), s1, 0.0)
             }),
             "op1 requires op0 to be set",
         ),
         (
             Box::new(move || {
                 let s0 = Activate2Stage::new(BinOp::Maximum, 1.0);
-                activate2(&t(), ActFn::Exp, &t(), s0, Activate2Stage::bypass(), 0.0)
+                activate2(t(), ActFn::Exp, t(), s0, Activate2Stage::bypass(), 0.0)
             }),
             "(nl.maximum, nl.bypass) is not a supported pair",
         ),
         (
             Box::new(move || {
                 let s0 = Activate2Stage::bypass().reversed();
-                activate2(&t(), ActFn::Exp, &t(), s0, Activate2Stage::bypass(), 0.0)
+                activate2(t(), ActFn::Exp, t(), s0, Activate2Stage::bypass(), 0.0)
             }),
             "reverse0=True requires op0 to be set",
         ),
         (
             Box::new(move || {
-                let s0 = Activate2Stage::new(BinOp::Multiply, &sbuf([3, 1], DType::F32));
-                activate2(&t(), ActFn::Exp, &t(), s0, Activate2Stage::bypass(), 0.0)
+                let s0 = Activate2Stage::new(BinOp::Multiply, sbuf([3, 1], DType::F32));
+                activate2(t(), ActFn::Exp, t(), s0, Activate2Stage::bypass(), 0.0)
             }),
             "imm0 must be a (4, 1) column",
         ),
         (
             Box::new(move || {
-                let s0 = Activate2Stage::new(BinOp::Multiply, &col(DType::F32));
-                let s1 = Activate2Stage::new(BinOp::Add, &col(DType::BF16));
-                activate2(&t(), ActFn::Exp, &t(), s0, s1, 0.0)
+                let s0 = Activate2Stage::new(BinOp::Multiply, col(DType::F32));
+                let s1 = Activate2Stage::new(BinOp::Add, col(DType::BF16));
+                activate2(t(), ActFn::Exp, t(), s0, s1, 0.0)
             }),
             "imm0 and imm1 are tiles of different dtypes",
         ),
@@ -325,12 +328,12 @@ fn activate2_checks_its_stages_operands_and_reduction() {
             Box::new(move || {
                 let b = Activate2Stage::bypass();
                 activate2(
-                    &t(),
+                    t(),
                     ActFn::Prelu,
-                    &t(),
+                    t(),
                     b.clone(),
                     b,
-                    &sbuf([4, 2], DType::F32),
+                    sbuf([4, 2], DType::F32),
                 )
             }),
             "relu_param must be a (4, 1) column",
@@ -338,14 +341,7 @@ fn activate2_checks_its_stages_operands_and_reduction() {
         (
             Box::new(move || {
                 let b = Activate2Stage::bypass();
-                activate2(
-                    &sbuf([4, 9], DType::F32),
-                    ActFn::Exp,
-                    &t(),
-                    b.clone(),
-                    b,
-                    0.0,
-                )
+                activate2(sbuf([4, 9], DType::F32), ActFn::Exp, t(), b.clone(), b, 0.0)
             }),
             "data has shape [4, 8] but dst has shape [4, 9]",
         ),
@@ -354,9 +350,9 @@ fn activate2_checks_its_stages_operands_and_reduction() {
                 let b = Activate2Stage::bypass();
                 let res = col(DType::F32);
                 activate2_reduce(
-                    &t(),
+                    t(),
                     ActFn::Exp,
-                    &t(),
+                    t(),
                     (b.clone(), b),
                     0.0,
                     BinOp::Multiply,

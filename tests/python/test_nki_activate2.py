@@ -26,7 +26,9 @@ def _stage(x: np.ndarray, op: str, v: np.ndarray | float, reverse: bool) -> np.n
     return f(v, x) if reverse else f(x, v)
 
 
-def _kernel(op0: str, op1: str, func: str, columns: bool, reverse: tuple[bool, bool], reduce: str | None) -> nki.Kernel:
+def _kernel(
+    op0: str, op1: str, func: str, columns: bool, reverse: tuple[bool, bool], reduce: str | None
+) -> nki.Kernel:
     """activate2 of x with op0/op1 (operands 1.5 / -0.75, or the columns c0 / c1), relu_param
     alpha (a column when ``columns``), optionally reducing into a second output."""
 
@@ -91,9 +93,13 @@ def _inputs(p: int, n: int, seed: int) -> tuple[np.ndarray, ...]:
 
 
 def _reference(x, c0, c1, alpha, op0, op1, func, columns, reverse):  # type: ignore[no-untyped-def]
-    imm0, imm1, param = (c0, c1, alpha) if columns else (np.float32(1.5), np.float32(-0.75), np.float32(0.125))
+    imm0, imm1, param = (
+        (c0, c1, alpha) if columns else (np.float32(1.5), np.float32(-0.75), np.float32(0.125))
+    )
     t = _stage(_stage(x, op0, imm0, reverse[0]), op1, imm1, reverse[1])
-    return _FUNCS[func](torch.from_numpy(np.asarray(t, np.float32)), torch.from_numpy(np.asarray(param, np.float32))).numpy()
+    return _FUNCS[func](
+        torch.from_numpy(np.asarray(t, np.float32)), torch.from_numpy(np.asarray(param, np.float32))
+    ).numpy()
 
 
 @pytest.mark.parametrize("op0,op1", _PAIRS)
@@ -165,7 +171,7 @@ def test_activate2_errors() -> None:
         _call(op0=nl.bypass, op1=nl.add)
     with pytest.raises(TraceError, match="reverse1=True requires op1 to be set"):
         _call(op1=nl.bypass, reverse1=True)
-    with pytest.raises(TraceError, match="reduce_op=nl.multiply is not one of its reductions"):
+    with pytest.raises(TraceError, match=r"reduce_op=nl\.multiply is not one of its reductions"):
 
         @nki.jit(target="trn3")
         def bad_reduce(x):
@@ -197,7 +203,7 @@ def test_prelu_is_a_neuroncore_v4_activation_function() -> None:
         nl.store(out, value=t)
         return out
 
-    with pytest.raises(ValidationError, match="nl.prelu is an activation function of NeuronCore-v4"):
+    with pytest.raises(ValidationError, match=r"nl\.prelu is an activation function of NeuronCore-v4"):
         k(np.ones((4, 8), np.float32))
     x = np.array([[-2.0, 3.0, -0.5, 0.0]], np.float32)
     np.testing.assert_array_equal(np.asarray(nki.jit(k.fn, target="trn3")(x)), np.maximum(x, 0))

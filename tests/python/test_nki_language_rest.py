@@ -132,7 +132,9 @@ def rms(x, w, n, eps):
     return out
 
 
-def _rms_reference(x: torch.Tensor, w: torch.Tensor, dims: tuple[int, ...], n: int, eps: float) -> torch.Tensor:
+def _rms_reference(
+    x: torch.Tensor, w: torch.Tensor, dims: tuple[int, ...], n: int, eps: float
+) -> torch.Tensor:
     x64 = x.double()
     return x64 / torch.sqrt((x64 * x64).sum(dim=dims, keepdim=True) / n + eps) * w.double()
 
@@ -205,7 +207,9 @@ def test_shared_constant_from_numpy_torch_and_npy(tmp_path: Path) -> None:
     for source in (table, str(path), path):
         got = np.asarray(_constant_kernel(source)(x))
         np.testing.assert_array_equal(got[:, 0:4], x + table)
-        np.testing.assert_array_equal(got[:, 4:8], x + torch.from_numpy(table).to(torch.bfloat16).float().numpy())
+        np.testing.assert_array_equal(
+            got[:, 4:8], x + torch.from_numpy(table).to(torch.bfloat16).float().numpy()
+        )
         np.testing.assert_array_equal(got[:, 8:12], x + np.eye(3)[:, 0:1].repeat(4, axis=1))
     program = nki.trace(_constant_kernel(table), x)
     assert [name for name, _, _ in program.inputs()] == ["x"]
@@ -270,7 +274,7 @@ def printing(x):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     t = nl.load(x)
     nl.device_print("loaded:", t)
-    for i in nl.affine_range(2):
+    for _ in nl.affine_range(2):
         nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
         nl.device_print("doubled:", t[0:1, :])
     acc = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
@@ -281,7 +285,9 @@ def printing(x):
     return out
 
 
-def test_device_print_prints_each_value_at_its_point_of_the_kernel(capsys: pytest.CaptureFixture[str]) -> None:
+def test_device_print_prints_each_value_at_its_point_of_the_kernel(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     DEVICE_PRINTS.clear()
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     got = printing(x)

@@ -260,12 +260,12 @@ fn stages_ok(
                 );
                 return false;
             }
-            None => {}
-            Some((_, operand)) => {
-                if !scalar_ok(b, loc, ACTIVATE2, &format!("imm{i}"), operand, np) {
-                    return false;
-                }
+            Some((_, operand))
+                if !scalar_ok(b, loc, ACTIVATE2, &format!("imm{i}"), operand, np) =>
+            {
+                return false;
             }
+            _ => {}
         }
     }
     if let (

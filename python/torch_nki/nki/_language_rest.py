@@ -222,7 +222,9 @@ def rms_norm(
     nl = _nl()
     t, weight = _tile("rms_norm", "x", x), _tile("rms_norm", "w", w)
     if weight.shape != t.shape:
-        raise ValueError(f"nl.rms_norm: w has shape {weight.shape} but x has {t.shape}; they must match ({where()})")
+        raise ValueError(
+            f"nl.rms_norm: w has shape {weight.shape} but x has {t.shape}; they must match ({where()})"
+        )
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         raise ValueError(f"nl.rms_norm: n must be a positive int, got {n!r} ({where()})")
     first = _reduced_axes("rms_norm", t, axis)
@@ -240,15 +242,18 @@ def rms_norm(
         data = src[:, i, :]
         squares = _new(data.shape, cdt)
         total = _new((t.np, 1), cdt)
-        _isa("activation_reduce")(
-            dst=squares, op=nl.square, data=data, reduce_op=nl.add, reduce_res=total
-        )
+        _isa("activation_reduce")(dst=squares, op=nl.square, data=data, reduce_op=nl.add, reduce_res=total)
         _isa("tensor_scalar")(
             dst=total, data=total, op0=nl.multiply, operand0=1.0 / n, op1=nl.add, operand1=float(epsilon)
         )
         _isa("activation")(dst=total, op=nl.rsqrt, data=total)
         _isa("scalar_tensor_tensor")(
-            dst=dst[:, i, :], data=data, op0=nl.multiply, operand0=total, op1=nl.multiply, operand1=wts[:, i, :]
+            dst=dst[:, i, :],
+            data=data,
+            op0=nl.multiply,
+            operand0=total,
+            op1=nl.multiply,
+            operand1=wts[:, i, :],
         )
     return out
 
@@ -298,16 +303,17 @@ def shared_constant(constant: Any, dtype: Any = None) -> HbmView:
             f"nl.shared_constant: constant must be a NumPy array, a torch tensor or a .npy path, "
             f"got {constant!r} ({where()})"
         )
-    try:
-        shape, own = spec(constant)
-    except TypeError:
-        if dtype is None:
+    shape = [int(s) for s in constant.shape]
+    if dtype is not None:
+        d: DType = nl.as_dtype(dtype)
+    else:
+        try:
+            d = spec(constant)[1]
+        except TypeError:
             raise TypeError(
                 f"nl.shared_constant: {constant.dtype} is not an NKI dtype; convert the array "
                 f"(e.g. .astype(np.float32)) or pass dtype= ({where()})"
             ) from None
-        shape, own = [int(s) for s in constant.shape], None
-    d = own if dtype is None else nl.as_dtype(dtype)
     if hasattr(constant, "detach"):
         values = constant.detach().to("cpu").double().reshape(-1).tolist()
     else:
@@ -325,15 +331,14 @@ _PRINT_DTYPES = {"tfloat32", "float8_e4m3"}
 def device_print(print_prefix: Any, tensor: Any) -> None:
     """Records ``tensor``'s values at this point of the kernel, printed after the simulation
     (see the module doc)."""
-    nl = _nl()
     if not isinstance(print_prefix, str):
         raise TypeError(f"nl.device_print: print_prefix must be a str, got {print_prefix!r} ({where()})")
-    if isinstance(tensor, TileRegion):
-        shape = tensor.shape
-    elif isinstance(tensor, HbmView):
+    if isinstance(tensor, TileRegion | HbmView):
         shape = tensor.shape
     else:
-        raise TypeError(f"nl.device_print: tensor must be a tile or an HBM tensor, got {tensor!r} ({where()})")
+        raise TypeError(
+            f"nl.device_print: tensor must be a tile or an HBM tensor, got {tensor!r} ({where()})"
+        )
     dtype = tensor.dtype
     if dtype.nki_name in _PRINT_DTYPES:
         dtype = _f32()
