@@ -5,6 +5,7 @@
 //! | NKI (`nl`) | here |
 //! |---|---|
 //! | `nl.ndarray(shape, dtype, buffer=nl.shared_hbm)` | [`shared_hbm`] |
+//! | `nl.shared_constant(array)` | [`shared_constant`] |
 //! | `nl.ndarray((P, F), dtype, buffer=nl.sbuf)` / `nl.psum` | [`sbuf`] / [`psum`] |
 //! | `nl.affine_range(n)` / `nl.sequential_range(n)` | [`affine_range`] / [`sequential_range`] |
 //! | `nl.static_range(n)` | a Rust `for` loop (unrolled at trace time) |
@@ -12,7 +13,7 @@
 //! | `nl.float32`, `nl.bfloat16`, `nl.int32`, ... | [`float32`], [`bfloat16`], [`int32`], ... |
 
 pub use crate::lang::context::current_target;
-pub use crate::lang::hbm::{Hbm, HbmView, ViewDim, shared_hbm};
+pub use crate::lang::hbm::{Hbm, HbmView, ViewDim, shared_constant, shared_hbm};
 pub use crate::lang::loops::{TileSpan, affine_range, for_each_tile, sequential_range};
 pub use crate::lang::tile::{Tile, psum, sbuf};
 pub use tile_size::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_FMAX, PSUM_BANKS};

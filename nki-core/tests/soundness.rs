@@ -134,6 +134,7 @@ fn program(writes: &[Write], trips: [usize; 2], rows: i64, cols: i64) -> Program
             dtype: DType::F32,
             loc: Some(loc),
             domain: None,
+            values: None,
         }],
         outputs: vec![HbmId(0)],
         tiles,

@@ -126,6 +126,49 @@ impl Emitter<'_> {
                 }
                 v
             }
+            Op::Activate2 {
+                dst,
+                func,
+                data,
+                stage0,
+                reverse0,
+                stage1,
+                reverse1,
+                relu_param,
+                reduce,
+            } => {
+                // imm0 / imm1 are required keywords: 0.0 where the stage is nl.bypass.
+                let stage = |s: &Option<(crate::ir::BinOp, ScalarOperand)>| match s {
+                    Some((op, v)) => (op.nki_name().to_string(), self.scalar(v)),
+                    None => ("nl.bypass".to_string(), "0.0".to_string()),
+                };
+                let ((op0, imm0), (op1, imm1)) = (stage(stage0), stage(stage1));
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("op", func.nki_name().into()),
+                    ("data", r(data)),
+                    ("imm0", imm0),
+                    ("imm1", imm1),
+                    ("op0", op0),
+                    ("op1", op1),
+                ];
+                if *relu_param != (ScalarOperand::Imm { value: 0.0 }) {
+                    v.push(("relu_param", self.scalar(relu_param)));
+                }
+                if *reverse0 {
+                    v.push(("reverse0", "True".into()));
+                }
+                if *reverse1 {
+                    v.push(("reverse1", "True".into()));
+                }
+                // reduce_cmd defaults to idle here: the reduction is reset_reduce, said.
+                if let Some((op, res)) = reduce {
+                    v.push(("reduce_op", op.nki_name().into()));
+                    v.push(("reduce_res", r(res)));
+                    v.push(("reduce_cmd", "nisa.reduce_cmd.reset_reduce".into()));
+                }
+                v
+            }
             Op::TensorReduce {
                 dst,
                 op,

@@ -57,8 +57,15 @@ impl Emitter<'_> {
             p.name,
             p.target.name()
         );
-        self.out
-            .push_str("import nki\nimport nki.isa as nisa\nimport nki.language as nl\n\n\n");
+        let numpy = if p.constants().next().is_some() {
+            "import numpy as np\n"
+        } else {
+            ""
+        };
+        let _ = write!(
+            self.out,
+            "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n{numpy}\n\n"
+        );
         let params: Vec<String> = p
             .hbm
             .iter()
@@ -74,6 +81,10 @@ impl Emitter<'_> {
                 tuple(&dims),
                 d.dtype.nki_name()
             );
+            self.line(&line, d.loc);
+        }
+        for (_, d) in p.constants() {
+            let line = format!("{} = {}", python_name(&d.name), shared_constant(d));
             self.line(&line, d.loc);
         }
         self.block(&p.body);
@@ -333,6 +344,48 @@ fn python_expr(e: &AffineExpr) -> String {
 }
 
 /// A Python float literal that reads back as the same `f32` (`1.0`, `1e-06`, `-inf`).
+/// `nl.shared_constant(np.array([...], dtype=np.<dtype>).reshape(shape))` for a constant: the
+/// array in the constant's dtype where NumPy has it, else an fp32 array and `dtype=nl.<dtype>`
+/// (a keyword of older NKI releases, which the frontend keeps).
+fn shared_constant(d: &crate::ir::HbmDecl) -> String {
+    use crate::dtype::DType;
+    let bytes = d.values.as_deref().unwrap_or(&[]);
+    let n = bytes.len() / d.dtype.size_bytes();
+    let values: Vec<String> = (0..n)
+        .map(|i| {
+            let v = d.dtype.read(bytes, i);
+            if d.dtype.is_float() {
+                float(v)
+            } else {
+                format!("{}", v as i64)
+            }
+        })
+        .collect();
+    let numpy = match d.dtype {
+        DType::F32
+        | DType::F16
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::Bool => Some(d.dtype.nl_name()),
+        _ => None,
+    };
+    let dims: Vec<String> = d.shape.iter().map(usize::to_string).collect();
+    let array = format!(
+        "np.array([{}], dtype=np.{}).reshape({})",
+        values.join(", "),
+        numpy.unwrap_or("float32"),
+        tuple(&dims)
+    );
+    match numpy {
+        Some(_) => format!("nl.shared_constant({array})"),
+        None => format!("nl.shared_constant({array}, dtype={})", d.dtype.nki_name()),
+    }
+}
+
 fn float(v: f32) -> String {
     if v.is_nan() {
         "float('nan')".into()

@@ -84,6 +84,7 @@ pub const EMITTED: &[NkiName] = &[
     api!("nisa.local_gather", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.local_gather.html", ["dst", "src_buffer", "index", "num_elem_per_idx", "num_valid_indices"]),
     api!("nisa.nc_n_gather", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.nc_n_gather.html", ["dst", "data", "indices"]),
     api!("nisa.nc_transpose", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.nc_transpose.html", ["dst", "data"]),
+    api!("nisa.activate2", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.activate2.html", ["dst", "op", "data", "imm0", "imm1", "op0", "op1", "relu_param", "reverse0", "reverse1", "reduce_op", "reduce_res", "reduce_cmd"]),
     api!("nl.add", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
     api!("nl.subtract", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
     api!("nl.multiply", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
@@ -111,5 +112,8 @@ pub const EMITTED: &[NkiName] = &[
     api!("nl.gelu", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
     api!("nl.gelu_dx", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
     api!("nl.silu_dx", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.0/nki/api/generated/nki.language.silu_dx.html", []),
+    api!("nl.shared_constant", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.shared_constant.html", ["dtype"]),
+    api!("nl.bypass", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.bypass.html", []),
+    api!("nl.prelu", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.prelu.html", []),
     api!("ap", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/deep-dives/nki-aps.html", ["pattern", "offset"]),
 ];

@@ -481,6 +481,19 @@ impl<'p> Scheduler<'p> {
                 let cycles = t.engine_fixed_cycles + data.nf as f64;
                 (Engine::Scalar, cycles / t.scalar_ghz)
             }
+            Op::Activate2 { data, reduce, .. } => {
+                // An assumption (NKI gives no estimate): activation's one pass (the two
+                // tensor-scalar stages are in the same pipeline), plus one fixed overhead for
+                // the instruction the docs say reads the accumulators out into reduce_res.
+                self.work.scalar_min_ns += data.nf as f64 * (data.np as f64 / 128.0) / t.scalar_ghz;
+                let readout = if reduce.is_some() {
+                    t.engine_fixed_cycles
+                } else {
+                    0.0
+                };
+                let cycles = t.engine_fixed_cycles + data.nf as f64 + readout;
+                (Engine::Scalar, cycles / t.scalar_ghz)
+            }
             Op::NcTranspose { data, .. } => {
                 // An identity matmul: the `[P, P]` identity is the moving operand.
                 let fp32 = if self.dtype(data) == DType::F32 {

@@ -34,7 +34,8 @@ pub struct HbmId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct TileId(pub u32);
 
-/// Whether an HBM tensor is a kernel input or an output the kernel allocates (`shared_hbm`).
+/// Whether an HBM tensor is a kernel input, an output the kernel allocates (`shared_hbm`), or a
+/// constant the program carries (`nl.shared_constant`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HbmKind {
@@ -42,6 +43,10 @@ pub enum HbmKind {
     Input,
     /// A kernel output in `nl.shared_hbm`.
     Output,
+    /// A read-only tensor in shared HBM whose values the program carries
+    /// ([`HbmDecl::values`]): `nl.shared_constant`. It is not a kernel parameter: the
+    /// simulator fills it from those values.
+    Constant,
 }
 
 /// A tensor in device memory, row-major.
@@ -61,6 +66,10 @@ pub struct HbmDecl {
     /// checked on the data before the program runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub domain: Option<IndexDomain>,
+    /// A constant's values, encoded in its dtype as an input's bytes are (`None` for inputs
+    /// and outputs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<u8>>,
 }
 
 /// The values an integer input may hold: indices in `lo..hi`, or the one `except` value (an
@@ -233,6 +242,15 @@ impl Program {
     /// Trip counts indexed by loop variable, for [`AffineExpr::range`].
     pub fn trips(&self) -> Vec<usize> {
         self.loops.iter().map(|l| l.trip).collect()
+    }
+
+    /// The constants (`nl.shared_constant`), in the order the kernel made them.
+    pub fn constants(&self) -> impl Iterator<Item = (HbmId, &HbmDecl)> {
+        self.hbm
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.kind == HbmKind::Constant)
+            .map(|(i, d)| (HbmId(i as u32), d))
     }
 
     /// The inputs, in parameter order.

@@ -305,6 +305,32 @@ instructions! {
         /// Optional free-dim reduction of the result: operator and `(P, 1)` destination.
         write reduce: Option<(BinOp, TileRegion)>,
     },
+    /// Scalar engine (NeuronCore-v4+): `dst = f((data <op0> imm0) <op1> imm1)`, each stage an
+    /// operator and its operand (an immediate or a `(P, 1)` column) or `None` for `nl.bypass`,
+    /// either stage's operands swapped when its `reverse` flag is set (`imm0 <op0> data`);
+    /// `relu_param` is the function's parameter ([`ActFn::apply_with`]: `nl.prelu`'s slope).
+    /// Computed in fp32, rounded once to `dst`; optionally reducing each row of the fp32
+    /// results into `reduce_res` (NKI's `reduce_cmd=reset_reduce`).
+    Activate2 = "activate2" {
+        /// Destination, `data`'s shape.
+        write dst: TileRegion,
+        /// Function.
+        param func: ActFn,
+        /// Input.
+        read data: TileRegion,
+        /// The first tensor-scalar stage: `op0` and `imm0` (`None`: `nl.bypass`).
+        read stage0: Option<(BinOp, ScalarOperand)>,
+        /// `imm0 <op0> data` instead of `data <op0> imm0`.
+        param reverse0: bool,
+        /// The second tensor-scalar stage: `op1` and `imm1` (`None`: `nl.bypass`).
+        read stage1: Option<(BinOp, ScalarOperand)>,
+        /// `imm1 <op1> x` instead of `x <op1> imm1`.
+        param reverse1: bool,
+        /// The function's parameter: an immediate or a `(P, 1)` column.
+        read relu_param: ScalarOperand,
+        /// Optional free-dim reduction of the result: operator and `(P, 1)` destination.
+        write reduce: Option<(BinOp, TileRegion)>,
+    },
     /// Vector engine: reduce the free dim of `data` into a `(P, 1)` destination.
     TensorReduce = "tensor_reduce" {
         /// Destination, `nf == 1`.

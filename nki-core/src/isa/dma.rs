@@ -26,6 +26,11 @@ pub fn dma_copy(dst: impl Into<DmaArg>, src: impl Into<DmaArg>) {
                             b.fail(loc, format!("dma_copy: kernel input `{name}` is read-only; write to a shared_hbm output"));
                             return None;
                         }
+                        if role == "dst" && decl.kind == HbmKind::Constant {
+                            let name = decl.name.clone();
+                            b.fail(loc, format!("dma_copy: `{name}` is a shared_constant, which is read-only; write to a shared_hbm output"));
+                            return None;
+                        }
                         if let Some(m) = access
                             .dynamic
                             .as_deref()

@@ -4,7 +4,7 @@
 //! instruction with the caller's source line; operand shapes are checked here, hardware limits
 //! later by [`crate::validate`]. The instructions live by engine: `dma` (`dma_copy`,
 //! `dma_transpose`), `gather` (GpSimd's `local_gather` and `nc_n_gather`),
-//! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's),
+//! `elementwise` (the vector engine's and GpSimd's), `activation` (the scalar engine's `activation`, `activation_reduce`, `activate2`),
 //! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`,
 //! `tensor_scalar_cumulative`, `tensor_tensor_scan`), `gpsimd` (`sequence_bounds`,
 //! `nonzero_with_count`, `topk`),
@@ -33,7 +33,10 @@ mod predicated;
 mod random;
 mod selection;
 mod statistics;
-pub use activation::{activation, activation_reduce};
+pub use activation::{
+    ACTIVATE2_REDUCE_OPS, ACTIVATE2_STAGES, Activate2Stage, activate2, activate2_reduce,
+    activation, activation_reduce,
+};
 pub use arithmetic::{
     CUMULATIVE_OPS, exponential, exponential_reduce, reciprocal, tensor_scalar_cumulative,
     tensor_scalar_reduce, tensor_tensor_scan,

@@ -134,6 +134,7 @@ impl Builder {
                     dtype: i.dtype,
                     loc: None,
                     domain: None,
+                    values: None,
                 });
                 Hbm::new(id, i.shape.clone(), i.dtype)
             })

@@ -133,6 +133,42 @@ pub fn shared_hbm(shape: &[usize], dtype: DType) -> Hbm {
             dtype,
             loc: Some(loc),
             domain: None,
+            values: None,
+        })
+    });
+    Hbm::new(id, shape.to_vec(), dtype)
+}
+
+/// `nl.shared_constant`: a read-only tensor in shared HBM holding `values` (row-major, one per
+/// element, rounded to `dtype` as a write to it would be), carried by the program. A count of
+/// values other than the shape's is a trace error.
+#[track_caller]
+pub fn shared_constant(shape: &[usize], dtype: DType, values: &[f32]) -> Hbm {
+    let loc = SourceLoc::caller();
+    let id = with_builder(|b| {
+        let numel: usize = shape.iter().product();
+        if values.len() != numel {
+            b.fail(
+                loc,
+                format!(
+                    "shared_constant: {} values for shape {shape:?} ({numel} elements)",
+                    values.len()
+                ),
+            );
+        }
+        let mut bytes = vec![0; numel * dtype.size_bytes()];
+        for (i, v) in values.iter().take(numel).enumerate() {
+            dtype.write(&mut bytes, i, *v);
+        }
+        let n = b.hbm.iter().filter(|d| d.kind == HbmKind::Constant).count();
+        b.add_hbm(HbmDecl {
+            name: format!("const{n}"),
+            kind: HbmKind::Constant,
+            shape: shape.to_vec(),
+            dtype,
+            loc: Some(loc),
+            domain: None,
+            values: Some(bytes),
         })
     });
     Hbm::new(id, shape.to_vec(), dtype)

@@ -9,7 +9,7 @@ pub mod recorder;
 pub mod tile;
 
 pub use context::{InputSpec, current_target, trace};
-pub use hbm::{Hbm, HbmView, ViewDim, shared_hbm};
+pub use hbm::{Hbm, HbmView, ViewDim, shared_constant, shared_hbm};
 pub use loops::{TileSpan, affine_range, for_each_tile, sequential_range};
 pub use recorder::Recorder;
 pub use tile::{Tile, psum, sbuf};

@@ -11,7 +11,7 @@ use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{HbmId, LoopKind, Program};
 use crate::lang::context::{BUILDER, Builder, InputSpec};
-use crate::lang::hbm::{Hbm, HbmView, ViewDim, shared_hbm};
+use crate::lang::hbm::{Hbm, HbmView, ViewDim, shared_constant, shared_hbm};
 use crate::loc::{SourceLoc, with_location};
 use crate::target::Target;
 
@@ -89,6 +89,20 @@ impl Recorder {
         loc: SourceLoc,
     ) -> Result<HbmId, NkiError> {
         let hbm = self.record(loc, || shared_hbm(shape, dtype))?;
+        let id = hbm.id();
+        self.tensors.push(hbm);
+        Ok(id)
+    }
+
+    /// A `shared_constant` holding `values` (one per element, row-major); returns its id.
+    pub fn constant(
+        &mut self,
+        shape: &[usize],
+        dtype: DType,
+        values: &[f32],
+        loc: SourceLoc,
+    ) -> Result<HbmId, NkiError> {
+        let hbm = self.record(loc, || shared_constant(shape, dtype, values))?;
         let id = hbm.id();
         self.tensors.push(hbm);
         Ok(id)

@@ -263,6 +263,7 @@ fn run<'a: 'p, 'p>(
                 write_column(store, res, reduced.into_iter().flatten().collect())?;
             }
         }
+        op @ Op::Activate2 { .. } => super::scalar::activate2(ctx, store, s, op)?,
         Op::TensorReduce { dst, op, data, .. } if op.is_bitvec() => {
             bitvec::tensor_reduce(store, dst, *op, data)?;
         }

@@ -25,6 +25,7 @@ mod random;
 mod rounding;
 mod row_math;
 mod rows;
+mod scalar;
 mod selection;
 mod store;
 mod strided;
@@ -272,6 +273,12 @@ pub(crate) fn simulate_planned(
             check_indices(&program.name, decl, domain, t.data)?;
         }
         hbm[id.0 as usize] = Some(HbmBuffer::input(t.data, t.dtype));
+    }
+    // Constants: read-only, from the values the program carries.
+    for (id, decl) in program.constants() {
+        let data = decl.values.as_deref().unwrap_or(&[]);
+        check_buffer(decl, decl.dtype, &decl.shape, data.len())?;
+        hbm[id.0 as usize] = Some(HbmBuffer::input(data, decl.dtype));
     }
     for (id, t) in program.outputs.iter().zip(outputs.iter_mut()) {
         let decl = program.hbm.get(id.0 as usize).ok_or_else(|| {

@@ -19,7 +19,7 @@ use crate::target::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_BYTE
 
 use liveness::check_liveness;
 use operands::{check_hbm_bounds, check_hbm_sizes, check_regions};
-use operators::check_operator_targets;
+use operators::{check_activation_targets, check_operator_targets};
 
 /// The names of every rule, for documentation and tests.
 pub const RULES: &[&str] = &[
@@ -38,6 +38,7 @@ pub const RULES: &[&str] = &[
     "psum-both-inputs",
     "isa-target",
     "operator-target",
+    "activation-target",
     "prng-engine",
     "rand-state-sbuf",
     "range-select-dtype",
@@ -326,6 +327,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     }
     check_target(program, inst)?;
     check_operator_targets(program, inst)?;
+    check_activation_targets(program, inst)?;
     gpsimd::check(program, inst)?;
     check_prng(program, inst)?;
     gather::check(program, inst)?;

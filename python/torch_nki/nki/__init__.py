@@ -147,6 +147,8 @@ class Kernel:
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        self._prints: list[str] = []
+        """The ``nl.device_print`` prefixes of the last trace, in program order."""
 
     @property
     def target(self) -> str:
@@ -186,7 +188,9 @@ class Kernel:
                 f"torch_nki.nki: kernel {self.__name__} must return the nl.shared_hbm outputs it "
                 f"allocated in this call, got {result!r}"
             )
-        return t.native.finish([o.id for o in outputs])
+        # nl.device_print's copies are outputs after the kernel's own (see _language_rest).
+        self._prints = [prefix for prefix, _ in t.prints]
+        return t.native.finish([o.id for o in outputs] + [p.id for _, p in t.prints])
 
     def __call__(self, *args: Any) -> Any:
         if _OBSERVERS:
@@ -218,10 +222,27 @@ class Kernel:
             from_bytes(bytes(b), shape, dtype, like_torch)
             for b, (shape, dtype) in zip(buffers, program.outputs(), strict=True)
         ]
+        if self._prints:
+            results = results[: len(results) - len(self._prints)] + _show_prints(
+                self._prints, buffers[len(buffers) - len(self._prints) :], program
+            )
         return results[0] if len(results) == 1 else tuple(results)
 
     def __repr__(self) -> str:
         return f"<nki kernel {self.__name__}>"
+
+
+def _show_prints(prefixes: list[str], buffers: list[Any], program: Any) -> list[Any]:
+    """Prints each ``nl.device_print`` (its prefix, then its values as a NumPy array) and
+    records it in ``DEVICE_PRINTS``; returns no results (the prints are not kernel outputs)."""
+    from torch_nki.nki._language_rest import DEVICE_PRINTS
+
+    specs = program.outputs()[len(program.outputs()) - len(prefixes) :]
+    for prefix, buffer, (shape, dtype) in zip(prefixes, buffers, specs, strict=True):
+        values = from_bytes(bytes(buffer), shape, dtype, False)
+        print(prefix, values)
+        DEVICE_PRINTS.append((prefix, values))
+    return []
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:

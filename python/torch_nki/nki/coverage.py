@@ -27,6 +27,15 @@ _NOTES = [
     "`rng` into an int32/uint32 tile is a `SimulationError` (uint8/uint16 bits are exact) and "
     "`rand_get_state` writes each uint32 state word rounded to the nearest fp32 (exact below 2^24). "
     "The vector engine's pre-NeuronCore-v4 LFSR is not modelled: XORWOW on every target.",
+    "`activate2`: both tensor-scalar stages and the function in fp32, rounded once to `dst`; `relu_param` is "
+    "`nl.prelu`'s slope (`activation` applies `nl.prelu` with 0). Its reduction, as `activation`'s, is "
+    "`reduce_cmd=reset_reduce` with `reduce_res`; the accumulator registers across instructions are not "
+    "modelled (docs/nki-frontend.md).",
+    "`nl.device_print`: the values are copied (`dma_copy`) into an extra output of the traced program and "
+    "printed to stdout after the simulation, in program order (NKI's CPU simulation prints at once); "
+    "`nl.shared_constant`: a read-only HBM tensor the program carries with its values. `nl.floor` / `ceil` / "
+    "`trunc` / `fmod` / `mod` / `rms_norm` / `shared_identity_matrix` lower to instructions as "
+    "`torch_nki/nki/_language_rest.py` documents (rounding through the int32 conversion, in fp32).",
 ]
 """Simulator behaviour the table's rows cannot show (the coverage notes)."""
 

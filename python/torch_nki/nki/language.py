@@ -28,6 +28,17 @@ from torch_nki.nki._elementwise import (
     where as where,
 )
 from torch_nki.nki._gather import gather_flattened as gather_flattened, load_transpose2d as load_transpose2d
+from torch_nki.nki._language_rest import (
+    ceil as ceil,
+    device_print as device_print,
+    floor as floor,
+    fmod as fmod,
+    mod as mod,
+    rms_norm as rms_norm,
+    shared_constant as shared_constant,
+    shared_identity_matrix as shared_identity_matrix,
+    trunc as trunc,
+)
 from torch_nki.nki._random import dropout as dropout, rand as rand, random_seed as random_seed
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._tile_ops import (

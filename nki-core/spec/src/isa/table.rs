@@ -313,7 +313,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Scalar],
         T::GEN4,
-        TODO,
+        IMPL,
     ),
     i(
         "iota",

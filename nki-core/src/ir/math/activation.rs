@@ -19,6 +19,10 @@ nl_enum! {
     Sigmoid = "sigmoid",
     /// `max(x, 0)`
     Relu = "relu",
+    /// Parametric ReLU: `x` for `x > 0`, else `α·x`, the slope `α` being `activate2`'s
+    /// `relu_param` ([`ActFn::apply_with`]); `activation`, which has no `relu_param`, applies it
+    /// with `α = 0` (a ReLU).
+    Prelu = "prelu",
     /// GELU: `x · Φ(x) = x/2 · (1 + erf(x/√2))`.
     Gelu = "gelu",
     /// The derivative of [`ActFn::Gelu`]: `Φ(x) + x · φ(x)`.
@@ -77,7 +81,17 @@ fn softplus(x: f64) -> f64 {
 }
 
 impl ActFn {
-    /// Applies the function in fp32.
+    /// Applies the function in fp32 with the parameter `relu_param` (`activate2`'s): the
+    /// negative slope of [`ActFn::Prelu`]; the other functions take no parameter and ignore it.
+    #[inline]
+    pub fn apply_with(self, x: f32, relu_param: f32) -> f32 {
+        match self {
+            ActFn::Prelu if x <= 0.0 => x * relu_param,
+            _ => self.apply(x),
+        }
+    }
+
+    /// Applies the function in fp32 (a parameterised function with its parameter at 0).
     #[inline]
     pub fn apply(self, x: f32) -> f32 {
         const GELU_SIGMOID: f32 = 1.702;
@@ -89,6 +103,14 @@ impl ActFn {
             ActFn::Silu => x / (1.0 + crate::engine_math::exp(-x)),
             ActFn::Square => x * x,
             ActFn::Relu => x.max(0.0),
+            // Without its parameter (0): max(x, 0), with -0 for -0 and NaN for NaN.
+            ActFn::Prelu => {
+                if x > 0.0 {
+                    x
+                } else {
+                    x * 0.0
+                }
+            }
             ActFn::Tanh => x.tanh(),
             ActFn::Sigmoid => sigmoid(x),
             ActFn::Reciprocal => 1.0 / x,
@@ -192,5 +214,18 @@ mod tests {
         assert_eq!(ActFn::Sign.apply(0.5), 1.0);
         assert_eq!(ActFn::Sign.apply(0.0), 0.0);
         assert!(ActFn::Sign.apply(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn prelu_scales_the_negative_inputs_by_its_parameter() {
+        assert_eq!(ActFn::Prelu.apply_with(3.0, 0.25), 3.0);
+        assert_eq!(ActFn::Prelu.apply_with(-4.0, 0.25), -1.0);
+        assert_eq!(ActFn::Prelu.apply_with(-4.0, 0.0), 0.0);
+        assert_eq!(ActFn::Prelu.apply(-4.0), 0.0);
+        assert_eq!(ActFn::Prelu.apply(2.5), 2.5);
+        assert!(ActFn::Prelu.apply_with(f32::NAN, 0.5).is_nan());
+        // The other functions ignore the parameter.
+        assert_eq!(ActFn::Relu.apply_with(-4.0, 0.25), 0.0);
+        assert_eq!(ActFn::Exp.apply_with(0.0, 9.0), 1.0);
     }
 }

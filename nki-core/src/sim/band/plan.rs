@@ -244,7 +244,7 @@ impl Finder<'_> {
             Op::DmaCopy {
                 src: DmaOperand::Hbm { access },
                 ..
-            } => kind(access) == HbmKind::Input,
+            } => kind(access) != HbmKind::Output,
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { access },
                 ..

@@ -79,6 +79,30 @@ fn reduction(a: &Args<'_>) -> PyResult<Option<(BinOp, TileRegion)>> {
     Ok(Some((op, res)))
 }
 
+/// One tensor-scalar stage of `activate2`: its operator keyword (`nl.bypass` for none, whose
+/// operand is read and ignored), operand and reverse flag.
+fn activate2_stage(
+    a: &Args<'_>,
+    op: &str,
+    imm: &str,
+    reverse: &str,
+) -> PyResult<isa::Activate2Stage> {
+    let operand = scalar(a.scalar(imm)?);
+    let stage = if a.function(op)? == "bypass" {
+        isa::Activate2Stage::bypass()
+    } else {
+        isa::Activate2Stage::new(binop(a, op)?, operand)
+    };
+    Ok(if a.flag(reverse)? {
+        isa::Activate2Stage {
+            reverse: true,
+            ..stage
+        }
+    } else {
+        stage
+    })
+}
+
 /// `exponential`'s row sum: `(reduce_res, reduce_init)` for `reduce_cmd=reset_reduce` (from 0)
 /// or `load_reduce` (from `reduce_init`) with `reduce_res`. Without `reduce_res` there is none and
 /// `reduce_cmd` must be at its default (`idle`, checked by [`Args::finish`]): keeping the sum in the
@@ -332,6 +356,21 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             tracer.at(file, line, || match reduce {
                 Some((op, res)) => isa::activation_reduce(dst, func, data, op, res, bias, scale),
                 None => isa::activation(dst, func, data, bias, scale),
+            })
+        }
+        "activate2" => {
+            let (dst, func, data) = (a.tile("dst")?, actfn(a, "op")?, a.tile("data")?);
+            let stage0 = activate2_stage(a, "op0", "imm0", "reverse0")?;
+            let stage1 = activate2_stage(a, "op1", "imm1", "reverse1")?;
+            let relu_param = scalar(a.scalar("relu_param")?);
+            let reduce = reduction(a)?;
+            a.finish()?;
+            let stages = (stage0, stage1);
+            tracer.at(file, line, || match reduce {
+                Some((op, res)) => {
+                    isa::activate2_reduce(dst, func, data, stages, relu_param, op, res)
+                }
+                None => isa::activate2(dst, func, data, stages.0, stages.1, relu_param),
             })
         }
         "tensor_reduce" => {

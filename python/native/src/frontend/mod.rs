@@ -186,6 +186,29 @@ impl Tracer {
         })
     }
 
+    /// A `shared_constant` of `shape` holding `values` (row-major, rounded to the dtype);
+    /// returns its tensor id.
+    fn constant(
+        &mut self,
+        shape: Vec<usize>,
+        dtype_name: &str,
+        values: Vec<f64>,
+        file: &str,
+        line: u32,
+    ) -> PyResult<u32> {
+        crate::guard::guard("Tracer.constant", || {
+            let loc = python_loc(file, line);
+            let recorder = self.recorder()?;
+            let name = recorder.name().to_string();
+            let d = dtype(&name, dtype_name)?;
+            let values: Vec<f32> = values.into_iter().map(|v| v as f32).collect();
+            let id = recorder
+                .constant(&shape, d, &values, loc)
+                .map_err(|e| to_py_err(e, &name))?;
+            Ok(id.0)
+        })
+    }
+
     /// Allocates a `[partitions, free]` tile in `buffer` (`sbuf` or `psum`); returns its id.
     fn tile(
         &mut self,
