@@ -83,6 +83,8 @@ pub const EMITTED: &[NkiName] = &[
     api!("nisa.dropout", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.dropout.html", ["dst", "data", "prob"]),
     api!("nisa.local_gather", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.local_gather.html", ["dst", "src_buffer", "index", "num_elem_per_idx", "num_valid_indices"]),
     api!("nisa.nc_n_gather", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.nc_n_gather.html", ["dst", "data", "indices"]),
+    api!("nisa.quantize_mx", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.quantize_mx.html", ["dst", "src", "dst_scale"]),
+    api!("nisa.nc_matmul_mx", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.nc_matmul_mx.html", ["dst", "stationary", "moving", "stationary_scale", "moving_scale", "tile_position", "tile_size", "accumulate"]),
     api!("nisa.nc_transpose", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.nc_transpose.html", ["dst", "data"]),
     api!("nl.add", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),
     api!("nl.subtract", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/nki.api.shared.html", []),

@@ -16,6 +16,7 @@ mod gather;
 mod gpsimd;
 mod hbm;
 mod matmul;
+mod mx;
 mod parallel;
 mod partition;
 mod plan;

@@ -6,6 +6,7 @@
 mod gather;
 mod gpsimd;
 mod liveness;
+mod mx;
 mod operands;
 mod operators;
 
@@ -58,6 +59,15 @@ pub const RULES: &[&str] = &[
     "local-gather-partitions",
     "local-gather-elems-per-index",
     "local-gather-indices",
+    "mx-packed-operand",
+    "mx-packed-dma",
+    "quantize-mx-dtype",
+    "nc-matmul-mx-dtype",
+    "mx-memory",
+    "mx-partitions",
+    "mx-scale-offset",
+    "nc-matmul-mx-size",
+    "nc-matmul-mx-tiling",
     "hbm-bounds",
     "hbm-size",
     "tile-region",
@@ -328,6 +338,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     gpsimd::check(program, inst)?;
     check_prng(program, inst)?;
     gather::check(program, inst)?;
+    mx::check(program, inst)?;
     if let Op::RangeSelect {
         on_true,
         bound0,
