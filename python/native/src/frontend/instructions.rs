@@ -23,6 +23,16 @@ pub(super) fn region((tile, p0, np, f0, nf): RegionArg) -> TileRegion {
     }
 }
 
+/// An optional tuple of non-negative ints (`tile_position`, `tile_size`): empty for `None`.
+fn pair(a: &Args<'_>, name: &str) -> PyResult<Vec<usize>> {
+    let v = a.value(name)?;
+    if v.is_none() {
+        return Ok(Vec::new());
+    }
+    v.extract::<Vec<usize>>()
+        .map_err(|_| a.type_error(name, "a tuple of non-negative ints", &v))
+}
+
 fn scalar(s: Scalar) -> ScalarOperand {
     match s {
         Scalar::Imm(value) => ScalarOperand::Imm {
@@ -278,6 +288,36 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             a.finish()?;
             tracer.at(file, line, || {
                 isa::nc_matmul(region(dst), region(stationary), region(moving), accumulate)
+            })
+        }
+        "quantize_mx" => {
+            let (dst, src) = (region(a.tile("dst")?), region(a.tile("src")?));
+            let dst_scale = region(a.tile("dst_scale")?);
+            a.finish()?;
+            tracer.at(file, line, || isa::quantize_mx(dst, src, dst_scale))
+        }
+        "nc_matmul_mx" => {
+            let dst = a.tile("dst")?;
+            let (stationary, moving) = (region(a.tile("stationary")?), region(a.tile("moving")?));
+            let s_scale = region(a.tile("stationary_scale")?);
+            let m_scale = region(a.tile("moving_scale")?);
+            let tiling = isa::MxTiling {
+                tile_position: pair(a, "tile_position")?,
+                tile_size: pair(a, "tile_size")?,
+            };
+            // As nc_matmul: `accumulate=None` accumulates when the destination was written.
+            let accumulate = a
+                .opt_flag("accumulate")?
+                .unwrap_or_else(|| tracer.written.contains(&dst.0));
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::nc_matmul_mx(
+                    region(dst),
+                    (stationary, moving),
+                    (s_scale, m_scale),
+                    tiling,
+                    accumulate,
+                )
             })
         }
         "nc_transpose" => {
