@@ -334,11 +334,12 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
         }
     }
     check_target(program, inst)?;
+    // Packed MX data first: no other rule reads a packed element as a number.
+    mx::check(program, inst)?;
     check_operator_targets(program, inst)?;
     gpsimd::check(program, inst)?;
     check_prng(program, inst)?;
     gather::check(program, inst)?;
-    mx::check(program, inst)?;
     if let Op::RangeSelect {
         on_true,
         bound0,
