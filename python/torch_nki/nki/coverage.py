@@ -27,6 +27,13 @@ _NOTES = [
     "`rng` into an int32/uint32 tile is a `SimulationError` (uint8/uint16 bits are exact) and "
     "`rand_get_state` writes each uint32 state word rounded to the nearest fp32 (exact below 2^24). "
     "The vector engine's pre-NeuronCore-v4 LFSR is not modelled: XORWOW on every target.",
+    "MX (`quantize_mx`, `nc_matmul_mx`, the `_x4` dtypes): lane k of a packed element is byte k (fp8) or "
+    "nibble k (fp4) of its little-endian word; a tile stores the element's bit pattern and only `dma_copy` "
+    "(same dtype), `quantize_mx` and `nc_matmul_mx` take packed data. `quantize_mx` uses the docstring's "
+    "scale 2^(floor(log2 amax) - (E_max - 1)) per 8 partitions x 4 values (2^-127 for zeros, NaN scale and "
+    "values for a group with inf/NaN), written at row 32(g/4) + g%4; `nc_matmul_mx` sums exact products in "
+    "f64, rounded once to fp32. At the torch boundary packed data is bytes: `nki.packed(uint8_array, dtype)` "
+    "in, uint8 out (docs/nki-frontend.md, MX data).",
 ]
 """Simulator behaviour the table's rows cannot show (the coverage notes)."""
 
