@@ -184,6 +184,59 @@ fn quantize_mx_scales_fit_one_quadrant_or_start_at_an_offset() {
     }
 }
 
+/// The MX instructions never run band by band: their scales sit in other partitions than
+/// their data, and the matmul contracts over partitions, even when every operand spans the
+/// same partitions (scales oversized to `[P, F]`, `K = M`).
+#[test]
+fn mx_instructions_give_the_same_bits_under_any_band_policy() {
+    use nki_core::sim::{BandPolicy, SimOptions, simulate_to_vecs};
+    let (p, f) = (64, 64);
+    let src: Vec<f32> = quantize_input(p, f);
+    let prog = build(
+        &[spec("x", [p, 4 * f], DType::BF16)],
+        Target::Trn3,
+        move |h| {
+            let out = shared_hbm(&[p, f], DType::F32);
+            let src = sbuf([p, 4 * f], DType::BF16);
+            dma_copy(&src, &h[0]);
+            let (q, s) = (sbuf([p, f], DType::F8E4M3FNX4), sbuf([p, f], DType::U8));
+            memset(&s, 0.0);
+            quantize_mx(&q, &src, &s);
+            let acc = psum([p, f], DType::F32);
+            nc_matmul_mx(&acc, (&q, &q), (&s, &s), MxTiling::default(), false);
+            let r = sbuf([p, f], DType::F32);
+            tensor_copy(&r, &acc);
+            dma_copy(&out, &r);
+            vec![out]
+        },
+    );
+    validate(&prog).unwrap();
+    let mut bytes = vec![0u8; src.len() * 2];
+    for (i, v) in src.iter().enumerate() {
+        DType::BF16.write(&mut bytes, i, *v);
+    }
+    let run_with = |bands: BandPolicy| {
+        let opts = SimOptions {
+            parallel: true,
+            bands,
+        };
+        simulate_to_vecs(&prog, &[&bytes], opts).unwrap()
+    };
+    let reference = run_with(BandPolicy {
+        partitions: 128,
+        min_instructions: usize::MAX,
+        min_mean_elements: usize::MAX,
+    });
+    let banded = run_with(BandPolicy {
+        partitions: 8,
+        min_instructions: 1,
+        min_mean_elements: 1,
+    });
+    assert_eq!(banded, reference);
+    let out = run(&prog, &[&src]);
+    assert!(out[0].iter().all(|v| v.is_finite()) && out[0].iter().any(|v| *v != 0.0));
+}
+
 #[test]
 fn quantize_mx_gives_a_group_with_an_infinity_the_nan_scale() {
     let (p, f) = (32, 4);
