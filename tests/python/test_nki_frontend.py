@@ -109,10 +109,10 @@ def test_unsupported_api_names_the_call_and_line() -> None:
     @nki.jit
     def selecting(x):
         t = nl.load(x)
-        nisa.quantize_mx(dst=t, src=t, dst_scale=t)  # not implemented yet
+        nisa.register_move(dst=t, src=t)  # not implemented yet
         return x
 
-    with pytest.raises(NotImplementedError, match=r"nisa\.quantize_mx: not implemented yet") as info:
+    with pytest.raises(NotImplementedError, match=r"nisa\.register_move: not implemented yet") as info:
         nki.simulate(selecting)(_rand(4, 4))
     assert _line_of(selecting, "# not implemented yet") in str(info.value)
     with pytest.raises(AttributeError, match=r"NKI 0\.7 has no nisa\.no_such_instruction"):

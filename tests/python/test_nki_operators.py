@@ -231,7 +231,7 @@ def test_where_logical_not_cos_tan_and_the_buffer_predicates() -> None:
         nki.simulate(mismatched)(c)
 
 
-def test_packed_dtypes_are_names_whose_tiles_are_not_implemented_yet() -> None:
+def test_packed_dtypes_are_names_and_a_converting_dma_of_one_is_refused() -> None:
     assert nl.float4_e2m1fn_x4 in (nl.float8_e4m3fn_x4, nl.float4_e2m1fn_x4)
     assert repr(nl.float8_e5m2_x4) == "nl.float8_e5m2_x4"
 
@@ -242,8 +242,10 @@ def test_packed_dtypes_are_names_whose_tiles_are_not_implemented_yet() -> None:
         nl.store(out, value=t)
         return out
 
-    with pytest.raises(NotImplementedError, match=r"nl\.float8_e5m2_x4: tiles of a packed MX dtype"):
+    # test_nki_mx.py has the rest: a packed tile is copied, never converted.
+    with pytest.raises(ValidationError, match=r"packed MX data is copied, never converted") as e:
         nki.simulate(packed)(np.ones((2, 2), np.float32))
+    assert e.value.rule == "mx-packed-dma"
 
 
 def test_jit_keeps_compiler_options_and_refuses_platform_target() -> None:

@@ -500,6 +500,42 @@ impl Emitter<'_> {
                 v
             }
             Op::NcTranspose { dst, data } => vec![("dst", r(dst)), ("data", r(data))],
+            Op::QuantizeMx {
+                dst,
+                src,
+                dst_scale,
+            } => vec![
+                ("dst", r(dst)),
+                ("src", r(src)),
+                ("dst_scale", r(dst_scale)),
+            ],
+            Op::NcMatmulMx {
+                dst,
+                stationary,
+                moving,
+                stationary_scale,
+                moving_scale,
+                tile_position,
+                tile_size,
+                accumulate,
+            } => {
+                let pair = |v: &[usize]| format!("({}, {})", v[0], v[1]);
+                let mut v = vec![
+                    ("dst", r(dst)),
+                    ("stationary", r(stationary)),
+                    ("moving", r(moving)),
+                    ("stationary_scale", r(stationary_scale)),
+                    ("moving_scale", r(moving_scale)),
+                ];
+                if tile_position.len() == 2 && tile_size.len() == 2 {
+                    v.push(("tile_position", pair(tile_position)));
+                    v.push(("tile_size", pair(tile_size)));
+                }
+                // Explicit either way, as nc_matmul's.
+                let acc = if *accumulate { "True" } else { "False" };
+                v.push(("accumulate", acc.into()));
+                v
+            }
             Op::NcMatmul {
                 dst,
                 stationary,

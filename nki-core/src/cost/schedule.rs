@@ -504,6 +504,28 @@ impl<'p> Scheduler<'p> {
                 let cycles = (data.np as f64).max(64.0) * fp32;
                 (Engine::Tensor, cycles / t.tensor_ghz)
             }
+            Op::QuantizeMx { src, .. } => {
+                // The Trainium3 guide: QuantizeMX quantises four input elements per partition
+                // per cycle (the vector engine's 4x mode), after the fixed overhead.
+                let per_input = (src.nf as f64 / 4.0).ceil();
+                self.work.vector_min_ns +=
+                    src.nf as f64 / 4.0 * (src.np as f64 / 128.0) / t.vector_ghz;
+                let cycles = t.engine_fixed_cycles + per_input;
+                (Engine::Vector, cycles / t.vector_ghz)
+            }
+            Op::NcMatmulMx {
+                stationary, moving, ..
+            } => {
+                // The Trainium3 guide: each processing element does four MX multiply-adds per
+                // cycle (4x a bf16 matmul's throughput), so the moving tile streams as a bf16
+                // one of the same packed shape does while contracting 4K values.
+                let (k, m, n) = (stationary.np, stationary.nf, moving.nf);
+                let flops = 2.0 * (4 * k * m * n) as f64;
+                self.work.flops += flops;
+                self.work.tensor_min_ns += flops / (4.0 * t.tensor_peak_flops(DType::BF16)) * 1e9;
+                let cycles = (n as f64).max(64.0);
+                (Engine::Tensor, cycles / t.tensor_ghz)
+            }
             Op::NcMatmul {
                 stationary, moving, ..
             } => {

@@ -733,6 +733,41 @@ instructions! {
         /// Add into `dst` instead of overwriting it.
         param accumulate: bool,
     } reads dst when accumulate,
+    /// Vector engine: MX quantisation of fp16/bf16 `src` `[P, 4F]` into packed fp8 `dst`
+    /// `[P, F]` and one E8M0 scale per group of 8 partitions × 4 elements into `dst_scale`
+    /// (group `g` of a column at row `32·(g/4) + g%4` of `dst_scale`; the other rows keep
+    /// their values).
+    QuantizeMx = "quantize_mx" {
+        /// `float8_e5m2_x4` / `float8_e4m3fn_x4` destination, `src`'s partitions, a quarter of
+        /// its free size.
+        write dst: TileRegion,
+        /// float16 / bfloat16 input, in the MX layout (each 4 consecutive free elements are
+        /// the 4 contraction values of one packed element).
+        read src: TileRegion,
+        /// The scales (float8_e8m0fnu or uint8), `dst`'s free size.
+        write dst_scale: TileRegion,
+    } keeps dst_scale,
+    /// Tensor engine: `dst (+)= Σ_k Σ_lane (stationary · 2^stationary_scale)ᵀ ·
+    /// (moving · 2^moving_scale)`, contracting over the partitions and the four lanes of each
+    /// packed element (MXFP8 / MXFP4 with their block scales), accumulated in fp32.
+    NcMatmulMx = "nc_matmul_mx" {
+        /// PSUM destination `[M, N]`, float32 or bfloat16.
+        write dst: TileRegion,
+        /// Packed `[K, M]` in SBUF.
+        read stationary: TileRegion,
+        /// Packed `[K, N]` in SBUF.
+        read moving: TileRegion,
+        /// `stationary`'s scales, laid out as `quantize_mx` writes them.
+        read stationary_scale: TileRegion,
+        /// `moving`'s scales, laid out as `quantize_mx` writes them.
+        read moving_scale: TileRegion,
+        /// `(start_row, start_column)` of row tiling mode (empty: the whole array).
+        param tile_position: Vec<usize>,
+        /// `(row_size, column_size)` of row tiling mode (empty: the whole array).
+        param tile_size: Vec<usize>,
+        /// Add into `dst` instead of overwriting it.
+        param accumulate: bool,
+    } reads dst when accumulate,
     }
 }
 

@@ -8,7 +8,8 @@
 //! `arithmetic` (the vector engine's `reciprocal`, `exponential`, `tensor_scalar_reduce`,
 //! `tensor_scalar_cumulative`, `tensor_tensor_scan`), `gpsimd` (`sequence_bounds`,
 //! `nonzero_with_count`, `topk`),
-//! `matmul` (the tensor engine's), `partition` (the
+//! `matmul` (the tensor engine's), `mx` (`quantize_mx`, `nc_matmul_mx`: MX data and its
+//! scales), `partition` (the
 //! cross-partition `tensor_partition_reduce`, `nc_stream_shuffle`), `predicated` (`tensor_copy_predicated`, `select_reduce`, `affine_select`), `random` (`rng`, `rand2`, `dropout`,
 //! `set_rng_seed`, `rand_set_state`, `rand_get_state`), `selection` (the vector engine's `max8`, `nc_find_index8`,
 //! `nc_match_replace8`) and `statistics` (`bn_stats`, `bn_aggr`); this module holds
@@ -27,6 +28,7 @@ mod elementwise;
 mod gather;
 mod gpsimd;
 mod matmul;
+mod mx;
 pub(crate) mod operators;
 mod partition;
 mod predicated;
@@ -53,6 +55,10 @@ pub use gpsimd::{
     sequence_bounds, topk,
 };
 pub use matmul::{nc_matmul, nc_transpose};
+pub use mx::{
+    MX_GROUP_PARTITIONS, MX_SCALE_OFFSETS, MxTiling, mx_scale_partitions, mx_scale_row,
+    nc_matmul_mx, quantize_mx,
+};
 pub use partition::{
     PARTITION_REDUCE_OPS, SHUFFLE_KEEP, nc_stream_shuffle, tensor_partition_reduce,
 };

@@ -439,6 +439,8 @@ fn run<'a: 'p, 'p>(
         op @ Op::NcStreamShuffle { .. } => super::partition::stream_shuffle(store, op)?,
         op @ Op::LocalGather { .. } => super::gather::local_gather(ctx, store, op)?,
         op @ Op::NcNGather { .. } => super::gather::n_gather(ctx, store, op)?,
+        op @ Op::QuantizeMx { .. } => super::mx::quantize_mx(ctx, store, op)?,
+        op @ Op::NcMatmulMx { .. } => super::mx::nc_matmul_mx(ctx, store, op)?,
         op @ Op::TensorPartitionReduce { .. } => {
             super::partition::partition_reduce(ctx, store, op)?
         }

@@ -17,6 +17,7 @@ mod gpsimd;
 mod hbm;
 mod indirect;
 mod matmul;
+mod mx;
 mod parallel;
 mod partition;
 mod plan;

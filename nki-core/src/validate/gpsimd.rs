@@ -37,7 +37,10 @@ pub(super) fn check(program: &Program, inst: &Instruction) -> Result<(), NkiErro
         ScalarOperand::Column { region } => Some(region.clone()),
         ScalarOperand::Imm { .. } => None,
     };
-    let floats: Vec<DType> = DType::ALL.into_iter().filter(|d| d.is_float()).collect();
+    let floats: Vec<DType> = DType::ALL
+        .into_iter()
+        .filter(|d| d.is_float() && !d.is_packed())
+        .collect();
     let not_32bit_int: Vec<DType> = DType::ALL
         .into_iter()
         .filter(|d| ![DType::TF32, DType::I32, DType::U32].contains(d))

@@ -6,6 +6,7 @@
 mod gather;
 mod gpsimd;
 mod liveness;
+mod mx;
 mod operands;
 mod operators;
 
@@ -59,6 +60,15 @@ pub const RULES: &[&str] = &[
     "local-gather-partitions",
     "local-gather-elems-per-index",
     "local-gather-indices",
+    "mx-packed-operand",
+    "mx-packed-dma",
+    "quantize-mx-dtype",
+    "nc-matmul-mx-dtype",
+    "mx-memory",
+    "mx-partitions",
+    "mx-scale-offset",
+    "nc-matmul-mx-size",
+    "nc-matmul-mx-tiling",
     "hbm-bounds",
     "hbm-size",
     "tile-region",
@@ -326,6 +336,8 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
         }
     }
     check_target(program, inst)?;
+    // Packed MX data first: no other rule reads a packed element as a number.
+    mx::check(program, inst)?;
     check_operator_targets(program, inst)?;
     check_activation_targets(program, inst)?;
     gpsimd::check(program, inst)?;

@@ -486,7 +486,7 @@ mod tests {
             (
                 "shape(x = [N, D], weight = [D]) -> [N, D], dtype(x in {f32}, weight = x) -> y",
                 RMS,
-                "output dtype `y` is neither a tensor parameter (x, weight) nor a dtype (f32, bf16, f16, tf32, f8e4m3, f8e4m3fn, f8e5m2, f8e8m0, i8, i16, i32, u8, u16, u32, bool)",
+                "output dtype `y` is neither a tensor parameter (x, weight) nor a dtype (f32, bf16, f16, tf32, f8e4m3, f8e4m3fn, f8e5m2, f8e8m0, i8, i16, i32, u8, u16, u32, bool, f8e5m2x4, f8e4m3fnx4, f4e2m1fnx4)",
             ),
             (
                 "shape(x = [N, D], weight = [D]) -> [N, D], dtype(x in {f32}, weight = x) -> eps",

@@ -43,7 +43,7 @@ from typing import Any
 
 from torch_nki import _native
 from torch_nki.nki import isa, language, typing
-from torch_nki.nki._arrays import from_bytes, is_array, is_torch, spec, to_bytes
+from torch_nki.nki._arrays import from_bytes, is_array, is_torch, packed, spec, to_bytes
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import Trace, tracing
 from torch_nki.nki._values import DType, HbmTensor
@@ -63,6 +63,7 @@ __all__ = [
     "language",
     "load_source",
     "observe",
+    "packed",
     "simulate",
     "trace",
     "typing",

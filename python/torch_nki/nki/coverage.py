@@ -36,6 +36,13 @@ _NOTES = [
     "`nl.shared_constant`: a read-only HBM tensor the program carries with its values. `nl.floor` / `ceil` / "
     "`trunc` / `fmod` / `mod` / `rms_norm` / `shared_identity_matrix` lower to instructions as "
     "`torch_nki/nki/_language_rest.py` documents (rounding through the int32 conversion, in fp32).",
+    "MX (`quantize_mx`, `nc_matmul_mx`, the `_x4` dtypes): lane k of a packed element is byte k (fp8) or "
+    "nibble k (fp4) of its little-endian word; a tile stores the element's bit pattern and only `dma_copy` "
+    "(same dtype), `quantize_mx` and `nc_matmul_mx` take packed data. `quantize_mx` uses the docstring's "
+    "scale 2^(floor(log2 amax) - (E_max - 1)) per 8 partitions x 4 values (2^-127 for zeros, NaN scale and "
+    "values for a group with inf/NaN), written at row 32(g/4) + g%4; `nc_matmul_mx` sums exact products in "
+    "f64, rounded once to fp32. At the torch boundary packed data is bytes: `nki.packed(uint8_array, dtype)` "
+    "in, uint8 out (docs/nki-frontend.md, MX data).",
 ]
 """Simulator behaviour the table's rows cannot show (the coverage notes)."""
 

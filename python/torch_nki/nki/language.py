@@ -68,11 +68,12 @@ _BY_NKI_NAME = {d.nki_name: d for d in DTYPES}
 
 globals().update(_BY_NKI_NAME)
 
-PACKED_DTYPES = tuple(DType(d["name"], "") for d in SPEC["dtypes"] if d["class"] == "packed")
-"""The packed MX dtypes (``nl.float8_e5m2_x4``, ...): names kernels can hold and compare (the
-nki-library lists them among its supported dtypes); a tile or tensor of one is not implemented
-yet (``NotImplementedError``)."""
-globals().update({d.nki_name: d for d in PACKED_DTYPES})
+_PACKED_NAMES = {d["name"] for d in SPEC["dtypes"] if d["class"] == "packed"}
+PACKED_DTYPES = tuple(d for d in DTYPES if d.nki_name in _PACKED_NAMES)
+"""The packed MX dtypes (``nl.float8_e5m2_x4``, ``nl.float8_e4m3fn_x4``, ``nl.float4_e2m1fn_x4``):
+four fp8 / fp4 values per element, the data of ``nisa.quantize_mx`` and ``nisa.nc_matmul_mx``.
+Tiles and HBM tensors of them are moved by ``dma_copy`` only; at the torch boundary they are
+bytes (:func:`torch_nki.nki.packed` passes an input, outputs come back as uint8)."""
 
 
 class Buffer:
@@ -219,8 +220,6 @@ class tile_size:
 def as_dtype(dtype: Any) -> DType:
     """An ``nl`` dtype from an ``nl`` dtype, a NumPy / torch dtype or its name."""
     if isinstance(dtype, DType):
-        if dtype in PACKED_DTYPES:
-            raise unsupported(f"nl.{dtype.nki_name}", "tiles of a packed MX dtype")
         return dtype
     text = str(getattr(dtype, "name", dtype)).removeprefix("torch.")
     text = {"float": "float32", "half": "float16"}.get(text, text)

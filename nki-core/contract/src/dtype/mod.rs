@@ -3,13 +3,15 @@
 //! One [`DType`] per scalar dtype of NKI 0.7. Each is declared once below as its kernel name
 //! and its `nl` name; its size, its format and its torch counterpart come from that dtype's
 //! declaration in `nki_spec` (the NKI 0.7 API as data), and its conversions from [`codec`].
-//! The packed MX types (`float8_e4m3fn_x4`, ...) are storage for `quantize_mx` /
-//! `nc_matmul_mx`, not element types of arithmetic, and are not here.
+//! The packed MX types (`float8_e4m3fn_x4`, ...) are here too, as storage for `quantize_mx` /
+//! `nc_matmul_mx` (not element types of arithmetic): [`packed`] says how an element holds its
+//! four values and how tiles store it.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 pub mod codec;
+pub mod packed;
 
 pub use codec::{round_bf16, round_i32};
 
@@ -79,6 +81,12 @@ dtypes! {
     U32 = "u32", "uint32";
     /// A boolean stored as one byte (0 or 1).
     Bool = "bool", "bool_";
+    /// Four OCP fp8 e5m2 values in 32 bits (MX data; [`packed`]).
+    F8E5M2X4 = "f8e5m2x4", "float8_e5m2_x4";
+    /// Four OCP fp8 e4m3fn values in 32 bits (MX data; [`packed`]).
+    F8E4M3FNX4 = "f8e4m3fnx4", "float8_e4m3fn_x4";
+    /// Four OCP fp4 e2m1 values in 16 bits (MX data; [`packed`]).
+    F4E2M1FNX4 = "f4e2m1fnx4", "float4_e2m1fn_x4";
 }
 
 impl DType {
@@ -161,6 +169,9 @@ impl DType {
             DType::U16 => codec::round_int(v, 0.0, u16::MAX as f64),
             DType::U32 => codec::round_int(v, 0.0, u32::MAX as f64),
             DType::Bool => (v != 0.0) as u8 as f32,
+            // A packed element is its bit pattern, stored as is ([`packed`]; fp4's 16 bits).
+            DType::F8E5M2X4 | DType::F8E4M3FNX4 => v,
+            DType::F4E2M1FNX4 => f32::from_bits(v.to_bits() & 0xFFFF),
         }
     }
 
@@ -178,6 +189,8 @@ impl DType {
             DType::U16 => f32::from(bits as u16),
             DType::U32 => bits as f32,
             DType::Bool => f32::from(u8::from(bits != 0)),
+            DType::F4E2M1FNX4 => f32::from_bits(bits & 0xFFFF),
+            DType::F8E5M2X4 | DType::F8E4M3FNX4 => f32::from_bits(bits),
             float => float.round(bits as i32 as f32),
         }
     }
@@ -202,6 +215,7 @@ impl DType {
             DType::U16 => u16::from_le_bytes([b[0], b[1]]) as f32,
             DType::U32 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f32,
             DType::Bool => (b[0] != 0) as u8 as f32,
+            DType::F8E5M2X4 | DType::F8E4M3FNX4 | DType::F4E2M1FNX4 => packed::read_word(b),
         }
     }
 
@@ -227,6 +241,7 @@ impl DType {
             DType::U16 => out.copy_from_slice(&(self.round(v) as u16).to_le_bytes()),
             DType::U32 => out.copy_from_slice(&(self.round(v) as u32).to_le_bytes()),
             DType::Bool => out[0] = (v != 0.0) as u8,
+            DType::F8E5M2X4 | DType::F8E4M3FNX4 | DType::F4E2M1FNX4 => packed::write_word(out, v),
         }
     }
 }
@@ -400,17 +415,18 @@ mod tests {
     }
 
     #[test]
-    fn every_scalar_nl_dtype_is_a_dtype_and_sizes_come_from_its_declaration() {
-        let scalar: Vec<&str> = nki_spec::DTYPES
-            .iter()
-            .filter(|d| !matches!(d.class, nki_spec::DTypeClass::Packed { .. }))
-            .map(|d| d.name)
-            .collect();
+    fn every_nl_dtype_is_a_dtype_and_sizes_come_from_its_declaration() {
         let ours: Vec<&str> = DType::ALL.iter().map(|d| d.nl_name()).collect();
-        assert_eq!(ours.len(), scalar.len());
-        for name in scalar {
-            let d = DType::from_nl_name(name).unwrap_or_else(|| panic!("no DType for nl.{name}"));
+        assert_eq!(ours.len(), nki_spec::DTYPES.len());
+        for spec in nki_spec::DTYPES {
+            let d = DType::from_nl_name(spec.name)
+                .unwrap_or_else(|| panic!("no DType for nl.{}", spec.name));
             assert_eq!(d.size_bytes() as u32 * 8, d.spec().bits, "{d}");
+            assert_eq!(
+                d.is_packed(),
+                matches!(spec.class, nki_spec::DTypeClass::Packed { .. }),
+                "{d}"
+            );
         }
     }
 

@@ -139,7 +139,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Tensor],
         T::GEN4,
-        TODO,
+        IMPL,
     ),
     i(
         "nc_transpose",
@@ -620,7 +620,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Vector],
         T::GEN4,
-        TODO,
+        IMPL,
     ),
     i(
         "range_select",

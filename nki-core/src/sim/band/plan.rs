@@ -237,6 +237,9 @@ impl Finder<'_> {
             // A transpose moves elements across partitions; local_gather's indices come from
             // all 16 partitions of a core. (nc_n_gather is partition-local.)
             Op::DmaTranspose { .. } | Op::LocalGather { .. } => false,
+            // MX: scales sit in other partitions than their data (row 32·(g/4) + g%4 for the
+            // group of partitions 8g..8g+8), and nc_matmul_mx contracts over the partitions.
+            Op::QuantizeMx { .. } | Op::NcMatmulMx { .. } => false,
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { .. },
                 src: DmaOperand::Hbm { .. },

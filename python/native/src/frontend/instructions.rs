@@ -11,6 +11,16 @@ use nki_core::isa;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
+/// An optional tuple of non-negative ints (`tile_position`, `tile_size`): empty for `None`.
+fn pair(a: &Args<'_>, name: &str) -> PyResult<Vec<usize>> {
+    let v = a.value(name)?;
+    if v.is_none() {
+        return Ok(Vec::new());
+    }
+    v.extract::<Vec<usize>>()
+        .map_err(|_| a.type_error(name, "a tuple of non-negative ints", &v))
+}
+
 fn scalar(s: Scalar) -> ScalarOperand {
     match s {
         Scalar::Imm(value) => ScalarOperand::Imm {
@@ -288,6 +298,36 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
             a.finish()?;
             tracer.at(file, line, || {
                 isa::nc_matmul(dst, stationary, moving, accumulate)
+            })
+        }
+        "quantize_mx" => {
+            let (dst, src) = (a.tile("dst")?, a.tile("src")?);
+            let dst_scale = a.tile("dst_scale")?;
+            a.finish()?;
+            tracer.at(file, line, || isa::quantize_mx(dst, src, dst_scale))
+        }
+        "nc_matmul_mx" => {
+            let dst = a.tile("dst")?;
+            let (stationary, moving) = (a.tile("stationary")?, a.tile("moving")?);
+            let s_scale = a.tile("stationary_scale")?;
+            let m_scale = a.tile("moving_scale")?;
+            let tiling = isa::MxTiling {
+                tile_position: pair(a, "tile_position")?,
+                tile_size: pair(a, "tile_size")?,
+            };
+            // As nc_matmul: `accumulate=None` accumulates when the destination was written.
+            let accumulate = a
+                .opt_flag("accumulate")?
+                .unwrap_or_else(|| tracer.written.contains(&dst.tile.0));
+            a.finish()?;
+            tracer.at(file, line, || {
+                isa::nc_matmul_mx(
+                    dst,
+                    (stationary, moving),
+                    (s_scale, m_scale),
+                    tiling,
+                    accumulate,
+                )
             })
         }
         "nc_transpose" => {
