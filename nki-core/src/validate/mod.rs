@@ -8,6 +8,7 @@ mod gpsimd;
 mod liveness;
 mod operands;
 mod operators;
+mod register;
 
 use crate::dtype::DType;
 use crate::error::{NkiError, ValidationError};
@@ -58,6 +59,9 @@ pub const RULES: &[&str] = &[
     "local-gather-partitions",
     "local-gather-elems-per-index",
     "local-gather-indices",
+    "dma-compute-sources",
+    "dma-compute-op",
+    "dma-compute-scales",
     "hbm-bounds",
     "hbm-size",
     "tile-region",
@@ -328,6 +332,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     gpsimd::check(program, inst)?;
     check_prng(program, inst)?;
     gather::check(program, inst)?;
+    register::check(program, inst)?;
     if let Op::RangeSelect {
         on_true,
         bound0,

@@ -607,7 +607,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Dma],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "quantize_mx",
@@ -683,7 +683,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[none("x", K::Int)],
         &[],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "register_move",
@@ -691,7 +691,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[req("dst", K::Register), req("src", K::Register)],
         &[],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "register_load",
@@ -699,7 +699,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[req("dst", K::Register), req("src", K::TensorIn)],
         &[],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "register_store",
@@ -707,7 +707,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[req("dst", K::TensorOut), req("src", K::Register)],
         &[],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     // The docstring names no engine; the vector engine is assumed, as for max8 and
     // nc_match_replace8.
