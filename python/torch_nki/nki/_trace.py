@@ -41,6 +41,8 @@ class Trace:
         self.active = True
         self.outputs: list[Any] = []
         """Outputs allocated so far, in order."""
+        self.scopes: list[Any] = []
+        """The loop scopes open, innermost last (``torch_nki.nki._registers`` reads them)."""
 
     def at(self) -> tuple[str, int]:
         return location(2)

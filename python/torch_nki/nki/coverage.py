@@ -27,6 +27,16 @@ _NOTES = [
     "`rng` into an int32/uint32 tile is a `SimulationError` (uint8/uint16 bits are exact) and "
     "`rand_get_state` writes each uint32 state word rounded to the nearest fp32 (exact below 2^24). "
     "The vector engine's pre-NeuronCore-v4 LFSR is not modelled: XORWOW on every target.",
+    "Registers and device loops (`register_alloc`, `register_move`, `register_load`, `register_store`, "
+    "`nl.dynamic_range`, `nl.fori_loop`, `nl.while_loop`, `while reg:`): a register is an int32, empty "
+    "until written (reading it then is a `SimulationError`); a device loop is traced once and simulated "
+    "by iterating (bounds read when it starts, a `while` tested before each iteration; after 2^24 "
+    "iterations a `SimulationError`), never in parallel; the cost model charges a loop whose trip count "
+    "is a register one iteration (docs/nki-frontend.md, Registers and device loops). `scalar_offset=` "
+    "access patterns are not part of this: not yet.",
+    "`dma_compute`: sources and `dst` in HBM or SBUF, summed in fp32 in row-major element order and "
+    "rounded once to `dst`; `nl.add` and unit scales only, as the docs say (`dma-compute-op`, "
+    "`dma-compute-scales`); the indirect read-modify-write forms (`vector_offset`) are not implemented.",
 ]
 """Simulator behaviour the table's rows cannot show (the coverage notes)."""
 

@@ -29,6 +29,11 @@ from torch_nki.nki._elementwise import (
 )
 from torch_nki.nki._gather import gather_flattened as gather_flattened, load_transpose2d as load_transpose2d
 from torch_nki.nki._random import dropout as dropout, rand as rand, random_seed as random_seed
+from torch_nki.nki._registers import (
+    dynamic_range as dynamic_range,
+    fori_loop as fori_loop,
+    while_loop as while_loop,
+)
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._tile_ops import (
     all as all,
@@ -256,10 +261,12 @@ def _scoped(kind: str, args: tuple[int, ...]) -> Iterator[int]:
     file, line = location()
     for i in range(*args):
         trace.native.open_loop(1, kind, file, line)
+        trace.scopes.append(kind)
         try:
             yield i
         finally:
             if trace.active:
+                trace.scopes.pop()
                 trace.native.close_loop()
 
 
@@ -271,36 +278,6 @@ def affine_range(*args: int) -> Iterator[int]:
 def sequential_range(*args: int) -> Iterator[int]:
     """``range`` whose iterations run in order and may carry state through tiles."""
     return _scoped("sequential", args)
-
-
-def _static_bounds(call: str, *bounds: Any) -> None:
-    """Device loops with runtime (register) bounds need the register instructions, which the
-    frontend does not implement yet; compile-time bounds unroll like ``sequential_range``."""
-    for b in bounds:
-        if b is not None and (isinstance(b, bool) or not isinstance(b, int)):
-            raise unsupported(
-                f"{call} with a bound of {type(b).__name__}",
-                "bounds are Python ints (register bounds: not yet)",
-            )
-
-
-def dynamic_range(start: int, stop: int | None = None, step: int = 1) -> Iterator[int]:
-    """``nl.dynamic_range``: a loop NKI runs on the device with dynamic bounds. With
-    compile-time bounds the frontend traces it as ``sequential_range`` (one scope per
-    iteration); the simulated result is the same, the program has one copy of the body per
-    iteration."""
-    _static_bounds("nl.dynamic_range", start, stop, step)
-    args = (start,) if stop is None else (start, stop, step)
-    return _scoped("sequential", args)
-
-
-def fori_loop(lower: int, upper: int, body_fun: Any, step: int = 1) -> None:
-    """``nl.fori_loop``: calls ``body_fun(i)`` for ``i`` in ``range(lower, upper, step)``, each
-    iteration its own scope (as ``dynamic_range``). NKI passes ``i`` as a VirtualRegister; here
-    it is the Python int, which every use of it in index arithmetic accepts."""
-    _static_bounds("nl.fori_loop", lower, upper, step)
-    for i in _scoped("sequential", (lower, upper, step)):
-        body_fun(i)
 
 
 def static_range(*args: int) -> Iterator[int]:
