@@ -51,7 +51,7 @@ def test_a_register_trip_count_runs_the_body_that_often(n: int) -> None:
 
 def test_the_body_is_traced_once() -> None:
     program = nki.trace(scale_by_count, _count(3), _x())
-    # dma_copy x, memset acc, dma_copy n, register_alloc ×2, register_load, the body's one
+    # dma_copy x, memset acc, dma_copy n, two register_allocs, register_load, the body's one
     # tensor_tensor, the store.
     assert program.instruction_count() == 8
     assert "nl.dynamic_range(r1, r0, 1)" in program.emit()

@@ -44,8 +44,8 @@ from typing import Any
 from torch_nki import _native
 from torch_nki.nki import isa, language, typing
 from torch_nki.nki._arrays import from_bytes, is_array, is_torch, spec, to_bytes
-from torch_nki.nki._spec import SPEC
 from torch_nki.nki._registers import check_closed
+from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import Trace, tracing
 from torch_nki.nki._values import DType, HbmTensor
 

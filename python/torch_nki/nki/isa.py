@@ -151,9 +151,7 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
     return call
 
 
-FUNCTIONS: dict[str, Callable[..., Any]] = {
-    spec["name"]: _instruction(spec) for spec in SPEC["instructions"]
-}
+FUNCTIONS: dict[str, Callable[..., Any]] = {spec["name"]: _instruction(spec) for spec in SPEC["instructions"]}
 """Every ``nisa.<name>`` function, by name (also this module's attributes)."""
 globals().update(FUNCTIONS)
 
