@@ -118,7 +118,7 @@ fn register_move_and_store_carry_values_and_narrow_stores_saturate() {
         let small = shared_hbm(&[1, 1], DType::I8);
         let a = register_alloc(Some(7));
         let b = register_alloc(None);
-        register_move(&b, &a);
+        register_move(&b, a);
         let c = register_alloc(None);
         register_load(&c, &ins[0]);
         let t = sbuf([1, 4], DType::I32);
@@ -237,12 +237,12 @@ fn register_operands_are_checked_at_the_call() {
     };
     let e = err(|| {
         let r = register_alloc(None);
-        register_load(&r, &sbuf([1, 2], DType::I32));
+        register_load(&r, sbuf([1, 2], DType::I32));
     });
     assert!(e.contains("src must be one element"), "{e}");
     let e = err(|| {
         let r = register_alloc(None);
-        register_load(&r, &sbuf([1, 1], DType::F32));
+        register_load(&r, sbuf([1, 1], DType::F32));
     });
     assert!(e.contains("a register holds an integer"), "{e}");
     let e = err(|| {
@@ -255,7 +255,7 @@ fn register_operands_are_checked_at_the_call() {
     });
     assert!(e.contains("does not belong to this kernel's trace"), "{e}");
     let e = err(|| {
-        dma_compute(&sbuf([2, 2], DType::F32), vec![], DmaComputeArgs::add());
+        dma_compute(sbuf([2, 2], DType::F32), vec![], DmaComputeArgs::add());
     });
     assert!(e.contains("srcs is empty"), "{e}");
     let e = err(|| {
@@ -418,7 +418,7 @@ fn codegen_spells_registers_and_device_loops_as_nki() {
         register_load(&n, &ins[0]);
         let flag = register_alloc(Some(1));
         dynamic_range(2, n, 3, |i| {
-            register_move(&flag, &i);
+            register_move(&flag, i);
         });
         while_loop(&flag, || {
             register_move(&flag, 0);

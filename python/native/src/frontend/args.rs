@@ -189,11 +189,7 @@ impl<'py> Args<'py> {
                         && value.is_instance_of::<pyo3::types::PyInt>())
             }
             // `nl`-level kinds: no instruction takes them; accepted as they are.
-            Kind::Shape
-            | Kind::DType
-            | Kind::Buffer
-            | Kind::Callable
-            | Kind::Any => true,
+            Kind::Shape | Kind::DType | Kind::Buffer | Kind::Callable | Kind::Any => true,
         };
         if ok {
             Ok(())

@@ -272,21 +272,11 @@ impl Tracer {
     ) -> PyResult<Option<u32>> {
         crate::guard::guard("Tracer.open_device_loop", || {
             let bound = |v: &Bound<'_, PyAny>, what: &str| -> PyResult<RegisterValue> {
-                if let Ok((tag, id)) = v.extract::<(String, u32)>()
-                    && tag == "reg"
-                {
-                    return Ok(RegisterValue::Reg {
-                        reg: RegisterId(id),
-                    });
-                }
-                if !v.is_instance_of::<pyo3::types::PyBool>()
-                    && let Ok(value) = v.extract::<i32>()
-                {
-                    return Ok(RegisterValue::Imm { value });
-                }
-                Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                    "{what} must be a VirtualRegister or an int32 ({file}:{line})"
-                )))
+                registers::decode_register(v, true).ok_or_else(|| {
+                    pyo3::exceptions::PyTypeError::new_err(format!(
+                        "{what} must be a VirtualRegister or an int32 ({file}:{line})"
+                    ))
+                })
             };
             let control = match kind {
                 "range" => {

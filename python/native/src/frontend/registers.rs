@@ -21,31 +21,39 @@ pub(super) const NAMES: &[&str] = &[
     "dma_compute",
 ];
 
+/// A register `("reg", id)`, or an int32 where `ints` allows one; `None` for anything else.
+pub(super) fn decode_register(value: &Bound<'_, PyAny>, ints: bool) -> Option<RegisterValue> {
+    if let Ok((tag, id)) = value.extract::<(String, u32)>()
+        && tag == "reg"
+    {
+        return Some(RegisterValue::Reg {
+            reg: RegisterId(id),
+        });
+    }
+    if ints
+        && !value.is_instance_of::<pyo3::types::PyBool>()
+        && let Ok(v) = value.extract::<i32>()
+    {
+        return Some(RegisterValue::Imm { value: v });
+    }
+    None
+}
+
 /// A register keyword: `("reg", id)`, or an int where `ints` allows one.
-pub(super) fn register_value(
+fn register_value(
     a: &Args<'_>,
     name: &str,
     value: &Bound<'_, PyAny>,
     ints: bool,
 ) -> PyResult<RegisterValue> {
-    if let Ok((tag, id)) = value.extract::<(String, u32)>()
-        && tag == "reg"
-    {
-        return Ok(RegisterValue::Reg {
-            reg: RegisterId(id),
-        });
-    }
-    if ints && !value.is_instance_of::<pyo3::types::PyBool>() {
-        if let Ok(v) = value.extract::<i32>() {
-            return Ok(RegisterValue::Imm { value: v });
-        }
-    }
-    let expected = if ints {
-        "a VirtualRegister (nisa.register_alloc) or an int32"
-    } else {
-        "a VirtualRegister (nisa.register_alloc)"
-    };
-    Err(a.type_error(name, expected, value))
+    decode_register(value, ints).ok_or_else(|| {
+        let expected = if ints {
+            "a VirtualRegister (nisa.register_alloc) or an int32"
+        } else {
+            "a VirtualRegister (nisa.register_alloc)"
+        };
+        a.type_error(name, expected, value)
+    })
 }
 
 fn register(a: &Args<'_>, name: &str) -> PyResult<Register> {
@@ -69,7 +77,10 @@ pub(super) fn record(
             let init = if x.is_none() {
                 None
             } else {
-                Some(x.extract::<i32>().map_err(|_| a.type_error("x", "None or an int32", &x))?)
+                Some(
+                    x.extract::<i32>()
+                        .map_err(|_| a.type_error("x", "None or an int32", &x))?,
+                )
             };
             a.finish()?;
             let r = tracer.at(file, line, || isa::register_alloc(init))?;
