@@ -442,3 +442,79 @@ fn codegen_spells_registers_and_device_loops_as_nki() {
         assert!(src.contains(line), "missing `{line}` in\n{src}");
     }
 }
+
+/// A device loop whose body has a long partition-local run and an independent `affine_range`:
+/// banded or not, on the pool or not, the same bits, and the inner loop may run in parallel.
+#[test]
+fn device_loop_bodies_band_and_parallelise_with_the_same_bits() {
+    use nki_core::sim::{BandPolicy, ExecPlan, SimOptions, simulate_to_vecs};
+    // Each iteration: t = f¹⁰(acc) stored to `out` (a banded run), acc's row 0 stored to each
+    // row of `rows` (a parallel loop), then acc += 1.
+    let p = program(
+        &[int_input("n", &[1, 1]), f32_input("x", &[128, 64])],
+        |ins| {
+            let out = shared_hbm(&[128, 64], DType::F32);
+            let rows = shared_hbm(&[4, 64], DType::F32);
+            let acc = sbuf([128, 64], DType::F32);
+            dma_copy(&acc, &ins[1]);
+            let n = register_alloc(None);
+            register_load(&n, &ins[0]);
+            dynamic_range(0, n, 1, |_| {
+                let t = sbuf([128, 64], DType::F32);
+                tensor_scalar(&t, &acc, BinOp::Multiply, 0.75).then(BinOp::Add, 0.125);
+                for _ in 0..9 {
+                    tensor_scalar(&t, &t, BinOp::Multiply, 0.75).then(BinOp::Add, 0.125);
+                }
+                dma_copy(&out, &t);
+                affine_range(4, |i| {
+                    let r = sbuf([1, 64], DType::F32);
+                    tensor_copy(&r, acc.region().slice(0, 1, 0, 64));
+                    dma_copy(rows.view().rows(i, 1), &r);
+                });
+                tensor_scalar(&acc, &acc, BinOp::Add, 1.0);
+            });
+            vec![out, rows]
+        },
+    );
+    assert_eq!(parallel_loops(&p), vec![true]);
+    // Block 1 is the device loop's body: its ten tensor_scalars and the store are a banded run.
+    let eager = BandPolicy {
+        partitions: 16,
+        min_instructions: 1,
+        min_mean_elements: 1,
+    };
+    assert!(!ExecPlan::with_bands(&p, eager).bands()[1].is_empty());
+    let x: Vec<f32> = (0..128 * 64).map(|i| (i % 97) as f32 * 0.01).collect();
+    let mut n_bytes = vec![0u8; 4];
+    DType::I32.write(&mut n_bytes, 0, 3.0);
+    let mut x_bytes = vec![0u8; x.len() * 4];
+    for (i, v) in x.iter().enumerate() {
+        DType::F32.write(&mut x_bytes, i, *v);
+    }
+    let run_with = |opts: SimOptions| simulate_to_vecs(&p, &[&n_bytes, &x_bytes], opts).unwrap();
+    let reference = run_with(SimOptions {
+        parallel: false,
+        bands: BandPolicy {
+            partitions: 128,
+            min_instructions: usize::MAX,
+            min_mean_elements: usize::MAX,
+        },
+    });
+    for bands in [BandPolicy::default(), eager] {
+        for parallel in [false, true] {
+            assert_eq!(run_with(SimOptions { parallel, bands }), reference);
+        }
+    }
+    // The last iteration saw acc = x + 2.
+    let want: Vec<f32> = x
+        .iter()
+        .map(|v| (0..10).fold(v + 1.0 + 1.0, |a, _| a * 0.75 + 0.125))
+        .collect();
+    let got: Vec<f32> = (0..want.len())
+        .map(|i| DType::F32.read(&reference[0], i))
+        .collect();
+    assert_eq!(got, want);
+    let row0: Vec<f32> = (0..64).map(|i| DType::F32.read(&reference[1], i)).collect();
+    let acc0: Vec<f32> = x[..64].iter().map(|v| v + 1.0 + 1.0).collect();
+    assert_eq!(row0, acc0);
+}
