@@ -284,3 +284,53 @@ def test_misuse_of_registers_in_python_is_an_error() -> None:
 
     with pytest.raises(TypeError, match="stop must be an int or a VirtualRegister"):
         float_bound(_count(1))
+
+
+def test_register_begin_and_end_with_a_step() -> None:
+    """The deep dive's ``dynamic_range(begin, end, 2)`` with both bounds registers."""
+
+    @nki.jit
+    def stepped(bounds):
+        out = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((1, 1), dtype=nl.float32)
+        i_sb = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        b_sb = nl.load(bounds)
+        begin = nisa.register_alloc(b_sb[0:1, 0:1])
+        end = nisa.register_alloc(b_sb[0:1, 1:2])
+        for i in nl.dynamic_range(begin, end, 2):
+            nisa.register_store(i_sb, i)
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=i_sb, op=nl.add)
+        nl.store(out, value=acc)
+        return out
+
+    for lo, hi in [(0, 4), (3, 10), (5, 5), (-4, 3)]:
+        got = stepped(np.array([[lo, hi]], dtype=np.int32))
+        np.testing.assert_array_equal(got, [[float(sum(range(lo, hi, 2)))]])
+
+
+def test_tiles_kept_across_static_iterations_inside_a_device_loop() -> None:
+    """A list of tiles filled in one ``affine_range`` and read in the next, inside a device
+    loop's body (their allocations move out of the one-iteration scopes, not out of the body)."""
+
+    @nki.jit
+    def blocks(n, x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros(x.shape, dtype=nl.float32)
+        n_sb = nl.load(n)
+        reg = nisa.register_alloc(n_sb)
+        for _ in nl.dynamic_range(reg):
+            parts = []
+            for j in nl.affine_range(2):
+                t = nl.ndarray((2, 3), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=x[2 * j : 2 * j + 2, :])
+                parts.append(t)
+            for j in nl.affine_range(2):
+                nisa.tensor_tensor(
+                    dst=acc[2 * j : 2 * j + 2, :], data1=acc[2 * j : 2 * j + 2, :], data2=parts[j], op=nl.add
+                )
+        nl.store(out, value=acc)
+        return out
+
+    x = _x(4, 3)
+    for n in (0, 2, 3):
+        np.testing.assert_array_equal(blocks(_count(n), x), x * n)

@@ -6,7 +6,13 @@
 //! from a one-element tensor, moves it, stores it back, and uses it as a loop bound or a loop
 //! condition. In the IR a register is a [`RegisterId`], an index into [`super::Program::registers`]
 //! that the recorder hands out; instructions name registers as operands they read or write (see
-//! [`super::OperandUse::Register`]), and an access pattern can name one as a runtime offset.
+//! [`super::OperandUse::Register`]).
+//!
+//! An access pattern can name one as a runtime offset (NKI's `.ap(..., scalar_offset=reg)`, not
+//! implemented yet): the pattern holds a `RegisterId`, its [`super::Operand`] visit reports it as
+//! a register read (so the instruction counts as [`super::Op::uses_registers`] and runs in program
+//! order: never in a parallel iteration or a band), and the simulator reads its value from the
+//! register file the register instructions use (`sim/register.rs`).
 //!
 //! A device loop ([`super::Stmt::DeviceLoop`]) is traced once: its body is one copy, run by the
 //! device as many times as the registers say at run time (the simulator iterates it). Unlike a
