@@ -334,3 +334,29 @@ def test_tiles_kept_across_static_iterations_inside_a_device_loop() -> None:
     x = _x(4, 3)
     for n in (0, 2, 3):
         np.testing.assert_array_equal(blocks(_count(n), x), x * n)
+
+
+def test_no_reorder_goes_inside_a_device_loop_not_around_it() -> None:
+    @nki.jit
+    def inside(n):
+        out = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((1, 1), dtype=nl.float32)
+        for _ in nl.dynamic_range(nisa.register_alloc(nl.load(n))):
+            with nl.no_reorder():
+                nisa.tensor_scalar(dst=acc, data=acc, op0=nl.add, operand0=2.0)
+        nl.store(out, value=acc)
+        return out
+
+    np.testing.assert_array_equal(inside(_count(4)), [[8.0]])
+
+    @nki.jit
+    def around(n):
+        out = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.shared_hbm)
+        with nl.no_reorder():
+            for _ in nl.dynamic_range(2):
+                pass
+        nisa.dma_copy(dst=out, src=n)
+        return out
+
+    with pytest.raises(TypeError, match=r"nl\.dynamic_range inside nl\.no_reorder\(\) is not supported"):
+        around(_count(1))

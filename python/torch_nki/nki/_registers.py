@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
-from torch_nki.nki._trace import Trace, current, location, where
+from torch_nki.nki._trace import NO_REORDER, Trace, current, location, where
 
 
 class VirtualRegister:
@@ -88,6 +88,11 @@ def _truth(reg: VirtualRegister, frame: Any) -> bool:
             f"the device; `while reg:` is a device loop, other tests (`if reg:`) are not supported "
             f"({code.co_filename}:{line})"
         )
+    if NO_REORDER in trace.scopes:
+        raise TypeError(
+            f"`while` on a register inside nl.no_reorder() is not supported (NKI refuses it "
+            f"too); put the no_reorder block inside the loop body ({code.co_filename}:{line})"
+        )
     trace.native.open_device_loop("while", reg.operand(), None, 1, code.co_filename, line)
     trace.scopes.append(_While(reg.id, code, line, code.co_filename))
     return True
@@ -103,6 +108,17 @@ def check_closed(trace: Trace) -> None:
                 "without testing its register again (a break or return inside a device while "
                 "loop is not supported)"
             )
+
+
+def _open(trace: Trace, kind: str, start: Any, stop: Any, step: int, call: str) -> Any:
+    """Opens a device loop at the kernel line; refused inside ``nl.no_reorder()``, as NKI does."""
+    file, line = location(2)
+    if NO_REORDER in trace.scopes:
+        raise TypeError(
+            f"{call} inside nl.no_reorder() is not supported (NKI refuses it too); put the "
+            f"no_reorder block inside the loop body ({file}:{line})"
+        )
+    return trace.native.open_device_loop(kind, start, stop, step, file, line)
 
 
 def _bound(value: Any, what: str) -> Any:
@@ -129,10 +145,8 @@ def dynamic_range(start: Any, stop: Any = None, step: int = 1) -> Iterator[Virtu
     if stop is None:
         start, stop = 0, start
     trace = current()
-    file, line = location()
-    index = trace.native.open_device_loop(
-        "range", _bound(start, "start"), _bound(stop, "stop"), _step(step, "nl.dynamic_range"), file, line
-    )
+    bounds = (_bound(start, "start"), _bound(stop, "stop"), _step(step, "nl.dynamic_range"))
+    index = _open(trace, "range", *bounds, "nl.dynamic_range")
     return _device_scope(trace, index)
 
 
@@ -150,10 +164,8 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[VirtualRegister], Any]
     """``nl.fori_loop``: ``body_fun(i)`` on the device for ``i`` from ``lower`` to ``upper`` by
     ``step``, ``i`` the index register (traced once)."""
     trace = current()
-    file, line = location()
-    index = trace.native.open_device_loop(
-        "range", _bound(lower, "lower"), _bound(upper, "upper"), _step(step, "nl.fori_loop"), file, line
-    )
+    bounds = (_bound(lower, "lower"), _bound(upper, "upper"), _step(step, "nl.fori_loop"))
+    index = _open(trace, "range", *bounds, "nl.fori_loop")
     for i in _device_scope(trace, index):
         body_fun(i)
 
@@ -166,7 +178,7 @@ def while_loop(init: Any, body_fun: Callable[[VirtualRegister], Any]) -> None:
         raise TypeError(f"nl.while_loop: init must be a VirtualRegister, got {init!r} ({where()})")
     trace = current()
     file, line = location()
-    trace.native.open_device_loop("while", init.operand(), None, 1, file, line)
+    _open(trace, "while", init.operand(), None, 1, "nl.while_loop")
     trace.scopes.append("device")
     try:
         result = body_fun(init)

@@ -50,6 +50,15 @@ class Trace:
 
 _STATE = threading.local()
 
+NO_REORDER = "no_reorder"
+"""The scope an open ``nl.no_reorder()`` block pushes onto :attr:`Trace.scopes`."""
+
+
+def active() -> Trace | None:
+    """The trace running on this thread, if any."""
+    trace: Trace | None = getattr(_STATE, "trace", None)
+    return trace
+
 
 def current() -> Trace:
     """The trace running on this thread; ``RuntimeError`` outside a kernel call."""

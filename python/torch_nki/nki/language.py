@@ -53,7 +53,7 @@ from torch_nki.nki._tile_ops import (
     var as var,
     zeros_like as zeros_like,
 )
-from torch_nki.nki._trace import current, location, unsupported
+from torch_nki.nki._trace import NO_REORDER, active, current, location, unsupported
 from torch_nki.nki._values import DType, HbmTensor, HbmView, Tile, TileRegion, tile_shape
 
 #: Every element type, from the kernel dtype table (:mod:`torch_nki._dtypes`).
@@ -93,8 +93,18 @@ class NKIObject:
 def no_reorder() -> Iterator[None]:
     """``with nl.no_reorder():`` keeps the instructions in the block in program order. The
     simulator and the cost model already take instructions in program order, so the block
-    changes nothing here."""
-    yield
+    changes nothing here, except that a device loop (``nl.dynamic_range``, ``fori_loop``,
+    ``while_loop``) inside it is a ``TypeError``, as NKI refuses it."""
+    trace = active()
+    if trace is None:
+        yield
+        return
+    trace.scopes.append(NO_REORDER)
+    try:
+        yield
+    finally:
+        if trace.active and trace.scopes and trace.scopes[-1] == NO_REORDER:
+            trace.scopes.pop()
 
 
 sbuf = Buffer("sbuf")
