@@ -518,3 +518,25 @@ fn device_loop_bodies_band_and_parallelise_with_the_same_bits() {
     let acc0: Vec<f32> = x[..64].iter().map(|v| v + 1.0 + 1.0).collect();
     assert_eq!(row0, acc0);
 }
+
+/// A uint32 element of 2^31 or more arrives in the register as its bits read as int32.
+#[test]
+fn a_large_uint32_loads_as_its_int32_bits() {
+    let p = program(
+        &[InputSpec {
+            name: "v".into(),
+            shape: vec![1, 1],
+            dtype: DType::U32,
+        }],
+        |ins| {
+            let out = shared_hbm(&[1, 1], DType::I32);
+            let r = register_alloc(None);
+            register_load(&r, &ins[0]);
+            register_store(&out, &r);
+            vec![out]
+        },
+    );
+    // 3·10⁹ is exact in fp32; its bits as int32 are −1294967296, stored rounded to fp32.
+    let got = run(&p, &[&[3.0e9]]);
+    assert_eq!(got[0], vec![(3_000_000_000u32 as i32) as f32]);
+}

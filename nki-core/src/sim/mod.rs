@@ -413,33 +413,34 @@ impl<'a> Runner<'_, 'a> {
             ))
         };
         let mut runs = 0u64;
-        match register::range_values(self.registers, &decl.control, &err)? {
-            Some((start, stop, step)) => {
-                let LoopControl::Range { index, .. } = decl.control else {
-                    unreachable!("range values come from a range")
-                };
+        match &decl.control {
+            LoopControl::Range {
+                start,
+                stop,
+                step,
+                index,
+            } => {
+                let start = register::bound(self.registers, start, &err)?;
+                let stop = register::bound(self.registers, stop, &err)?;
                 let mut i = start;
                 while i < stop {
                     runs += 1;
                     if runs > register::MAX_DEVICE_ITERATIONS {
                         return Err(too_many());
                     }
-                    register::write(self.registers, index, Some(i as i32));
+                    register::write(self.registers, *index, Some(i as i32));
                     self.block(body, inner, store, env, scratch)?;
-                    i += step;
+                    i += i64::from((*step).max(1));
                 }
             }
-            None => {
-                let LoopControl::While { cond } = decl.control else {
-                    unreachable!("a loop without range values is a while")
-                };
+            LoopControl::While { cond } => {
                 let unwritten = || {
                     err(format!(
                         "condition register r{} is read before anything wrote it",
                         cond.0
                     ))
                 };
-                while register::read(self.registers, cond, unwritten)? != 0 {
+                while register::read(self.registers, *cond, unwritten)? != 0 {
                     runs += 1;
                     if runs > register::MAX_DEVICE_ITERATIONS {
                         return Err(too_many());

@@ -3,7 +3,7 @@
 //! DMA engines' scaled sum of several sources.
 
 use crate::NkiError;
-use crate::ir::{DmaOperand, LoopControl, Op, RegisterId, RegisterValue};
+use crate::ir::{DmaOperand, Op, RegisterId, RegisterValue};
 use crate::sim::dma::check_hbm_side;
 use crate::sim::exec::{Ctx, ExecError};
 use crate::sim::rounding::round_into;
@@ -169,8 +169,10 @@ pub(crate) fn execute(
                     ))
                     .into());
             }
-            // Exact: integer tiles hold integers, within int32 (and fp32's 2^24) after a write.
-            write(registers, *dst, Some(v as i32));
+            // Integer tiles hold integers (exact up to fp32's 2^24); a uint32 value of 2^31 or
+            // more is its 32 bits read as int32 (two's complement), as a 32-bit register holds it.
+            let bits = if v < 0.0 { v as i32 } else { (v as u32) as i32 };
+            write(registers, *dst, Some(bits));
         }
         Op::RegisterStore { dst, src } => {
             let v = read(registers, *src, unwritten(*src))?;
@@ -181,7 +183,11 @@ pub(crate) fn execute(
             }
             write_all(ctx, store, dst, &[v as f32])?;
         }
-        _ => unreachable!("called for register instructions"),
+        other => {
+            return Err(ctx
+                .err(format!("{} is not a register instruction", other.name()))
+                .into());
+        }
     }
     Ok(())
 }
@@ -224,33 +230,20 @@ fn dma_compute(
     write_all(ctx, store, dst, &acc)
 }
 
-/// The iterations of a device loop, read from the registers when it starts: for a counted loop,
-/// the index values; for a `while`, `None` (the condition is tested before each iteration).
-pub(crate) fn range_values(
+/// A device loop's bound: an immediate, or its register's value (unwritten: an error made by
+/// `err`).
+pub(crate) fn bound(
     registers: &Registers,
-    control: &LoopControl,
+    v: &RegisterValue,
     err: &dyn Fn(String) -> NkiError,
-) -> Result<Option<(i64, i64, i64)>, NkiError> {
-    match control {
-        LoopControl::Range {
-            start, stop, step, ..
-        } => {
-            let unwritten = |reg: RegisterId| {
-                move || {
-                    err(format!(
-                        "loop bound register r{} is read before anything wrote it",
-                        reg.0
-                    ))
-                }
-            };
-            let a = value(registers, start, unwritten)?;
-            let b = value(registers, stop, unwritten)?;
-            Ok(Some((
-                i64::from(a),
-                i64::from(b),
-                i64::from((*step).max(1)),
-            )))
+) -> Result<i64, NkiError> {
+    let unwritten = |reg: RegisterId| {
+        move || {
+            err(format!(
+                "loop bound register r{} is read before anything wrote it",
+                reg.0
+            ))
         }
-        LoopControl::While { .. } => Ok(None),
-    }
+    };
+    value(registers, v, unwritten).map(i64::from)
 }
