@@ -8,7 +8,9 @@ Rust): every instruction of NKI 0.7 is here with its keyword signature (order an
 A call binds its arguments to the signature (a wrong keyword is a ``TypeError``, as in NKI),
 encodes each value the same way for every instruction and records one instruction through the
 native tracer, which checks each value against its declared kind and runs the same checks as a
-Rust kernel, with the calling line as its location. An instruction the frontend does not
+Rust kernel, with the calling line as its location (``register_alloc`` returns the
+``VirtualRegister`` it allocates; a one-element tensor as its value is ``register_alloc()`` then
+``register_load``). An instruction the frontend does not
 implement yet, or a keyword value it does not implement, raises ``NotImplementedError`` naming
 the call and the line; docs/nki-coverage.md lists what is implemented.
 """
