@@ -14,7 +14,10 @@
 
 pub use crate::lang::context::current_target;
 pub use crate::lang::hbm::{Hbm, HbmView, ViewDim, shared_constant, shared_hbm};
-pub use crate::lang::loops::{TileSpan, affine_range, for_each_tile, sequential_range};
+pub use crate::lang::loops::{
+    TileSpan, affine_range, dynamic_range, for_each_tile, sequential_range, while_loop,
+};
+pub use crate::lang::register::Register;
 pub use crate::lang::tile::{Tile, psum, sbuf};
 pub use tile_size::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_FMAX, PSUM_BANKS};
 

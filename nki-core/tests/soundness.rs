@@ -146,6 +146,8 @@ fn program(writes: &[Write], trips: [usize; 2], rows: i64, cols: i64) -> Program
                 loc,
             })
             .collect(),
+        registers: Vec::new(),
+        device_loops: Vec::new(),
         body: vec![Stmt::Loop {
             var: LoopVar(0),
             body: vec![inner],

@@ -66,7 +66,7 @@ fn last_instruction(body: &mut [Stmt]) -> Option<&mut Op> {
     for s in body.iter_mut().rev() {
         match s {
             Stmt::Inst(i) => return Some(&mut i.op),
-            Stmt::Loop { body, .. } => {
+            Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => {
                 if let Some(op) = last_instruction(body) {
                     return Some(op);
                 }

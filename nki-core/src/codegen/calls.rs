@@ -1,7 +1,7 @@
 //! Each instruction as its `nisa.*` call: the keywords codegen passes, in the order of the
 //! instruction's NKI signature, with the values spelled as NKI reads them.
 
-use super::{Emitter, float};
+use super::{Emitter, float, register_value};
 use crate::ir::{DgeMode, DmaOperand, ElementwiseEngine, OobMode, Op, ScalarOperand, TileRegion};
 
 impl Emitter<'_> {
@@ -534,6 +534,45 @@ impl Emitter<'_> {
                 // Explicit either way, as nc_matmul's.
                 let acc = if *accumulate { "True" } else { "False" };
                 v.push(("accumulate", acc.into()));
+                v
+            }
+            Op::RegisterAlloc { init, .. } => match init {
+                Some(x) => vec![("x", x.to_string())],
+                None => vec![],
+            },
+            Op::RegisterMove { dst, src } => {
+                vec![("dst", format!("r{}", dst.0)), ("src", register_value(src))]
+            }
+            Op::RegisterLoad { dst, src } => {
+                vec![("dst", format!("r{}", dst.0)), ("src", self.dma(src))]
+            }
+            Op::RegisterStore { dst, src } => {
+                vec![("dst", self.dma(dst)), ("src", format!("r{}", src.0))]
+            }
+            Op::DmaCompute {
+                dst,
+                srcs,
+                reduce_op,
+                scales,
+                unique_indices,
+                oob_mode,
+            } => {
+                let srcs: Vec<String> = srcs.iter().map(|s| self.dma(s)).collect();
+                let mut v = vec![
+                    ("dst", self.dma(dst)),
+                    ("srcs", format!("[{}]", srcs.join(", "))),
+                    ("reduce_op", reduce_op.nki_name().into()),
+                ];
+                if scales.iter().any(|s| *s != 1.0) {
+                    let s: Vec<String> = scales.iter().map(|s| float(*s)).collect();
+                    v.push(("scales", format!("[{}]", s.join(", "))));
+                }
+                if !unique_indices {
+                    v.push(("unique_indices", "False".into()));
+                }
+                if *oob_mode != OobMode::Error {
+                    v.push(("oob_mode", format!("nisa.oob_mode.{}", oob_mode.nki_name())));
+                }
                 v
             }
             Op::NcMatmul {

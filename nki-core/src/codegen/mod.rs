@@ -7,7 +7,9 @@
 //! keyword arguments, destination first. Each statement ends with a comment naming the Rust
 //! source line it came from. HBM operands are slices when they are plain row/column windows of a
 //! 2-D tensor and access patterns (`.ap(pattern=..., offset=...)`) otherwise (transposed,
-//! broadcast and higher-rank views).
+//! broadcast and higher-rank views). Registers are `rN` (`rN = nisa.register_alloc(...)`);
+//! device loops are `for rN in nl.dynamic_range(start, stop, step):` (the index register named
+//! by the loop) and `nl.while_loop(rN, body)` with the body a nested `def` returning `rN`.
 
 mod calls;
 mod names;
@@ -16,8 +18,8 @@ pub use names::{EMITTED, NkiName};
 
 use crate::affine::AffineExpr;
 use crate::ir::{
-    Buffer, DmaOperand, DynamicOffset, HbmAccess, HbmKind, LoopKind, Program, ScalarOperand, Stmt,
-    TileRegion,
+    Buffer, DmaOperand, DynamicOffset, HbmAccess, HbmKind, LoopControl, LoopKind, Op, Program,
+    RegisterValue, ScalarOperand, Stmt, TileRegion,
 };
 use crate::loc::SourceLoc;
 use std::fmt::Write as _;
@@ -145,8 +147,48 @@ impl Emitter<'_> {
                     self.block(body);
                     self.depth -= 1;
                 }
+                Stmt::DeviceLoop { id, body } => {
+                    let decl = &self.program.device_loops[id.0 as usize];
+                    match &decl.control {
+                        LoopControl::Range {
+                            start,
+                            stop,
+                            step,
+                            index,
+                        } => {
+                            let code = format!(
+                                "for r{} in nl.dynamic_range({}, {}, {step}):",
+                                index.0,
+                                register_value(start),
+                                register_value(stop)
+                            );
+                            self.line(&code, Some(decl.loc));
+                            self.depth += 1;
+                            self.block(body);
+                            if body.is_empty() {
+                                self.line("pass", None);
+                            }
+                            self.depth -= 1;
+                        }
+                        LoopControl::While { cond } => {
+                            // `nl.while_loop` calls the body with the condition register and
+                            // loops on the register it returns: the same one here.
+                            let code = format!("def _while{}(r{}):", id.0, cond.0);
+                            self.line(&code, Some(decl.loc));
+                            self.depth += 1;
+                            self.block(body);
+                            self.line(&format!("return r{}", cond.0), None);
+                            self.depth -= 1;
+                            let code = format!("nl.while_loop(r{}, _while{})", cond.0, id.0);
+                            self.line(&code, Some(decl.loc));
+                        }
+                    }
+                }
                 Stmt::Inst(inst) => {
-                    let code = self.call(&inst.op);
+                    let mut code = self.call(&inst.op);
+                    if let Op::RegisterAlloc { dst, .. } = &inst.op {
+                        code = format!("r{} = {code}", dst.0);
+                    }
                     self.line(&code, Some(inst.loc));
                 }
             }
@@ -400,6 +442,14 @@ fn float(v: f32) -> String {
         format!("{v:.1}")
     } else {
         format!("{v:?}")
+    }
+}
+
+/// An immediate, or the register `rN`.
+fn register_value(v: &RegisterValue) -> String {
+    match v {
+        RegisterValue::Imm { value } => value.to_string(),
+        RegisterValue::Reg { reg } => format!("r{}", reg.0),
     }
 }
 

@@ -123,4 +123,11 @@ pub const EMITTED: &[NkiName] = &[
     api!("nl.bypass", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.bypass.html", []),
     api!("nl.prelu", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.prelu.html", []),
     api!("ap", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/deep-dives/nki-aps.html", ["pattern", "offset"]),
+    api!("nisa.register_alloc", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.register_alloc.html", ["x"]),
+    api!("nisa.register_move", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.register_move.html", ["dst", "src"]),
+    api!("nisa.register_load", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.register_load.html", ["dst", "src"]),
+    api!("nisa.register_store", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.register_store.html", ["dst", "src"]),
+    api!("nl.dynamic_range", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/deep-dives/nki-dynamic-loops.html", []),
+    api!("nl.while_loop", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.while_loop.html", []),
+    api!("nisa.dma_compute", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.dma_compute.html", ["dst", "srcs", "reduce_op", "scales", "unique_indices", "oob_mode"]),
 ];

@@ -19,6 +19,12 @@ use std::collections::HashMap;
 /// NKI estimates `tensor_scalar_reduce` (`max(MIN_II, N) + MIN_II` cycles).
 const REDUCE_EXTRA_CYCLES: f64 = 64.0;
 
+/// The iterations the cost model charges a device loop: a range's trip count when both bounds
+/// are immediates, else one (its real count is only known at run time).
+pub(crate) fn device_loop_trip(control: &crate::ir::LoopControl) -> usize {
+    control.static_trip().unwrap_or(1)
+}
+
 /// A tile buffer instance: the tile and which allocation of it (one per loop iteration).
 type TileKey = (TileId, u32);
 
@@ -121,6 +127,15 @@ impl<'p> Scheduler<'p> {
                         self.walk(body);
                     }
                 }
+                // A device loop runs as often as its registers say at run time: a range with
+                // immediate bounds is charged its trip count, any other loop one iteration
+                // (the cost of one pass through its body; docs/cost-model.md).
+                Stmt::DeviceLoop { id, body } => {
+                    let control = &self.program.device_loops[id.0 as usize].control;
+                    for _ in 0..device_loop_trip(control) {
+                        self.walk(body);
+                    }
+                }
             }
         }
     }
@@ -215,6 +230,47 @@ impl<'p> Scheduler<'p> {
                     Engine::Dma(queue as u8),
                     charged_bytes(access, size, &t) / t.dma_queue_bytes_per_ns,
                 )
+            }
+            // Sequencer instructions: no engine time (an assumption: the docs give none).
+            Op::RegisterAlloc { .. } | Op::RegisterMove { .. } => (Engine::GpSimd, 0.0),
+            // One 32-bit element through a DMA queue, charged as a 16-byte unit.
+            Op::RegisterLoad { src: o, .. } | Op::RegisterStore { dst: o, .. } => {
+                if let DmaOperand::Hbm { .. } = o {
+                    if matches!(op, Op::RegisterLoad { .. }) {
+                        self.work.hbm_read += 4.0;
+                    } else {
+                        self.work.hbm_write += 4.0;
+                    }
+                }
+                (Engine::Dma(0), 16.0 / t.dma_queue_bytes_per_ns)
+            }
+            Op::DmaCompute { dst, srcs, .. } => {
+                // An assumption (the docs give no rate): the DMA engine streams every source
+                // and the destination once, each element at least a 16-byte unit when a side
+                // is strided, as dma_copy is charged.
+                let mut bytes = 0.0;
+                for (o, write) in srcs.iter().map(|s| (s, false)).chain([(dst, true)]) {
+                    let (n, size) = match o {
+                        DmaOperand::Tile { region } => {
+                            (region.np * region.nf, self.dtype(region).size_bytes())
+                        }
+                        DmaOperand::Hbm { access } => {
+                            let size = self.program.hbm[access.tensor.0 as usize]
+                                .dtype
+                                .size_bytes();
+                            let moved = (access.np * access.nf * size) as f64;
+                            if write {
+                                self.work.hbm_write += moved;
+                            } else {
+                                self.work.hbm_read += moved;
+                            }
+                            bytes += charged_bytes(access, size, &t);
+                            continue;
+                        }
+                    };
+                    bytes += (n * size) as f64;
+                }
+                (Engine::Dma(0), bytes / t.dma_queue_bytes_per_ns)
             }
             Op::DmaTranspose { dst, src, .. } => {
                 // An assumption (NKI only says a DMA transpose uses much less of the DMA

@@ -12,7 +12,7 @@
 //! the statement (the one-trip loop) that contained it; liveness, and so the SBUF/PSUM capacity
 //! checks, still runs from there to the last use. A body that runs more than once has one tile
 //! per iteration, so a use after such a loop stays where it is and validation's `tile-scope`
-//! rule reports it.
+//! rule reports it; so does a device loop's body (it runs as often as registers say).
 
 use super::{LoopDecl, Stmt, TileId};
 use std::collections::BTreeMap;
@@ -79,7 +79,9 @@ fn collect(
                     uses.push((r.tile, path.clone()));
                 }
             }
-            Stmt::Loop { body, .. } => collect(body, path, allocs, uses),
+            Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => {
+                collect(body, path, allocs, uses)
+            }
         }
         path.pop();
     }
@@ -89,10 +91,12 @@ fn collect(
 fn runs_once(body: &[Stmt], block: &[usize], keep: usize, loops: &[LoopDecl]) -> bool {
     let mut stmts = body;
     for (level, &i) in block.iter().enumerate() {
-        let Some(Stmt::Loop { var, body }) = stmts.get(i) else {
-            return false;
+        let (trip, body) = match stmts.get(i) {
+            Some(Stmt::Loop { var, body }) => (Some(loops[var.0 as usize].trip), body),
+            Some(Stmt::DeviceLoop { body, .. }) => (None, body),
+            _ => return false,
         };
-        if level >= keep && loops[var.0 as usize].trip != 1 {
+        if level >= keep && trip != Some(1) {
             return false;
         }
         stmts = body;
@@ -118,6 +122,10 @@ fn rebuild(
             Stmt::Alloc { .. } if remove.iter().any(|r| r == path) => {}
             Stmt::Loop { var, body } => out.push(Stmt::Loop {
                 var,
+                body: rebuild(body, path, insert, remove),
+            }),
+            Stmt::DeviceLoop { id, body } => out.push(Stmt::DeviceLoop {
+                id,
                 body: rebuild(body, path, insert, remove),
             }),
             s => out.push(s),

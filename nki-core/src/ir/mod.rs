@@ -16,6 +16,7 @@ mod math;
 mod op;
 mod operand;
 mod region;
+mod register;
 mod unroll;
 
 pub use access::{DynamicOffset, HbmAccess};
@@ -24,6 +25,9 @@ pub use math::{ActFn, BinOp, to_bits32};
 pub use op::{DgeMode, ElementwiseEngine, OobMode, Op, ScalarOperand};
 pub use operand::{Access, Operand, OperandMap, OperandUse, Param};
 pub use region::{FreeDim, TilePattern, TileRegion};
+pub use register::{
+    DeviceLoopDecl, DeviceLoopId, LoopControl, RegisterDecl, RegisterId, RegisterValue,
+};
 pub use unroll::{stream_difference, unroll};
 
 /// Index of an HBM tensor in [`Program::hbm`].
@@ -217,6 +221,14 @@ pub enum Stmt {
         /// The body, executed once per iteration.
         body: Vec<Stmt>,
     },
+    /// A loop the device runs, its iterations decided by registers at run time (see
+    /// [`LoopControl`]); the body is traced once.
+    DeviceLoop {
+        /// The loop (also the index into [`Program::device_loops`]).
+        id: DeviceLoopId,
+        /// The body, executed once per iteration.
+        body: Vec<Stmt>,
+    },
 }
 
 /// A traced kernel, specialised to one signature.
@@ -234,6 +246,13 @@ pub struct Program {
     pub tiles: Vec<TileDecl>,
     /// Every loop, indexed by its variable.
     pub loops: Vec<LoopDecl>,
+    /// Every register, indexed by its id (left out of the JSON when there are none, so that
+    /// programs without registers keep their cache keys).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub registers: Vec<RegisterDecl>,
+    /// Every device loop, indexed by its id (left out of the JSON when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_loops: Vec<DeviceLoopDecl>,
     /// The top-level block.
     pub body: Vec<Stmt>,
 }
@@ -278,6 +297,7 @@ impl Program {
                         walk(body, stack, f);
                         stack.pop();
                     }
+                    Stmt::DeviceLoop { body, .. } => walk(body, stack, f),
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! and HBM ranges they read and write (the arithmetic they apply is in `math`).
 
 use super::operand::{Access, Operand, OperandMap, OperandUse, Param};
-use super::{ActFn, BinOp, DmaOperand, HbmAccess, TileRegion};
+use super::{ActFn, BinOp, DmaOperand, HbmAccess, RegisterId, RegisterValue, TileRegion};
 use crate::affine::AffineExpr;
 use serde::Serialize;
 
@@ -768,6 +768,54 @@ instructions! {
         /// Add into `dst` instead of overwriting it.
         param accumulate: bool,
     } reads dst when accumulate,
+    /// Engine sequencers: a new register, holding `init` (or nothing until it is written: a
+    /// read before then is a simulation error).
+    RegisterAlloc = "register_alloc" {
+        /// The register.
+        write dst: RegisterId,
+        /// Its first value.
+        param init: Option<i32>,
+    },
+    /// Engine sequencers: `dst = src`, an immediate or another register's value.
+    RegisterMove = "register_move" {
+        /// The register written.
+        write dst: RegisterId,
+        /// The value.
+        read src: RegisterValue,
+    },
+    /// Engine sequencers: `dst` = the one integer element of `src` (HBM or SBUF), as int32.
+    RegisterLoad = "register_load" {
+        /// The register written.
+        write dst: RegisterId,
+        /// A one-element region of an integer tensor.
+        read src: DmaOperand,
+    },
+    /// Engine sequencers: the one element of `dst` (HBM or SBUF) = `src`'s value, converted
+    /// to `dst`'s integer dtype.
+    RegisterStore = "register_store" {
+        /// A one-element region of an integer tensor.
+        write dst: DmaOperand,
+        /// The register read.
+        read src: RegisterId,
+    },
+    /// DMA engines: `dst = srcs[0]·scales[0] + srcs[1]·scales[1] + ...` element by element (the
+    /// `k`-th element of each operand in row-major order: partitions, then free elements), in
+    /// fp32, rounded once to `dst`'s dtype. Every element of every source is read before `dst`
+    /// is written.
+    DmaCompute = "dma_compute" {
+        /// Destination, HBM or SBUF.
+        write dst: DmaOperand,
+        /// The sources (1 to 16), HBM or SBUF, each `dst`'s element count.
+        read srcs: Vec<DmaOperand>,
+        /// How the scaled sources combine (`nl.add`).
+        param reduce_op: BinOp,
+        /// One factor per source (NKI's `scales`; `None` is all 1.0).
+        param scales: Vec<f32>,
+        /// Whether scatter indices are unique (indirect accesses only).
+        param unique_indices: bool,
+        /// What an out-of-bounds indirect index does.
+        param oob_mode: OobMode,
+    },
     }
 }
 
@@ -789,6 +837,33 @@ impl Op {
             _ => {}
         });
         v
+    }
+
+    /// Registers the instruction reads.
+    pub fn register_reads(&self) -> Vec<RegisterId> {
+        self.registers(Access::Read)
+    }
+
+    /// Registers the instruction writes.
+    pub fn register_writes(&self) -> Vec<RegisterId> {
+        self.registers(Access::Write)
+    }
+
+    fn registers(&self, want: Access) -> Vec<RegisterId> {
+        let mut v = Vec::new();
+        self.visit_operands(&mut |u| match u {
+            OperandUse::Register(r, access) if access == want => v.push(r),
+            _ => {}
+        });
+        v
+    }
+
+    /// Whether the instruction reads or writes a register (such instructions run in program
+    /// order: the simulator never runs them in parallel or band by band).
+    pub fn uses_registers(&self) -> bool {
+        let mut any = false;
+        self.visit_operands(&mut |u| any |= matches!(u, OperandUse::Register(..)));
+        any
     }
 
     /// HBM accesses the instruction reads and writes, as `(access, is_write)`.

@@ -6,7 +6,7 @@
 
 use super::{
     ActFn, BinOp, DgeMode, DmaOperand, DynamicOffset, ElementwiseEngine, HbmAccess, OobMode,
-    ScalarOperand, TileRegion,
+    RegisterId, RegisterValue, ScalarOperand, TileRegion,
 };
 use crate::affine::AffineExpr;
 
@@ -26,6 +26,8 @@ pub enum OperandUse<'a> {
     Tile(&'a TileRegion, Access),
     /// An access pattern into an HBM tensor.
     Hbm(&'a HbmAccess, Access),
+    /// A register (a runtime int32 scalar of the engine sequencers).
+    Register(RegisterId, Access),
 }
 
 /// What [`Operand::map`] passes every tile region and HBM offset through.
@@ -140,6 +142,45 @@ impl Operand for DmaOperand {
                 },
             },
         }
+    }
+}
+
+/// A register is an operand of its own kind; renumbering and substitution leave it as it is.
+impl Operand for RegisterId {
+    fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {
+        f(OperandUse::Register(*self, access));
+    }
+
+    fn map(&self, _m: &mut OperandMap<'_>) -> Self {
+        *self
+    }
+}
+
+/// An immediate names nothing; a register value names its register.
+impl Operand for RegisterValue {
+    fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {
+        if let RegisterValue::Reg { reg } = self {
+            f(OperandUse::Register(*reg, access));
+        }
+    }
+
+    fn map(&self, _m: &mut OperandMap<'_>) -> Self {
+        *self
+    }
+}
+
+/// A list of operands names what each names, in order (`dma_compute`'s sources).
+impl<T: Operand> Operand for Vec<T> {
+    fn visit<'a>(&'a self, access: Access, f: &mut dyn FnMut(OperandUse<'a>)) {
+        self.iter().for_each(|v| v.visit(access, f));
+    }
+
+    fn map(&self, m: &mut OperandMap<'_>) -> Self {
+        self.iter().map(|v| v.map(m)).collect()
+    }
+
+    fn operators(&self, f: &mut dyn FnMut(BinOp)) {
+        self.iter().for_each(|v| v.operators(f));
     }
 }
 

@@ -5,7 +5,9 @@
 //! frontend traces that way (one scope per iteration, loop indices as plain integers). Unrolling
 //! a Rust-traced program the same way makes the two directly comparable: each iteration becomes
 //! a one-trip loop (so tiles allocated in it still die at its end), loop indices become
-//! constants, and every execution of an allocation gets its own tile.
+//! constants, and every execution of an allocation gets its own tile. A device loop stays a
+//! loop (its trip count is only known at run time), its body unrolled inside it, one device loop
+//! per copy of the statement.
 
 use super::{Program, Stmt, TileId, TileRegion};
 use crate::affine::{AffineExpr, LoopVar};
@@ -18,6 +20,7 @@ pub fn unroll(program: &Program) -> Program {
         program,
         tiles: Vec::new(),
         loops: Vec::new(),
+        device_loops: Vec::new(),
         tile_map: vec![TileId(u32::MAX); program.tiles.len()],
         values: vec![0; program.loops.len()],
     };
@@ -29,6 +32,8 @@ pub fn unroll(program: &Program) -> Program {
         outputs: program.outputs.clone(),
         tiles: u.tiles,
         loops: u.loops,
+        registers: program.registers.clone(),
+        device_loops: u.device_loops,
         body,
     }
 }
@@ -37,6 +42,7 @@ struct Unroller<'p> {
     program: &'p Program,
     tiles: Vec<super::TileDecl>,
     loops: Vec<LoopDecl>,
+    device_loops: Vec<super::DeviceLoopDecl>,
     /// The unrolled tile each original tile currently stands for.
     tile_map: Vec<TileId>,
     /// The current value of each original loop variable.
@@ -78,6 +84,13 @@ impl Unroller<'_> {
                         let body = self.block(body);
                         out.push(Stmt::Loop { var: new_var, body });
                     }
+                }
+                Stmt::DeviceLoop { id, body } => {
+                    let new_id = super::DeviceLoopId(self.device_loops.len() as u32);
+                    self.device_loops
+                        .push(self.program.device_loops[id.0 as usize].clone());
+                    let body = self.block(body);
+                    out.push(Stmt::DeviceLoop { id: new_id, body });
                 }
             }
         }
@@ -151,6 +164,20 @@ fn compare_blocks(
                     true
                 }
             }
+            (Stmt::DeviceLoop { id: i, body: bx }, Stmt::DeviceLoop { id: j, body: by }) => {
+                let (d, e) = (
+                    &pa.device_loops[i.0 as usize],
+                    &pb.device_loops[j.0 as usize],
+                );
+                if i != j || d.control != e.control {
+                    false
+                } else {
+                    if let Some(diff) = compare_blocks(pa, pb, bx, by, n) {
+                        return Some(diff);
+                    }
+                    true
+                }
+            }
             _ => false,
         };
         if !same {
@@ -169,6 +196,7 @@ fn describe(s: &Stmt) -> String {
         Stmt::Alloc { tile } => format!("alloc t{}", tile.0),
         Stmt::Inst(i) => format!("{} at {}", i.op.name(), i.loc),
         Stmt::Loop { .. } => "a loop iteration".into(),
+        Stmt::DeviceLoop { .. } => "a device loop".into(),
     }
 }
 
@@ -190,6 +218,10 @@ fn describe_in(p: &Program, s: &Stmt) -> String {
         Stmt::Loop { var, .. } => {
             let l = &p.loops[var.0 as usize];
             format!("loop {:?} of {} at {}", l.kind, l.trip, l.loc)
+        }
+        Stmt::DeviceLoop { id, .. } => {
+            let l = &p.device_loops[id.0 as usize];
+            format!("device loop {:?} at {}", l.control, l.loc)
         }
     }
 }

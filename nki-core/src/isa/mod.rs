@@ -11,7 +11,9 @@
 //! `matmul` (the tensor engine's), `mx` (`quantize_mx`, `nc_matmul_mx`: MX data and its
 //! scales), `partition` (the
 //! cross-partition `tensor_partition_reduce`, `nc_stream_shuffle`), `predicated` (`tensor_copy_predicated`, `select_reduce`, `affine_select`), `random` (`rng`, `rand2`, `dropout`,
-//! `set_rng_seed`, `rand_set_state`, `rand_get_state`), `selection` (the vector engine's `max8`, `nc_find_index8`,
+//! `set_rng_seed`, `rand_set_state`, `rand_get_state`), `register` (the engine sequencers'
+//! `register_alloc`, `register_move`, `register_load`, `register_store`, and the DMA engines'
+//! `dma_compute`), `selection` (the vector engine's `max8`, `nc_find_index8`,
 //! `nc_match_replace8`) and `statistics` (`bn_stats`, `bn_aggr`); this module holds
 //! their operand types and the shape checks they share.
 
@@ -33,6 +35,7 @@ pub(crate) mod operators;
 mod partition;
 mod predicated;
 mod random;
+mod register;
 mod selection;
 mod statistics;
 pub use activation::{
@@ -66,6 +69,10 @@ pub use predicated::{affine_select, select_reduce, tensor_copy_predicated};
 pub use random::{
     GPSIMD_STATE_WORDS, RAND2_DTYPES, RNG_DTYPES, VECTOR_STATE_WORDS, dropout, rand_get_state,
     rand_set_state, rand2, rng, set_rng_seed, state_words,
+};
+pub use register::{
+    DMA_COMPUTE_MAX_SOURCES, DmaComputeArgs, dma_compute, register_alloc, register_load,
+    register_move, register_store,
 };
 pub use selection::{
     SELECT8_MAX_ELEMENTS, SELECT8_MIN_ELEMENTS, max8, nc_find_index8, nc_match_replace8,

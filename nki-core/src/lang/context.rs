@@ -8,8 +8,8 @@ use crate::affine::LoopVar;
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{
-    HbmDecl, HbmId, HbmKind, Instruction, LoopDecl, LoopKind, Op, Program, Stmt, TileDecl,
-    TileRegion,
+    DeviceLoopDecl, DeviceLoopId, HbmDecl, HbmId, HbmKind, Instruction, LoopControl, LoopDecl,
+    LoopKind, Op, Program, RegisterDecl, RegisterId, Stmt, TileDecl, TileRegion,
 };
 use crate::lang::hbm::Hbm;
 use crate::loc::SourceLoc;
@@ -23,14 +23,25 @@ pub(crate) struct StmtRef {
     index: usize,
 }
 
+/// A loop whose body is being recorded.
+#[derive(Clone, Copy, Debug)]
+enum OpenLoop {
+    /// A static loop.
+    Static(LoopVar),
+    /// A device loop.
+    Device(DeviceLoopId),
+}
+
 pub(crate) struct Builder {
     pub(crate) target: Target,
     pub(crate) hbm: Vec<HbmDecl>,
     pub(crate) tiles: Vec<TileDecl>,
     pub(crate) loops: Vec<LoopDecl>,
+    pub(crate) registers: Vec<RegisterDecl>,
+    pub(crate) device_loops: Vec<DeviceLoopDecl>,
     blocks: Vec<Vec<Stmt>>,
     /// Loops whose bodies are being recorded, innermost last (`blocks` has one more entry).
-    open_loops: Vec<LoopVar>,
+    open_loops: Vec<OpenLoop>,
     error: Option<NkiError>,
 }
 
@@ -120,6 +131,8 @@ impl Builder {
             hbm: Vec::new(),
             tiles: Vec::new(),
             loops: Vec::new(),
+            registers: Vec::new(),
+            device_loops: Vec::new(),
             blocks: vec![Vec::new()],
             open_loops: Vec::new(),
             error: None,
@@ -147,17 +160,50 @@ impl Builder {
         self.loops.push(LoopDecl { trip, kind, loc });
         self.blocks.push(Vec::new());
         let var = LoopVar(self.loops.len() as u32 - 1);
-        self.open_loops.push(var);
+        self.open_loops.push(OpenLoop::Static(var));
         var
     }
 
-    /// Closes the innermost open loop; `false` when no loop is open.
+    /// A new register named `name` (`r{id}` when empty), allocated at `loc`.
+    pub(crate) fn add_register(&mut self, name: &str, loc: SourceLoc) -> RegisterId {
+        let id = RegisterId(self.registers.len() as u32);
+        let name = if name.is_empty() {
+            format!("r{}", id.0)
+        } else {
+            name.to_string()
+        };
+        self.registers.push(RegisterDecl { name, loc });
+        id
+    }
+
+    /// Whether `reg` is a register of this trace.
+    pub(crate) fn has_register(&self, reg: RegisterId) -> bool {
+        (reg.0 as usize) < self.registers.len()
+    }
+
+    /// Declares a device loop and opens its body; returns its id.
+    pub(crate) fn open_device_loop(
+        &mut self,
+        control: LoopControl,
+        loc: SourceLoc,
+    ) -> DeviceLoopId {
+        self.device_loops.push(DeviceLoopDecl { control, loc });
+        self.blocks.push(Vec::new());
+        let id = DeviceLoopId(self.device_loops.len() as u32 - 1);
+        self.open_loops.push(OpenLoop::Device(id));
+        id
+    }
+
+    /// Closes the innermost open loop (static or device); `false` when no loop is open.
     pub(crate) fn close_loop(&mut self) -> bool {
-        let Some(var) = self.open_loops.pop() else {
+        let Some(open) = self.open_loops.pop() else {
             return false;
         };
-        let stmts = self.blocks.pop().expect("each open loop has its block");
-        self.push_stmt(Stmt::Loop { var, body: stmts });
+        let body = self.blocks.pop().expect("each open loop has its block");
+        self.push_stmt(match open {
+            OpenLoop::Static(var) => Stmt::Loop { var, body },
+            OpenLoop::Device(id) => Stmt::DeviceLoop { id, body },
+        });
         true
     }
 
@@ -202,12 +248,16 @@ impl Builder {
             }
         }
         if let Some(innermost) = self.open_loops.last() {
+            let loc = match innermost {
+                OpenLoop::Static(var) => self.loops[var.0 as usize].loc,
+                OpenLoop::Device(id) => self.device_loops[id.0 as usize].loc,
+            };
             return Err(author_error(
                 format!(
                     "kernel {name} finished with {} loop(s) still open",
                     self.open_loops.len()
                 ),
-                self.loops[innermost.0 as usize].loc,
+                loc,
             ));
         }
         let mut body = self.blocks.pop().expect("the top-level block is open");
@@ -219,6 +269,8 @@ impl Builder {
             outputs: outputs.to_vec(),
             tiles: self.tiles,
             loops: self.loops,
+            registers: self.registers,
+            device_loops: self.device_loops,
             body,
         })
     }

@@ -1,8 +1,10 @@
-//! Loops with symbolic indices, and the ragged-tiling helper.
+//! Loops with symbolic indices, device loops with register bounds, and the ragged-tiling
+//! helper.
 
 use crate::affine::AffineExpr;
-use crate::ir::LoopKind;
-use crate::lang::context::record_loop;
+use crate::ir::{LoopControl, LoopKind, RegisterValue};
+use crate::lang::context::{Builder, record_loop, with_builder};
+use crate::lang::register::Register;
 use crate::loc::SourceLoc;
 
 /// `nl.affine_range(n)`: independent iterations. The body is traced once with a symbolic index;
@@ -55,6 +57,82 @@ pub fn for_each_tile(total: usize, tile: usize, mut body: impl FnMut(TileSpan)) 
         body(TileSpan {
             start: AffineExpr::from(full * tile),
             size: rem,
+        });
+    }
+}
+
+/// Opens a device loop after checking its registers belong to the trace and its step is
+/// positive; `None` (the error recorded) otherwise.
+pub(crate) fn open_device_loop(
+    b: &mut Builder,
+    control: LoopControl,
+    loc: SourceLoc,
+) -> Option<crate::ir::DeviceLoopId> {
+    let what = match control {
+        LoopControl::Range { .. } => "dynamic_range",
+        LoopControl::While { .. } => "while_loop",
+    };
+    if let LoopControl::Range { step: 0, .. } = control {
+        b.fail(
+            loc,
+            format!("{what}: step must be a positive integer, got 0"),
+        );
+        return None;
+    }
+    if let Some(r) = control.reads().into_iter().find(|r| !b.has_register(*r)) {
+        b.fail(
+            loc,
+            format!(
+                "{what}: register #{} does not belong to this kernel's trace (a register kept \
+                 from another one?)",
+                r.0
+            ),
+        );
+        return None;
+    }
+    Some(b.open_device_loop(control, loc))
+}
+
+/// `nl.dynamic_range(start, stop, step)` (and `nl.fori_loop`): a loop the device runs, its
+/// bounds immediates or registers read when it starts, `step` a positive constant. The body is
+/// traced once with the index register, which holds the iteration's value when it runs.
+#[track_caller]
+pub fn dynamic_range(
+    start: impl Into<RegisterValue>,
+    stop: impl Into<RegisterValue>,
+    step: u32,
+    body: impl FnOnce(Register),
+) {
+    let loc = SourceLoc::caller();
+    let (start, stop) = (start.into(), stop.into());
+    let index = with_builder(|b| {
+        let index = b.add_register("", loc);
+        let control = LoopControl::Range {
+            start,
+            stop,
+            step,
+            index,
+        };
+        open_device_loop(b, control, loc).map(|_| Register(index))
+    });
+    if let Some(index) = index {
+        body(index);
+        with_builder(|b| {
+            b.close_loop();
+        });
+    }
+}
+
+/// `nl.while_loop` / `while reg:`: a loop the device runs while `cond` is nonzero, tested before
+/// each iteration. The body is traced once; it updates `cond` (`register_load`, `register_move`).
+#[track_caller]
+pub fn while_loop(cond: &Register, body: impl FnOnce()) {
+    let loc = SourceLoc::caller();
+    let control = LoopControl::While { cond: cond.0 };
+    if with_builder(|b| open_device_loop(b, control, loc)).is_some() {
+        body();
+        with_builder(|b| {
+            b.close_loop();
         });
     }
 }

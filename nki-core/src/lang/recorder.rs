@@ -9,8 +9,8 @@
 use crate::affine::{AffineExpr, LoopVar};
 use crate::dtype::DType;
 use crate::error::NkiError;
-use crate::ir::{HbmId, LoopKind, Program};
-use crate::lang::context::{BUILDER, Builder, InputSpec};
+use crate::ir::{HbmId, LoopControl, LoopKind, Program, RegisterId};
+use crate::lang::context::{BUILDER, Builder, InputSpec, with_builder};
 use crate::lang::hbm::{Hbm, HbmView, ViewDim, shared_constant, shared_hbm};
 use crate::loc::{SourceLoc, with_location};
 use crate::target::Target;
@@ -131,7 +131,38 @@ impl Recorder {
             .open_loop(trip, kind, loc)
     }
 
-    /// Closes the innermost open loop.
+    /// Opens a device loop (`nl.dynamic_range`, `nl.fori_loop`, `nl.while_loop`) at `loc`; its
+    /// statements go into its body until [`Recorder::close_loop`]. A counted loop gets a new
+    /// index register, returned (`None` for a `while`); the `index` of `control` is ignored.
+    /// A register of another trace or a zero step is a trace error.
+    pub fn open_device_loop(
+        &mut self,
+        control: LoopControl,
+        loc: SourceLoc,
+    ) -> Result<Option<RegisterId>, NkiError> {
+        self.record(loc, || {
+            with_builder(|b| {
+                let (control, index) = match control {
+                    LoopControl::Range {
+                        start, stop, step, ..
+                    } => {
+                        let index = b.add_register("", loc);
+                        let control = LoopControl::Range {
+                            start,
+                            stop,
+                            step,
+                            index,
+                        };
+                        (control, Some(index))
+                    }
+                    c @ LoopControl::While { .. } => (c, None),
+                };
+                crate::lang::loops::open_device_loop(b, control, loc).and(index)
+            })
+        })
+    }
+
+    /// Closes the innermost loop (static or device).
     pub fn close_loop(&mut self) -> Result<(), NkiError> {
         let closed = self
             .builder

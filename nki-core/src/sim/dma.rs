@@ -88,7 +88,11 @@ pub(crate) fn check_shapes(
 }
 
 /// One HBM side of a DMA: every element inside its tensor, and a written tensor an output.
-fn check_hbm_side(ctx: &Ctx<'_, '_>, a: &HbmAccess, write: bool) -> Result<(), NkiError> {
+pub(crate) fn check_hbm_side(
+    ctx: &Ctx<'_, '_>,
+    a: &HbmAccess,
+    write: bool,
+) -> Result<(), NkiError> {
     let buf = ctx.hbm[a.tensor.0 as usize];
     let (_, lo, hi) = flat_range(a, ctx.env);
     if lo < 0 || hi >= buf.numel() as i64 {

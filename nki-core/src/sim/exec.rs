@@ -25,6 +25,8 @@ pub(crate) struct Ctx<'a, 'b> {
     /// The engines' generator states (`None` where random-number instructions never run: in
     /// bands).
     pub(crate) prng: Option<&'b std::sync::Mutex<super::random::PrngState>>,
+    /// The register file (`None` where register instructions never run: in bands).
+    pub(crate) registers: Option<&'b super::register::Registers>,
 }
 
 impl Ctx<'_, '_> {
@@ -103,6 +105,11 @@ fn run<'a: 'p, 'p>(
             super::indirect::dma_rows(ctx, store, dst, src, s)?
         }
         Op::DmaCopy { dst, src } => dma(ctx, store, dst, src, s)?,
+        op @ (Op::RegisterAlloc { .. }
+        | Op::RegisterMove { .. }
+        | Op::RegisterLoad { .. }
+        | Op::RegisterStore { .. }
+        | Op::DmaCompute { .. }) => super::register::execute(ctx, store, op)?,
         Op::TensorTensor { dst, a, b, op, .. } if op.is_bitvec() => {
             bitvec::tensor_tensor(ctx, store, s, (dst, a, b), *op)?;
         }

@@ -23,6 +23,7 @@ mod partition;
 mod plan;
 mod pool;
 mod random;
+mod register;
 mod rounding;
 mod row_math;
 mod rows;
@@ -44,6 +45,7 @@ use store::TileStore;
 pub use band::plan::{BandPolicy, BandRegion};
 pub use parallel::parallel_loops;
 pub use plan::ExecPlan;
+pub use register::MAX_DEVICE_ITERATIONS;
 
 /// A read-only input buffer: little-endian elements of `dtype`, row-major `shape`.
 #[derive(Clone, Copy, Debug)]
@@ -338,6 +340,7 @@ pub(crate) fn simulate_planned(
         &sequential
     };
     let prng = std::sync::Mutex::new(random::PrngState::default());
+    let registers = std::sync::Mutex::new(register::RegisterFile::new(program.registers.len()));
     let runner = Runner {
         program,
         hbm: &hbm,
@@ -346,10 +349,12 @@ pub(crate) fn simulate_planned(
         poison: &plan.poison,
         release: &plan.release,
         loop_block: &plan.loop_block,
+        device_block: &plan.device_block,
         bands: &plan.bands,
         band_local: &plan.band_local,
         band_partitions: plan.band_partitions,
         prng: &prng,
+        registers: &registers,
     };
     let mut store = TileStore::new(program);
     let mut env = vec![0i64; program.loops.len()];
@@ -376,15 +381,87 @@ struct Runner<'r, 'a> {
     poison: &'r [bool],
     release: &'r [Vec<Vec<TileId>>],
     loop_block: &'r [usize],
+    device_block: &'r [usize],
     bands: &'r [Vec<BandRegion>],
     band_local: &'r [bool],
     band_partitions: usize,
     /// The engines' random-number generator states, from the documented default at the start
     /// of every simulation (`sim/random.rs`).
     prng: &'r std::sync::Mutex<random::PrngState>,
+    /// The registers, unwritten at the start of every simulation (`sim/register.rs`).
+    registers: &'r register::Registers,
 }
 
 impl<'a> Runner<'_, 'a> {
+    /// Runs a device loop: its body once per iteration, in order, the iterations decided by
+    /// the registers as they run (a counted loop reads its bounds once, when it starts, and
+    /// writes its index register before each iteration; a `while` tests its condition before
+    /// each one).
+    fn device_loop<'p>(
+        &self,
+        id: crate::ir::DeviceLoopId,
+        body: &[Stmt],
+        store: &mut TileStore<'p>,
+        env: &mut [i64],
+        scratch: &mut Scratch,
+    ) -> Result<(), NkiError>
+    where
+        'a: 'p,
+    {
+        use crate::ir::LoopControl;
+        let decl = &self.program.device_loops[id.0 as usize];
+        let inner = self.device_block[id.0 as usize];
+        let err = |message: String| NkiError::Simulation {
+            message,
+            instruction: "device loop",
+            loc: decl.loc,
+        };
+        let too_many = || {
+            err(format!(
+                "the loop ran {} iterations without ending",
+                register::MAX_DEVICE_ITERATIONS
+            ))
+        };
+        let mut runs = 0u64;
+        match &decl.control {
+            LoopControl::Range {
+                start,
+                stop,
+                step,
+                index,
+            } => {
+                let start = register::bound(self.registers, start, &err)?;
+                let stop = register::bound(self.registers, stop, &err)?;
+                let mut i = start;
+                while i < stop {
+                    runs += 1;
+                    if runs > register::MAX_DEVICE_ITERATIONS {
+                        return Err(too_many());
+                    }
+                    register::write(self.registers, *index, Some(i as i32));
+                    self.block(body, inner, store, env, scratch)?;
+                    i += i64::from((*step).max(1));
+                }
+            }
+            LoopControl::While { cond } => {
+                let unwritten = || {
+                    err(format!(
+                        "condition register r{} is read before anything wrote it",
+                        cond.0
+                    ))
+                };
+                while register::read(self.registers, *cond, unwritten)? != 0 {
+                    runs += 1;
+                    if runs > register::MAX_DEVICE_ITERATIONS {
+                        return Err(too_many());
+                    }
+                    self.block(body, inner, store, env, scratch)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn block<'p>(
         &self,
         body: &[Stmt],
@@ -437,6 +514,7 @@ impl<'a> Runner<'_, 'a> {
                         env,
                         inst,
                         prng: Some(self.prng),
+                        registers: Some(self.registers),
                     },
                     store,
                     scratch,
@@ -463,6 +541,9 @@ impl<'a> Runner<'_, 'a> {
                             self.block(body, inner, store, env, scratch)?;
                         }
                     }
+                }
+                Stmt::DeviceLoop { id, body } => {
+                    self.device_loop(*id, body, store, env, scratch)?;
                 }
             }
             for &tile in &self.release[block][i] {

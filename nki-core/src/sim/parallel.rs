@@ -8,7 +8,8 @@
 //! window along that coordinate by at least the window's size each iteration. A body with a
 //! random-number instruction never qualifies: the engines' generator states make those
 //! instructions depend on the order they run in (program order, as a sequential reading of the
-//! loop nest).
+//! loop nest); neither does one with a register instruction or a device loop (the registers are
+//! one state of the core, read and written in program order).
 
 use crate::affine::{AffineExpr, LoopVar};
 use crate::ir::{HbmAccess, HbmId, HbmKind, Instruction, LoopKind, Program, Stmt, TileId};
@@ -19,12 +20,16 @@ pub fn parallel_loops(program: &Program) -> Vec<bool> {
     let mut result = vec![false; program.loops.len()];
     fn visit(program: &Program, body: &[Stmt], result: &mut [bool]) {
         for s in body {
-            if let Stmt::Loop { var, body } = s {
-                let decl = &program.loops[var.0 as usize];
-                result[var.0 as usize] = decl.kind == LoopKind::Affine
-                    && decl.trip > 1
-                    && independent(program, *var, body);
-                visit(program, body, result);
+            match s {
+                Stmt::Loop { var, body } => {
+                    let decl = &program.loops[var.0 as usize];
+                    result[var.0 as usize] = decl.kind == LoopKind::Affine
+                        && decl.trip > 1
+                        && independent(program, *var, body);
+                    visit(program, body, result);
+                }
+                Stmt::DeviceLoop { body, .. } => visit(program, body, result),
+                Stmt::Alloc { .. } | Stmt::Inst(_) => {}
             }
         }
     }
@@ -32,20 +37,28 @@ pub fn parallel_loops(program: &Program) -> Vec<bool> {
     result
 }
 
+/// Calls `f` on every instruction of `body`, nested ones too; `false` when it holds a device
+/// loop.
 fn visit_body<'p>(
     body: &'p [Stmt],
     allocated: &mut HashSet<TileId>,
     f: &mut dyn FnMut(&'p Instruction),
-) {
+) -> bool {
+    let mut static_only = true;
     for s in body {
         match s {
             Stmt::Alloc { tile } => {
                 allocated.insert(*tile);
             }
             Stmt::Inst(i) => f(i),
-            Stmt::Loop { body, .. } => visit_body(body, allocated, f),
+            Stmt::Loop { body, .. } => static_only &= visit_body(body, allocated, f),
+            Stmt::DeviceLoop { body, .. } => {
+                visit_body(body, allocated, f);
+                static_only = false;
+            }
         }
     }
+    static_only
 }
 
 fn independent(program: &Program, var: LoopVar, body: &[Stmt]) -> bool {
@@ -55,8 +68,10 @@ fn independent(program: &Program, var: LoopVar, body: &[Stmt]) -> bool {
     let mut writes: BTreeMap<HbmId, Vec<&HbmAccess>> = BTreeMap::new();
     let mut prng = false;
     let mut dynamic_write = false;
-    visit_body(body, &mut allocated, &mut |inst| {
+    let mut registers = false;
+    let static_only = visit_body(body, &mut allocated, &mut |inst| {
         prng |= super::random::uses_prng(&inst.op);
+        registers |= inst.op.uses_registers();
         written_tiles.extend(inst.op.tile_writes().into_iter().map(|r| r.tile));
         for (access, is_write) in inst.op.hbm_accesses() {
             if program.hbm[access.tensor.0 as usize].kind != HbmKind::Output {
@@ -80,6 +95,8 @@ fn independent(program: &Program, var: LoopVar, body: &[Stmt]) -> bool {
     // iterations in program order.
     if prng
         || dynamic_write
+        || registers
+        || !static_only
         || !modest
         || reads_output
         || written_tiles.iter().any(|t| !allocated.contains(t))

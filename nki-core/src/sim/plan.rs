@@ -32,6 +32,8 @@ pub struct ExecPlan {
     pub(crate) release: Vec<Vec<Vec<TileId>>>,
     /// For each loop variable: the block of its body.
     pub(crate) loop_block: Vec<usize>,
+    /// For each device loop: the block of its body.
+    pub(crate) device_block: Vec<usize>,
     /// Per block, the runs of statements executed band by band, in statement order.
     pub(crate) bands: Vec<Vec<BandRegion>>,
     /// For each tile: does a banded run allocate it (its storage is one band's share)?
@@ -52,7 +54,7 @@ impl ExecPlan {
             partitions: policy.partitions.max(1),
             ..policy
         };
-        let (release, loop_block) = release_points(program);
+        let (release, loop_block, device_block) = release_points(program);
         let parallel = parallel_loops(program);
         let (bands, band_local) =
             band_regions(program, &release, &parallel, fused_multiply_add(), policy);
@@ -61,6 +63,7 @@ impl ExecPlan {
             poison: poison_needed(program),
             release,
             loop_block,
+            device_block,
             bands,
             band_local,
             band_partitions: policy.partitions,
@@ -107,6 +110,7 @@ impl ExecPlan {
         self.parallel.len() == program.loops.len()
             && self.poison.len() == program.tiles.len()
             && self.loop_block.len() == program.loops.len()
+            && self.device_block.len() == program.device_loops.len()
             && self.band_local.len() == program.tiles.len()
     }
 }
@@ -272,6 +276,8 @@ fn poison_needed(program: &Program) -> Vec<bool> {
                     let trips = program.loops[var.0 as usize].trip > 0;
                     walk(program, body, runs && trips, state);
                 }
+                // It may run no iteration: its writes cannot cover what is read after it.
+                Stmt::DeviceLoop { body, .. } => walk(program, body, false, state),
             }
         }
     }
@@ -280,13 +286,17 @@ fn poison_needed(program: &Program) -> Vec<bool> {
     state.iter().map(Poison::needed).collect()
 }
 
-/// [`ExecPlan::release`] and [`ExecPlan::loop_block`].
-fn release_points(program: &Program) -> (Vec<Vec<Vec<TileId>>>, Vec<usize>) {
+/// [`ExecPlan::release`], [`ExecPlan::loop_block`] and the device loops' blocks.
+type ReleasePoints = (Vec<Vec<Vec<TileId>>>, Vec<usize>, Vec<usize>);
+
+/// [`ExecPlan::release`], [`ExecPlan::loop_block`] and [`ExecPlan::device_block`].
+fn release_points(program: &Program) -> ReleasePoints {
     struct Walk {
         /// Per tile: the block that allocates it and the last statement there that uses it.
         owner: Vec<Option<(usize, usize)>>,
         release: Vec<Vec<Vec<TileId>>>,
         loop_block: Vec<usize>,
+        device_block: Vec<usize>,
     }
     impl Walk {
         /// Numbers the block, records its tiles' last uses; returns every tile it uses.
@@ -303,6 +313,10 @@ fn release_points(program: &Program) -> (Vec<Vec<Vec<TileId>>>, Vec<usize>) {
                     }
                     Stmt::Loop { var, body } => {
                         self.loop_block[var.0 as usize] = self.release.len();
+                        self.block(body)
+                    }
+                    Stmt::DeviceLoop { id, body } => {
+                        self.device_block[id.0 as usize] = self.release.len();
                         self.block(body)
                     }
                 };
@@ -325,6 +339,7 @@ fn release_points(program: &Program) -> (Vec<Vec<Vec<TileId>>>, Vec<usize>) {
         owner: vec![None; program.tiles.len()],
         release: Vec::new(),
         loop_block: vec![0; program.loops.len()],
+        device_block: vec![0; program.device_loops.len()],
     };
     walk.block(&program.body);
     for (t, owner) in walk.owner.iter().enumerate() {
@@ -332,7 +347,7 @@ fn release_points(program: &Program) -> (Vec<Vec<Vec<TileId>>>, Vec<usize>) {
             walk.release[block][last].push(TileId(t as u32));
         }
     }
-    (walk.release, walk.loop_block)
+    (walk.release, walk.loop_block, walk.device_block)
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ impl Walker {
                         ));
                     }
                 }
-                Stmt::Loop { body, .. } => {
+                Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => {
                     let id = self.next_block;
                     self.next_block += 1;
                     self.block_end.push(0);

@@ -9,6 +9,7 @@ mod liveness;
 mod mx;
 mod operands;
 mod operators;
+mod register;
 
 use crate::dtype::DType;
 use crate::error::{NkiError, ValidationError};
@@ -69,6 +70,9 @@ pub const RULES: &[&str] = &[
     "mx-scale-offset",
     "nc-matmul-mx-size",
     "nc-matmul-mx-tiling",
+    "dma-compute-sources",
+    "dma-compute-op",
+    "dma-compute-scales",
     "hbm-bounds",
     "hbm-size",
     "tile-region",
@@ -343,6 +347,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     gpsimd::check(program, inst)?;
     check_prng(program, inst)?;
     gather::check(program, inst)?;
+    register::check(program, inst)?;
     if let Op::RangeSelect {
         on_true,
         bound0,

@@ -106,6 +106,8 @@ fn packed_problem(program: &Program, inst: &Instruction) -> Option<(String, DTyp
                 let t = &program.hbm[a.tensor.0 as usize];
                 (format!("tensor {}", t.name), t.dtype)
             }
+            // A register holds an int32.
+            OperandUse::Register(..) => return,
         };
         if dtype.is_packed() {
             found = Some((name, dtype));

@@ -44,6 +44,7 @@ from typing import Any
 from torch_nki import _native
 from torch_nki.nki import isa, language, typing
 from torch_nki.nki._arrays import from_bytes, is_array, is_torch, packed, spec, to_bytes
+from torch_nki.nki._registers import check_closed
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import Trace, tracing
 from torch_nki.nki._values import DType, HbmTensor
@@ -183,6 +184,7 @@ class Kernel:
                 call_args.append(value)
         with tracing(t):
             result = self.fn(*call_args)
+            check_closed(t)
         outputs = result if isinstance(result, tuple | list) else (result,)
         if not all(isinstance(o, HbmTensor) and o.trace is t for o in outputs):
             raise TypeError(

@@ -43,12 +43,23 @@ class Trace:
         """Outputs allocated so far, in order."""
         self.prints: list[tuple[str, Any]] = []
         """``nl.device_print`` calls so far: their prefixes and the extra outputs they copy to."""
+        self.scopes: list[Any] = []
+        """The loop scopes open, innermost last (``torch_nki.nki._registers`` reads them)."""
 
     def at(self) -> tuple[str, int]:
         return location(2)
 
 
 _STATE = threading.local()
+
+NO_REORDER = "no_reorder"
+"""The scope an open ``nl.no_reorder()`` block pushes onto :attr:`Trace.scopes`."""
+
+
+def active() -> Trace | None:
+    """The trace running on this thread, if any."""
+    trace: Trace | None = getattr(_STATE, "trace", None)
+    return trace
 
 
 def current() -> Trace:

@@ -43,6 +43,16 @@ _NOTES = [
     "values for a group with inf/NaN), written at row 32(g/4) + g%4; `nc_matmul_mx` sums exact products in "
     "f64, rounded once to fp32. At the torch boundary packed data is bytes: `nki.packed(uint8_array, dtype)` "
     "in, uint8 out (docs/nki-frontend.md, MX data).",
+    "Registers and device loops (`register_alloc`, `register_move`, `register_load`, `register_store`, "
+    "`nl.dynamic_range`, `nl.fori_loop`, `nl.while_loop`, `while reg:`): a register is an int32, empty "
+    "until written (reading it then is a `SimulationError`); a device loop is traced once and simulated "
+    "by iterating (bounds read when it starts, a `while` tested before each iteration; after 2^24 "
+    "iterations a `SimulationError`), never in parallel; the cost model charges a loop whose trip count "
+    "is a register one iteration (docs/nki-frontend.md, Registers and device loops). `scalar_offset=` "
+    "access patterns are not part of this: not yet.",
+    "`dma_compute`: sources and `dst` in HBM or SBUF, summed in fp32 in row-major element order and "
+    "rounded once to `dst`; `nl.add` and unit scales only, as the docs say (`dma-compute-op`, "
+    "`dma-compute-scales`); the indirect read-modify-write forms (`vector_offset`) are not implemented.",
 ]
 """Simulator behaviour the table's rows cannot show (the coverage notes)."""
 

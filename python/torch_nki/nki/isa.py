@@ -8,7 +8,9 @@ Rust): every instruction of NKI 0.7 is here with its keyword signature (order an
 A call binds its arguments to the signature (a wrong keyword is a ``TypeError``, as in NKI),
 encodes each value the same way for every instruction and records one instruction through the
 native tracer, which checks each value against its declared kind and runs the same checks as a
-Rust kernel, with the calling line as its location. An instruction the frontend does not
+Rust kernel, with the calling line as its location (``register_alloc`` returns the
+``VirtualRegister`` it allocates; a one-element tensor as its value is ``register_alloc()`` then
+``register_load``). An instruction the frontend does not
 implement yet, or a keyword value it does not implement, raises ``NotImplementedError`` naming
 the call and the line; docs/nki-coverage.md lists what is implemented.
 """
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torch_nki.nki import language
+from torch_nki.nki._registers import VirtualRegister as VirtualRegister
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import current, location, unsupported
 from torch_nki.nki._values import HbmView, TileRegion
@@ -48,6 +51,8 @@ def _encode(value: Any) -> Any:
         # The region, its shape (for instructions that see its dims, dma_transpose), its walk.
         return value.operand()
     if isinstance(value, HbmView):
+        return value.operand()
+    if isinstance(value, VirtualRegister):
         return value.operand()
     if isinstance(value, language.Function):
         return ("fn", value.name, "|".join(value.kinds))
@@ -115,12 +120,12 @@ def _flatten_axis(name: str, arguments: dict[str, Any]) -> None:
     arguments["axis"] = 1
 
 
-def _instruction(spec: dict[str, Any]) -> Callable[..., None]:
+def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
     name = spec["name"]
     signature = _signature(spec)
     implemented = spec["status"] == "implemented"
 
-    def call(*args: Any, **kwargs: Any) -> None:
+    def call(*args: Any, **kwargs: Any) -> Any:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -129,9 +134,17 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., None]:
         if not implemented:
             raise unsupported(f"nisa.{name}", "not implemented yet (docs/nki-coverage.md)")
         bound.apply_defaults()
+        if name == "register_alloc" and isinstance(bound.arguments["x"], TileRegion | HbmView):
+            # A one-element tensor as the initial value (AWS's kernels write it): the register,
+            # then register_load from it.
+            reg = call()
+            FUNCTIONS["register_load"](reg, bound.arguments["x"])
+            return reg
         _flatten_axis(name, bound.arguments)
         values = {k: _encode(v) for k, v in bound.arguments.items()}
-        current().native.record(name, values, *location())
+        trace = current()
+        result = trace.native.record(name, values, *location())
+        return None if result is None else VirtualRegister(trace, result)
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = _doc(spec)
@@ -140,14 +153,12 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., None]:
     return call
 
 
-FUNCTIONS: dict[str, Callable[..., None]] = {
-    spec["name"]: _instruction(spec) for spec in SPEC["instructions"]
-}
+FUNCTIONS: dict[str, Callable[..., Any]] = {spec["name"]: _instruction(spec) for spec in SPEC["instructions"]}
 """Every ``nisa.<name>`` function, by name (also this module's attributes)."""
 globals().update(FUNCTIONS)
 
 
-def instruction(name: str) -> Callable[..., None]:
+def instruction(name: str) -> Callable[..., Any]:
     """The ``nisa.<name>`` function (for calls from within the frontend)."""
     return FUNCTIONS[name]
 

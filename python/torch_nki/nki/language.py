@@ -40,6 +40,11 @@ from torch_nki.nki._language_rest import (
     trunc as trunc,
 )
 from torch_nki.nki._random import dropout as dropout, rand as rand, random_seed as random_seed
+from torch_nki.nki._registers import (
+    dynamic_range as dynamic_range,
+    fori_loop as fori_loop,
+    while_loop as while_loop,
+)
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._tile_ops import (
     all as all,
@@ -59,7 +64,7 @@ from torch_nki.nki._tile_ops import (
     var as var,
     zeros_like as zeros_like,
 )
-from torch_nki.nki._trace import current, location, unsupported, where as _at
+from torch_nki.nki._trace import NO_REORDER, active, current, location, unsupported, where as _at
 from torch_nki.nki._values import DType, HbmTensor, HbmView, Tile, TileRegion, tile_shape
 
 #: Every element type, from the kernel dtype table (:mod:`torch_nki._dtypes`).
@@ -100,8 +105,18 @@ class NKIObject:
 def no_reorder() -> Iterator[None]:
     """``with nl.no_reorder():`` keeps the instructions in the block in program order. The
     simulator and the cost model already take instructions in program order, so the block
-    changes nothing here."""
-    yield
+    changes nothing here, except that a device loop (``nl.dynamic_range``, ``fori_loop``,
+    ``while_loop``) inside it is a ``TypeError``, as NKI refuses it."""
+    trace = active()
+    if trace is None:
+        yield
+        return
+    trace.scopes.append(NO_REORDER)
+    try:
+        yield
+    finally:
+        if trace.active and trace.scopes and trace.scopes[-1] == NO_REORDER:
+            trace.scopes.pop()
 
 
 sbuf = Buffer("sbuf")
@@ -266,10 +281,12 @@ def _scoped(kind: str, args: tuple[int, ...]) -> Iterator[int]:
     file, line = location()
     for i in range(*args):
         trace.native.open_loop(1, kind, file, line)
+        trace.scopes.append(kind)
         try:
             yield i
         finally:
             if trace.active:
+                trace.scopes.pop()
                 trace.native.close_loop()
 
 
@@ -281,36 +298,6 @@ def affine_range(*args: int) -> Iterator[int]:
 def sequential_range(*args: int) -> Iterator[int]:
     """``range`` whose iterations run in order and may carry state through tiles."""
     return _scoped("sequential", args)
-
-
-def _static_bounds(call: str, *bounds: Any) -> None:
-    """Device loops with runtime (register) bounds need the register instructions, which the
-    frontend does not implement yet; compile-time bounds unroll like ``sequential_range``."""
-    for b in bounds:
-        if b is not None and (isinstance(b, bool) or not isinstance(b, int)):
-            raise unsupported(
-                f"{call} with a bound of {type(b).__name__}",
-                "bounds are Python ints (register bounds: not yet)",
-            )
-
-
-def dynamic_range(start: int, stop: int | None = None, step: int = 1) -> Iterator[int]:
-    """``nl.dynamic_range``: a loop NKI runs on the device with dynamic bounds. With
-    compile-time bounds the frontend traces it as ``sequential_range`` (one scope per
-    iteration); the simulated result is the same, the program has one copy of the body per
-    iteration."""
-    _static_bounds("nl.dynamic_range", start, stop, step)
-    args = (start,) if stop is None else (start, stop, step)
-    return _scoped("sequential", args)
-
-
-def fori_loop(lower: int, upper: int, body_fun: Any, step: int = 1) -> None:
-    """``nl.fori_loop``: calls ``body_fun(i)`` for ``i`` in ``range(lower, upper, step)``, each
-    iteration its own scope (as ``dynamic_range``). NKI passes ``i`` as a VirtualRegister; here
-    it is the Python int, which every use of it in index arithmetic accepts."""
-    _static_bounds("nl.fori_loop", lower, upper, step)
-    for i in _scoped("sequential", (lower, upper, step)):
-        body_fun(i)
 
 
 def static_range(*args: int) -> Iterator[int]:

@@ -37,7 +37,6 @@ const fn i(
 }
 
 const IMPL: S = S::Implemented;
-const TODO: S = S::Planned;
 
 /// Every instruction, in the order of the API stubs.
 pub static INSTRUCTIONS: &[InstrSpec] = &[
@@ -607,7 +606,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Dma],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "quantize_mx",
@@ -683,7 +682,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[none("x", K::Int)],
         &[],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "register_move",
@@ -691,7 +690,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[req("dst", K::Register), req("src", K::Register)],
         &[],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "register_load",
@@ -699,7 +698,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[req("dst", K::Register), req("src", K::TensorIn)],
         &[],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     i(
         "register_store",
@@ -707,7 +706,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         &[req("dst", K::TensorOut), req("src", K::Register)],
         &[],
         T::ALL,
-        TODO,
+        IMPL,
     ),
     // The docstring names no engine; the vector engine is assumed, as for max8 and
     // nc_match_replace8.

@@ -191,6 +191,7 @@ fn ctx<'c, 'a>(frame: &'c Frame<'_, 'a>, inst: &'c Instruction) -> Ctx<'a, 'c> {
         env: frame.env,
         inst,
         prng: None,
+        registers: None,
     }
 }
 
@@ -247,7 +248,9 @@ fn run_band<'a: 'p, 'p>(
                     }
                 }
             },
-            Stmt::Loop { .. } => unreachable!("banded runs are straight-line"),
+            Stmt::Loop { .. } | Stmt::DeviceLoop { .. } => {
+                unreachable!("banded runs are straight-line")
+            }
         }
         for &tile in &frame.release[k] {
             store.release(tile);

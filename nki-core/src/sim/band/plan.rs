@@ -140,9 +140,13 @@ impl Finder<'_> {
             self.runs(id, body);
         }
         for s in body {
-            if let Stmt::Loop { var, body } = s {
-                let parallel = self.parallel[var.0 as usize];
-                self.block(body, in_parallel || parallel);
+            match s {
+                Stmt::Loop { var, body } => {
+                    let parallel = self.parallel[var.0 as usize];
+                    self.block(body, in_parallel || parallel);
+                }
+                Stmt::DeviceLoop { body, .. } => self.block(body, in_parallel),
+                Stmt::Alloc { .. } | Stmt::Inst(_) => {}
             }
         }
     }
@@ -180,7 +184,7 @@ impl Finder<'_> {
                         self.partition_local(&inst.op)
                             && (matches!(inst.op, Op::NcMatmul { .. }) || !touches_barred())
                     }
-                    Stmt::Loop { .. } => false,
+                    Stmt::Loop { .. } | Stmt::DeviceLoop { .. } => false,
                 });
                 if fits {
                     run_start.get_or_insert(i);
@@ -234,6 +238,10 @@ impl Finder<'_> {
             Op::NonzeroWithCount { .. } | Op::Topk { .. } => false,
             // They draw from (or set) an engine's generator states, in program order.
             op if crate::sim::random::uses_prng(op) => false,
+            // Registers are one state of the whole core, read and written in program order.
+            op if op.uses_registers() => false,
+            // Its k-th elements pair across the operands' partitions.
+            Op::DmaCompute { .. } => false,
             // A transpose moves elements across partitions; local_gather's indices come from
             // all 16 partitions of a core. (nc_n_gather is partition-local.)
             Op::DmaTranspose { .. } | Op::LocalGather { .. } => false,

@@ -10,7 +10,8 @@
 //! `("tile", id, p0, np, f0, nf, shape, pattern)` (`shape` the region's dims as the kernel
 //! shaped it, read by the instructions that see dims: `dma_transpose`; `pattern` see
 //! [`decode_region`]), an HBM view as `("hbm", id, offset, [(size, stride), ...])`,
-//! an `nl` function as `("fn", name, kind)`, an enum member as `("enum", enum, variant)`;
+//! an `nl` function as `("fn", name, kind)`, an enum member as `("enum", enum, variant)`, a
+//! register (`VirtualRegister`) as `("reg", id)`;
 //! numbers, booleans, `None`, `...` and lists as themselves.
 
 use nki_core::ir::{FreeDim, TileId, TileRegion};
@@ -204,13 +205,14 @@ impl<'py> Args<'py> {
             Kind::Ints | Kind::Numbers | Kind::Pattern | Kind::Cores | Kind::TensorsIn => {
                 value.is_instance_of::<PyTuple>() || value.is_instance_of::<PyList>()
             }
+            // A register `("reg", id)` or an int (each instruction says which it takes).
+            Kind::Register => {
+                Self::tagged(value, "reg")
+                    || (!value.is_instance_of::<pyo3::types::PyBool>()
+                        && value.is_instance_of::<pyo3::types::PyInt>())
+            }
             // `nl`-level kinds: no instruction takes them; accepted as they are.
-            Kind::Register
-            | Kind::Shape
-            | Kind::DType
-            | Kind::Buffer
-            | Kind::Callable
-            | Kind::Any => true,
+            Kind::Shape | Kind::DType | Kind::Buffer | Kind::Callable | Kind::Any => true,
         };
         if ok {
             Ok(())

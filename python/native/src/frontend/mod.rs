@@ -12,6 +12,7 @@
 mod args;
 mod instructions;
 mod program;
+mod registers;
 
 pub use program::Program;
 
@@ -19,7 +20,7 @@ use crate::errors::to_py_err;
 use crate::guard::entry_point;
 use args::Args;
 use nki_core::affine::AffineExpr;
-use nki_core::ir::{ActFn, BinOp, HbmId, LoopKind};
+use nki_core::ir::{ActFn, BinOp, HbmId, LoopControl, LoopKind, RegisterId, RegisterValue};
 use nki_core::isa::DmaArg;
 use nki_core::lang::{InputSpec, Recorder, ViewDim};
 use nki_core::language::{psum, sbuf};
@@ -263,23 +264,90 @@ impl Tracer {
     }
 
     /// Records `nisa.<name>(**values)` called at `file:line`: `values` holds every keyword of
-    /// the instruction's declaration (defaults applied), encoded as `args` describes.
+    /// the instruction's declaration (defaults applied), encoded as `args` describes. Returns
+    /// the id of the register `register_alloc` allocates (`None` for other instructions).
     fn record(
         &mut self,
         name: &str,
         values: Bound<'_, PyDict>,
         file: &str,
         line: u32,
-    ) -> PyResult<()> {
+    ) -> PyResult<Option<u32>> {
         crate::guard::guard("Tracer.record", || {
             let spec = ::nki_spec::instruction(name).ok_or_else(|| {
                 PyValueError::new_err(format!("nisa.{name} is not an NKI instruction"))
             })?;
             let a = Args::new(spec, values, format!("{file}:{line}"))?;
             let written = a.written_tiles()?;
-            instructions::record(self, &a, file, line)?;
+            let register = if registers::NAMES.contains(&name) {
+                registers::record(self, &a, name, file, line)?
+            } else {
+                instructions::record(self, &a, file, line)?;
+                None
+            };
             self.written.extend(written);
-            Ok(())
+            Ok(register)
+        })
+    }
+
+    /// Opens a device loop at `file:line`: `kind` `range` (`nl.dynamic_range` /
+    /// `nl.fori_loop`: `start` and `stop` registers `("reg", id)` or int32s, `step` a positive
+    /// int) or `while` (`nl.while_loop`: `start` the condition register). Returns the index
+    /// register of a range (`None` for a while); [`Tracer::close_loop`] closes it.
+    fn open_device_loop(
+        &mut self,
+        kind: &str,
+        start: Bound<'_, PyAny>,
+        stop: Bound<'_, PyAny>,
+        step: i64,
+        file: &str,
+        line: u32,
+    ) -> PyResult<Option<u32>> {
+        crate::guard::guard("Tracer.open_device_loop", || {
+            let bound = |v: &Bound<'_, PyAny>, what: &str| -> PyResult<RegisterValue> {
+                registers::decode_register(v, true).ok_or_else(|| {
+                    pyo3::exceptions::PyTypeError::new_err(format!(
+                        "{what} must be a VirtualRegister or an int32 ({file}:{line})"
+                    ))
+                })
+            };
+            let control = match kind {
+                "range" => {
+                    let step = u32::try_from(step).ok().filter(|s| *s > 0).ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "the step of a device loop must be a positive int, got {step} \
+                             ({file}:{line})"
+                        ))
+                    })?;
+                    LoopControl::Range {
+                        start: bound(&start, "start")?,
+                        stop: bound(&stop, "stop")?,
+                        step,
+                        index: RegisterId(0),
+                    }
+                }
+                "while" => match bound(&start, "the condition")? {
+                    RegisterValue::Reg { reg } => LoopControl::While { cond: reg },
+                    RegisterValue::Imm { .. } => {
+                        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                            "the condition of a while loop must be a VirtualRegister \
+                             ({file}:{line})"
+                        )));
+                    }
+                },
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "device loop kind `{other}` (expected range or while)"
+                    )));
+                }
+            };
+            let loc = python_loc(file, line);
+            let recorder = self.recorder()?;
+            let name = recorder.name().to_string();
+            let index = recorder
+                .open_device_loop(control, loc)
+                .map_err(|e| to_py_err(e, &name))?;
+            Ok(index.map(|r| r.0))
         })
     }
 
