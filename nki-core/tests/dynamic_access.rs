@@ -120,3 +120,45 @@ fn index_tiles_must_be_integer_and_shaped_per_row() {
         "{m}"
     );
 }
+
+/// Every row of `table`, doubled, copied through a device loop whose index register is the
+/// `scalar_offset` of both DMAs (NKI's dynamic-range index as a `VirtualRegister`).
+fn doubled_by_register() -> Program {
+    let inputs = vec![InputSpec {
+        name: "table".into(),
+        shape: vec![ROWS, COLS],
+        dtype: DType::F32,
+    }];
+    trace("rows", Target::Trn2, &inputs, |h| {
+        let out = shared_hbm(&[ROWS, COLS], DType::F32);
+        let t = sbuf([1, COLS], DType::F32);
+        dynamic_range(0, ROWS as i32, 1, |i| {
+            dma_copy(
+                &t,
+                h[0].rows(0usize, 1).register_offset(i.id(), COLS as i64),
+            );
+            tensor_scalar(&t, &t, BinOp::Multiply, 2.0);
+            dma_copy(out.rows(0usize, 1).register_offset(i.id(), COLS as i64), &t);
+        });
+        vec![out]
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_register_offset_moves_the_access_each_iteration() {
+    let p = doubled_by_register();
+    let table: Vec<f32> = (0..ROWS * COLS).map(|v| v as f32).collect();
+    let t: Vec<u8> = table.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let outs = simulate_to_vecs(&p, &[&t], SimOptions::default()).unwrap();
+    let got: Vec<f32> = outs[0]
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, table.iter().map(|v| 2.0 * v).collect::<Vec<_>>());
+    let source = emit_nki(&p);
+    assert!(
+        source.contains("table.ap(pattern=[[5, 1], [1, 5]], offset=0, scalar_offset=r"),
+        "{source}"
+    );
+}

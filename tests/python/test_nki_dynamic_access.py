@@ -128,3 +128,30 @@ def test_bad_indices_and_bad_index_tiles_are_clear_errors() -> None:
 
     with pytest.raises(ValueError, match=r"indexing of a view with a runtime offset"):
         chained(_table(10, 6))
+
+
+@nki.jit
+def doubled_rows(a):
+    """Each row read and written through the device loop's index register as ``scalar_offset``."""
+    n, d = a.shape
+    out = nl.ndarray((n, d), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((1, d), dtype=a.dtype, buffer=nl.sbuf)
+    for i in nl.dynamic_range(n):
+        nisa.dma_copy(dst=t, src=a.ap([[d, 1], [1, d]], 0, scalar_offset=i, indirect_dim=0))
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out.ap([[d, 1], [1, d]], 0, scalar_offset=i, indirect_dim=0), src=t)
+    return out
+
+
+def test_a_register_is_a_scalar_offset() -> None:
+    a = _table(6, 4)
+    np.testing.assert_array_equal(doubled_rows(a), 2 * a)
+    assert "scalar_offset=r" in nki_round_trip(doubled_rows, a)
+
+    @nki.jit
+    def register_as_vector_offset(table):
+        r = nisa.register_alloc(x=1)
+        return table.ap([[6, 2], [1, 6]], 0, vector_offset=r, indirect_dim=0)
+
+    with pytest.raises(TypeError, match=r"vector_offset must be an SBUF tile, got VirtualRegister"):
+        register_as_vector_offset(_table(10, 6))

@@ -297,8 +297,11 @@ impl Emitter<'_> {
     /// reshaped to `(numel / scale, scale)` when no dim of its own has that stride).
     fn dynamic_hbm(&self, a: &HbmAccess, d: &DynamicOffset, name: &str, shape: &[usize]) -> String {
         let (keyword, index, scale) = match d {
-            DynamicOffset::Scalar { index, scale } => ("scalar_offset", index, *scale),
-            DynamicOffset::Vector { index, scale } => ("vector_offset", index, *scale),
+            DynamicOffset::Scalar { index, scale } => ("scalar_offset", self.region(index), *scale),
+            DynamicOffset::Vector { index, scale } => ("vector_offset", self.region(index), *scale),
+            DynamicOffset::Register { reg, scale } => {
+                ("scalar_offset", format!("r{}", reg.0), *scale)
+            }
         };
         let stride_of = |k: usize| shape[k + 1..].iter().product::<usize>() as i64;
         let (base, dim) = match (0..shape.len()).find(|&k| stride_of(k) == scale) {
@@ -310,10 +313,9 @@ impl Emitter<'_> {
             }
         };
         format!(
-            "{base}.ap(pattern={}, offset={}, {keyword}={}, indirect_dim={dim})",
+            "{base}.ap(pattern={}, offset={}, {keyword}={index}, indirect_dim={dim})",
             hbm_pattern(a),
             python_expr(&a.offset),
-            self.region(index)
         )
     }
 }

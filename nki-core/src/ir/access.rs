@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{HbmId, TileRegion};
+use super::{HbmId, RegisterId, TileRegion};
 use crate::affine::AffineExpr;
 
 /// An access pattern into an HBM tensor: row `p` (a tile partition) starts at flat element
@@ -48,6 +48,14 @@ pub enum DynamicOffset {
         /// Elements per index step.
         scale: i64,
     },
+    /// `scalar_offset=` with a `VirtualRegister` (a `nl.dynamic_range` index, a loaded
+    /// register): the register's value when the DMA runs moves the whole access.
+    Register {
+        /// The register.
+        reg: RegisterId,
+        /// Elements per index step.
+        scale: i64,
+    },
     /// `vector_offset=`: row `r` of the access starts at `offset + index[r]·scale` (partition
     /// `r` of the `(rows, 1)` region); the pattern's row step is not used, as the NKI docs say.
     Vector {
@@ -59,10 +67,13 @@ pub enum DynamicOffset {
 }
 
 impl DynamicOffset {
-    /// The tile region holding the indices.
-    pub fn index(&self) -> &TileRegion {
+    /// The tile region holding the indices (none for a register).
+    pub fn index(&self) -> Option<&TileRegion> {
         match self {
-            DynamicOffset::Scalar { index, .. } | DynamicOffset::Vector { index, .. } => index,
+            DynamicOffset::Scalar { index, .. } | DynamicOffset::Vector { index, .. } => {
+                Some(index)
+            }
+            DynamicOffset::Register { .. } => None,
         }
     }
 }

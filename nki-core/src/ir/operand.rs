@@ -110,8 +110,14 @@ impl Operand for DmaOperand {
             DmaOperand::Tile { region } => f(OperandUse::Tile(region, access)),
             DmaOperand::Hbm { access: hbm } => {
                 // A runtime offset's indices are read, whichever way the data moves.
-                if let Some(d) = &hbm.dynamic {
-                    f(OperandUse::Tile(d.index(), Access::Read));
+                match hbm.dynamic.as_deref() {
+                    Some(DynamicOffset::Register { reg, .. }) => {
+                        f(OperandUse::Register(*reg, Access::Read))
+                    }
+                    Some(d) => d.index().into_iter().for_each(|r| {
+                        f(OperandUse::Tile(r, Access::Read));
+                    }),
+                    None => {}
                 }
                 f(OperandUse::Hbm(hbm, access))
             }
@@ -134,6 +140,10 @@ impl Operand for DmaOperand {
                             },
                             DynamicOffset::Vector { index, scale } => DynamicOffset::Vector {
                                 index: (m.tile)(index),
+                                scale: *scale,
+                            },
+                            DynamicOffset::Register { reg, scale } => DynamicOffset::Register {
+                                reg: *reg,
                                 scale: *scale,
                             },
                         })

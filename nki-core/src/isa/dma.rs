@@ -271,13 +271,17 @@ pub fn dma_transpose(
 /// trace's tiles, of an integer dtype, `(1, 1)` for `scalar_offset` and `(rows, 1)` for
 /// `vector_offset`.
 fn dynamic_problem(b: &Builder, d: &DynamicOffset, rows: usize) -> Option<String> {
-    let index = d.index();
+    let Some(index) = d.index() else {
+        // A register is an int32 of this trace (the recorder hands them out).
+        return None;
+    };
     if let Some(m) = b.region_problem(index) {
         return Some(format!("the offset index: {m}"));
     }
     let (kind, want) = match d {
         DynamicOffset::Scalar { .. } => ("scalar_offset", [1, 1]),
         DynamicOffset::Vector { .. } => ("vector_offset", [rows, 1]),
+        DynamicOffset::Register { .. } => unreachable!("a register has no index tile"),
     };
     let dtype = b.tiles[index.tile.0 as usize].dtype;
     if dtype.is_float() {

@@ -2,7 +2,9 @@
 
 use crate::affine::AffineExpr;
 use crate::dtype::DType;
-use crate::ir::{DynamicOffset, HbmAccess, HbmDecl, HbmId, HbmKind, IndexDomain, TileRegion};
+use crate::ir::{
+    DynamicOffset, HbmAccess, HbmDecl, HbmId, HbmKind, IndexDomain, RegisterId, TileRegion,
+};
 use crate::lang::context::with_builder;
 use crate::loc::SourceLoc;
 
@@ -363,6 +365,13 @@ impl HbmView {
             index: index.into(),
             scale,
         });
+        self
+    }
+
+    /// NKI's `scalar_offset=` with a register (`VirtualRegister`): the whole view moved by the
+    /// register's value when the DMA runs, times `scale` elements.
+    pub fn register_offset(mut self, reg: RegisterId, scale: i64) -> HbmView {
+        self.dynamic = Some(DynamicOffset::Register { reg, scale });
         self
     }
 

@@ -3,9 +3,11 @@
 //! each row's offset is resolved from the index tile (an integer value, else a simulation
 //! error), and the row moves as a static one-row DMA, with that DMA's bounds, read-only and
 //! dtype rules: an index that sends a row outside its tensor is a simulation error naming the
-//! elements. Rows move in order.
+//! elements. A register offset (`scalar_offset=` a `VirtualRegister`) is read from the register
+//! file the same way. Rows move in order.
 
-use crate::ir::{DmaOperand, DynamicOffset, HbmAccess, TileRegion};
+use crate::NkiError;
+use crate::ir::{DmaOperand, DynamicOffset, HbmAccess, RegisterId, TileRegion};
 use crate::sim::dma::{check_shapes, dma, dma_shape};
 use crate::sim::exec::{Ctx, ExecError};
 use crate::sim::rows::Scratch;
@@ -57,6 +59,9 @@ fn row(
                 Some(DynamicOffset::Vector { index, scale }) => {
                     index_value(ctx, store, index, r)?.saturating_mul(*scale)
                 }
+                Some(DynamicOffset::Register { reg, scale }) => {
+                    register_value(ctx, *reg)?.saturating_mul(*scale) + rows
+                }
             };
             DmaOperand::Hbm {
                 access: HbmAccess {
@@ -88,4 +93,18 @@ fn index_value(
             .into());
     }
     Ok(v as i64)
+}
+
+/// The value register `reg` holds.
+fn register_value(ctx: &Ctx<'_, '_>, reg: RegisterId) -> Result<i64, ExecError> {
+    let registers = ctx.registers.ok_or_else(|| {
+        NkiError::Internal("a scalar_offset register read without the register file".into())
+    })?;
+    let value = crate::sim::register::read(registers, reg, || {
+        ctx.err(format!(
+            "scalar_offset register r{} is read before anything wrote it",
+            reg.0
+        ))
+    })?;
+    Ok(i64::from(value))
 }

@@ -35,14 +35,15 @@ class HbmView:
         tensor: HbmTensor,
         offset: int,
         dims: list[tuple[int, int]],
-        indirect: tuple[str, TileRegion, int] | None = None,
+        indirect: tuple[str, Any, int] | None = None,
     ) -> None:
         self.tensor = tensor
         self.offset = offset
         self.dims = dims
         """``[(size, stride), ...]``."""
         self.indirect = indirect
-        """A runtime offset: ``("scalar" | "vector", index tile view, elements per index)``."""
+        """A runtime offset: ``("scalar" | "vector", index tile view, elements per index)``, or
+        ``("register", VirtualRegister, elements per index)``."""
 
     def is_indirect(self) -> bool:
         """Whether the view has a runtime offset (``scalar_offset`` / ``vector_offset``)."""
@@ -80,7 +81,7 @@ class HbmView:
     ) -> HbmView:
         """NKI's access pattern: ``pattern=[[stride, count], ...]`` (outermost first) and
         ``offset`` in elements, relative to this view's first element. ``scalar_offset`` (a
-        ``(1, 1)`` integer tile) or ``vector_offset`` (a ``(rows, 1)`` one, ``indirect_dim``
+        ``(1, 1)`` integer tile or a ``VirtualRegister``) or ``vector_offset`` (a ``(rows, 1)`` one, ``indirect_dim``
         0) add a runtime offset: the index times the stride of this view's dim
         ``indirect_dim``, for the whole access or per row (whose pattern step is then not
         used), as the DMA runs."""
@@ -99,9 +100,14 @@ class HbmView:
                 f"{what}: indirect_dim {indirect_dim} is not a dim of the {self.shape} view ({where()})"
             )
         kind, index = ("scalar", scalar_offset) if scalar_offset is not None else ("vector", vector_offset)
+        from torch_nki.nki._registers import VirtualRegister
+
+        if kind == "scalar" and isinstance(index, VirtualRegister):
+            return HbmView(self.tensor, start, dims, ("register", index, self.dims[indirect_dim][1]))
         if not isinstance(index, TileRegion):
-            raise unsupported(
-                f"{what}({kind}_offset={index!r})", "a runtime offset is an SBUF tile (a register: not yet)"
+            raise TypeError(
+                f"{what}: {kind}_offset must be an SBUF tile"
+                f"{' or a VirtualRegister' if kind == 'scalar' else ''}, got {index!r} ({where()})"
             )
         if kind == "vector" and indirect_dim != 0:
             raise ValueError(f"{what}: vector_offset needs indirect_dim=0, as the NKI docs say ({where()})")
@@ -131,6 +137,7 @@ class HbmView:
         indirect = None
         if self.indirect is not None:
             kind, index, scale = self.indirect
+            # A tile view's operand tuple, or a register's ``("reg", id)``.
             indirect = (kind, index.operand(), scale)
         return ("hbm", self.tensor.id, self.offset, self.dims, indirect)
 

@@ -48,8 +48,8 @@ _NOTES = [
     "until written (reading it then is a `SimulationError`); a device loop is traced once and simulated "
     "by iterating (bounds read when it starts, a `while` tested before each iteration; after 2^24 "
     "iterations a `SimulationError`), never in parallel; the cost model charges a loop whose trip count "
-    "is a register one iteration (docs/nki-frontend.md, Registers and device loops). `scalar_offset=` "
-    "access patterns are not part of this: not yet.",
+    "is a register one iteration (docs/nki-frontend.md, Registers and device loops). A register is "
+    "also an access pattern's `scalar_offset=` (docs/nki-frontend.md, Runtime offsets).",
     "`dma_compute`: sources and `dst` in HBM or SBUF, summed in fp32 in row-major element order and "
     "rounded once to `dst`; `nl.add` and unit scales only, as the docs say (`dma-compute-op`, "
     "`dma-compute-scales`); the indirect read-modify-write forms (`vector_offset`) are not implemented.",

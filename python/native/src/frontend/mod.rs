@@ -127,6 +127,10 @@ impl Tracer {
                     return Ok(DmaArg::Hbm(view));
                 }
                 let (kind, index, scale): (String, Bound<'_, PyAny>, i64) = indirect.extract()?;
+                if kind == "register" {
+                    let (_, reg): (String, u32) = index.extract()?;
+                    return Ok(DmaArg::Hbm(view.register_offset(RegisterId(reg), scale)));
+                }
                 let index = args::decode_region(&index)?;
                 Ok(DmaArg::Hbm(match kind.as_str() {
                     "scalar" => view.scalar_offset(index, scale),
