@@ -109,10 +109,10 @@ def test_unsupported_api_names_the_call_and_line() -> None:
     @nki.jit
     def selecting(x):
         t = nl.load(x)
-        nisa.register_move(dst=t, src=t)  # not implemented yet
+        nisa.core_barrier(data=t, cores=[0, 1])  # not implemented yet
         return x
 
-    with pytest.raises(NotImplementedError, match=r"nisa\.register_move: not implemented yet") as info:
+    with pytest.raises(NotImplementedError, match=r"nisa\.core_barrier: not implemented yet") as info:
         nki.simulate(selecting)(_rand(4, 4))
     assert _line_of(selecting, "# not implemented yet") in str(info.value)
     with pytest.raises(AttributeError, match=r"NKI 0\.7 has no nisa\.no_such_instruction"):

@@ -115,8 +115,8 @@ def test_unimplemented_values_and_instructions_name_themselves() -> None:
     )
     with pytest.raises(NotImplementedError, match=r"nisa\.tensor_scalar\(reverse0=True\)"):
         nki.simulate(kernel)(_rand(4, 4))
-    kernel = _one_call(lambda t, x: nisa.register_move(dst=t, src=t))
-    with pytest.raises(NotImplementedError, match=r"nisa\.register_move: not implemented yet"):
+    kernel = _one_call(lambda t, x: nisa.core_barrier(data=t, cores=[0, 1]))
+    with pytest.raises(NotImplementedError, match=r"nisa\.core_barrier: not implemented yet"):
         nki.simulate(kernel)(_rand(4, 4))
 
 
@@ -147,7 +147,7 @@ def test_get_nc_version_answers_the_target() -> None:
 def test_docs_nki_coverage_md_is_the_generated_table() -> None:
     text = coverage.markdown()
     assert "| `tensor_tensor` | implemented | vector, gpsimd |" in text
-    assert "| `register_move` | not yet |" in text
+    assert "| `core_barrier` | not yet (multi-core) |" in text
     assert DOC.read_text(encoding="utf-8") == text, (
         "regenerate it: torch-nki coverage -o docs/nki-coverage.md"
     )
