@@ -81,10 +81,10 @@ class HbmView:
     ) -> HbmView:
         """NKI's access pattern: ``pattern=[[stride, count], ...]`` (outermost first) and
         ``offset`` in elements, relative to this view's first element. ``scalar_offset`` (a
-        ``(1, 1)`` integer tile or a ``VirtualRegister``) or ``vector_offset`` (a ``(rows, 1)`` one, ``indirect_dim``
-        0) add a runtime offset: the index times the stride of this view's dim
-        ``indirect_dim``, for the whole access or per row (whose pattern step is then not
-        used), as the DMA runs."""
+        ``(1, 1)`` integer tile or a ``VirtualRegister``) or ``vector_offset`` (a ``(rows, 1)``
+        integer tile, ``indirect_dim`` 0) add a runtime offset: the index times the stride of
+        this view's dim ``indirect_dim``, for the whole access or per row (whose pattern step is
+        then not used), as the DMA runs."""
         what = f"{self.tensor.name}.ap"
         self._static(".ap")
         if dtype is not None and str(getattr(dtype, "nki_name", dtype)) != self.dtype.nki_name:
