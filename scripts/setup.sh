@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up the Python side of torch-nki from a fresh clone, idempotently:
 #   1. a virtualenv at $TORCH_NKI_VENV (default: <repo>/.venv), created with `python3 -m venv` if missing;
-#   2. torch, numpy, pytest, maturin, ruff and mypy (pinned: $MYPY_VERSION) from PyPI (pip skips what
+#   2. torch, numpy, ml_dtypes, pytest, maturin, ruff and mypy (pinned: $MYPY_VERSION) from PyPI (pip skips what
 #      is already installed);
 #   3. the native module and the `torch_nki` package, built in release mode and installed editable
 #      (`maturin develop --release`), which also installs the `torch-nki` console script and the
@@ -45,8 +45,8 @@ torch_args=()
 if [[ -n "${TORCH_INDEX_URL:-}" ]]; then
     torch_args=(--extra-index-url "$TORCH_INDEX_URL")
 fi
-say "installing torch, numpy, matplotlib, pytest, maturin, ruff, mypy $MYPY_VERSION, transformers${TORCH_INDEX_URL:+ (torch index: $TORCH_INDEX_URL)}"
-"$vpy" -m pip install --quiet --disable-pip-version-check "${torch_args[@]}" torch numpy matplotlib pytest maturin ruff "mypy==$MYPY_VERSION" transformers
+say "installing torch, numpy, ml_dtypes, matplotlib, pytest, maturin, ruff, mypy $MYPY_VERSION, transformers${TORCH_INDEX_URL:+ (torch index: $TORCH_INDEX_URL)}"
+"$vpy" -m pip install --quiet --disable-pip-version-check "${torch_args[@]}" torch numpy ml_dtypes matplotlib pytest maturin ruff "mypy==$MYPY_VERSION" transformers
 
 if [[ "${TORCH_NKI_SKIP_BUILD:-0}" == "1" ]]; then
     say "TORCH_NKI_SKIP_BUILD=1: not building the native module"

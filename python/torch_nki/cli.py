@@ -256,6 +256,31 @@ def run_conformance(
     return 0
 
 
+def run_nkilib_suite(args: argparse.Namespace) -> int:
+    """``torch-nki nkilib-suite``: runs nki-library's tests on torch-nki, prints the report."""
+    from torch_nki import nkilib_suite
+
+    try:
+        report = nkilib_suite.run(
+            Path(args.path),
+            platform=args.platform,
+            tests=args.tests,
+            select=args.select,
+            every=args.every,
+            jobs=args.jobs,
+            timeout=args.timeout,
+            log=Path(args.log) if args.log else None,
+        )
+    except (FileNotFoundError, RuntimeError) as e:
+        print(f"torch-nki nkilib-suite: {e}")
+        return 2
+    text = report.markdown()
+    print(text, end="")
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    return 0
+
+
 def _seconds(text: str) -> float:
     """An argparse type: a number of seconds above 0."""
     try:
@@ -356,6 +381,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help="run each file in a child Python, killed after this",
     )
+    suite = sub.add_parser(
+        "nkilib-suite",
+        help="run aws-neuron/nki-library's own test suite (--test-mode simulation) on torch-nki",
+    )
+    suite.add_argument("path", help="a checkout of aws-neuron/nki-library")
+    suite.add_argument("--platform", default="trn2", choices=["trn1", "trn2", "trn3"])
+    suite.add_argument("--tests", default="test/integration", help="the tests to run, relative to PATH")
+    suite.add_argument("-k", dest="select", metavar="EXPR", help="only tests matching this pytest expression")
+    suite.add_argument("--every", type=_positive, default=1, help="run every N-th collected test (a sample)")
+    suite.add_argument("--jobs", type=_positive, default=1, help="pytest-xdist workers")
+    suite.add_argument("--timeout", type=_seconds, default=600, help="seconds per test")
+    suite.add_argument("--log", metavar="FILE", help="write pytest's output here")
+    suite.add_argument("-o", "--output", metavar="FILE", help="also write the Markdown report here")
     args = parser.parse_args(argv)
     for entry in args.load:
         path, _, namespace = entry.partition("=")
@@ -366,6 +404,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     if args.command == "conformance":
         return run_conformance(args.path, args.target, args.markdown, args.json, args.verbose, args.timeout)
+    if args.command == "nkilib-suite":
+        return run_nkilib_suite(args)
     if args.command == "swap":
         from torch_nki import workflow
 

@@ -171,15 +171,6 @@ def test_bad_operands_are_trace_errors_at_the_python_line() -> None:
         nki.simulate(mismatched_copy)(_rand(4, 4))
     assert info.value.location == _line_of(mismatched_copy, "# shapes differ")
 
-    @nki.jit
-    def writes_its_input(x):
-        t = nl.load(x)
-        nl.store(x, value=t)  # read-only
-        return x
-
-    with pytest.raises(TraceError, match="read-only"):
-        nki.simulate(writes_its_input)(_rand(4, 4))
-
 
 def test_python_level_mistakes_get_clear_errors() -> None:
     @nki.jit

@@ -44,6 +44,7 @@ from typing import Any
 from torch_nki import _native
 from torch_nki.nki import isa, language, typing
 from torch_nki.nki._arrays import from_bytes, is_array, is_torch, packed, spec, to_bytes
+from torch_nki.nki._inplace import write_back
 from torch_nki.nki._registers import check_closed
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import Trace, tracing
@@ -151,6 +152,12 @@ class Kernel:
         self.__wrapped__ = fn
         self._prints: list[str] = []
         """The ``nl.device_print`` prefixes of the last trace, in program order."""
+        self._returned = 0
+        """How many outputs the last trace's kernel returned."""
+        self._written: list[tuple[int, int]] = []
+        """The array arguments the last trace's kernel wrote: ``(argument, result)``, the
+        argument's position among the array arguments and the program output holding its
+        final contents (a returned one, or one after the outputs and prints)."""
 
     @property
     def target(self) -> str:
@@ -163,49 +170,60 @@ class Kernel:
             return _DEFAULT_TARGETS[-1]
         return _environment_target() or _DEFAULT_TARGETS[0]
 
-    def trace(self, *args: Any, target: str | None = None) -> Any:
-        """The kernel's :data:`Program` for these arguments (arrays become HBM inputs; other
-        arguments are compile-time constants passed through)."""
-        params = list(inspect.signature(self.fn).parameters)
-        inputs, call_args = [], []
-        for i, value in enumerate(args):
-            if is_array(value):
-                shape, dtype = spec(value)
-                name = params[i] if i < len(params) else f"arg{i}"
-                inputs.append((name, shape, dtype.native))
+    def trace(self, *args: Any, target: str | None = None, **kwargs: Any) -> Any:
+        """The kernel's :data:`Program` for these arguments, passed as the kernel's signature
+        takes them (arrays become HBM inputs, in the signature's order; other arguments are
+        compile-time constants passed through)."""
+        bound = self._bind(args, kwargs)
+        arrays = _arrays_of(bound)
+        inputs = []
+        for name, value in arrays:
+            shape, dtype = spec(value)
+            inputs.append((name, shape, dtype.native))
         t = Trace(self.__name__, target or self.target, inputs)
-        index = 0
-        for value in args:
-            if is_array(value):
-                name, shape, _ = inputs[index]
-                call_args.append(HbmTensor(index, name, shape, spec(value)[1], t))
-                index += 1
-            else:
-                call_args.append(value)
+        tensors = {
+            id(value): HbmTensor(index, name, shape, spec(value)[1], t, argument=index)
+            for index, ((name, value), (_, shape, _)) in enumerate(zip(arrays, inputs, strict=True))
+        }
+        _substitute(bound, tensors)
         with tracing(t):
-            result = self.fn(*call_args)
+            result = self.fn(*bound.args, **bound.kwargs)
             check_closed(t)
-        outputs = result if isinstance(result, tuple | list) else (result,)
+        outputs = () if result is None else result if isinstance(result, tuple | list) else (result,)
         if not all(isinstance(o, HbmTensor) and o.trace is t for o in outputs):
             raise TypeError(
                 f"torch_nki.nki: kernel {self.__name__} must return the nl.shared_hbm outputs it "
-                f"allocated in this call, got {result!r}"
+                f"allocated in this call (or arguments it wrote), got {result!r}"
             )
-        # nl.device_print's copies are outputs after the kernel's own (see _language_rest).
+        # nl.device_print's copies are outputs after the kernel's own (see _language_rest), and
+        # the arguments the kernel wrote after those (see _inplace).
         self._prints = [prefix for prefix, _ in t.prints]
-        return t.native.finish([o.id for o in outputs] + [p.id for _, p in t.prints])
+        self._returned = len(outputs)
+        results = [o.id for o in outputs] + [p.id for _, p in t.prints]
+        self._written = []
+        for w in t.written_inputs:
+            if w.id not in results:
+                results.append(w.id)
+            self._written.append((w.argument, results.index(w.id)))
+        return t.native.finish(results)
 
-    def __call__(self, *args: Any) -> Any:
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
+        try:
+            return inspect.signature(self.fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"nki kernel {self.__name__}: {e}") from None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _OBSERVERS:
-            return self._observed_call(args)
-        program = self.trace(*args)
+            return self._observed_call(args, kwargs)
+        program = self.trace(*args, **kwargs)
         program.validate()
-        return self._simulate(program, args)
+        return self._simulate(program, args, kwargs)
 
-    def _observed_call(self, args: tuple[Any, ...]) -> Any:
-        program = self._stage("trace", self.trace, *args)
+    def _observed_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        program = self._stage("trace", lambda: self.trace(*args, **kwargs))
         self._stage("validate", program.validate)
-        return self._stage("simulate", self._simulate, program, args)
+        return self._stage("simulate", self._simulate, program, args, kwargs)
 
     def _stage(self, stage: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Runs one stage of an observed call and reports its outcome to the observers."""
@@ -217,35 +235,67 @@ class Kernel:
         _notify(self, stage, None)
         return result
 
-    def _simulate(self, program: Any, args: tuple[Any, ...]) -> Any:
-        arrays = [a for a in args if is_array(a)]
+    def _simulate(self, program: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        arrays = [value for _, value in _arrays_of(self._bind(args, kwargs))]
         like_torch = any(is_torch(a) for a in arrays)
         buffers = program.simulate([to_bytes(a) for a in arrays])
         results = [
             from_bytes(bytes(b), shape, dtype, like_torch)
             for b, (shape, dtype) in zip(buffers, program.outputs(), strict=True)
         ]
+        for argument, result in self._written:
+            write_back(arrays[argument], results[result])
+        returned = results[: self._returned]
+        prints = results[self._returned : self._returned + len(self._prints)]
         if self._prints:
-            results = results[: len(results) - len(self._prints)] + _show_prints(
-                self._prints, buffers[len(buffers) - len(self._prints) :], program
-            )
-        return results[0] if len(results) == 1 else tuple(results)
+            _show_prints(self._prints, prints, program)
+        if not returned:
+            return None
+        return returned[0] if len(returned) == 1 else tuple(returned)
 
     def __repr__(self) -> str:
         return f"<nki kernel {self.__name__}>"
 
 
-def _show_prints(prefixes: list[str], buffers: list[Any], program: Any) -> list[Any]:
+def _show_prints(prefixes: list[str], values: list[Any], program: Any) -> None:
     """Prints each ``nl.device_print`` (its prefix, then its values as a NumPy array) and
-    records it in ``DEVICE_PRINTS``; returns no results (the prints are not kernel outputs)."""
+    records it in ``DEVICE_PRINTS`` (the prints are not kernel outputs)."""
+    import numpy as np
+
     from torch_nki.nki._language_rest import DEVICE_PRINTS
 
-    specs = program.outputs()[len(program.outputs()) - len(prefixes) :]
-    for prefix, buffer, (shape, dtype) in zip(prefixes, buffers, specs, strict=True):
-        values = from_bytes(bytes(buffer), shape, dtype, False)
-        print(prefix, values)
-        DEVICE_PRINTS.append((prefix, values))
-    return []
+    for prefix, value in zip(prefixes, values, strict=True):
+        shown = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+        print(prefix, shown)
+        DEVICE_PRINTS.append((prefix, shown))
+
+
+def _arrays_of(bound: inspect.BoundArguments) -> list[tuple[str, Any]]:
+    """The array arguments of a call, named by their parameters, in the signature's order
+    (``*args`` elements as ``args0``, ``args1``, ...; ``**kwargs`` ones by their keys)."""
+    arrays = []
+    for name, value in bound.arguments.items():
+        kind = bound.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            arrays += [(f"{name}{i}", v) for i, v in enumerate(value) if is_array(v)]
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            arrays += [(key, v) for key, v in value.items() if is_array(v)]
+        elif is_array(value):
+            arrays.append((name, value))
+    return arrays
+
+
+def _substitute(bound: inspect.BoundArguments, tensors: dict[int, HbmTensor]) -> None:
+    """Replaces each array argument of ``bound`` by its HBM tensor (``tensors``, by the
+    array's ``id``)."""
+    for name, value in bound.arguments.items():
+        kind = bound.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            bound.arguments[name] = tuple(tensors.get(id(v), v) for v in value)
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            bound.arguments[name] = {k: tensors.get(id(v), v) for k, v in value.items()}
+        else:
+            bound.arguments[name] = tensors.get(id(value), value)
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:

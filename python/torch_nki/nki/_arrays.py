@@ -13,12 +13,13 @@ from typing import Any
 
 from torch_nki._dtypes import KERNEL_DTYPES, NKI_TO_TORCH
 from torch_nki.nki._values import DType
-from torch_nki.nki.language import PACKED_DTYPES, as_dtype
+from torch_nki.nki.language import DTYPES, PACKED_DTYPES, as_dtype
 
 _SIZES = {d.name: d.itemsize for d in KERNEL_DTYPES}
 _PACKED = {d: _SIZES[d.native] for d in PACKED_DTYPES}
 """Bytes per element of each packed MX dtype."""
 _PACKED_NATIVE = {d.native: size for d, size in _PACKED.items()}
+_BY_NATIVE = {d.native: d for d in DTYPES}
 _INTEGER_TYPES = {"uint8", "int8", "uint16", "int16", "uint32", "int32", "int64", "uint64"}
 
 
@@ -57,6 +58,31 @@ def packed(data: Any, dtype: DType) -> Packed:
     kernel as an HBM tensor of the packed MX dtype (a uint8 ``[P, 4F]`` array is an fp8
     ``[P, F]`` tensor, a uint8 ``[P, 2F]`` one an fp4 ``[P, F]``)."""
     return Packed(data, dtype)
+
+
+def numpy_dtype(dtype: DType) -> Any:
+    """The NumPy dtype of ``dtype``'s host arrays: NumPy's own type of the same name (the IEEE
+    floats, the integers, ``bool_``), else ml_dtypes' (``bfloat16`` and the fp8 formats, which
+    use the same encodings: see the dtype table in docs/nki-coverage.md). Two have neither:
+    ``tfloat32`` is held as ``float32`` (its storage), and a packed MX type as one unsigned
+    word per element (``uint32`` for the fp8 ``_x4`` types, ``uint16`` for fp4), the layout
+    :func:`packed` reads."""
+    import numpy as np
+
+    name = dtype.nki_name
+    if dtype in PACKED_DTYPES:
+        return np.dtype(f"uint{8 * _PACKED[dtype]}")
+    if name == "tfloat32":
+        return np.dtype(np.float32)
+    if hasattr(np, name):
+        return np.dtype(getattr(np, name))
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError(
+            f"torch_nki.nki: NumPy arrays of {dtype!r} need the ml_dtypes package (pip install ml_dtypes)"
+        ) from None
+    return np.dtype(getattr(ml_dtypes, name))
 
 
 def is_array(value: Any) -> bool:
@@ -121,10 +147,4 @@ def from_bytes(data: bytes, shape: list[int], dtype: str, like_torch: bool) -> A
             raise TypeError(f"torch_nki.nki: outputs of dtype {dtype} have no torch equivalent")
         raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         return raw.view(NKI_TO_TORCH[dtype]).reshape(shape)
-    # NumPy has the IEEE types, the integers and bool (no bfloat16, no fp8), by torch's names.
-    numpy_dtypes = {d.name: np.dtype(name) for d in KERNEL_DTYPES if hasattr(np, name := d.torch_name or "")}
-    if dtype not in numpy_dtypes:
-        raise TypeError(
-            f"torch_nki.nki: an output is {dtype}, which NumPy cannot hold; pass torch tensors to get it"
-        )
-    return np.frombuffer(data, dtype=numpy_dtypes[dtype]).reshape(shape).copy()
+    return np.frombuffer(data, dtype=numpy_dtype(_BY_NATIVE[dtype])).reshape(shape).copy()

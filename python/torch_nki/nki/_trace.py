@@ -43,6 +43,9 @@ class Trace:
         """Outputs allocated so far, in order."""
         self.prints: list[tuple[str, Any]] = []
         """``nl.device_print`` calls so far: their prefixes and the extra outputs they copy to."""
+        self.written_inputs: list[Any] = []
+        """Kernel arguments the kernel wrote, in the order of their first write (each now an
+        output; see ``torch_nki.nki._inplace``)."""
         self.scopes: list[Any] = []
         """The loop scopes open, innermost last (``torch_nki.nki._registers`` reads them)."""
 

@@ -14,9 +14,12 @@ from torch_nki.nki import _views
 from torch_nki.nki._trace import current, unsupported, where
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DType:
-    """An NKI element type (``nl.float32``, ...)."""
+    """An NKI element type (``nl.float32``, ...). As in NKI, it is NumPy-compatible: host code
+    may pass it wherever NumPy takes a dtype (``np.zeros(shape, dtype=nl.bfloat16)``,
+    ``array.astype(nl.float8_e4m3fn)``), and it equals the NumPy dtype it stands for
+    (:attr:`dtype`; see :func:`torch_nki.nki._arrays.numpy_dtype` for which that is)."""
 
     nki_name: str
     native: str
@@ -24,6 +27,34 @@ class DType:
 
     def __repr__(self) -> str:
         return f"nl.{self.nki_name}"
+
+    @property
+    def dtype(self) -> Any:
+        """The NumPy dtype holding this type's host arrays (NumPy reads a ``dtype`` attribute
+        when it is given an object as a dtype)."""
+        from torch_nki.nki._arrays import numpy_dtype
+
+        return numpy_dtype(self)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return int(self.dtype.itemsize)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DType):
+            return self.native == other.native
+        if other is None or isinstance(other, int | float | Tile | TileRegion | HbmView):
+            return False
+        try:
+            import numpy as np
+
+            return bool(np.dtype(other) == self.dtype)  # type: ignore[call-overload]
+        except (TypeError, ImportError):
+            return False
+
+    def __hash__(self) -> int:
+        return hash(self.native)
 
 
 class HbmView:
@@ -158,12 +189,26 @@ class HbmView:
 class HbmTensor(HbmView):
     """A kernel argument, or an output allocated with ``nl.ndarray(..., buffer=nl.shared_hbm)``."""
 
-    def __init__(self, tensor_id: int, name: str, shape: Sequence[int], dtype: DType, trace: object) -> None:
+    def __init__(
+        self,
+        tensor_id: int,
+        name: str,
+        shape: Sequence[int],
+        dtype: DType,
+        trace: object,
+        argument: int | None = None,
+    ) -> None:
         self.id = tensor_id
         self.trace = trace
         """The trace that made it (its id means nothing in another)."""
         self.name = name
         self._dtype = dtype
+        self.argument = argument
+        """For a kernel argument, its position among the array arguments (``None`` for an
+        output the kernel allocated)."""
+        self.written = False
+        """A kernel argument the kernel has written: :attr:`id` now names the output holding
+        its contents (see ``torch_nki.nki._inplace``)."""
         dims, stride = [], 1
         for s in reversed(shape):
             dims.append((int(s), stride))

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torch_nki.nki import language
+from torch_nki.nki._inplace import WRITE_KINDS, make_writable
 from torch_nki.nki._registers import VirtualRegister as VirtualRegister
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import current, location, unsupported
@@ -124,6 +125,7 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
     name = spec["name"]
     signature = _signature(spec)
     implemented = spec["status"] == "implemented"
+    written = [p["name"] for p in spec["params"] if p["kind"] in WRITE_KINDS]
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -141,6 +143,8 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
             FUNCTIONS["register_load"](reg, bound.arguments["x"])
             return reg
         _flatten_axis(name, bound.arguments)
+        for param in written:
+            make_writable(bound.arguments[param], FUNCTIONS["dma_copy"])
         values = {k: _encode(v) for k, v in bound.arguments.items()}
         trace = current()
         result = trace.native.record(name, values, *location())

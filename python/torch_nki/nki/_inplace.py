@@ -1,0 +1,56 @@
+"""Kernels that write their arguments (NKI's ``nt.mutable_tensor``, the in-place outputs of
+AWS's kernel library).
+
+The Program IR keeps kernel inputs read-only. The first instruction that writes an argument
+makes it copy-on-write: a ``shared_hbm`` output of the argument's shape and dtype is allocated,
+one ``dma_copy`` copies the argument into it, and from then on every view of the argument
+(those made earlier included) names that output. The kernel therefore reads what it wrote, and
+what it read before the first write was the argument as passed. After the run the argument's
+final contents are copied back into the caller's array (NumPy arrays and torch tensors are
+updated in place, as on the device), and a kernel that returns the argument returns them.
+
+The copy is one more DMA in the instruction stream (and in the cost estimate) than the device
+runs; ``Kernel.trace`` records it at the line of the first write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch_nki.nki._trace import Trace, current, location
+from torch_nki.nki._values import HbmTensor, HbmView
+
+WRITE_KINDS = frozenset({"tile_out", "tensor_out"})
+"""The parameter kinds (of the instruction declarations) an instruction writes."""
+
+
+def make_writable(value: Any, dma_copy: Any) -> None:
+    """Makes every kernel argument ``value`` views (a view, or a list of them) copy-on-write
+    before an instruction writes it; ``dma_copy`` is ``nisa.dma_copy``."""
+    for view in value if isinstance(value, list | tuple) else (value,):
+        if not isinstance(view, HbmView):
+            continue
+        tensor = view.tensor
+        if isinstance(tensor, HbmTensor) and tensor.argument is not None and not tensor.written:
+            _copy_on_write(current(), tensor, dma_copy)
+
+
+def _copy_on_write(trace: Trace, tensor: HbmTensor, dma_copy: Any) -> None:
+    file, line = location(3)
+    index = trace.native.output(list(tensor.shape), tensor.dtype.native, file, line)
+    copy = HbmTensor(index, tensor.name, tensor.shape, tensor.dtype, trace)
+    dma_copy(dst=copy, src=tensor)
+    tensor.id = index
+    tensor.written = True
+    trace.written_inputs.append(tensor)
+
+
+def write_back(argument: Any, result: Any) -> None:
+    """Copies a written argument's final contents (``result``, an array of its shape and
+    dtype) into the caller's ``argument``, when that is a writable NumPy array or a torch
+    tensor; anything else is left as it was."""
+    if hasattr(argument, "copy_") and hasattr(argument, "detach"):
+        argument.copy_(result)
+        return
+    flags = getattr(argument, "flags", None)
+    if flags is not None and flags.writeable:
+        argument[...] = result

@@ -1,0 +1,207 @@
+"""Running aws-neuron/nki-library's own test suite on torch-nki (``torch-nki nkilib-suite``).
+
+nki-library's integration tests run in ``--test-mode simulation`` against AWS's NKI CPU
+simulator package. :func:`run` runs them, from a user's checkout, on torch-nki instead: a
+pytest subprocess with :data:`SHIMS` first on ``PYTHONPATH`` (``nki_cpu_simulator``, ``nki``
+and the stand-ins, see ``shims/README.md``) and :mod:`torch_nki.nkilib_suite.plugin` loaded,
+then reads its JUnit XML into a :class:`Report`: the counts and a table of the failures by
+cause. torch-nki contains none of nki-library's code; docs/nki-library.md has the setup, the
+command and the last measurement."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SHIMS = Path(__file__).parent / "shims"
+"""The directory put first on ``PYTHONPATH`` for the suite."""
+
+TEST_DEPENDENCIES = [
+    "pandas",
+    "boto3",
+    "fabric2",
+    "aws-embedded-metrics",
+    "filelock",
+    "plotext",
+    "pytest-xdist",
+    "pytest-metadata",
+    "pytest-html",
+    "pytest-timeout",
+    "allpairspy",
+    "scipy",
+    "pyyaml",
+    "ml_dtypes",
+]
+"""What nki-library's test framework imports (its ``test`` extra, from PyPI), plus
+pytest-timeout and ml_dtypes, which the run uses."""
+
+
+@dataclass
+class Report:
+    """The outcome of one suite run."""
+
+    passed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    """Failed or erroring test → its cause (see :func:`cause`)."""
+    skipped: int = 0
+    collected_errors: list[str] = field(default_factory=list)
+
+    @property
+    def ran(self) -> int:
+        """Tests that ran (passed or failed; the suite's own skips excluded)."""
+        return len(self.passed) + len(self.failed)
+
+    def causes(self) -> list[tuple[str, int, str]]:
+        """``(cause, tests, an example test)``, most frequent first."""
+        counts = Counter(self.failed.values())
+        example = {c: t for t, c in reversed(list(self.failed.items()))}
+        return [(c, n, example[c]) for c, n in counts.most_common()]
+
+    def markdown(self) -> str:
+        """The counts and the failure table, as Markdown."""
+        share = f"{100 * len(self.passed) / self.ran:.1f}%" if self.ran else "-"
+        lines = [
+            f"{len(self.passed)} of {self.ran} tests that ran passed ({share}); "
+            f"{self.skipped} skipped by the suite; {len(self.collected_errors)} test files did not collect.",
+            "",
+            "| tests | cause | example |",
+            "|---:|---|---|",
+        ]
+        lines += [f"| {n} | {_cell(c)} | `{_cell(t)}` |" for c, n, t in self.causes()]
+        lines += [f"| file | {_cell(e)} | |" for e in self.collected_errors]
+        return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+_NOISE = [
+    (re.compile(r"0x[0-9a-f]+"), "0x…"),
+    (re.compile(r"\(/[^)]*:\d+\)"), "(…)"),
+    (re.compile(r"(/[\w.-]+)+\.py:\d+"), "…"),
+    (re.compile(r"\b\d+(\.\d+)?\b"), "N"),
+]
+
+
+def cause(message: str) -> str:
+    """A failure's cause: the innermost exception line of its message with addresses, paths
+    and numbers blanked, so failures of one cause group together."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"^(E\s+)?[\w.]*(Error|Exception|Exit)\b", line)]
+    text = (errors[-1] if errors else lines[0] if lines else "no message").removeprefix("E").strip()
+    for pattern, replacement in _NOISE:
+        text = pattern.sub(replacement, text)
+    return text[:200]
+
+
+def read_junit(path: Path) -> Report:
+    """The :class:`Report` of a pytest JUnit XML file."""
+    report = Report()
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if case.find("skipped") is not None:
+            report.skipped += 1
+        elif problem is not None:
+            text = (problem.get("message") or "") + "\n" + (problem.text or "")
+            if not case.get("name"):
+                report.collected_errors.append(f"{case.get('classname')}: {cause(text)}")
+            else:
+                report.failed[name] = cause(text)
+        else:
+            report.passed.append(name)
+    return report
+
+
+def environment(checkout: Path) -> dict[str, str]:
+    """The environment of the pytest subprocess: the shims, then the checkout's ``src`` and
+    root, on ``PYTHONPATH``."""
+    env = dict(os.environ)
+    paths = [str(SHIMS), str(checkout / "src"), str(checkout)]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def command(
+    checkout: Path,
+    junit: Path,
+    *,
+    platform: str = "trn2",
+    tests: str = "test/integration",
+    select: str | None = None,
+    jobs: int = 1,
+    timeout: float = 600,
+) -> list[str]:
+    """The pytest command line of a run (``timeout`` seconds per test where pytest-timeout is
+    installed)."""
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        tests,
+        "-p",
+        "torch_nki.nkilib_suite.plugin",
+        "--test-mode",
+        "simulation",
+        "--platform-target",
+        platform,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        "-o",
+        "junit_family=xunit1",
+    ]
+    if importlib.util.find_spec("pytest_timeout") is not None:
+        args.append(f"--timeout={timeout:g}")
+    if select:
+        args += ["-k", select]
+    if jobs > 1:
+        args += ["-n", str(jobs)]
+    return args
+
+
+def run(
+    checkout: Path,
+    *,
+    platform: str = "trn2",
+    tests: str = "test/integration",
+    select: str | None = None,
+    every: int = 1,
+    jobs: int = 1,
+    timeout: float = 600,
+    log: Path | None = None,
+) -> Report:
+    """Runs the suite of the nki-library ``checkout`` (``tests`` under it, ``-k select``,
+    every ``every``-th test) and returns its :class:`Report`; pytest's output goes to
+    ``log`` (default: discarded)."""
+    if not (checkout / "test" / "conftest.py").is_file():
+        raise FileNotFoundError(f"{checkout} is not an nki-library checkout (no test/conftest.py)")
+    env = environment(checkout)
+    env["TORCH_NKI_NKILIB_EVERY"] = str(every)
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        args = command(
+            checkout, junit, platform=platform, tests=tests, select=select, jobs=jobs, timeout=timeout
+        )
+        with open(log or os.devnull, "w", encoding="utf-8") as out:
+            subprocess.run(args, cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+        if not junit.exists():
+            raise RuntimeError(
+                f"nki-library's pytest run wrote no results (see {log or 'the log: pass --log'}); "
+                f"are its test dependencies installed? pip install {' '.join(TEST_DEPENDENCIES)}"
+            )
+        return read_junit(junit)

@@ -1,0 +1,113 @@
+"""How ``@nki.jit`` kernels take their arguments: by keyword, arguments the kernel writes in
+place (``nt.mutable_tensor``), and the NumPy-compatible ``nl`` dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import torch_nki.nki.language as nl
+from torch_nki import nki
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+
+@nki.jit
+def accumulate(x, out, scale=1.0):
+    """``out += x * scale`` in place; returns ``out``."""
+    total = nl.add(nl.multiply(nl.load(x), scale), nl.load(out))
+    nl.store(out, value=total)
+    return out
+
+
+@nki.jit
+def copy_into(x, out):
+    """Writes ``x`` into ``out`` and returns nothing."""
+    nl.store(out, value=nl.load(x))
+
+
+def test_arguments_bind_by_keyword_in_the_signatures_order() -> None:
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    out = np.ones((4, 8), np.float32)
+    result = accumulate(out=out.copy(), scale=2.0, x=x)
+    np.testing.assert_array_equal(result, 2 * x + 1)
+    program = accumulate.trace(x, out, scale=2.0)
+    assert [name for name, _, _ in program.inputs()] == ["x", "out"]
+
+
+def test_a_written_argument_reads_its_old_contents_then_its_own_writes() -> None:
+    x = np.full((4, 8), 3, np.float32)
+    out = np.ones((4, 8), np.float32)
+    result = accumulate(x, out)
+    np.testing.assert_array_equal(result, np.full((4, 8), 4, np.float32))
+    # The caller's array is updated in place, as on the device.
+    np.testing.assert_array_equal(out, result)
+
+
+def test_a_kernel_that_returns_nothing_still_updates_its_arguments() -> None:
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = np.zeros((2, 3), np.float32)
+    assert copy_into(x, out) is None
+    np.testing.assert_array_equal(out, x)
+    tensor = torch.zeros(2, 3)
+    copy_into(torch.from_numpy(x), tensor)
+    torch.testing.assert_close(tensor, torch.from_numpy(x))
+
+
+def test_a_read_only_array_is_left_alone_and_the_result_returned() -> None:
+    x = np.full((2, 3), 5, np.float32)
+    out = np.zeros((2, 3), np.float32)
+    out.flags.writeable = False
+    np.testing.assert_array_equal(accumulate(x, out), x)
+    np.testing.assert_array_equal(out, 0)
+
+
+def test_the_copy_on_write_is_one_dma_at_the_first_writes_line() -> None:
+    program = accumulate.trace(np.ones((4, 8), np.float32), np.ones((4, 8), np.float32))
+    text = program.emit()
+    assert text.count("nisa.dma_copy") == 4  # the copy, two loads, the store
+    assert len(program.outputs()) == 1
+
+
+def test_bad_call_arguments_name_the_kernel() -> None:
+    with pytest.raises(TypeError, match=r"nki kernel accumulate: .*missing a required argument: 'out'"):
+        accumulate(np.ones((2, 2), np.float32))
+    with pytest.raises(TypeError, match=r"nki kernel accumulate: .*unexpected keyword argument 'bogus'"):
+        accumulate(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), bogus=1)
+
+
+@pytest.mark.parametrize("dtype", nl.DTYPES, ids=lambda d: d.nki_name)
+def test_every_nl_dtype_is_a_numpy_dtype(dtype: nki.dtype) -> None:
+    array = np.zeros((2, 3), dtype=dtype)
+    assert array.dtype == dtype
+    assert dtype == array.dtype
+    assert np.dtype(dtype).itemsize == dtype.itemsize
+    assert [d for d in nl.DTYPES if d == dtype] == [dtype]
+
+
+def test_nl_dtypes_match_numpy_and_ml_dtypes_by_name() -> None:
+    assert nl.float32 == np.float32 and nl.int8 == np.int8 and nl.bool_ == np.bool_
+    assert np.dtype(nl.bfloat16) == ml_dtypes.bfloat16
+    assert np.dtype(nl.float8_e4m3fn) == ml_dtypes.float8_e4m3fn
+    assert np.dtype(nl.float8_e4m3) == ml_dtypes.float8_e4m3  # IEEE-style: ±240, infinities
+    assert np.dtype(nl.tfloat32) == np.float32
+    assert np.dtype(nl.float8_e4m3fn_x4) == np.uint32 and np.dtype(nl.float4_e2m1fn_x4) == np.uint16
+    assert nl.bfloat16 != nl.float16 and nl.float32 != "not a dtype" and nl.float32 != 1.0
+    assert {nl.bfloat16: 1}[nl.bfloat16] == 1
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float16"])
+def test_numpy_arrays_of_narrow_floats_go_in_and_come_back(name: str) -> None:
+    dtype = getattr(nl, name)
+
+    @nki.jit
+    def passthrough(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x))
+        return out
+
+    x = np.linspace(-4, 4, 32, dtype=np.float32).reshape(4, 8).astype(dtype)
+    y = passthrough(x)
+    assert y.dtype == x.dtype
+    np.testing.assert_array_equal(y.view(np.uint8), x.view(np.uint8))
