@@ -111,3 +111,20 @@ def test_numpy_arrays_of_narrow_floats_go_in_and_come_back(name: str) -> None:
     y = passthrough(x)
     assert y.dtype == x.dtype
     np.testing.assert_array_equal(y.view(np.uint8), x.view(np.uint8))
+
+
+def test_nl_dtypes_stay_themselves_in_configuration_objects() -> None:
+    import copy
+    import dataclasses
+    import pickle
+
+    @dataclasses.dataclass
+    class Config:
+        dtype: nki.dtype
+
+    # asdict recurses into dataclasses; an nl dtype, like a NumPy dtype, is kept whole.
+    assert dataclasses.asdict(Config(nl.bfloat16)) == {"dtype": nl.bfloat16}
+    assert copy.deepcopy(nl.float32) is nl.float32
+    assert pickle.loads(pickle.dumps(nl.bfloat16)) == nl.bfloat16
+    with pytest.raises(AttributeError, match="immutable"):
+        nl.float32.native = "bf16"  # type: ignore[misc]

@@ -136,6 +136,7 @@ def _checkout(root: Path) -> Path:
     (root / "src").mkdir()
     (root / "test" / "conftest.py").write_text(_CONFTEST)
     (root / "test" / "integration" / "test_kernels.py").write_text(textwrap.dedent(_TESTS))
+    (root / "test" / "integration" / "test_broken.py").write_text("import no_such_module\n")
     return root
 
 
@@ -148,9 +149,16 @@ def test_the_runner_reports_passes_skips_and_failures_by_cause(tmp_path: Path) -
         "NotImplementedError: torch_nki.nki does not implement nki.collectives.all_reduce: collectives "
         "between devices are not simulated yet (…); see docs/nki-frontend.md for what is supported"
     ]
+    # A file that does not collect is counted, and does not stop the run.
+    assert report.collected_errors == [
+        "test.integration.test_broken: ModuleNotFoundError: No module named 'no_such_module'"
+    ]
     text = report.markdown()
-    assert text.startswith("3 of 4 tests that ran passed (75.0%); 1 skipped by the suite")
+    assert text.startswith(
+        "3 of 4 tests that ran passed (75.0%); 1 skipped by the suite; 1 test files did not collect."
+    )
     assert "| 1 | NotImplementedError" in text
+    assert "| (file) | test.integration.test_broken: ModuleNotFoundError" in text
 
 
 def test_the_runner_can_sample_every_nth_test(tmp_path: Path) -> None:

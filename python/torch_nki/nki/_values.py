@@ -7,23 +7,41 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from torch_nki.nki import _views
 from torch_nki.nki._trace import current, unsupported, where
 
 
-@dataclass(frozen=True, eq=False)
 class DType:
     """An NKI element type (``nl.float32``, ...). As in NKI, it is NumPy-compatible: host code
     may pass it wherever NumPy takes a dtype (``np.zeros(shape, dtype=nl.bfloat16)``,
     ``array.astype(nl.float8_e4m3fn)``), and it equals the NumPy dtype it stands for
-    (:attr:`dtype`; see :func:`torch_nki.nki._arrays.numpy_dtype` for which that is)."""
+    (:attr:`dtype`; see :func:`torch_nki.nki._arrays.numpy_dtype` for which that is). It is a
+    plain immutable value, not a dataclass: ``dataclasses.asdict`` of a kernel configuration
+    that holds one keeps it as it is, as it keeps a NumPy dtype."""
+
+    __slots__ = ("native", "nki_name")
 
     nki_name: str
     native: str
     """The simulator's name (``f32``, ``bf16``, ...)."""
+
+    def __init__(self, nki_name: str, native: str) -> None:
+        object.__setattr__(self, "nki_name", nki_name)
+        object.__setattr__(self, "native", native)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"nl.{self.nki_name} is immutable")
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return (DType, (self.nki_name, self.native))
+
+    def __copy__(self) -> DType:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DType:
+        return self
 
     def __repr__(self) -> str:
         return f"nl.{self.nki_name}"

@@ -76,7 +76,7 @@ class Report:
             "|---:|---|---|",
         ]
         lines += [f"| {n} | {_cell(c)} | `{_cell(t)}` |" for c, n, t in self.causes()]
-        lines += [f"| file | {_cell(e)} | |" for e in self.collected_errors]
+        lines += [f"| (file) | {_cell(e)} | |" for e in self.collected_errors]
         return "\n".join(lines) + "\n"
 
 
@@ -115,8 +115,9 @@ def read_junit(path: Path) -> Report:
             report.skipped += 1
         elif problem is not None:
             text = (problem.get("message") or "") + "\n" + (problem.text or "")
-            if not case.get("name"):
-                report.collected_errors.append(f"{case.get('classname')}: {cause(text)}")
+            if not case.get("classname"):
+                # A file that did not collect: pytest names it in `name`, with no class.
+                report.collected_errors.append(f"{case.get('name')}: {cause(text)}")
             else:
                 report.failed[name] = cause(text)
         else:
@@ -161,6 +162,7 @@ def command(
         "-q",
         "-p",
         "no:cacheprovider",
+        "--continue-on-collection-errors",
         f"--junitxml={junit}",
         "-o",
         "junit_family=xunit1",
