@@ -128,3 +128,28 @@ def test_nl_dtypes_stay_themselves_in_configuration_objects() -> None:
     assert pickle.loads(pickle.dumps(nl.bfloat16)) == nl.bfloat16
     with pytest.raises(AttributeError, match="immutable"):
         nl.float32.native = "bf16"  # type: ignore[misc]
+
+
+def test_tile_sizes_come_from_the_declarations_for_the_kernels_target() -> None:
+    from torch_nki.nki._spec import SPEC
+
+    declared = {t["name"]: t["value"] for t in SPEC["tile_sizes"]}
+    assert sorted(dir(nl.tile_size)) == sorted(declared)
+    assert nl.tile_size.pmax == declared["pmax"]["fixed"]
+    per_target = declared["total_available_sbuf_size"]["per_target"]
+    seen = {}
+    for target in ("trn1", "trn2", "trn3"):
+
+        @nki.jit(target=target)
+        def probe(x, target=target):
+            seen[target] = nl.tile_size.total_available_sbuf_size
+            out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+            nl.store(out, value=nl.load(x))
+            return out
+
+        probe(np.zeros((1, 1), np.float32))
+        with nki.default_target(target):
+            assert nl.tile_size.total_available_sbuf_size == seen[target]
+    assert [seen[t] for t in ("trn1", "trn2", "trn3")] == per_target
+    with pytest.raises(AttributeError, match=r"NKI 0\.7 has no tile_size\.bogus"):
+        _ = nl.tile_size.bogus

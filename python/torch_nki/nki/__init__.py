@@ -132,6 +132,14 @@ def _environment_target() -> str | None:
     return target
 
 
+def unpinned_target() -> str:
+    """The target of a kernel that does not pin one: the :func:`default_target` in effect;
+    else the one ``NEURON_PLATFORM_TARGET_OVERRIDE`` names; else ``trn2``."""
+    if len(_DEFAULT_TARGETS) > 1:
+        return _DEFAULT_TARGETS[-1]
+    return _environment_target() or _DEFAULT_TARGETS[0]
+
+
 def _notify(kernel: Kernel, stage: str, error: BaseException | None) -> None:
     for observer in list(_OBSERVERS):
         observer(kernel, stage, error)
@@ -164,11 +172,7 @@ class Kernel:
         """The pinned target; else the :func:`default_target` in effect; else the one
         ``NEURON_PLATFORM_TARGET_OVERRIDE`` names, as NKI reads it when the kernel is called;
         else ``trn2``."""
-        if self.pinned_target:
-            return self.pinned_target
-        if len(_DEFAULT_TARGETS) > 1:
-            return _DEFAULT_TARGETS[-1]
-        return _environment_target() or _DEFAULT_TARGETS[0]
+        return self.pinned_target or unpinned_target()
 
     def trace(self, *args: Any, target: str | None = None, **kwargs: Any) -> Any:
         """The kernel's :data:`Program` for these arguments, passed as the kernel's signature

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from torch_nki._dtypes import KERNEL_DTYPES
 from torch_nki.nki._elementwise import (
@@ -222,14 +222,39 @@ FUNCTIONS: dict[str, Function] = _functions()
 globals().update(FUNCTIONS)
 
 
-class tile_size:
-    """Hardware tile limits (``nl.tile_size.pmax``, ...)."""
+class _TileSize:
+    """``nl.tile_size``: the hardware limits (``nl.tile_size.pmax``, ...), as the native
+    declarations give them (``nki_spec::language::tile_size``), for the NeuronCore of the
+    kernel being traced (outside a kernel: of the default target, ``trn2`` unless
+    ``torch_nki.nki.default_target`` or ``NEURON_PLATFORM_TARGET_OVERRIDE`` says otherwise)."""
 
-    pmax = 128
-    psum_fmax = 512
-    psum_bank_fmax = 512
-    gemm_stationary_fmax = 128
-    gemm_moving_fmax = 512
+    _VALUES: ClassVar[dict[str, dict[str, int]]] = {
+        t["name"]: dict.fromkeys((v for _, v in SPEC["targets"]), t["value"]["fixed"])
+        if "fixed" in t["value"]
+        else dict(zip((v for _, v in SPEC["targets"]), t["value"]["per_target"], strict=True))
+        for t in SPEC["tile_sizes"]
+    }
+    _VERSIONS: ClassVar[dict[str, str]] = dict(SPEC["targets"])
+
+    def __getattr__(self, name: str) -> int:
+        values = _TileSize._VALUES.get(name)
+        if values is None:
+            raise AttributeError(f"nl.tile_size has no attribute '{name}' (NKI 0.7 has no tile_size.{name})")
+        trace = active()
+        if trace is None:
+            from torch_nki.nki import unpinned_target
+
+            return values[_TileSize._VERSIONS[unpinned_target()]]
+        return values[_TileSize._VERSIONS[trace.target]]
+
+    def __dir__(self) -> list[str]:
+        return sorted(_TileSize._VALUES)
+
+    def __repr__(self) -> str:
+        return "nl.tile_size"
+
+
+tile_size = _TileSize()
 
 
 def as_dtype(dtype: Any) -> DType:
