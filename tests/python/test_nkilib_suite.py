@@ -104,6 +104,8 @@ _CONFTEST = """
 def pytest_addoption(parser):
     parser.addoption("--test-mode")
     parser.addoption("--platform-target")
+    parser.addoption("--output-directory")
+    parser.addoption("--force-local-cleanup", action="store_true")
 """
 
 _TESTS = """

@@ -163,6 +163,10 @@ def command(
         "-p",
         "no:cacheprovider",
         "--continue-on-collection-errors",
+        # The framework dumps every test's inputs and goldens (tens of GB over a run) unless told
+        # to clean up: keep them out of the checkout and remove each test's after it.
+        f"--output-directory={junit.parent / 'artifacts'}",
+        "--force-local-cleanup",
         f"--junitxml={junit}",
         "-o",
         "junit_family=xunit1",
