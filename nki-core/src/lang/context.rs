@@ -323,6 +323,7 @@ impl Drop for ResetOnDrop {
 /// `kernel` receives one [`Hbm`] handle per input and returns the output handles it allocated
 /// with [`crate::lang::shared_hbm`]. Trace errors (and panics in kernel code) come back as
 /// [`NkiError`] naming the kernel source line.
+#[track_caller]
 pub fn trace(
     name: &str,
     target: Target,
@@ -338,7 +339,9 @@ pub fn trace(
 /// The body is traced once: [`crate::lang::program_id`] is a symbolic index (an
 /// [`AffineExpr`] over one [`LoopKind::Grid`] loop per axis, wrapped around the body, outermost
 /// axis first), so the program keeps one copy of the body, as loops keep theirs; the simulator
-/// runs it once per instance, in program-id order. A zero-sized axis is a trace error.
+/// runs it once per instance, in program-id order. A zero-sized axis is a trace error. The grid
+/// loops carry the caller's source line.
+#[track_caller]
 pub fn trace_grid(
     name: &str,
     target: Target,

@@ -44,6 +44,7 @@ from typing import Any
 from torch_nki import _native
 from torch_nki.nki import isa, language, typing
 from torch_nki.nki._arrays import from_bytes, is_array, is_torch, packed, spec, to_bytes
+from torch_nki.nki._grid import MAX_GRID_AXES, normalize_grid, trace_instances
 from torch_nki.nki._registers import check_closed
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import Trace, tracing
@@ -53,8 +54,10 @@ dtype = DType
 """``nki.dtype``: the type of ``nl.float32`` and the other element types (for annotations)."""
 
 __all__ = [
+    "MAX_GRID_AXES",
     "Kernel",
     "KernelObserver",
+    "Launch",
     "Program",
     "as_nki",
     "default_target",
@@ -163,9 +166,16 @@ class Kernel:
             return _DEFAULT_TARGETS[-1]
         return _environment_target() or _DEFAULT_TARGETS[0]
 
-    def trace(self, *args: Any, target: str | None = None) -> Any:
+    def __getitem__(self, grid: Any) -> Launch:
+        """``kernel[2]``, ``kernel[2, 3]``, ``kernel[(2,)]``: the kernel launched on an SPMD
+        grid (see :class:`Launch`); a grid that is not positive ints (at most
+        ``MAX_GRID_AXES`` of them) is a ``TypeError`` / ``ValueError`` naming the axis."""
+        return Launch(self, normalize_grid(self.__name__, grid))
+
+    def trace(self, *args: Any, target: str | None = None, grid: tuple[int, ...] = ()) -> Any:
         """The kernel's :data:`Program` for these arguments (arrays become HBM inputs; other
-        arguments are compile-time constants passed through)."""
+        arguments are compile-time constants passed through), launched on ``grid`` (``()``:
+        without one)."""
         params = list(inspect.signature(self.fn).parameters)
         inputs, call_args = [], []
         for i, value in enumerate(args):
@@ -183,7 +193,12 @@ class Kernel:
             else:
                 call_args.append(value)
         with tracing(t):
-            result = self.fn(*call_args)
+            if grid:
+                code = self.fn.__code__
+                where = (code.co_filename, code.co_firstlineno)
+                result = trace_instances(t, grid, where, lambda: self.fn(*call_args))
+            else:
+                result = self.fn(*call_args)
             check_closed(t)
         outputs = result if isinstance(result, tuple | list) else (result,)
         if not all(isinstance(o, HbmTensor) and o.trace is t for o in outputs):
@@ -196,14 +211,17 @@ class Kernel:
         return t.native.finish([o.id for o in outputs] + [p.id for _, p in t.prints])
 
     def __call__(self, *args: Any) -> Any:
+        return self._call(args, ())
+
+    def _call(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> Any:
         if _OBSERVERS:
-            return self._observed_call(args)
-        program = self.trace(*args)
+            return self._observed_call(args, grid)
+        program = self.trace(*args, grid=grid)
         program.validate()
         return self._simulate(program, args)
 
-    def _observed_call(self, args: tuple[Any, ...]) -> Any:
-        program = self._stage("trace", self.trace, *args)
+    def _observed_call(self, args: tuple[Any, ...], grid: tuple[int, ...]) -> Any:
+        program = self._stage("trace", lambda: self.trace(*args, grid=grid))
         self._stage("validate", program.validate)
         return self._stage("simulate", self._simulate, program, args)
 
@@ -233,6 +251,27 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<nki kernel {self.__name__}>"
+
+
+class Launch:
+    """A kernel launched on an SPMD grid (``kernel[2, 3]``): calling it traces the kernel once
+    per program instance, in program-id order, validates the program and simulates every
+    instance over the shared HBM (docs/nki-frontend.md, Launch grids)."""
+
+    def __init__(self, kernel: Kernel, grid: tuple[int, ...]) -> None:
+        self.kernel = kernel
+        self.grid = grid
+        """The grid, one positive int per axis."""
+
+    def __call__(self, *args: Any) -> Any:
+        return self.kernel._call(args, self.grid)
+
+    def trace(self, *args: Any, target: str | None = None) -> Any:
+        """The :data:`Program` of the launch for these arguments."""
+        return self.kernel.trace(*args, target=target, grid=self.grid)
+
+    def __repr__(self) -> str:
+        return f"<nki kernel {self.kernel.__name__} launched on {self.grid}>"
 
 
 def _show_prints(prefixes: list[str], buffers: list[Any], program: Any) -> list[Any]:
@@ -273,7 +312,10 @@ def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
 
 
 def simulate(kernel: Any) -> Callable[..., Any]:
-    """``nki.simulate(kernel)(*arrays)``: runs the kernel on the simulator."""
+    """``nki.simulate(kernel)(*arrays)``: runs the kernel on the simulator
+    (``nki.simulate(kernel[2])(...)`` on a launch grid)."""
+    if isinstance(kernel, Launch):
+        return kernel.__call__
     compiled = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     return compiled.__call__
 

@@ -43,6 +43,10 @@ class Trace:
         """Outputs allocated so far, in order."""
         self.prints: list[tuple[str, Any]] = []
         """``nl.device_print`` calls so far: their prefixes and the extra outputs they copy to."""
+        self.grid: tuple[int, ...] = ()
+        """The launch grid (``()`` without one; see ``torch_nki.nki._grid``)."""
+        self.program_id: list[int] = []
+        """The id of the instance being traced, per grid axis."""
         self.scopes: list[Any] = []
         """The loop scopes open, innermost last (``torch_nki.nki._registers`` reads them)."""
 
