@@ -60,6 +60,9 @@ def test_an_unlaunched_call_is_one_program() -> None:
     x = _rand(300, 16)
     np.testing.assert_array_equal(scale_share(x), x)
     np.testing.assert_array_equal(nki.simulate(scale_share[2])(x), scale_share[2](x))
+    assert nki.trace(scale_share[2], x).grid == [2]
+    assert nki.trace(scale_share, x).grid == []
+    assert repr(scale_share[2, 1]) == "<nki kernel scale_share launched on (2, 1)>"
 
 
 @nki.jit

@@ -321,7 +321,10 @@ def simulate(kernel: Any) -> Callable[..., Any]:
 
 
 def trace(kernel: Any, *args: Any, target: str = "trn2") -> Any:
-    """The :data:`Program` ``kernel`` traces to for ``args`` on ``target``."""
+    """The :data:`Program` ``kernel`` traces to for ``args`` on ``target`` (``kernel[2]``: on
+    that launch grid)."""
+    if isinstance(kernel, Launch):
+        return kernel.trace(*args, target=target)
     if not isinstance(kernel, Kernel):
         kernel = Kernel(kernel)
     return kernel.trace(*args, target=target)
