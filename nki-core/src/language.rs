@@ -8,11 +8,13 @@
 //! | `nl.shared_constant(array)` | [`shared_constant`] |
 //! | `nl.ndarray((P, F), dtype, buffer=nl.sbuf)` / `nl.psum` | [`sbuf`] / [`psum`] |
 //! | `nl.affine_range(n)` / `nl.sequential_range(n)` | [`affine_range`] / [`sequential_range`] |
+//! | `nl.program_id(axis)`, `nl.num_programs(axes)`, `nl.program_ndim()` | [`program_id`] (symbolic), [`num_programs`], [`program_ndim`]; launch with [`crate::lang::trace_grid`] |
 //! | `nl.static_range(n)` | a Rust `for` loop (unrolled at trace time) |
 //! | `nl.tile_size.pmax`, ... | [`tile_size::PMAX`], ... |
 //! | `nl.float32`, `nl.bfloat16`, `nl.int32`, ... | [`float32`], [`bfloat16`], [`int32`], ... |
 
 pub use crate::lang::context::current_target;
+pub use crate::lang::grid::{num_programs, program_id, program_ndim};
 pub use crate::lang::hbm::{Hbm, HbmView, ViewDim, shared_constant, shared_hbm};
 pub use crate::lang::loops::{
     TileSpan, affine_range, dynamic_range, for_each_tile, sequential_range, while_loop,

@@ -57,6 +57,16 @@ impl Target {
         }
     }
 
+    /// Physical NeuronCores per logical NeuronCore in the default configuration: 1 on Trn1,
+    /// 2 on Trn2 and Trn3 (LNC=2, the Neuron compiler's default there). The cost model
+    /// distributes the instances of a launch grid over them.
+    pub const fn default_lnc(self) -> usize {
+        match self {
+            Target::Trn1 => 1,
+            Target::Trn2 | Target::Trn3 => 2,
+        }
+    }
+
     /// Every generation, oldest first.
     pub const ALL: [Target; 3] = [Target::Trn1, Target::Trn2, Target::Trn3];
 

@@ -148,6 +148,7 @@ fn program(writes: &[Write], trips: [usize; 2], rows: i64, cols: i64) -> Program
             .collect(),
         registers: Vec::new(),
         device_loops: Vec::new(),
+        grid: Vec::new(),
         body: vec![Stmt::Loop {
             var: LoopVar(0),
             body: vec![inner],

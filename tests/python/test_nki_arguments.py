@@ -153,3 +153,20 @@ def test_tile_sizes_come_from_the_declarations_for_the_kernels_target() -> None:
     assert [seen[t] for t in ("trn1", "trn2", "trn3")] == per_target
     with pytest.raises(AttributeError, match=r"NKI 0\.7 has no tile_size\.bogus"):
         _ = nl.tile_size.bogus
+
+
+def test_a_launched_kernel_takes_keywords_and_shares_its_written_arguments() -> None:
+    @nki.jit
+    def halves(x, out):
+        """Each of two programs adds its half of ``x`` into ``out`` in place."""
+        rows = x.shape[0] // nl.num_programs(0)
+        start = nl.program_id(0) * rows
+        total = nl.add(nl.load(x[start : start + rows, :]), nl.load(out[start : start + rows, :]))
+        nl.store(out[start : start + rows, :], value=total)
+        return out
+
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    out = np.ones((4, 8), np.float32)
+    result = halves[2](out=out, x=x)
+    np.testing.assert_array_equal(result, x + 1)
+    np.testing.assert_array_equal(out, x + 1)

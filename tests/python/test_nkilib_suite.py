@@ -174,3 +174,19 @@ def test_the_command_refuses_a_path_that_is_not_a_checkout(
 ) -> None:
     assert cli.main(["nkilib-suite", str(tmp_path)]) == 2
     assert "is not an nki-library checkout (no test/conftest.py)" in capsys.readouterr().out
+
+
+def test_cpu_simulate_launches_on_two_cores_by_program_id() -> None:
+    import torch_nki.nki.language as nl
+    from torch_nki import nki
+
+    @nki.jit
+    def shard(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        rows = x.shape[0] // nl.num_programs(0)
+        part = x[nl.program_id(0) * rows : (nl.program_id(0) + 1) * rows, :]
+        nl.store(out[nl.program_id(0) * rows : (nl.program_id(0) + 1) * rows, :], value=nl.exp(nl.load(part)))
+        return out
+
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    np.testing.assert_allclose(cpu_simulate(shard)[2](x=x), np.exp(x), rtol=1e-6)

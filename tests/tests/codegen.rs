@@ -1,6 +1,8 @@
 //! NKI Python generated from every registry kernel (and its backward) at its first sample's
 //! signature on Trn2, held as snapshots; and every emitted `nki`/`nl`/`nisa` name and keyword is
-//! in codegen's spelling table.
+//! in codegen's spelling table. A kernel launched on an SPMD grid is held as two snapshots: its
+//! source (symbolic `nl.program_id`) and its unrolled program's (one `if nl.program_id(0) == k:`
+//! block per instance), which `tests/python/test_nki_spmd.py` checks the frontend against.
 
 use nki_core::codegen::{EMITTED, emit_nki};
 use nki_core::{KernelDef, Signature};
@@ -288,4 +290,43 @@ fn the_keyword_scanner_attributes_keywords_to_their_call() {
             ("ap".to_string(), "offset".to_string()),
         ]
     );
+}
+
+/// A Rust kernel launched on the grid `[2, 3]`: instance `(i, j)` doubles block `(i, j)` of `x`
+/// (`[24, 5]`, six blocks of four rows) in two tiles of two rows (`program_id` in the offsets,
+/// inside a loop).
+fn grid_program() -> nki_core::ir::Program {
+    use nki_core::lang::{InputSpec, trace_grid};
+    use nki_core::prelude::*;
+    let inputs = [InputSpec {
+        name: "x".into(),
+        shape: vec![24, 5],
+        dtype: DType::F32,
+    }];
+    trace_grid("grid_blocks", Target::Trn2, &[2, 3], &inputs, |ins| {
+        let out = shared_hbm(&[24, 5], DType::F32);
+        let block = program_id(0) * 12usize + program_id(1) * 4usize;
+        affine_range(2, |k| {
+            let start = block.clone() + k * 2usize;
+            let t = sbuf([2, 5], DType::F32);
+            dma_copy(&t, ins[0].rows(start.clone(), 2));
+            tensor_scalar(&t, &t, BinOp::Multiply, 2.0);
+            dma_copy(out.rows(start, 2), &t);
+        });
+        vec![out]
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_grid_kernel_emits_its_grid_and_program_ids() {
+    let program = grid_program();
+    nki_core::validate::validate(&program).unwrap();
+    let source = emit_nki(&program);
+    assert!(source.contains("LAUNCH_GRID = (2, 3)"), "{source}");
+    check_spelling("grid_blocks", &source);
+    nki_tests::assert_snapshot!("grid_blocks", source);
+    let unrolled = emit_nki(&nki_core::ir::unroll(&program));
+    check_spelling("grid_blocks", &unrolled);
+    nki_tests::assert_snapshot!("grid_blocks_unrolled", unrolled);
 }

@@ -10,6 +10,9 @@
 //! broadcast and higher-rank views). Registers are `rN` (`rN = nisa.register_alloc(...)`);
 //! device loops are `for rN in nl.dynamic_range(start, stop, step):` (the index register named
 //! by the loop) and `nl.while_loop(rN, body)` with the body a nested `def` returning `rN`.
+//! A program launched on a grid sets the module constant `LAUNCH_GRID` (call the kernel as
+//! `kernel[LAUNCH_GRID](...)`); its symbolic program id is `iN = nl.program_id(axis)`, and an
+//! instance traced with a concrete id is an `if nl.program_id(axis) == k:` block.
 
 mod calls;
 mod names;
@@ -68,6 +71,11 @@ impl Emitter<'_> {
             self.out,
             "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n{numpy}\n\n"
         );
+        if !p.grid.is_empty() {
+            // The launch grid: call the kernel as `kernel[LAUNCH_GRID](...)`.
+            let dims: Vec<String> = p.grid.iter().map(usize::to_string).collect();
+            let _ = write!(self.out, "LAUNCH_GRID = {}\n\n\n", tuple(&dims));
+        }
         let params: Vec<String> = p
             .hbm
             .iter()
@@ -115,6 +123,8 @@ impl Emitter<'_> {
     }
 
     fn block(&mut self, body: &[Stmt]) {
+        // Per grid axis, how many one-instance grid loops of it this block has had.
+        let mut grid_ordinals = std::collections::HashMap::new();
         for s in body {
             match s {
                 Stmt::Alloc { tile } => {
@@ -137,6 +147,12 @@ impl Emitter<'_> {
                     let range = match decl.kind {
                         LoopKind::Affine => "nl.affine_range",
                         LoopKind::Sequential => "nl.sequential_range",
+                        LoopKind::Grid { axis } => {
+                            let k = grid_ordinals.entry(axis).or_insert(0);
+                            self.grid_loop(var.0, axis, *k, body);
+                            *k += 1;
+                            continue;
+                        }
                     };
                     let code = format!("for i{} in {range}({}):", var.0, decl.trip);
                     self.line(&code, Some(decl.loc));
@@ -193,6 +209,28 @@ impl Emitter<'_> {
                 }
             }
         }
+    }
+
+    /// A launch-grid loop: a symbolic one (as many iterations as the axis has programs) is the
+    /// assignment `iN = nl.program_id(axis)` followed by its body; a one-instance loop (traced
+    /// with a concrete id) is `if nl.program_id(axis) == k:`, `k` counting the block's
+    /// instances of that axis in id order.
+    fn grid_loop(&mut self, var: u32, axis: usize, ordinal: usize, body: &[Stmt]) {
+        let decl = &self.program.loops[var as usize];
+        let size = self.program.grid.get(axis).copied().unwrap_or(1);
+        if decl.trip == size {
+            self.line(&format!("i{var} = nl.program_id({axis})"), Some(decl.loc));
+            self.block(body);
+            return;
+        }
+        let code = format!("if nl.program_id({axis}) == {ordinal}:");
+        self.line(&code, Some(decl.loc));
+        self.depth += 1;
+        if body.is_empty() {
+            self.line("pass", None);
+        }
+        self.block(body);
+        self.depth -= 1;
     }
 
     fn scalar(&self, s: &ScalarOperand) -> String {

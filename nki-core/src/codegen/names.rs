@@ -42,6 +42,7 @@ pub const EMITTED: &[NkiName] = &[
     api!("nl.float4_e2m1fn_x4", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.float4_e2m1fn_x4.html", []),
     api!("nl.affine_range", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.language.affine_range.html", []),
     api!("nl.sequential_range", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.32.0/nki/migration/index.html", []),
+    api!("nl.program_id", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.language.program_id.html", []),
     api!("nisa.dma_copy", "https://awsdocs-neuron.readthedocs-hosted.com/general/nki/api/generated/nki.isa.dma_copy.html", ["dst", "src"]),
     api!("nisa.dma_transpose", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.dma_transpose.html", ["dst", "src", "axes", "priority", "dge_mode", "oob_mode"]),
     api!("nisa.tensor_tensor", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.31.0/nki/api/generated/nki.isa.tensor_tensor.html", ["dst", "data1", "data2", "op", "engine"]),

@@ -147,6 +147,10 @@ pub struct CostReport {
     pub critical_path: Vec<Slice>,
     /// Every instruction, in program (issue) order.
     pub slices: Vec<Slice>,
+    /// With a launch grid spread over more than one physical core ([`estimate_on_cores`]):
+    /// each core's estimated time, ns (the estimate is the largest); empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub core_ns: Vec<f64>,
 }
 
 /// Estimates `program` on its target.
@@ -154,12 +158,42 @@ pub fn estimate(program: &Program) -> CostReport {
     estimate_with(program, CostTable::for_target(program.target))
 }
 
-/// Estimates `program` with an explicit table (calibration experiments).
+/// Estimates `program` with an explicit table (calibration experiments), on the target's
+/// default number of physical cores per logical core ([`Target::default_lnc`]).
 pub fn estimate_with(program: &Program, table: CostTable) -> CostReport {
-    let mut s = schedule::Scheduler::new(program, table);
-    s.run();
+    estimate_on_cores(program, table, program.target.default_lnc())
+}
+
+/// Estimates `program` on a logical core of `cores` physical cores (1 for LNC=1).
+///
+/// The instances of a launch grid are distributed round robin over the cores in program-id
+/// order (instance `k` on core `k % cores`), each core running its instances one after the
+/// other on its own engines and DMA queues; the estimate is the slowest core's, and the report
+/// (engines, slices, work, critical path) is that core's schedule, with every core's time in
+/// [`CostReport::core_ns`]. A program without a grid is one instance on core 0. The cores'
+/// shared HBM bandwidth is not modelled: each core has its own queues at full rate.
+pub fn estimate_on_cores(program: &Program, table: CostTable, cores: usize) -> CostReport {
+    let cores = cores.clamp(1, program.program_count().max(1));
+    let mut runs: Vec<(f64, schedule::Scheduler<'_>)> = (0..cores)
+        .map(|core| {
+            let mut s = schedule::Scheduler::new(program, table).on_core(core, cores);
+            s.run();
+            let total = s.slices.iter().map(|x| x.done_ns).fold(0.0, f64::max);
+            (total, s)
+        })
+        .collect();
+    let core_ns: Vec<f64> = if cores > 1 {
+        runs.iter().map(|(t, _)| *t).collect()
+    } else {
+        Vec::new()
+    };
+    let slowest = runs
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.0.total_cmp(&b.1.0))
+        .map_or(0, |(i, _)| i);
+    let (total_ns, s) = runs.swap_remove(slowest);
     let (slices, work) = (s.slices, s.work);
-    let total_ns = slices.iter().map(|x| x.done_ns).fold(0.0, f64::max);
     let mut engines: Vec<EngineUse> = Vec::new();
     for x in &slices {
         match engines.iter_mut().find(|e| e.engine == x.engine) {
@@ -217,6 +251,7 @@ pub fn estimate_with(program: &Program, table: CostTable) -> CostReport {
         roofline_fraction,
         critical_path,
         slices,
+        core_ns,
     }
 }
 
@@ -297,6 +332,16 @@ impl fmt::Display for CostReport {
             self.target.name(),
             time_text(self.total_ns)
         )?;
+        if !self.core_ns.is_empty() {
+            let cores: Vec<String> = self.core_ns.iter().map(|&t| time_text(t)).collect();
+            writeln!(
+                f,
+                "  launch grid over {} physical cores (instances round robin): {}; the figures \
+                 below are the slowest core's",
+                self.core_ns.len(),
+                cores.join(", ")
+            )?;
+        }
         writeln!(
             f,
             "  bound: {}, roofline fraction {:.0}%",

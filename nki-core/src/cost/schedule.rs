@@ -5,6 +5,9 @@
 //! the instructions it depends on through tiles (read-after-write, write-after-read,
 //! write-after-write) and HBM tensors have finished. A tile allocated inside a loop is a fresh
 //! buffer each iteration (the compiler multi-buffers them), so independent iterations overlap.
+//! The instances of a launch grid ([`crate::ir::LoopKind::Grid`]) are distributed round robin
+//! over the physical cores (`Scheduler::on_core`); the instances of one core run one after the
+//! other, each starting when the previous one has finished.
 
 use super::table::CostTable;
 use super::{Engine, Slice};
@@ -85,6 +88,14 @@ pub(crate) struct Scheduler<'p> {
     queues: Vec<Vec<(f64, f64, usize)>>,
     pub(crate) slices: Vec<Slice>,
     pub(crate) work: Work,
+    /// The physical core scheduled and how many there are: this scheduler runs the launch
+    /// grid's instances `k` with `k % cores == core` and skips the others.
+    core: (usize, usize),
+    /// Grid instances met so far (in program-id order).
+    instances_seen: usize,
+    /// When the current grid instance may start (the end of this core's previous one) and the
+    /// slice that ended it.
+    instance_start: (f64, Option<usize>),
 }
 
 impl<'p> Scheduler<'p> {
@@ -103,7 +114,17 @@ impl<'p> Scheduler<'p> {
             queues: vec![Vec::new(); table.dma_queues],
             slices: Vec::new(),
             work: Work::default(),
+            core: (0, 1),
+            instances_seen: 0,
+            instance_start: (0.0, None),
         }
+    }
+
+    /// Schedules only the grid instances of physical core `core` of `cores` (round robin in
+    /// program-id order).
+    pub(crate) fn on_core(mut self, core: usize, cores: usize) -> Self {
+        self.core = (core, cores.max(1));
+        self
     }
 
     pub(crate) fn run(&mut self) {
@@ -122,7 +143,26 @@ impl<'p> Scheduler<'p> {
                 Stmt::Inst(inst) => self.schedule(&inst.op, inst.loc),
                 Stmt::Loop { var, body } => {
                     let trip = self.trips[var.0 as usize];
+                    // The innermost grid axis: each iteration is one program instance.
+                    let instance = self.program.loops[var.0 as usize]
+                        .kind
+                        .grid_axis()
+                        .is_some_and(|axis| axis + 1 == self.program.grid.len());
                     for i in 0..trip {
+                        if instance {
+                            let k = self.instances_seen;
+                            self.instances_seen += 1;
+                            if k % self.core.1 != self.core.0 {
+                                continue;
+                            }
+                            // Instances on one core run one after the other.
+                            self.instance_start = self
+                                .slices
+                                .iter()
+                                .enumerate()
+                                .max_by(|a, b| a.1.done_ns.total_cmp(&b.1.done_ns))
+                                .map_or((0.0, None), |(i, x)| (x.done_ns, Some(i)));
+                        }
                         self.values[var.0 as usize] = i as i64;
                         self.walk(body);
                     }
@@ -599,8 +639,8 @@ impl<'p> Scheduler<'p> {
 
     fn schedule(&mut self, op: &Op, loc: crate::loc::SourceLoc) {
         let (mut engine, duration) = self.cost(op);
-        let mut start = 0.0;
-        let mut pred = None;
+        // A grid instance starts when the core's previous instance has finished.
+        let (mut start, mut pred) = self.instance_start;
         let mut wait = |t: f64, by: Option<usize>| {
             if t > start {
                 start = t;

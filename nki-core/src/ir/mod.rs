@@ -160,6 +160,26 @@ pub enum LoopKind {
     Affine,
     /// `sequential_range`: loop-carried state; iterations run in order.
     Sequential,
+    /// An axis of the SPMD launch grid ([`Program::grid`]): each iteration is one value of
+    /// `nl.program_id(axis)`, and the body is a program instance (its own SBUF and PSUM,
+    /// the HBM shared). The simulator runs instances in program-id order (row-major over the
+    /// axes). A loop of `grid[axis]` iterations has a symbolic id (Rust kernels); a loop of one
+    /// iteration in a larger grid is one instance traced with a concrete id (the frontend, and
+    /// unrolled programs), the instances of an axis following each other in id order.
+    Grid {
+        /// The grid axis (`nl.program_id`'s `axis`).
+        axis: usize,
+    },
+}
+
+impl LoopKind {
+    /// The grid axis, for a launch-grid loop.
+    pub fn grid_axis(self) -> Option<usize> {
+        match self {
+            LoopKind::Grid { axis } => Some(axis),
+            _ => None,
+        }
+    }
 }
 
 /// A loop's static description.
@@ -253,11 +273,21 @@ pub struct Program {
     /// Every device loop, indexed by its id (left out of the JSON when there are none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub device_loops: Vec<DeviceLoopDecl>,
+    /// The SPMD launch grid (`kernel[2, 3]` is `[2, 3]`): empty for a kernel launched without
+    /// one (one program, `nl.program_ndim()` 0). Left out of the JSON when empty, so that
+    /// programs without a grid keep their cache keys. See [`LoopKind::Grid`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub grid: Vec<usize>,
     /// The top-level block.
     pub body: Vec<Stmt>,
 }
 
 impl Program {
+    /// How many program instances the launch grid has (1 without a grid).
+    pub fn program_count(&self) -> usize {
+        self.grid.iter().product()
+    }
+
     /// Trip counts indexed by loop variable, for [`AffineExpr::range`].
     pub fn trips(&self) -> Vec<usize> {
         self.loops.iter().map(|l| l.trip).collect()

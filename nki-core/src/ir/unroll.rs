@@ -34,6 +34,7 @@ pub fn unroll(program: &Program) -> Program {
         loops: u.loops,
         registers: program.registers.clone(),
         device_loops: u.device_loops,
+        grid: program.grid.clone(),
         body,
     }
 }

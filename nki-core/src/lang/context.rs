@@ -4,7 +4,7 @@
 //! loop it creates is appended to the builder; the first error is kept (with its source line)
 //! and reported when the trace ends, so kernel code needs no `?` on every instruction.
 
-use crate::affine::LoopVar;
+use crate::affine::{AffineExpr, LoopVar};
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{
@@ -39,6 +39,12 @@ pub(crate) struct Builder {
     pub(crate) loops: Vec<LoopDecl>,
     pub(crate) registers: Vec<RegisterDecl>,
     pub(crate) device_loops: Vec<DeviceLoopDecl>,
+    /// The launch grid (empty without one).
+    pub(crate) grid: Vec<usize>,
+    /// The program id: per grid axis, the symbolic loop variable of a Rust kernel traced once
+    /// for every instance ([`trace_grid`]), or the concrete id of the instance being traced
+    /// (the frontend). Empty without a grid.
+    pub(crate) program_id: Vec<AffineExpr>,
     blocks: Vec<Vec<Stmt>>,
     /// Loops whose bodies are being recorded, innermost last (`blocks` has one more entry).
     open_loops: Vec<OpenLoop>,
@@ -133,6 +139,8 @@ impl Builder {
             loops: Vec::new(),
             registers: Vec::new(),
             device_loops: Vec::new(),
+            grid: Vec::new(),
+            program_id: Vec::new(),
             blocks: vec![Vec::new()],
             open_loops: Vec::new(),
             error: None,
@@ -271,6 +279,7 @@ impl Builder {
             loops: self.loops,
             registers: self.registers,
             device_loops: self.device_loops,
+            grid: self.grid,
             body,
         })
     }
@@ -314,19 +323,54 @@ impl Drop for ResetOnDrop {
 /// `kernel` receives one [`Hbm`] handle per input and returns the output handles it allocated
 /// with [`crate::lang::shared_hbm`]. Trace errors (and panics in kernel code) come back as
 /// [`NkiError`] naming the kernel source line.
+#[track_caller]
 pub fn trace(
     name: &str,
     target: Target,
     inputs: &[InputSpec],
     kernel: impl FnOnce(&[Hbm]) -> Vec<Hbm>,
 ) -> Result<Program, NkiError> {
+    trace_grid(name, target, &[], inputs, kernel)
+}
+
+/// Traces a kernel launched on an SPMD grid (`kernel[2, 3]` is `grid = [2, 3]`; empty is a
+/// launch without a grid, as [`trace`]).
+///
+/// The body is traced once: [`crate::lang::program_id`] is a symbolic index (an
+/// [`AffineExpr`] over one [`LoopKind::Grid`] loop per axis, wrapped around the body, outermost
+/// axis first), so the program keeps one copy of the body, as loops keep theirs; the simulator
+/// runs it once per instance, in program-id order. A zero-sized axis is a trace error. The grid
+/// loops carry the caller's source line.
+#[track_caller]
+pub fn trace_grid(
+    name: &str,
+    target: Target,
+    grid: &[usize],
+    inputs: &[InputSpec],
+    kernel: impl FnOnce(&[Hbm]) -> Vec<Hbm>,
+) -> Result<Program, NkiError> {
+    if let Some(axis) = grid.iter().position(|&n| n == 0) {
+        return Err(NkiError::Trace {
+            message: format!(
+                "kernel {name}: launch grid {grid:?} has no programs along axis {axis}; every \
+                 axis needs at least one"
+            ),
+            loc: SourceLoc::caller(),
+        });
+    }
     let nested = BUILDER.with(|b| b.borrow().is_some());
     if nested {
         return Err(NkiError::Internal(format!(
             "kernel {name}: trace called while another trace is running on this thread"
         )));
     }
-    let (builder, handles) = Builder::new(target, inputs);
+    let (mut builder, handles) = Builder::new(target, inputs);
+    builder.grid = grid.to_vec();
+    let loc = SourceLoc::caller();
+    for (axis, &n) in grid.iter().enumerate() {
+        let var = builder.open_loop(n, LoopKind::Grid { axis }, loc);
+        builder.program_id.push(AffineExpr::var(var));
+    }
     BUILDER.with(|b| *b.borrow_mut() = Some(builder));
     let _reset = ResetOnDrop;
     let outputs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel(&handles)))
@@ -336,9 +380,16 @@ pub fn trace(
                 panic_message(p.as_ref())
             ))
         })?;
-    let builder = BUILDER
+    let mut builder = BUILDER
         .with(|b| b.borrow_mut().take())
         .expect("the builder lives until the trace ends");
+    // The grid loops close unless the kernel left loops of its own open (which `finish`
+    // reports).
+    if builder.open_loops.len() == grid.len() {
+        for _ in grid {
+            builder.close_loop();
+        }
+    }
     let ids: Vec<HbmId> = outputs.iter().map(Hbm::id).collect();
     builder.finish(name, &ids)
 }

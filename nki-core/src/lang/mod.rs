@@ -1,16 +1,18 @@
 //! The tracing machinery behind the tile language: the thread-local program builder
-//! ([`context`]), HBM tensors and views ([`hbm`]), tiles ([`tile`]), registers ([`register`])
+//! ([`context`]), the launch grid ([`grid`]), HBM tensors and views ([`hbm`]), tiles ([`tile`]), registers ([`register`])
 //! and loops ([`loops`]).
 //! Kernel authors use them through [`crate::language`] and [`crate::isa`] (or the prelude).
 
 pub mod context;
+pub mod grid;
 pub mod hbm;
 pub mod loops;
 pub mod recorder;
 pub mod register;
 pub mod tile;
 
-pub use context::{InputSpec, current_target, trace};
+pub use context::{InputSpec, current_target, trace, trace_grid};
+pub use grid::{num_programs, program_id, program_ndim};
 pub use hbm::{Hbm, HbmView, ViewDim, shared_constant, shared_hbm};
 pub use loops::{
     TileSpan, affine_range, dynamic_range, for_each_tile, sequential_range, while_loop,

@@ -263,7 +263,7 @@ fn cost(
 /// A cost report as `(text, summary_json, chrome_trace_json)`: the readable report, its figures
 /// as JSON (no per-instruction slices), and the timeline.
 pub(crate) fn cost_outputs(report: &nki_core::cost::CostReport) -> (String, String, String) {
-    let summary = serde_json::json!({
+    let mut summary = serde_json::json!({
         "kernel": report.kernel,
         "target": report.target.name(),
         "total_ns": report.total_ns,
@@ -279,6 +279,11 @@ pub(crate) fn cost_outputs(report: &nki_core::cost::CostReport) -> (String, Stri
         "critical_path": report.critical_path.len(),
         "instructions": report.slices.len(),
     });
+    if !report.core_ns.is_empty() {
+        // A launch grid over several physical cores: each core's time (the estimate is the
+        // largest).
+        summary["core_ns"] = serde_json::json!(report.core_ns);
+    }
     (
         report.to_string(),
         summary.to_string(),

@@ -44,6 +44,7 @@ from typing import Any
 from torch_nki import _native
 from torch_nki.nki import isa, language, typing
 from torch_nki.nki._arrays import from_bytes, is_array, is_torch, packed, spec, to_bytes
+from torch_nki.nki._grid import MAX_GRID_AXES, normalize_grid, trace_instances
 from torch_nki.nki._inplace import write_back
 from torch_nki.nki._registers import check_closed
 from torch_nki.nki._spec import SPEC
@@ -54,8 +55,10 @@ dtype = DType
 """``nki.dtype``: the type of ``nl.float32`` and the other element types (for annotations)."""
 
 __all__ = [
+    "MAX_GRID_AXES",
     "Kernel",
     "KernelObserver",
+    "Launch",
     "Program",
     "as_nki",
     "default_target",
@@ -174,10 +177,16 @@ class Kernel:
         else ``trn2``."""
         return self.pinned_target or unpinned_target()
 
-    def trace(self, *args: Any, target: str | None = None, **kwargs: Any) -> Any:
+    def __getitem__(self, grid: Any) -> Launch:
+        """``kernel[2]``, ``kernel[2, 3]``, ``kernel[(2,)]``: the kernel launched on an SPMD
+        grid (see :class:`Launch`); a grid that is not positive ints (at most
+        ``MAX_GRID_AXES`` of them) is a ``TypeError`` / ``ValueError`` naming the axis."""
+        return Launch(self, normalize_grid(self.__name__, grid))
+
+    def trace(self, *args: Any, target: str | None = None, grid: tuple[int, ...] = (), **kwargs: Any) -> Any:
         """The kernel's :data:`Program` for these arguments, passed as the kernel's signature
         takes them (arrays become HBM inputs, in the signature's order; other arguments are
-        compile-time constants passed through)."""
+        compile-time constants passed through), launched on ``grid`` (``()``: without one)."""
         bound = self._bind(args, kwargs)
         arrays = _arrays_of(bound)
         inputs = []
@@ -191,7 +200,12 @@ class Kernel:
         }
         _substitute(bound, tensors)
         with tracing(t):
-            result = self.fn(*bound.args, **bound.kwargs)
+            if grid:
+                code = self.fn.__code__
+                where = (code.co_filename, code.co_firstlineno)
+                result = trace_instances(t, grid, where, lambda: self.fn(*bound.args, **bound.kwargs))
+            else:
+                result = self.fn(*bound.args, **bound.kwargs)
             check_closed(t)
         outputs = () if result is None else result if isinstance(result, tuple | list) else (result,)
         if not all(isinstance(o, HbmTensor) and o.trace is t for o in outputs):
@@ -218,14 +232,17 @@ class Kernel:
             raise TypeError(f"nki kernel {self.__name__}: {e}") from None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(args, kwargs, ())
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tuple[int, ...]) -> Any:
         if _OBSERVERS:
-            return self._observed_call(args, kwargs)
-        program = self.trace(*args, **kwargs)
+            return self._observed_call(args, kwargs, grid)
+        program = self.trace(*args, grid=grid, **kwargs)
         program.validate()
         return self._simulate(program, args, kwargs)
 
-    def _observed_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        program = self._stage("trace", lambda: self.trace(*args, **kwargs))
+    def _observed_call(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tuple[int, ...]) -> Any:
+        program = self._stage("trace", lambda: self.trace(*args, grid=grid, **kwargs))
         self._stage("validate", program.validate)
         return self._stage("simulate", self._simulate, program, args, kwargs)
 
@@ -259,6 +276,28 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<nki kernel {self.__name__}>"
+
+
+class Launch:
+    """A kernel launched on an SPMD grid (``kernel[2, 3]``): calling it traces the kernel once
+    per program instance, in program-id order, validates the program and simulates every
+    instance over the shared HBM (docs/nki-frontend.md, Launch grids)."""
+
+    def __init__(self, kernel: Kernel, grid: tuple[int, ...]) -> None:
+        self.kernel = kernel
+        self.grid = grid
+        """The grid, one positive int per axis."""
+        self.__name__ = kernel.__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.kernel._call(args, kwargs, self.grid)
+
+    def trace(self, *args: Any, target: str | None = None, **kwargs: Any) -> Any:
+        """The :data:`Program` of the launch for these arguments."""
+        return self.kernel.trace(*args, target=target, grid=self.grid, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<nki kernel {self.kernel.__name__} launched on {self.grid}>"
 
 
 def _show_prints(prefixes: list[str], values: list[Any], program: Any) -> None:
@@ -327,13 +366,19 @@ def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
 
 
 def simulate(kernel: Any) -> Callable[..., Any]:
-    """``nki.simulate(kernel)(*arrays)``: runs the kernel on the simulator."""
+    """``nki.simulate(kernel)(*arrays)``: runs the kernel on the simulator
+    (``nki.simulate(kernel[2])(...)`` on a launch grid)."""
+    if isinstance(kernel, Launch):
+        return kernel.__call__
     compiled = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     return compiled.__call__
 
 
 def trace(kernel: Any, *args: Any, target: str = "trn2") -> Any:
-    """The :data:`Program` ``kernel`` traces to for ``args`` on ``target``."""
+    """The :data:`Program` ``kernel`` traces to for ``args`` on ``target`` (``kernel[2]``: on
+    that launch grid)."""
+    if isinstance(kernel, Launch):
+        return kernel.trace(*args, target=target)
     if not isinstance(kernel, Kernel):
         kernel = Kernel(kernel)
     return kernel.trace(*args, target=target)

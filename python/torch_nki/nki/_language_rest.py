@@ -40,6 +40,7 @@ line that called the function.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from torch_nki.nki._trace import current, location, where
@@ -333,6 +334,11 @@ def device_print(print_prefix: Any, tensor: Any) -> None:
     (see the module doc)."""
     if not isinstance(print_prefix, str):
         raise TypeError(f"nl.device_print: print_prefix must be a str, got {print_prefix!r} ({where()})")
+    if math.prod(current().grid) > 1:
+        raise NotImplementedError(
+            f"torch_nki.nki does not implement nl.device_print in a kernel launched on a grid "
+            f"({where()}); see docs/nki-frontend.md for what is supported"
+        )
     if isinstance(tensor, TileRegion | HbmView):
         shape = tensor.shape
     else:

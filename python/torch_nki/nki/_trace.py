@@ -46,6 +46,10 @@ class Trace:
         self.written_inputs: list[Any] = []
         """Kernel arguments the kernel wrote, in the order of their first write (each now an
         output; see ``torch_nki.nki._inplace``)."""
+        self.grid: tuple[int, ...] = ()
+        """The launch grid (``()`` without one; see ``torch_nki.nki._grid``)."""
+        self.program_id: list[int] = []
+        """The id of the instance being traced, per grid axis."""
         self.scopes: list[Any] = []
         """The loop scopes open, innermost last (``torch_nki.nki._registers`` reads them)."""
 

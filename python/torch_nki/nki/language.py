@@ -28,6 +28,11 @@ from torch_nki.nki._elementwise import (
     where as where,
 )
 from torch_nki.nki._gather import gather_flattened as gather_flattened, load_transpose2d as load_transpose2d
+from torch_nki.nki._grid import (
+    num_programs as num_programs,
+    program_id as program_id,
+    program_ndim as program_ndim,
+)
 from torch_nki.nki._language_rest import (
     ceil as ceil,
     device_print as device_print,

@@ -258,6 +258,30 @@ impl Tracer {
         })
     }
 
+    /// Sets the launch grid (`kernel[2, 3]` is `[2, 3]`) before anything is recorded; the
+    /// kernel is then traced once per program instance inside `open_grid_axis` scopes.
+    fn set_grid(&mut self, grid: Vec<usize>, file: &str, line: u32) -> PyResult<()> {
+        crate::guard::guard("Tracer.set_grid", || {
+            let recorder = self.recorder()?;
+            let name = recorder.name().to_string();
+            recorder
+                .set_grid(&grid, python_loc(file, line))
+                .map_err(|e| to_py_err(e, &name))
+        })
+    }
+
+    /// Opens the scope of program id `index` along grid `axis` (closed by `close_loop`); the
+    /// last axis's scope is one program instance.
+    fn open_grid_axis(&mut self, axis: usize, index: usize, file: &str, line: u32) -> PyResult<()> {
+        crate::guard::guard("Tracer.open_grid_axis", || {
+            let recorder = self.recorder()?;
+            let name = recorder.name().to_string();
+            recorder
+                .open_grid_axis(axis, index, python_loc(file, line))
+                .map_err(|e| to_py_err(e, &name))
+        })
+    }
+
     /// Closes the innermost loop scope.
     fn close_loop(&mut self) -> PyResult<()> {
         crate::guard::guard("Tracer.close_loop", || {

@@ -40,6 +40,12 @@ impl Program {
         self.program.target.name()
     }
 
+    /// The launch grid (`()` without one).
+    #[getter]
+    fn grid(&self) -> Vec<usize> {
+        self.program.grid.clone()
+    }
+
     /// `[(name, shape, dtype), ...]` of the inputs, in parameter order.
     fn inputs(&self) -> Vec<(String, Vec<usize>, &'static str)> {
         self.program
