@@ -10,11 +10,23 @@
 //! broadcast and higher-rank views). Registers are `rN` (`rN = nisa.register_alloc(...)`);
 //! device loops are `for rN in nl.dynamic_range(start, stop, step):` (the index register named
 //! by the loop) and `nl.while_loop(rN, body)` with the body a nested `def` returning `rN`.
+//!
+//! Each instruction's call is derived from its `Op` declaration (`calls`): its fields spelled
+//! as their declared keywords by type (`spell`) or adaptor (`via`), a hook for the few
+//! keywords computed from several fields (`hooks`), and the signature in `nki_spec` ordering
+//! them and leaving out defaults (`kwargs`).
 
 mod calls;
+mod hooks;
+mod kwargs;
 mod names;
+mod spell;
+pub(crate) mod via;
 
 pub use names::{EMITTED, NkiName};
+
+pub(crate) use kwargs::Kwargs;
+pub(crate) use spell::{Spell, SpellMany};
 
 use crate::affine::AffineExpr;
 use crate::ir::{
@@ -43,7 +55,8 @@ pub fn emit_nki(program: &Program) -> String {
     e.out
 }
 
-struct Emitter<'p> {
+/// Writes one program's source; what the instruction declarations spell their fields through.
+pub(crate) struct Emitter<'p> {
     program: &'p Program,
     out: String,
     depth: usize,
