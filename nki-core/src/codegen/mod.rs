@@ -13,11 +13,23 @@
 //! A program launched on a grid sets the module constant `LAUNCH_GRID` (call the kernel as
 //! `kernel[LAUNCH_GRID](...)`); its symbolic program id is `iN = nl.program_id(axis)`, and an
 //! instance traced with a concrete id is an `if nl.program_id(axis) == k:` block.
+//!
+//! Each instruction's call is derived from its `Op` declaration (`calls`): its fields spelled
+//! as their declared keywords by type (`spell`) or adaptor (`via`), a hook for the few
+//! keywords computed from several fields (`hooks`), and the signature in `nki_spec` ordering
+//! them and leaving out defaults (`kwargs`).
 
 mod calls;
+mod hooks;
+mod kwargs;
 mod names;
+mod spell;
+pub(crate) mod via;
 
 pub use names::{EMITTED, NkiName};
+
+pub(crate) use kwargs::Kwargs;
+pub(crate) use spell::{Spell, SpellMany};
 
 use crate::affine::AffineExpr;
 use crate::ir::{
@@ -46,7 +58,8 @@ pub fn emit_nki(program: &Program) -> String {
     e.out
 }
 
-struct Emitter<'p> {
+/// Writes one program's source; what the instruction declarations spell their fields through.
+pub(crate) struct Emitter<'p> {
     program: &'p Program,
     out: String,
     depth: usize,

@@ -1,0 +1,115 @@
+//! The parameter types of instructions that are not operands of their own module: per-partition
+//! scalar operands, the engine of elementwise instructions, and the DMA modes
+//! (`nisa.dge_mode`, `nisa.oob_mode`).
+
+use crate::ir::TileRegion;
+use serde::Serialize;
+
+/// A per-partition operand: an immediate scalar, or a `(P, 1)` tile column.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ScalarOperand {
+    /// The same value for every element.
+    Imm {
+        /// The value.
+        value: f32,
+    },
+    /// One value per partition, broadcast along the free dim.
+    Column {
+        /// A region with `nf == 1`.
+        region: TileRegion,
+    },
+}
+
+/// The engine an elementwise two-tensor instruction runs on: NKI's `engine=` argument of
+/// `nisa.tensor_tensor`. The arithmetic is the same (fp32 inside, rounded on write); what differs
+/// is throughput, and that GpSimd cannot reach PSUM. Kernels move work to GpSimd when the vector
+/// engine is their bottleneck and GpSimd is idle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElementwiseEngine {
+    /// The vector engine (NKI's default for floating-point data).
+    #[default]
+    Vector,
+    /// The GpSimd engine: eight general-purpose SIMD cores, no PSUM access.
+    GpSimd,
+}
+
+impl ElementwiseEngine {
+    /// The NKI spelling, `nisa.engine.<name>`.
+    pub fn nki_name(self) -> &'static str {
+        match self {
+            ElementwiseEngine::Vector => "vector",
+            ElementwiseEngine::GpSimd => "gpsimd",
+        }
+    }
+}
+
+/// How a DMA's descriptors are generated: NKI's `nisa.dge_mode`. The simulator moves the same
+/// bytes whichever is chosen; validation checks which an instruction allows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DgeMode {
+    /// The compiler chooses (NKI's default).
+    #[default]
+    Unknown,
+    /// Software descriptor generation on GpSimd (the indirect forms).
+    Swdge,
+    /// The hardware descriptor generator (NeuronCore-v3 and newer).
+    Hwdge,
+    /// Descriptors made by the runtime before execution.
+    None,
+}
+
+impl DgeMode {
+    /// Every mode, in `nisa.dge_mode`'s order.
+    pub const ALL: [DgeMode; 4] = [
+        DgeMode::Unknown,
+        DgeMode::Swdge,
+        DgeMode::Hwdge,
+        DgeMode::None,
+    ];
+
+    /// The NKI spelling, `nisa.dge_mode.<name>`.
+    pub fn nki_name(self) -> &'static str {
+        match self {
+            DgeMode::Unknown => "unknown",
+            DgeMode::Swdge => "swdge",
+            DgeMode::Hwdge => "hwdge",
+            DgeMode::None => "none",
+        }
+    }
+
+    /// The mode `nisa.dge_mode.<name>` names.
+    pub fn from_nki_name(name: &str) -> Option<DgeMode> {
+        DgeMode::ALL.into_iter().find(|m| m.nki_name() == name)
+    }
+}
+
+/// What a DMA does with an out-of-bounds index of an indirect access: NKI's `nisa.oob_mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OobMode {
+    /// A runtime error (NKI's default).
+    #[default]
+    Error,
+    /// The transfer of that index is skipped.
+    Skip,
+}
+
+impl OobMode {
+    /// The NKI spelling, `nisa.oob_mode.<name>`.
+    pub fn nki_name(self) -> &'static str {
+        match self {
+            OobMode::Error => "error",
+            OobMode::Skip => "skip",
+        }
+    }
+
+    /// The mode `nisa.oob_mode.<name>` names.
+    pub fn from_nki_name(name: &str) -> Option<OobMode> {
+        [OobMode::Error, OobMode::Skip]
+            .into_iter()
+            .find(|m| m.nki_name() == name)
+    }
+}
