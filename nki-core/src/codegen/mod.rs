@@ -26,7 +26,7 @@ mod names;
 mod spell;
 pub(crate) mod via;
 
-pub use names::{EMITTED, NkiName};
+pub use names::{NkiName, emitted};
 
 pub(crate) use kwargs::Kwargs;
 pub(crate) use spell::{Spell, SpellMany};

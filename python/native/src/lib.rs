@@ -334,10 +334,10 @@ fn index_domains(
 
 /// Every `nki` / `nl` / `nisa` name codegen may emit: `[(name, keywords, doc_url), ...]`.
 #[entry_point]
-fn nki_api() -> PyResult<Vec<(&'static str, Vec<&'static str>, &'static str)>> {
-    Ok(nki_core::codegen::EMITTED
-        .iter()
-        .map(|n| (n.name, n.keywords.to_vec(), n.doc))
+fn nki_api() -> PyResult<Vec<(String, Vec<&'static str>, String)>> {
+    Ok(nki_core::codegen::emitted()
+        .into_iter()
+        .map(|n| (n.name.into_owned(), n.keywords, n.doc.into_owned()))
         .collect())
 }
 

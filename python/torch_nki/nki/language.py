@@ -12,6 +12,7 @@ naming the call and its line.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -274,14 +275,26 @@ def as_dtype(dtype: Any) -> DType:
     raise TypeError(f"torch_nki.nki: dtype {dtype!r} is not an NKI dtype (known: {list(DTYPES)})")
 
 
-def ndarray(shape: Sequence[int], dtype: Any, buffer: Buffer = sbuf, name: str = "", **kwargs: Any) -> Any:
-    """A tile in ``nl.sbuf`` / ``nl.psum``, or a kernel output in ``nl.shared_hbm``."""
+def ndarray(
+    shape: Sequence[int],
+    dtype: Any,
+    buffer: Buffer = sbuf,
+    name: str = "",
+    address: tuple[int, int] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A tile in ``nl.sbuf`` / ``nl.psum``, or a kernel output in ``nl.shared_hbm``.
+    ``address=(partition_offset, free_offset)`` places an on-chip tile by hand: it is checked
+    against the buffer's bounds, and the simulator then allocates the tile as any other (see
+    docs/nki-frontend.md, "Explicit addresses")."""
     if kwargs:
         raise unsupported("nl.ndarray", f"keyword(s) {sorted(kwargs)}")
     trace = current()
     file, line = location(2)
     d = as_dtype(dtype)
     shape = tuple(int(s) for s in shape)
+    if address is not None:
+        _check_address(address, shape, d, buffer)
     if buffer is shared_hbm:
         index = trace.native.output(list(shape), d.native, file, line)
         outputs = len(trace.outputs)
@@ -293,6 +306,38 @@ def ndarray(shape: Sequence[int], dtype: Any, buffer: Buffer = sbuf, name: str =
     p, f = tile_shape(shape)
     tile_id = trace.native.tile(p, f, d.native, buffer.name, file, line)
     return Tile(tile_id, shape if len(shape) > 1 else (p, f), d, buffer.name, trace)
+
+
+def _check_address(address: Any, shape: tuple[int, ...], dtype: DType, buffer: Buffer) -> None:
+    """``nl.ndarray(address=...)``: a ``(partition_offset, free_offset)`` pair of non-negative
+    ints, on chip, that keeps the tile inside the buffer (its partitions below ``pmax``, its
+    bytes per partition within the buffer's partition)."""
+    at = f"nl.ndarray(address={address!r}) ({_at()})"
+    if buffer not in (sbuf, psum):
+        raise ValueError(f"{at}: only an on-chip tile (nl.sbuf, nl.psum) takes an address, not {buffer!r}")
+    if (
+        not isinstance(address, tuple | list)
+        or len(address) != 2
+        or not builtins.all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in address)
+    ):
+        raise TypeError(f"{at}: expected (partition_offset, free_offset), two non-negative ints")
+    partition, offset = address
+    p, f = tile_shape(shape)
+    if partition + p > tile_size.pmax:
+        raise ValueError(
+            f"{at}: partitions {partition}..{partition + p} run past the {tile_size.pmax} partitions"
+        )
+    capacity = (
+        tile_size.sbuf_fmax_bytes
+        if buffer is sbuf
+        else tile_size.psum_bank_fmax_bytes * tile_size.psum_num_banks
+    )
+    end = offset + f * dtype.itemsize
+    if end > capacity:
+        raise ValueError(
+            f"{at}: bytes {offset}..{end} of each partition run past the {capacity} bytes of "
+            f"{buffer!r}'s partition"
+        )
 
 
 def zeros(shape: Sequence[int], dtype: Any, buffer: Buffer = sbuf, name: str = "") -> Tile:
