@@ -1,12 +1,15 @@
 //! Every `nki` / `nl` / `nisa` name codegen may emit, with the keywords it may pass and the NKI
 //! 0.7 (Neuron SDK 2.33) documentation page for it. The table is derived from the declarations
-//! (`nki_spec`): every implemented instruction with its signature's keywords, every enum variant,
-//! every `nki.language` name; only the language constructs codegen calls with keywords
-//! ([`CALLED_WITH_KEYWORDS`]) and `nki.jit` are written here. A test holds generated code to it.
+//! (`nki_spec`) and the IR: every implemented instruction and every `nl` function with its
+//! signature's keywords, every `nisa` enum variant, every dtype, the operators and activation
+//! functions the IR has, and the buffers codegen allocates in (on chip, and `shared_hbm`); only
+//! [`BY_HAND`] is written here. A test holds generated code to it.
 
 use std::borrow::Cow;
 
 use nki_spec::Status;
+
+use crate::ir::{ActFn, BinOp};
 
 /// One emitted name: `nisa.dma_copy`, `nl.affine_range`, `nl.add`, ...
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,61 +26,61 @@ pub struct NkiName {
 /// The NKI 0.7 API reference pages.
 const API: &str = "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated";
 
-/// Names codegen calls with keywords that no declaration lists (the keywords are NKI's): the
-/// name, its keywords, and its page when it is not `nki.language.<name>`'s.
-const CALLED_WITH_KEYWORDS: &[(&str, &[&str], Option<&str>)] = &[
-    ("nki.jit", &[], Some("nki.jit.html")),
-    ("nl.ndarray", &["dtype", "buffer"], None),
-    ("nl.shared_constant", &["dtype"], None),
+/// What no declaration lists: `nki.jit` and the tensor method `.ap(...)` (name, keywords,
+/// page under [`API`]).
+const BY_HAND: &[(&str, &[&str], &str)] = &[
+    ("nki.jit", &[], "nki.jit.html"),
     (
         "ap",
         &["pattern", "offset"],
-        Some("../../deep-dives/nki-aps.html"),
+        "../../deep-dives/nki-aps.html",
     ),
 ];
 
 /// The names codegen may emit (see the module doc).
 pub fn emitted() -> Vec<NkiName> {
-    let page = |file: String| Cow::Owned(format!("{API}/{file}"));
-    let mut names: Vec<NkiName> = CALLED_WITH_KEYWORDS
+    let row = |name: String, keywords: Vec<&'static str>, file: String| NkiName {
+        name: Cow::Owned(name),
+        keywords,
+        doc: Cow::Owned(format!("{API}/{file}")),
+    };
+    let language = |name: &str| format!("nki.language.{name}.html");
+    let mut names: Vec<NkiName> = BY_HAND
         .iter()
-        .map(|&(name, keywords, file)| NkiName {
-            name: Cow::Borrowed(name),
-            keywords: keywords.to_vec(),
-            doc: page(file.map_or_else(
-                || format!("nki.language.{}.html", name.trim_start_matches("nl.")),
-                str::to_string,
-            )),
-        })
+        .map(|&(name, keywords, file)| row(name.into(), keywords.to_vec(), file.into()))
         .collect();
-    for (name, _) in nki_spec::language::names() {
+    for f in nki_spec::FUNCTIONS {
+        let keywords = f.params.iter().map(|p| p.name).collect();
+        names.push(row(format!("nl.{}", f.name), keywords, language(f.name)));
+    }
+    let plain = BinOp::ALL.iter().map(|o| o.nl_name());
+    let plain = plain
+        .chain(ActFn::ALL.iter().map(|f| f.nl_name()))
+        .chain(nki_spec::DTYPES.iter().map(|d| d.name))
+        .chain(
+            (nki_spec::BUFFERS.iter())
+                .filter(|b| b.on_chip || b.shared)
+                .map(|b| b.name),
+        );
+    for name in plain {
         if !names
             .iter()
             .any(|n| n.name.strip_prefix("nl.") == Some(name))
         {
-            names.push(NkiName {
-                name: Cow::Owned(format!("nl.{name}")),
-                keywords: vec![],
-                doc: page(format!("nki.language.{name}.html")),
-            });
+            names.push(row(format!("nl.{name}"), vec![], language(name)));
         }
     }
     for spec in nki_spec::INSTRUCTIONS {
         if spec.status == Status::Implemented {
-            names.push(NkiName {
-                name: Cow::Owned(format!("nisa.{}", spec.name)),
-                keywords: spec.params.iter().map(|p| p.name).collect(),
-                doc: page(format!("nki.isa.{}.html", spec.name)),
-            });
+            let keywords = spec.params.iter().map(|p| p.name).collect();
+            let file = format!("nki.isa.{}.html", spec.name);
+            names.push(row(format!("nisa.{}", spec.name), keywords, file));
         }
     }
     for spec in nki_spec::ENUMS {
         for variant in spec.variants {
-            names.push(NkiName {
-                name: Cow::Owned(format!("nisa.{}.{}", spec.name, variant.name)),
-                keywords: vec![],
-                doc: page(format!("nki.isa.{}.html", spec.name)),
-            });
+            let name = format!("nisa.{}.{}", spec.name, variant.name);
+            names.push(row(name, vec![], format!("nki.isa.{}.html", spec.name)));
         }
     }
     names

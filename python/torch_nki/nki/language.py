@@ -365,19 +365,29 @@ def _scoped(kind: str, args: tuple[int, ...]) -> Iterator[int]:
                 trace.native.close_loop()
 
 
-def affine_range(*args: int) -> Iterator[int]:
+def _range_args(start: int, stop: int | None, step: int) -> tuple[int, ...]:
+    """NKI's ``(start, stop=None, step=1)`` as ``range``'s arguments (``stop`` ``None``:
+    ``range(start)``)."""
+    return (
+        (start,)
+        if stop is None and step == 1
+        else (0 if stop is None else start, start if stop is None else stop, step)
+    )
+
+
+def affine_range(start: int, stop: int | None = None, step: int = 1) -> Iterator[int]:
     """``range`` whose iterations are independent (each iteration is its own scope)."""
-    return _scoped("affine", args)
+    return _scoped("affine", _range_args(start, stop, step))
 
 
-def sequential_range(*args: int) -> Iterator[int]:
+def sequential_range(start: int, stop: int | None = None, step: int = 1) -> Iterator[int]:
     """``range`` whose iterations run in order and may carry state through tiles."""
-    return _scoped("sequential", args)
+    return _scoped("sequential", _range_args(start, stop, step))
 
 
-def static_range(*args: int) -> Iterator[int]:
+def static_range(start: int, stop: int | None = None, step: int = 1) -> Iterator[int]:
     """``range``, unrolled (as every NKI 0.6 loop is)."""
-    return _scoped("sequential", args)
+    return _scoped("sequential", _range_args(start, stop, step))
 
 
 def ds(start: int, size: int) -> slice:
