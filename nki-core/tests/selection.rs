@@ -202,7 +202,9 @@ fn the_selection_operands_are_checked_when_traced() {
         )
     });
     assert!(
-        e.contains("nc_find_index8: dst must be an int32 tile (indices; NKI writes uint32, which torch-nki has as int32), got f32"),
+        e.contains(
+            "nc_find_index8: dst must be a uint32 tile (indices; int32 is accepted too), got f32"
+        ),
         "{e}"
     );
     let e = attempt(&|| {
@@ -233,7 +235,7 @@ fn the_selection_operands_are_checked_when_traced() {
         nc_match_replace8(&d, &d, sbuf([4, 8], DType::F32), 0.0, Some(idx.region()))
     });
     assert!(
-        e.contains("nc_match_replace8: dst_idx must be an int32 tile"),
+        e.contains("nc_match_replace8: dst_idx must be a uint32 tile"),
         "{e}"
     );
 }

@@ -334,9 +334,9 @@ def test_selection_operand_errors_name_the_instruction() -> None:
         _one(lambda t: nisa.max8(dst=tile(8, 4), src=t), target="trn2")(x)
     with pytest.raises(TraceError, match="max8: src has 4 elements per partition"):
         _one(lambda t: nisa.max8(dst=tile(8, 8), src=t[:, 0:4]), target="trn2")(x)
-    with pytest.raises(TraceError, match="nc_find_index8: dst must be an int32 tile"):
+    with pytest.raises(TraceError, match="nc_find_index8: dst must be a uint32 tile"):
         _one(lambda t: nisa.nc_find_index8(dst=tile(8, 8), data=t, vals=t[:, 0:8]), target="trn2")(x)
-    with pytest.raises(TraceError, match="nc_match_replace8: dst_idx must be an int32 tile"):
+    with pytest.raises(TraceError, match="nc_match_replace8: dst_idx must be a uint32 tile"):
         _one(
             lambda t: nisa.nc_match_replace8(dst=t, data=t, vals=t[:, 0:8], imm=0.0, dst_idx=tile(8, 8)),
             target="trn2",

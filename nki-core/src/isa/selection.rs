@@ -54,12 +54,12 @@ fn eight_ok(
 
 fn index_dtype_ok(b: &mut Builder, loc: SourceLoc, inst: &str, name: &str, r: &TileRegion) -> bool {
     match b.tiles.get(r.tile.0 as usize).map(|t| t.dtype) {
-        Some(dt) if dt != DType::I32 => {
+        Some(dt) if !matches!(dt, DType::U32 | DType::I32) => {
             b.fail(
                 loc,
                 format!(
-                    "{inst}: {name} must be an int32 tile (indices; NKI writes uint32, which \
-                     torch-nki has as int32), got {dt}"
+                    "{inst}: {name} must be a uint32 tile (indices; int32 is accepted too), \
+                     got {dt}"
                 ),
             );
             false

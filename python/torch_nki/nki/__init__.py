@@ -48,7 +48,7 @@ from torch_nki.nki._grid import MAX_GRID_AXES, normalize_grid, trace_instances
 from torch_nki.nki._inplace import write_back
 from torch_nki.nki._registers import check_closed
 from torch_nki.nki._spec import SPEC
-from torch_nki.nki._trace import Trace, tracing
+from torch_nki.nki._trace import Trace, active, tracing, where
 from torch_nki.nki._values import DType, HbmTensor
 
 dtype = DType
@@ -235,6 +235,16 @@ class Kernel:
         return self._call(args, kwargs, ())
 
     def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tuple[int, ...]) -> Any:
+        if active() is not None:
+            # Called from a kernel being traced (AWS's kernel library builds kernels from other
+            # @nki.jit kernels): the callee runs inline, on the caller's tensors and tiles.
+            if grid:
+                raise NotImplementedError(
+                    f"torch_nki.nki: kernel {self.__name__} launched on a grid {grid} from inside "
+                    f"another kernel ({where()}); a kernel called from a kernel runs inline, in the "
+                    "caller's program instance"
+                )
+            return self.fn(*args, **kwargs)
         if _OBSERVERS:
             return self._observed_call(args, kwargs, grid)
         program = self.trace(*args, grid=grid, **kwargs)

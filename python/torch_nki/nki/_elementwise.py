@@ -120,7 +120,7 @@ def _buffer(fn: str, buffer: Any) -> dict[str, Any]:
     """The declaration of the buffer ``buffer`` names: an ``nl`` buffer, its name, or a tile or
     HBM tensor (its buffer)."""
     if isinstance(buffer, TileRegion):
-        name = buffer.buffer
+        name = buffer.buffer.name
     elif isinstance(buffer, HbmView):
         name = "shared_hbm"
     else:

@@ -106,6 +106,13 @@ class HbmView:
     def dtype(self) -> DType:
         return self.tensor.dtype
 
+    @property
+    def buffer(self) -> Any:
+        """``nl.shared_hbm``: kernel arguments and outputs live in HBM every program sees."""
+        from torch_nki.nki import language
+
+        return language.shared_hbm
+
     def __getitem__(self, key: Any) -> HbmView:
         self._static("indexing")
         parts = _views.normalise(key, self.shape, self.tensor.name)
@@ -293,7 +300,8 @@ class TileRegion:
         return self.tile.dtype
 
     @property
-    def buffer(self) -> str:
+    def buffer(self) -> Any:
+        """The tile's buffer (``nl.sbuf`` or ``nl.psum``)."""
         return self.tile.buffer
 
     @property
@@ -603,11 +611,14 @@ class Tile(TileRegion):
         return self._dtype
 
     @property
-    def buffer(self) -> str:
-        return self._buffer
+    def buffer(self) -> Any:
+        """The buffer the tile lives in (``nl.sbuf`` or ``nl.psum``; it also equals its name)."""
+        from torch_nki.nki import language
+
+        return getattr(language, self._buffer)
 
     def __repr__(self) -> str:
-        return f"<tile t{self.id} {self.shape} {self.dtype!r} in {self.buffer}>"
+        return f"<tile t{self.id} {self.shape} {self.dtype!r} in {self._buffer}>"
 
 
 def tile_shape(shape: Sequence[int]) -> tuple[int, int]:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import enum
 import inspect
+import math
 import types
 from collections.abc import Callable
 from typing import Any
 
-from torch_nki.nki import language
+from torch_nki.nki import _views, language
 from torch_nki.nki._inplace import WRITE_KINDS, make_writable
 from torch_nki.nki._registers import VirtualRegister as VirtualRegister
 from torch_nki.nki._spec import SPEC
@@ -40,6 +41,14 @@ ENUMS: dict[str, type[enum.Enum]] = {
 """Every ``nki.isa`` enum class, by name."""
 
 globals().update(ENUMS)
+
+# NKI 0.7 keeps five of the engines' old constants (`nisa.scalar_engine`, deprecated for
+# `nisa.engine.scalar`; the API stub's `nki/isa/__init__.py` lists them).
+ENGINE_CONSTANTS: dict[str, enum.Enum] = {
+    f"{name}_engine": ENUMS["engine"][name] for name in ("tensor", "vector", "scalar", "gpsimd", "unknown")
+}
+"""``nisa.tensor_engine``, ``nisa.vector_engine``, ... (deprecated aliases of ``nisa.engine.*``)."""
+globals().update(ENGINE_CONSTANTS)
 
 constants = types.ModuleType(f"{__name__}.constants", "The nki.isa enums (nki.isa.constants).")
 for _name, _enum in ENUMS.items():
@@ -121,6 +130,25 @@ def _flatten_axis(name: str, arguments: dict[str, Any]) -> None:
     arguments["axis"] = 1
 
 
+def _match_dma_shapes(arguments: dict[str, Any]) -> None:
+    """``dma_copy`` needs only equal element counts (the NKI docs' "Tile size" rule), copying
+    in row-major order: where the shapes differ, the HBM side is seen with the other side's
+    shape when its strides allow it (a copy between a ``(64,)`` HBM slice and a ``(64, 1)``
+    tile); otherwise the shapes stay, and the native check names them."""
+    dst, src = arguments["dst"], arguments["src"]
+    if not isinstance(dst, HbmView | TileRegion) or not isinstance(src, HbmView | TileRegion):
+        return
+    if tuple(dst.shape) == tuple(src.shape) or math.prod(dst.shape) != math.prod(src.shape):
+        return
+    for side, other in (("src", dst), ("dst", src)):
+        view = arguments[side]
+        if isinstance(view, HbmView) and not view.is_indirect():
+            dims = _views.reshape(view.dims, other.shape)
+            if dims is not None:
+                arguments[side] = HbmView(view.tensor, view.offset, dims)
+                return
+
+
 def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
     name = spec["name"]
     signature = _signature(spec)
@@ -143,6 +171,8 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
             FUNCTIONS["register_load"](reg, bound.arguments["x"])
             return reg
         _flatten_axis(name, bound.arguments)
+        if name == "dma_copy":
+            _match_dma_shapes(bound.arguments)
         for param in written:
             make_writable(bound.arguments[param], FUNCTIONS["dma_copy"])
         values = {k: _encode(v) for k, v in bound.arguments.items()}

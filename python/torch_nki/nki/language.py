@@ -88,13 +88,22 @@ bytes (:func:`torch_nki.nki.packed` passes an input, outputs come back as uint8)
 
 
 class Buffer:
-    """A memory ``nl.ndarray`` allocates in."""
+    """A memory ``nl.ndarray`` allocates in (``nl.sbuf``, ...): what a tensor's ``.buffer``
+    is. It equals its name too (``t.buffer == "psum"``)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
 
     def __repr__(self) -> str:
         return f"nl.{self.name}"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Buffer):
+            return self.name == other.name
+        return isinstance(other, str) and other == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
 
 
 class NKIObject:

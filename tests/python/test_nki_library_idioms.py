@@ -1,0 +1,103 @@
+"""NKI 0.7 idioms AWS's kernel library leans on: kernels calling kernels, ``tensor.buffer``,
+``dma_copy`` between shapes of one element count, the deprecated engine constants, and uint32
+index outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import torch_nki.nki.isa as nisa
+import torch_nki.nki.language as nl
+from torch_nki import nki
+from torch_nki.errors import TraceError
+
+
+@nki.jit
+def scale_into(x, out, factor):
+    """A kernel other kernels call: ``out = x * factor``."""
+    nl.store(out, value=nl.multiply(nl.load(x), factor))
+    return out
+
+
+def test_a_kernel_called_from_a_kernel_runs_inline() -> None:
+    @nki.jit
+    def outer(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        return scale_into(x, out, 3.0)
+
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(outer(x), 3 * x)
+
+    @nki.jit
+    def launches(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        return scale_into[2](x, out, 3.0)
+
+    with pytest.raises(NotImplementedError, match=r"kernel scale_into launched on a grid \(2,\) from inside"):
+        launches(x)
+
+
+def test_tensors_name_their_buffer() -> None:
+    seen = {}
+
+    @nki.jit
+    def probe(x):
+        t = nl.load(x)
+        p = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.psum)
+        seen.update(x=x.buffer, view=x[0:1, :].buffer, t=t.buffer, region=t[0:1, :].buffer, p=p.buffer)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=t)
+        return out
+
+    probe(np.zeros((2, 4), np.float32))
+    assert seen == {"x": nl.shared_hbm, "view": nl.shared_hbm, "t": nl.sbuf, "region": nl.sbuf, "p": nl.psum}
+    assert seen["p"] == "psum" and seen["t"] != nl.psum
+
+
+def test_dma_copy_needs_only_equal_element_counts() -> None:
+    @nki.jit
+    def column(x):
+        t = nl.ndarray((8, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[2:10])  # a (8,) slice into an (8, 1) tile
+        out = nl.ndarray((8,), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = np.arange(12, dtype=np.float32)
+    np.testing.assert_array_equal(column(x), x[2:10])
+
+    @nki.jit
+    def mismatched(x):
+        t = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[0:8])
+        return x
+
+    with pytest.raises(TraceError, match="dma_copy: dst has shape"):
+        mismatched(x)
+
+
+def test_the_deprecated_engine_constants_are_the_engines() -> None:
+    assert nisa.scalar_engine is nisa.engine.scalar and nisa.vector_engine is nisa.engine.vector
+    assert nisa.tensor_engine is nisa.engine.tensor and nisa.gpsimd_engine is nisa.engine.gpsimd
+    assert nisa.unknown_engine is nisa.engine.unknown
+    with pytest.raises(AttributeError, match=r"NKI 0\.7 has no nisa\.sync_engine"):
+        _ = nisa.sync_engine
+    assert isinstance(nisa.dma_engine, type)
+
+
+def test_top8_indices_go_to_a_uint32_tile() -> None:
+    @nki.jit
+    def top8(x):
+        t = nl.load(x)
+        values = nl.ndarray((x.shape[0], 8), dtype=nl.float32, buffer=nl.sbuf)
+        index = nl.ndarray((x.shape[0], 8), dtype=nl.uint32, buffer=nl.sbuf)
+        nisa.max8(dst=values, src=t)
+        nisa.nc_find_index8(dst=index, data=t, vals=values)
+        out = nl.ndarray((x.shape[0], 8), dtype=nl.uint32, buffer=nl.shared_hbm)
+        nl.store(out, value=index)
+        return out
+
+    x = np.random.default_rng(0).permutation(64).astype(np.float32).reshape(4, 16)
+    got = nki.jit(top8.fn, target="trn2")(x)
+    np.testing.assert_array_equal(got, np.argsort(-x, axis=1)[:, :8].astype(np.uint32))
