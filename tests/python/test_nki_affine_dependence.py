@@ -129,3 +129,20 @@ def test_orders_keep_independent_bits_and_show_a_dependence() -> None:
     np.testing.assert_array_equal(np.frombuffer(backward, np.float32).reshape(32, 64), x[0:32])
     with pytest.raises(ValueError, match="iteration order `sideways`"):
         program.simulate([x.tobytes()], order="sideways")
+
+
+@nki.jit
+def rewrites_in_a_python_for(x):
+    """A plain ``for`` around an ``affine_range``: each pass rewrites the same rows, in order
+    (the passes are not iterations of the affine_range)."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for k in range(2):
+        for i in nl.affine_range(x.shape[0] // 32):
+            t = nl.load(x[i * 32 : (i + 1) * 32, :])
+            nl.store(out[i * 32 : (i + 1) * 32, :], value=nl.multiply(t, float(k + 1)))
+    return out
+
+
+def test_an_affine_range_in_a_python_for_is_one_loop_per_pass() -> None:
+    x = _rand(128, 64)
+    np.testing.assert_array_equal(rewrites_in_a_python_for(x), x * 2)

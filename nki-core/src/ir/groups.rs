@@ -6,8 +6,10 @@
 //! block (with, between them, the allocations [`super::hoist_escaping_allocs`] moved in front of
 //! the iteration that first uses them). [`affine_runs`] finds the second form: a run of at least
 //! two consecutive one-trip affine loops with the same location is taken as the iterations of one
-//! loop. Two `affine_range` loops opened at the same line back to back (a plain Python `for`
-//! around an `affine_range`, a Rust helper opening one, called twice in a row) read as one loop.
+//! loop. The frontend gives each `nl.affine_range` call its own column, so two calls at one
+//! line back to back (in a plain Python `for`) stay two loops; in an unrolled Rust program,
+//! two `affine_range` loops opened at one location back to back (a helper opening one, called
+//! twice in a row) read as one loop.
 
 use super::{LoopKind, Program, Stmt};
 
