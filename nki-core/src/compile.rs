@@ -90,6 +90,7 @@ impl Compiled {
             inputs,
             outputs,
             parallel,
+            crate::sim::IterationOrder::Program,
         )
     }
 

@@ -84,6 +84,29 @@ pub struct ValidationError {
     pub loc: SourceLoc,
 }
 
+/// Something validation could not decide either way (see
+/// [`crate::validate::validate_with_warnings`]): the program is accepted, and the warning says
+/// what was not proven and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidationWarning {
+    /// The rule that could not decide, e.g. `affine-range-dependence`.
+    pub rule: &'static str,
+    /// What was not proven, and why.
+    pub message: String,
+    /// The kernel source line it concerns.
+    pub loc: SourceLoc,
+}
+
+impl std::fmt::Display for ValidationWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "validation warning [{}] at {}: {}",
+            self.rule, self.loc, self.message
+        )
+    }
+}
+
 impl NkiError {
     /// Prefixes trace messages with the kernel's name.
     pub(crate) fn in_kernel(self, name: &str) -> NkiError {

@@ -59,7 +59,7 @@ pub use dtype::DType;
 /// This crate's version: a native module and the `torch_nki` package it is loaded into must be
 /// built against the same one.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-pub use error::{NkiError, ValidationError};
+pub use error::{NkiError, ValidationError, ValidationWarning};
 pub use kernel_def::{KernelDef, ScalarValue, Signature};
 pub use nki_macros::kernel;
 pub use run::{HostArray, run_kernel};

@@ -63,7 +63,16 @@ fn values(n: usize, seed: usize) -> Vec<u8> {
 fn run(p: &Program, bands: BandPolicy, parallel: bool) -> Vec<Vec<u8>> {
     let rows = p.hbm[0].shape[0];
     let (x, y) = (values(rows * 40, 1), values(rows * 40, 2));
-    simulate_to_vecs(p, &[&x, &y], SimOptions { parallel, bands }).unwrap()
+    simulate_to_vecs(
+        p,
+        &[&x, &y],
+        SimOptions {
+            parallel,
+            bands,
+            ..SimOptions::default()
+        },
+    )
+    .unwrap()
 }
 
 #[test]

@@ -517,6 +517,7 @@ fn banded_runs_leave_nonzero_with_count_and_topk_whole() {
             SimOptions {
                 parallel: true,
                 bands,
+                ..SimOptions::default()
             },
         )
         .unwrap()

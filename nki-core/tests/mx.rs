@@ -219,6 +219,7 @@ fn mx_instructions_give_the_same_bits_under_any_band_policy() {
         let opts = SimOptions {
             parallel: true,
             bands,
+            ..SimOptions::default()
         };
         simulate_to_vecs(&prog, &[&bytes], opts).unwrap()
     };

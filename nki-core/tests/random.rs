@@ -474,10 +474,12 @@ fn a_parallel_looking_loop_draws_in_program_order() {
         SimOptions {
             parallel: false,
             bands: BandPolicy::never(),
+            ..SimOptions::default()
         },
         SimOptions {
             parallel: true,
             bands: BandPolicy::everywhere(16),
+            ..SimOptions::default()
         },
     ] {
         assert_eq!(simulate_to_vecs(&p, &[&bytes], opts).unwrap(), reference);

@@ -499,10 +499,18 @@ fn device_loop_bodies_band_and_parallelise_with_the_same_bits() {
             min_instructions: usize::MAX,
             min_mean_elements: usize::MAX,
         },
+        ..SimOptions::default()
     });
     for bands in [BandPolicy::default(), eager] {
         for parallel in [false, true] {
-            assert_eq!(run_with(SimOptions { parallel, bands }), reference);
+            assert_eq!(
+                run_with(SimOptions {
+                    parallel,
+                    bands,
+                    ..SimOptions::default()
+                }),
+                reference
+            );
         }
     }
     // The last iteration saw acc = x + 2.

@@ -533,6 +533,7 @@ fn both_run_band_by_band_with_the_same_bits() {
             SimOptions {
                 parallel: true,
                 bands,
+                ..SimOptions::default()
             },
         )
         .unwrap()

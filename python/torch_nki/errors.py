@@ -20,6 +20,7 @@ __all__ = [
     "UnknownOpError",
     "UnsupportedTransformError",
     "ValidationError",
+    "ValidationWarning",
 ]
 
 
@@ -73,6 +74,12 @@ class ValidationError(NkiError):
     """The instruction (or ``alloc``) that broke it."""
     location: str = ""
     """The kernel source line, ``file:line``."""
+
+
+class ValidationWarning(UserWarning):
+    """Validation could not decide a rule either way (e.g. ``affine-range-dependence`` for an
+    ``affine_range`` whose iterations reach a tensor at runtime offsets): the program is
+    accepted; the message names the rule, the line and what was not proven."""
 
 
 class SimulationError(NkiError):

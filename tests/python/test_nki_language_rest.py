@@ -274,7 +274,8 @@ def printing(x):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     t = nl.load(x)
     nl.device_print("loaded:", t)
-    for _ in nl.affine_range(2):
+    # Each iteration doubles what the previous one left (and prints it): sequential_range.
+    for _ in nl.sequential_range(2):
         nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
         nl.device_print("doubled:", t[0:1, :])
     acc = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)

@@ -91,7 +91,9 @@ def test_keeping_too_many_tiles_alive_fails_with_the_capacity_rule_and_the_line(
     @nki.jit
     def keeps_one_at_a_time(x):
         out = nl.ndarray((128, 4), dtype=x.dtype, buffer=nl.shared_hbm)
-        for i in nl.affine_range(30):
+        # Every iteration writes all of `out` (the last one's value stays): an order the
+        # loop must keep, so sequential_range (affine_range is `affine-range-dependence`).
+        for i in nl.sequential_range(30):
             t = nl.ndarray((128, 2048), dtype=nl.float32, buffer=nl.sbuf)
             nisa.memset(dst=t, value=float(i))
             nisa.dma_copy(dst=out, src=t[0:128, 0:4])

@@ -35,6 +35,7 @@ fn outputs(compiled: &Compiled, policy: BandPolicy, sequential: bool) -> (Vec<Ve
     let opts = SimOptions {
         parallel: !sequential,
         bands: policy,
+        ..SimOptions::default()
     };
     let banded = plan.bands().iter().map(Vec::len).sum();
     let out = simulate_to_vecs(program, &inputs, opts)

@@ -11,6 +11,7 @@ use crate::target::Target;
 use serde::Serialize;
 
 mod access;
+mod groups;
 mod hoist;
 mod math;
 mod op;
@@ -20,6 +21,7 @@ mod register;
 mod unroll;
 
 pub use access::{DynamicOffset, HbmAccess};
+pub use groups::{AffineRun, affine_runs};
 pub use hoist::hoist_escaping_allocs;
 pub use math::{ActFn, BinOp, to_bits32};
 pub use op::{DgeMode, ElementwiseEngine, OobMode, Op, ScalarOperand};

@@ -18,6 +18,7 @@ mod hbm;
 mod indirect;
 mod matmul;
 mod mx;
+mod order;
 mod parallel;
 mod partition;
 mod plan;
@@ -43,6 +44,7 @@ use rows::Scratch;
 use store::TileStore;
 
 pub use band::plan::{BandPolicy, BandRegion};
+pub use order::IterationOrder;
 pub use parallel::parallel_loops;
 pub use plan::ExecPlan;
 pub use register::MAX_DEVICE_ITERATIONS;
@@ -77,6 +79,9 @@ pub struct SimOptions {
     /// How straight-line runs of partition-local instructions are executed band by band (the
     /// bits never depend on it; tests vary it to prove that).
     pub bands: BandPolicy,
+    /// The order `affine_range` iterations run in ([`IterationOrder`]; program order by
+    /// default).
+    pub order: IterationOrder,
 }
 
 impl Default for SimOptions {
@@ -84,6 +89,7 @@ impl Default for SimOptions {
         SimOptions {
             parallel: true,
             bands: BandPolicy::default(),
+            order: IterationOrder::Program,
         }
     }
 }
@@ -237,7 +243,10 @@ pub fn simulate(
     opts: SimOptions,
 ) -> Result<(), NkiError> {
     let plan = Plan::Fresh(opts.bands);
-    simulate_planned(program, plan, inputs, outputs, opts.parallel)
+    // An unrolled affine_range is permuted as statements; a traced-once one by the runner.
+    let reordered = order::reorder_unrolled(program, opts.order);
+    let program = reordered.as_ref().unwrap_or(program);
+    simulate_planned(program, plan, inputs, outputs, opts.parallel, opts.order)
 }
 
 /// Where [`simulate_planned`] gets its plan.
@@ -257,6 +266,7 @@ pub(crate) fn simulate_planned(
     inputs: &[HostTensor<'_>],
     outputs: &mut [HostTensorMut<'_>],
     parallel: bool,
+    order: IterationOrder,
 ) -> Result<(), NkiError> {
     let input_decls: Vec<_> = program.inputs().collect();
     if inputs.len() != input_decls.len() || outputs.len() != program.outputs.len() {
@@ -355,6 +365,7 @@ pub(crate) fn simulate_planned(
         band_partitions: plan.band_partitions,
         prng: &prng,
         registers: &registers,
+        order,
     };
     let mut store = TileStore::new(program);
     let mut env = vec![0i64; program.loops.len()];
@@ -390,6 +401,8 @@ struct Runner<'r, 'a> {
     prng: &'r std::sync::Mutex<random::PrngState>,
     /// The registers, unwritten at the start of every simulation (`sim/register.rs`).
     registers: &'r register::Registers,
+    /// The order of the iterations of affine loops run one after the other.
+    order: IterationOrder,
 }
 
 impl<'a> Runner<'_, 'a> {
@@ -535,6 +548,18 @@ impl<'a> Runner<'_, 'a> {
                             )
                             .collect();
                         results.into_iter().collect::<Result<(), _>>()?;
+                    } else if self.order != IterationOrder::Program
+                        && self.program.loops[v].kind == crate::ir::LoopKind::Affine
+                    {
+                        // The salt: this loop and the values of the loops around it.
+                        env[v] = 0;
+                        let salt = env
+                            .iter()
+                            .fold(v as u64, |h, &x| order::splitmix(h ^ x as u64));
+                        for i in self.order.permutation(trip, salt) {
+                            env[v] = i as i64;
+                            self.block(body, inner, store, env, scratch)?;
+                        }
                     } else {
                         for i in 0..trip {
                             env[v] = i as i64;

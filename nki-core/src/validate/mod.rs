@@ -3,6 +3,8 @@
 //! Every violation names its rule, the limit, the actual value, the instruction and the kernel
 //! source line. Unlike NKI's own simulator, capacity (SBUF bytes, PSUM banks) is checked.
 
+mod dependence;
+mod footprint;
 mod gather;
 mod gpsimd;
 mod liveness;
@@ -12,7 +14,7 @@ mod operators;
 mod register;
 
 use crate::dtype::DType;
-use crate::error::{NkiError, ValidationError};
+use crate::error::{NkiError, ValidationError, ValidationWarning};
 use crate::ir::{
     BinOp, Buffer, DmaOperand, ElementwiseEngine, Instruction, Op, Program, TileDecl, TileRegion,
 };
@@ -78,6 +80,7 @@ pub const RULES: &[&str] = &[
     "tile-region",
     "tile-partition-broadcast",
     "tile-scope",
+    "affine-range-dependence",
 ];
 
 fn violation(
@@ -109,14 +112,24 @@ fn describe_tile(t: &TileDecl) -> String {
     )
 }
 
-/// Checks `program` against its target; returns the first violation found.
+/// Checks `program` against its target; returns the first violation found (the warnings of
+/// [`validate_with_warnings`] are dropped).
 pub fn validate(program: &Program) -> Result<(), NkiError> {
+    validate_with_warnings(program).map(drop)
+}
+
+/// Checks `program` against its target: the first violation found is the error; otherwise what
+/// a rule could not decide either way (an `affine_range` whose iterations reach a tensor at
+/// runtime offsets, or more accesses than the analysis enumerates) comes back as warnings, in
+/// program order. The program is accepted either way.
+pub fn validate_with_warnings(program: &Program) -> Result<Vec<ValidationWarning>, NkiError> {
     check_hbm_sizes(program)?;
     check_tiles(program)?;
     // Every operand first: the instruction rules index tiles by them.
     each_instruction(program, check_regions)?;
     each_instruction(program, check_instruction)?;
-    check_liveness(program)
+    check_liveness(program)?;
+    dependence::check(program)
 }
 
 /// `check` on every instruction in program order; the first violation.

@@ -37,6 +37,7 @@ import linecache
 import os
 import sys
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -141,6 +142,14 @@ def unpinned_target() -> str:
     if len(_DEFAULT_TARGETS) > 1:
         return _DEFAULT_TARGETS[-1]
     return _environment_target() or _DEFAULT_TARGETS[0]
+
+
+def _warn(messages: list[str]) -> None:
+    """Issues each validation warning as a :class:`torch_nki.errors.ValidationWarning`."""
+    from torch_nki.errors import ValidationWarning
+
+    for message in messages:
+        warnings.warn(message, ValidationWarning, stacklevel=3)
 
 
 def _notify(kernel: Kernel, stage: str, error: BaseException | None) -> None:
@@ -248,13 +257,37 @@ class Kernel:
         if _OBSERVERS:
             return self._observed_call(args, kwargs, grid)
         program = self.trace(*args, grid=grid, **kwargs)
-        program.validate()
+        _warn(program.validate())
         return self._simulate(program, args, kwargs)
 
     def _observed_call(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: tuple[int, ...]) -> Any:
         program = self._stage("trace", lambda: self.trace(*args, grid=grid, **kwargs))
-        self._stage("validate", program.validate)
+        _warn(self._stage("validate", program.validate))
         return self._stage("simulate", self._simulate, program, args, kwargs)
+
+    def order_difference(
+        self, *args: Any, orders: tuple[str, str] = ("program", "reversed"), **kwargs: Any
+    ) -> str | None:
+        """Traces and validates the kernel for these arguments, simulates it with its
+        ``affine_range`` iterations in each of ``orders`` (``"program"``, ``"reversed"``,
+        ``"shuffled"``, ``"shuffled:SEED"``) and compares the bits of every output: ``None``
+        when they are the same, else where the first output differs (an order dependence the
+        ``affine-range-dependence`` rule did not catch, or an associative reduction whose
+        rounding depends on the order)."""
+        program = self.trace(*args, **kwargs)
+        _warn(program.validate())
+        arrays = [to_bytes(value) for _, value in _arrays_of(self._bind(args, kwargs))]
+        first, second = (program.simulate(arrays, order=o) for o in orders)
+        for k, (a, b) in enumerate(zip(first, second, strict=True)):
+            if a != b:
+                byte = next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
+                shape, dtype = program.outputs()[k]
+                return (
+                    f"nki kernel {self.__name__}: output {k} ({dtype} {shape}) differs at byte "
+                    f"{byte} between {orders[0]} and {orders[1]} order of affine_range "
+                    "iterations: the result depends on the order"
+                )
+        return None
 
     def _stage(self, stage: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Runs one stage of an observed call and reports its outcome to the observers."""

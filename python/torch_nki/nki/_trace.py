@@ -52,6 +52,9 @@ class Trace:
         """The id of the instance being traced, per grid axis."""
         self.scopes: list[Any] = []
         """The loop scopes open, innermost last (``torch_nki.nki._registers`` reads them)."""
+        self.loop_invocations = 0
+        """Loops opened so far (each ``nl.*_range`` call once, however many iterations): the
+        native recorder tells apart back-to-back loops at one line by it."""
 
     def at(self) -> tuple[str, int]:
         return location(2)

@@ -363,8 +363,12 @@ def zeros(shape: Sequence[int], dtype: Any, buffer: Buffer = sbuf, name: str = "
 def _scoped(kind: str, args: tuple[int, ...]) -> Iterator[int]:
     trace = current()
     file, line = location()
+    # Every iteration is a scope of its own; the invocation number keeps the iterations of
+    # two loops opened back to back at one line (in a Python ``for``) two loops.
+    trace.loop_invocations += 1
+    invocation = trace.loop_invocations
     for i in range(*args):
-        trace.native.open_loop(1, kind, file, line)
+        trace.native.open_loop(1, kind, file, line, invocation)
         trace.scopes.append(kind)
         try:
             yield i

@@ -241,8 +241,20 @@ impl Tracer {
         })
     }
 
-    /// Opens a loop scope of `trip` iterations (`affine` or `sequential`).
-    fn open_loop(&mut self, trip: usize, kind: &str, file: &str, line: u32) -> PyResult<u32> {
+    /// Opens a loop scope of `trip` iterations (`affine` or `sequential`). `invocation` tells
+    /// apart the loops opened at one line: the frontend opens every iteration of an
+    /// `affine_range` as a scope of its own, and `nki_core::ir::affine_runs` takes consecutive
+    /// scopes of one location as one loop, so back-to-back invocations must differ (it becomes
+    /// the location's column, which messages do not print).
+    #[pyo3(signature = (trip, kind, file, line, invocation = 0))]
+    fn open_loop(
+        &mut self,
+        trip: usize,
+        kind: &str,
+        file: &str,
+        line: u32,
+        invocation: u32,
+    ) -> PyResult<u32> {
         crate::guard::guard("Tracer.open_loop", || {
             let kind = match kind {
                 "affine" => LoopKind::Affine,
@@ -253,7 +265,10 @@ impl Tracer {
                     )));
                 }
             };
-            let loc = python_loc(file, line);
+            let loc = SourceLoc {
+                column: invocation,
+                ..python_loc(file, line)
+            };
             Ok(self.recorder()?.open_loop(trip, kind, loc).0)
         })
     }

@@ -2,7 +2,8 @@
 
 use crate::errors::to_py_err;
 use nki_core::NkiError;
-use nki_core::sim::SimOptions;
+use nki_core::sim::{IterationOrder, SimOptions};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::sync::Arc;
@@ -72,27 +73,39 @@ impl Program {
     }
 
     /// Checks every hardware constraint of the target (`ValidationError` naming the rule and
-    /// the kernel line).
-    fn validate(&self, py: Python<'_>) -> PyResult<()> {
+    /// the kernel line); returns the warnings of what a rule could not decide either way
+    /// (`nki_core::validate::validate_with_warnings`), as text.
+    fn validate(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         crate::guard::guard("Program.validate", || {
             let program = Arc::clone(&self.program);
-            py.detach(move || nki_core::validate::validate(&program))
-                .map_err(|e| self.err(e))
+            let warnings = py
+                .detach(move || nki_core::validate::validate_with_warnings(&program))
+                .map_err(|e| self.err(e))?;
+            Ok(warnings.iter().map(ToString::to_string).collect())
         })
     }
 
     /// Runs the program on the simulator: `inputs` are little-endian buffers of the input
-    /// dtypes (in parameter order); returns the outputs as `bytes`.
+    /// dtypes (in parameter order); returns the outputs as `bytes`. `order` is the order of
+    /// `affine_range` iterations: `program` (the default), `reversed`, `shuffled` or
+    /// `shuffled:SEED` (`ValueError` otherwise).
+    #[pyo3(signature = (inputs, order = "program"))]
     fn simulate<'py>(
         &self,
         py: Python<'py>,
         inputs: Vec<Vec<u8>>,
+        order: &str,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         crate::guard::guard("Program.simulate", || {
+            let order = IterationOrder::parse(order).map_err(PyValueError::new_err)?;
             let program = Arc::clone(&self.program);
             let result = py.detach(move || {
                 let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-                nki_core::sim::simulate_to_vecs(&program, &inputs, SimOptions::default())
+                let opts = SimOptions {
+                    order,
+                    ..SimOptions::default()
+                };
+                nki_core::sim::simulate_to_vecs(&program, &inputs, opts)
             });
             let bufs = result.map_err(|e| self.err(e))?;
             Ok(bufs.iter().map(|b| PyBytes::new(py, b)).collect())
