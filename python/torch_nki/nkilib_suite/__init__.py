@@ -204,10 +204,18 @@ def run(
             checkout, junit, platform=platform, tests=tests, select=select, jobs=jobs, timeout=timeout
         )
         with open(log or os.devnull, "w", encoding="utf-8") as out:
-            subprocess.run(args, cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+            done = subprocess.run(
+                args, cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
+            )
         if not junit.exists():
+            how = (
+                f"was killed by signal {-done.returncode} (out of memory is SIGKILL, 9; --jobs 2 "
+                "lets pytest-xdist report a killed worker's test as failed and go on)"
+                if done.returncode < 0
+                else f"exited with code {done.returncode}; are its test dependencies installed? "
+                f"pip install {' '.join(TEST_DEPENDENCIES)}"
+            )
             raise RuntimeError(
-                f"nki-library's pytest run wrote no results (see {log or 'the log: pass --log'}); "
-                f"are its test dependencies installed? pip install {' '.join(TEST_DEPENDENCIES)}"
+                f"nki-library's pytest run wrote no results (see {log or 'the log: pass --log'}): it {how}"
             )
         return read_junit(junit)
