@@ -96,10 +96,15 @@ impl Emitter<'_> {
             .map(|d| python_name(&d.name))
             .collect();
         let _ = writeln!(self.out, "@nki.jit\ndef {}({}):", p.name, params.join(", "));
-        for d in p.hbm.iter().filter(|d| d.kind == HbmKind::Output) {
+        for d in p.hbm.iter().filter(|d| d.kind.is_writable()) {
             let dims: Vec<String> = d.shape.iter().map(usize::to_string).collect();
+            let buffer = if d.kind == HbmKind::PrivateScratch {
+                "private_hbm"
+            } else {
+                "shared_hbm"
+            };
             let line = format!(
-                "{} = nl.ndarray({}, dtype={}, buffer=nl.shared_hbm)",
+                "{} = nl.ndarray({}, dtype={}, buffer=nl.{buffer})",
                 python_name(&d.name),
                 tuple(&dims),
                 d.dtype.nki_name()

@@ -13,8 +13,7 @@ use super::table::CostTable;
 use super::{Engine, Slice};
 use crate::dtype::DType;
 use crate::ir::{
-    Buffer, DmaOperand, ElementwiseEngine, HbmAccess, HbmKind, Op, Program, Stmt, TileId,
-    TileRegion,
+    Buffer, DmaOperand, ElementwiseEngine, HbmAccess, Op, Program, Stmt, TileId, TileRegion,
 };
 use std::collections::HashMap;
 
@@ -664,7 +663,7 @@ impl<'p> Scheduler<'p> {
         let hbm: Vec<(u32, bool, i64, i64)> = op
             .hbm_accesses()
             .iter()
-            .filter(|(a, _)| self.program.hbm[a.tensor.0 as usize].kind == HbmKind::Output)
+            .filter(|(a, _)| self.program.hbm[a.tensor.0 as usize].kind.is_writable())
             .map(|(a, w)| {
                 let base = a.offset.eval(&self.values);
                 let (below, above) = a.extent();

@@ -112,6 +112,19 @@ fn check_buffer(
     Ok(())
 }
 
+/// The bytes of scratch tensor `decl` (an error, not an abort, when they overflow).
+fn scratch_bytes(kernel: &str, decl: &HbmDecl) -> Result<usize, NkiError> {
+    decl.numel()
+        .checked_mul(decl.dtype.size_bytes())
+        .filter(|&n| n < isize::MAX as usize)
+        .ok_or_else(|| {
+            NkiError::Buffers(format!(
+                "kernel {kernel}: scratch tensor {} of shape {:?} is too large to allocate",
+                decl.name, decl.shape
+            ))
+        })
+}
+
 /// [`simulate`] into freshly allocated output buffers: `inputs` are the input bytes in
 /// parameter order (shapes and dtypes are the program's); returns the outputs' bytes in return
 /// order.
@@ -312,6 +325,18 @@ pub(crate) fn simulate_planned(
         }
         *slot = Some(HbmBuffer::output(t.data, t.dtype));
     }
+    // Scratch (`private_hbm`, and `shared_hbm` tensors the kernel does not return): zeroed
+    // storage of its own for this call.
+    let mut scratch: Vec<(usize, Vec<u8>)> = program
+        .hbm
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.kind.is_scratch())
+        .map(|(i, d)| Ok((i, vec![0u8; scratch_bytes(&program.name, d)?])))
+        .collect::<Result<_, NkiError>>()?;
+    for (i, bytes) in &mut scratch {
+        hbm[*i] = Some(HbmBuffer::output(bytes, program.hbm[*i].dtype));
+    }
     let hbm: Vec<HbmBuffer<'_>> = hbm
         .into_iter()
         .enumerate()
@@ -329,7 +354,7 @@ pub(crate) fn simulate_planned(
             .hbm
             .iter()
             .zip(&hbm)
-            .all(|(d, b)| (d.kind == HbmKind::Output) == b.writable)
+            .all(|(d, b)| d.kind.is_writable() == b.writable)
     );
     let fresh;
     let plan = match plan {

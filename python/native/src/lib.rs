@@ -466,6 +466,7 @@ inventory::submit! {
         entry_points: &[
             "Tracer.__new__",
             "Tracer.output",
+            "Tracer.scratch",
             "Tracer.tile",
             "Tracer.open_loop",
             "Tracer.close_loop",

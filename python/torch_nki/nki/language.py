@@ -136,7 +136,11 @@ def no_reorder() -> Iterator[None]:
 
 sbuf = Buffer("sbuf")
 psum = Buffer("psum")
+private_hbm = Buffer("private_hbm")
 shared_hbm = Buffer("shared_hbm")
+hbm = private_hbm
+"""``nl.hbm``: another name for ``nl.private_hbm`` (the declarations' ``alias_of``)."""
+_BUFFERS_BY_NAME = {b.name: b for b in (sbuf, psum, private_hbm, shared_hbm)} | {"hbm": hbm}
 
 
 class Function:
@@ -292,7 +296,9 @@ def ndarray(
     address: tuple[int, int] | None = None,
     **kwargs: Any,
 ) -> Any:
-    """A tile in ``nl.sbuf`` / ``nl.psum``, or a kernel output in ``nl.shared_hbm``.
+    """A tile in ``nl.sbuf`` / ``nl.psum``, a tensor in ``nl.shared_hbm`` (an output, or scratch
+    every program sees if the kernel does not return it), or scratch in ``nl.private_hbm``
+    (``nl.hbm``) that only this program sees (zeroed for each call in the simulator).
     ``address=(partition_offset, free_offset)`` places an on-chip tile by hand: it is checked
     against the buffer's bounds, and the simulator then allocates the tile as any other (see
     docs/nki-frontend.md, "Explicit addresses")."""
@@ -302,6 +308,8 @@ def ndarray(
     file, line = location(2)
     d = as_dtype(dtype)
     shape = tuple(int(s) for s in shape)
+    if isinstance(buffer, str):
+        buffer = _BUFFERS_BY_NAME.get(buffer, buffer)
     if address is not None:
         _check_address(address, shape, d, buffer)
     if buffer is shared_hbm:
@@ -310,8 +318,17 @@ def ndarray(
         tensor = HbmTensor(index, name or f"out{outputs}", shape, d, trace)
         trace.outputs.append(tensor)
         return tensor
+    if buffer is private_hbm:
+        index = trace.native.scratch(list(shape), d.native, file, line)
+        name = name or f"scratch{len(trace.scratch)}"
+        scratch = HbmTensor(index, name, shape, d, trace, memory=private_hbm.name)
+        trace.scratch.append(scratch)
+        return scratch
     if buffer not in (sbuf, psum):
-        raise unsupported(f"nl.ndarray(buffer={buffer!r})", "buffers are nl.sbuf, nl.psum and nl.shared_hbm")
+        raise TypeError(
+            f"nl.ndarray: buffer must be nl.sbuf, nl.psum, nl.private_hbm (nl.hbm) or nl.shared_hbm, "
+            f"got {buffer!r} ({_at()})"
+        )
     p, f = tile_shape(shape)
     tile_id = trace.native.tile(p, f, d.native, buffer.name, file, line)
     return Tile(tile_id, shape if len(shape) > 1 else (p, f), d, buffer.name, trace)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,6 +182,17 @@ def command(
     return args
 
 
+def _address_space_limit(gib: float) -> Callable[[], None]:
+    """A ``preexec_fn`` that caps the child's address space at ``gib`` GiB (inherited by the
+    processes it starts)."""
+    limit = int(gib * 2**30)
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
 def run(
     checkout: Path,
     *,
@@ -189,11 +202,14 @@ def run(
     every: int = 1,
     jobs: int = 1,
     timeout: float = 600,
+    memory_gib: float | None = 8,
     log: Path | None = None,
 ) -> Report:
     """Runs the suite of the nki-library ``checkout`` (``tests`` under it, ``-k select``,
     every ``every``-th test) and returns its :class:`Report`; pytest's output goes to
-    ``log`` (default: discarded)."""
+    ``log`` (default: discarded). Each pytest process (and each xdist worker) may map at most
+    ``memory_gib`` GiB (``None``: no limit), so a test that would exhaust the machine fails with
+    ``MemoryError`` instead of getting the run killed."""
     if not (checkout / "test" / "conftest.py").is_file():
         raise FileNotFoundError(f"{checkout} is not an nki-library checkout (no test/conftest.py)")
     env = environment(checkout)
@@ -205,7 +221,13 @@ def run(
         )
         with open(log or os.devnull, "w", encoding="utf-8") as out:
             done = subprocess.run(
-                args, cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
+                args,
+                cwd=checkout,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=False,
+                preexec_fn=None if memory_gib is None else _address_space_limit(memory_gib),
             )
         if not junit.exists():
             how = (

@@ -191,6 +191,27 @@ impl Tracer {
         })
     }
 
+    /// Scratch device memory private to the current program instance (`nl.private_hbm`,
+    /// `nl.hbm`) of `shape`; returns its tensor id.
+    fn scratch(
+        &mut self,
+        shape: Vec<usize>,
+        dtype_name: &str,
+        file: &str,
+        line: u32,
+    ) -> PyResult<u32> {
+        crate::guard::guard("Tracer.scratch", || {
+            let loc = python_loc(file, line);
+            let recorder = self.recorder()?;
+            let name = recorder.name().to_string();
+            let d = dtype(&name, dtype_name)?;
+            let id = recorder
+                .scratch(&shape, d, loc)
+                .map_err(|e| to_py_err(e, &name))?;
+            Ok(id.0)
+        })
+    }
+
     /// A `shared_constant` of `shape` holding `values` (row-major, rounded to the dtype);
     /// returns its tensor id.
     fn constant(
