@@ -101,3 +101,32 @@ def test_top8_indices_go_to_a_uint32_tile() -> None:
     x = np.random.default_rng(0).permutation(64).astype(np.float32).reshape(4, 16)
     got = nki.jit(top8.fn, target="trn2")(x)
     np.testing.assert_array_equal(got, np.argsort(-x, axis=1)[:, :8].astype(np.uint32))
+
+
+def test_integer_enums_compare_with_ints_and_ints_name_members() -> None:
+    assert nisa.nc_version.gen3 >= 3 and nisa.nc_version.gen2 < nisa.nc_version.gen3
+    assert nisa.dge_mode.none == 3 and not isinstance(nisa.matmul_perf_mode.none, int)
+    seen = []
+
+    @nki.jit
+    def copy(x):
+        seen.append(nisa.get_nc_version() >= 3)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, dge_mode=3)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    program = nki.jit(copy.fn, target="trn2").trace(x)
+    assert seen == [True]
+    assert program.instruction_count() == 2
+
+    @nki.jit
+    def bad(x):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, dge_mode=7)
+        return x
+
+    with pytest.raises(TypeError, match=r"nisa.dma_copy: dge_mode must be a nisa.dge_mode value, got 7"):
+        bad(x)

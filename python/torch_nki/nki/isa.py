@@ -34,8 +34,18 @@ from torch_nki.nki._values import HbmView, TileRegion
 INSTRUCTIONS: dict[str, dict[str, Any]] = {i["name"]: i for i in SPEC["instructions"]}
 """Every ``nki.isa`` instruction's declaration, by name (what the native module exports)."""
 
+def _enum(declared: dict[str, Any]) -> type[enum.Enum]:
+    """The class of a declared enum: an ``IntEnum`` where every value is an int (so
+    ``nisa.get_nc_version() >= 3`` and ``>= nisa.nc_version.gen3`` work, as AWS's kernel library
+    writes them), else an ``Enum``."""
+    members = [(v["name"], v["value"]) for v in declared["variants"]]
+    ints = all(isinstance(value, int) for _, value in members)
+    base = enum.IntEnum if ints else enum.Enum
+    return base(declared["name"], members, module=__name__)  # type: ignore[return-value]
+
+
 ENUMS: dict[str, type[enum.Enum]] = {
-    e["name"]: enum.Enum(e["name"], [(v["name"], v["value"]) for v in e["variants"]], module=__name__)  # type: ignore[misc]
+    e["name"]: _enum(e)
     for e in SPEC["enums"]
 }
 """Every ``nki.isa`` enum class, by name."""
@@ -130,6 +140,19 @@ def _flatten_axis(name: str, arguments: dict[str, Any]) -> None:
     arguments["axis"] = 1
 
 
+def _enum_members(arguments: dict[str, Any], enums: dict[str, type[enum.Enum]]) -> None:
+    """An int given for an enum keyword names the member of that value (``dge_mode=3`` is
+    ``nisa.dge_mode.none``: AWS's kernel library passes values); other ints are left for the
+    native check to refuse."""
+    for param, of in enums.items():
+        value = arguments.get(param)
+        if isinstance(value, int) and not isinstance(value, bool | enum.Enum):
+            try:
+                arguments[param] = of(value)
+            except ValueError:
+                pass
+
+
 def _match_dma_shapes(arguments: dict[str, Any]) -> None:
     """``dma_copy`` needs only equal element counts (the NKI docs' "Tile size" rule), copying
     in row-major order: where the shapes differ, the HBM side is seen with the other side's
@@ -154,6 +177,7 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
     signature = _signature(spec)
     implemented = spec["status"] == "implemented"
     written = [p["name"] for p in spec["params"] if p["kind"] in WRITE_KINDS]
+    enums = {p["name"]: ENUMS[p["of"]] for p in spec["params"] if p["kind"] == "enum"}
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -171,6 +195,7 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
             FUNCTIONS["register_load"](reg, bound.arguments["x"])
             return reg
         _flatten_axis(name, bound.arguments)
+        _enum_members(bound.arguments, enums)
         if name == "dma_copy":
             _match_dma_shapes(bound.arguments)
         for param in written:
