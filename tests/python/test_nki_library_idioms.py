@@ -130,3 +130,50 @@ def test_integer_enums_compare_with_ints_and_ints_name_members() -> None:
 
     with pytest.raises(TypeError, match=r"nisa.dma_copy: dge_mode must be a nisa.dge_mode value, got 7"):
         bad(x)
+
+
+@pytest.mark.parametrize("op", ["add", "maximum", "bitwise_or"])
+def test_tensor_reduce_over_the_last_free_dims_keeps_the_others(op: str) -> None:
+    @nki.jit
+    def rows(x):
+        t = nl.ndarray((4, 3, 5), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        r = nl.ndarray((4, 3), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=r, op=getattr(nl, op), data=t, axis=(2,))
+        out = nl.ndarray((4, 3), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    dtype = np.int32 if op == "bitwise_or" else np.float32
+    x = np.random.default_rng(1).integers(0, 64, (4, 3, 5)).astype(dtype)
+    reduce = {"add": np.add, "maximum": np.maximum, "bitwise_or": np.bitwise_or}[op]
+    np.testing.assert_array_equal(rows(x), reduce.reduce(x, axis=2))
+    program = rows.trace(x)
+    source = program.emit()
+    assert "data=t0.ap(pattern=[[15, 4], [5, 3], [1, 5]], offset=0), axis=(2,), keepdims=True" in source
+    again = nki.trace(nki.load_source(source, "rows").rows, x)
+    assert again.difference(program) is None
+
+
+def test_tensor_reduce_refuses_axes_that_are_not_the_last_dims() -> None:
+    @nki.jit
+    def middle(x):
+        t = nl.ndarray((4, 3, 5), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        r = nl.ndarray((4, 5), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=r, op=nl.add, data=t, axis=(1,))
+        return x
+
+    with pytest.raises(NotImplementedError, match=r"nisa.tensor_reduce\(axis=\(1,\)\) on a \(4, 3, 5\) tile"):
+        middle(np.zeros((4, 3, 5), np.float32))
+
+    @nki.jit
+    def uneven(x):
+        t = nl.ndarray((4, 15), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        r = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=r, op=nl.add, data=t, axis=1)
+        return x
+
+    with pytest.raises(TraceError, match=r"number of elements per partition that divides data's 15"):
+        uneven(np.zeros((4, 15), np.float32))

@@ -286,6 +286,28 @@ impl Emitter<'_> {
         }
     }
 
+    /// A tile region spelled as [`Self::region`] does, except that a rectangle with `free`
+    /// given (free counts, row-major, multiplying to its `nf`) is walked as those dims:
+    /// `tN.ap(pattern=[[partition stride, np], [stride, count], ...], offset=...)`.
+    pub(super) fn region_dims(&self, r: &TileRegion, free: &[usize]) -> String {
+        if r.pattern.is_some() || free.is_empty() {
+            return self.region(r);
+        }
+        let t = &self.program.tiles[r.tile.0 as usize];
+        let mut pattern = vec![format!("[{}, {}]", t.free, r.np)];
+        let mut stride: usize = free.iter().product();
+        for &count in free {
+            stride /= count.max(1);
+            pattern.push(format!("[{stride}, {count}]"));
+        }
+        format!(
+            "t{}.ap(pattern=[{}], offset={})",
+            r.tile.0,
+            pattern.join(", "),
+            r.p0 * t.free + r.f0
+        )
+    }
+
     fn dma(&self, d: &DmaOperand) -> String {
         match d {
             DmaOperand::Tile { region } => self.region(region),

@@ -26,7 +26,7 @@ pub use hoist::hoist_escaping_allocs;
 pub use math::{ActFn, BinOp, to_bits32};
 pub use op::{DgeMode, ElementwiseEngine, OobMode, Op, ScalarOperand};
 pub use operand::{Access, Operand, OperandMap, OperandUse, Param};
-pub use region::{FreeDim, TilePattern, TileRegion};
+pub use region::{FreeDim, TilePattern, TileRegion, reduced_free_dims};
 pub use register::{
     DeviceLoopDecl, DeviceLoopId, LoopControl, RegisterDecl, RegisterId, RegisterValue,
 };

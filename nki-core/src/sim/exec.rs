@@ -280,10 +280,16 @@ fn run<'a: 'p, 'p>(
             data,
             negate,
         } => {
+            // Each of dst's columns reduces one consecutive group of data's free elements.
             let dt = store.dtype(dst.tile);
+            let group = data.nf / dst.nf.max(1);
             for r in 0..data.np {
-                let acc = reduce_row(*op, store.row(data, r)?);
-                store.row_mut(dst, r)?[0] = dt.round(if *negate { -acc } else { acc });
+                let reduced: Vec<f32> = (store.row(data, r)?.chunks(group))
+                    .map(|g| reduce_row(*op, g))
+                    .collect();
+                round_into(store.row_mut(dst, r)?, dt, |i| {
+                    if *negate { -reduced[i] } else { reduced[i] }
+                });
             }
         }
         Op::BnStats { dst, data } => {

@@ -17,6 +17,7 @@ the call and the line; docs/nki-coverage.md lists what is implemented.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import inspect
 import math
@@ -34,20 +35,18 @@ from torch_nki.nki._values import HbmView, TileRegion
 INSTRUCTIONS: dict[str, dict[str, Any]] = {i["name"]: i for i in SPEC["instructions"]}
 """Every ``nki.isa`` instruction's declaration, by name (what the native module exports)."""
 
-def _enum(declared: dict[str, Any]) -> type[enum.Enum]:
+
+def _enum_class(declared: dict[str, Any]) -> type[enum.Enum]:
     """The class of a declared enum: an ``IntEnum`` where every value is an int (so
     ``nisa.get_nc_version() >= 3`` and ``>= nisa.nc_version.gen3`` work, as AWS's kernel library
     writes them), else an ``Enum``."""
     members = [(v["name"], v["value"]) for v in declared["variants"]]
     ints = all(isinstance(value, int) for _, value in members)
     base = enum.IntEnum if ints else enum.Enum
-    return base(declared["name"], members, module=__name__)  # type: ignore[return-value]
+    return base(declared["name"], members, module=__name__)  # type: ignore[call-arg, return-value]
 
 
-ENUMS: dict[str, type[enum.Enum]] = {
-    e["name"]: _enum(e)
-    for e in SPEC["enums"]
-}
+ENUMS: dict[str, type[enum.Enum]] = {e["name"]: _enum_class(e) for e in SPEC["enums"]}
 """Every ``nki.isa`` enum class, by name."""
 
 globals().update(ENUMS)
@@ -122,16 +121,20 @@ def _doc(spec: dict[str, Any]) -> str:
 
 def _flatten_axis(name: str, arguments: dict[str, Any]) -> None:
     """Tiles reach the simulator as ``[partitions, free elements]``: an ``axis=`` over a tile
-    with several free dimensions must name all of them, which is axis 1 of that view."""
+    with several free dimensions must name all of them, which is axis 1 of that view — or, for
+    ``tensor_reduce``, its last dims (``axis=(2,)`` of a ``(P, A, B)`` tile): the destination's
+    ``A`` elements per partition then each reduce one consecutive group of ``B``."""
     if "axis" not in arguments:
         return
-    tiles = [v for v in arguments.values() if isinstance(v, TileRegion) and len(v.free) > 1]
+    operands = [arguments["data"]] if name == "tensor_reduce" else arguments.values()
+    tiles = [v for v in operands if isinstance(v, TileRegion) and len(v.free) > 1]
     if not tiles:
         return
     rank = len(tiles[0].shape)
     axis = arguments["axis"]
     axes = sorted(a + rank if a < 0 else a for a in ([axis] if isinstance(axis, int) else axis))
-    if axes != list(range(1, rank)):
+    trailing = bool(axes) and axes == list(range(axes[0], rank)) and axes[0] >= 1
+    if axes != list(range(1, rank)) and not (name == "tensor_reduce" and trailing):
         raise unsupported(
             f"nisa.{name}(axis={axis!r}) on a {tiles[0].shape} tile",
             "the reduction runs over all free dimensions of an instruction's operand "
@@ -147,10 +150,8 @@ def _enum_members(arguments: dict[str, Any], enums: dict[str, type[enum.Enum]]) 
     for param, of in enums.items():
         value = arguments.get(param)
         if isinstance(value, int) and not isinstance(value, bool | enum.Enum):
-            try:
+            with contextlib.suppress(ValueError):
                 arguments[param] = of(value)
-            except ValueError:
-                pass
 
 
 def _match_dma_shapes(arguments: dict[str, Any]) -> None:
