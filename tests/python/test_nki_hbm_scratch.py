@@ -116,3 +116,25 @@ def test_every_declared_buffer_is_an_nl_buffer() -> None:
     for declared in SPEC["buffers"]:
         buffer = getattr(nl, declared["name"])
         assert buffer == (declared["alias_of"] or declared["name"]), declared
+
+
+def test_a_kernel_may_return_its_output_reshaped() -> None:
+    @nki.jit
+    def flat(x):
+        out = nl.ndarray((4, 6), dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x))
+        return out.reshape((2, 2, 6))
+
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    got = flat(x)
+    assert got.shape == (2, 2, 6)
+    np.testing.assert_array_equal(got, x.reshape(2, 2, 6))
+
+    @nki.jit
+    def part(x):
+        out = nl.ndarray((4, 6), dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x))
+        return out[0:2, :]
+
+    with pytest.raises(TypeError, match=r"must return the nl.shared_hbm outputs it allocated"):
+        part(x)

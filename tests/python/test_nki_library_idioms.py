@@ -10,7 +10,7 @@ import pytest
 import torch_nki.nki.isa as nisa
 import torch_nki.nki.language as nl
 from torch_nki import nki
-from torch_nki.errors import TraceError
+from torch_nki.errors import TraceError, ValidationError
 
 
 @nki.jit
@@ -177,3 +177,66 @@ def test_tensor_reduce_refuses_axes_that_are_not_the_last_dims() -> None:
 
     with pytest.raises(TraceError, match=r"number of elements per partition that divides data's 15"):
         uneven(np.zeros((4, 15), np.float32))
+
+
+def _quarter_matmuls(position, size, target="trn2"):
+    @nki.jit
+    def quarters(a, b):
+        # Four 32-row stationary tiles on the four row tiles of the PE array.
+        sa = nl.ndarray((128, 16), dtype=a.dtype, buffer=nl.sbuf)
+        sb = nl.ndarray((128, 8), dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=sa, src=a)
+        nisa.dma_copy(dst=sb, src=b)
+        out = nl.ndarray((4, 16, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        for q in range(4):
+            acc = nl.ndarray((16, 8), dtype=nl.float32, buffer=nl.psum)
+            rows = slice(32 * q, 32 * (q + 1))
+            nisa.nc_matmul(
+                dst=acc, stationary=sa[rows, :], moving=sb[rows, :], tile_position=position(q), tile_size=size
+            )
+            r = nl.ndarray((16, 8), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=r, src=acc)
+            nisa.dma_copy(dst=out[q], src=r)
+        return out
+
+    return nki.jit(quarters.fn, target=target)
+
+
+def test_nc_matmul_tiling_mode_gives_the_same_values_and_round_trips() -> None:
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((128, 16), np.float32), rng.standard_normal((128, 8), np.float32)
+    want = np.stack([a[32 * q : 32 * (q + 1)].T @ b[32 * q : 32 * (q + 1)] for q in range(4)])
+    kernel = _quarter_matmuls(lambda q: (32 * q, 0), (32, 128))
+    np.testing.assert_allclose(kernel(a, b), want, rtol=1e-5, atol=1e-5)
+    program = kernel.trace(a, b)
+    source = program.emit()
+    assert "tile_position=(96, 0), tile_size=(32, 128)" in source
+    again = nki.trace(nki.load_source(source, "quarters").quarters, a, b)
+    assert again.difference(program) is None
+
+
+@pytest.mark.parametrize(
+    ("position", "size", "target", "message"),
+    [
+        (lambda q: (32 * q, 0), (32, 128), "trn1", r"row_size is 32; on trn1 it must be one of \[64, 128\]"),
+        (lambda q: (16, 0), (32, 128), "trn2", r"start_row is 16; it must be a multiple of row_size 32"),
+        (lambda q: (0, 0), (32, 8), "trn2", r"tile_size's column_size is 8"),
+        (lambda q: (0, 0), (32, 64), "trn2", None),
+        (lambda q: (0, 64), (32, 64), "trn2", None),
+    ],
+)
+def test_nc_matmul_tiling_is_checked(position, size, target, message) -> None:
+    a, b = np.ones((128, 16), np.float32), np.ones((128, 8), np.float32)
+    kernel = _quarter_matmuls(position, size, target)
+    if message is None:
+        np.testing.assert_array_equal(kernel(a, b), np.full((4, 16, 8), 32, np.float32))
+        return
+    with pytest.raises(ValidationError, match=message) as info:
+        kernel(a, b)
+    assert info.value.rule == "matmul-tiling"
+
+
+def test_nc_matmul_tiling_needs_both_tuples() -> None:
+    kernel = _quarter_matmuls(lambda q: (0, 0), ())
+    with pytest.raises(TraceError, match=r"tile_position and tile_size are two-element tuples, both given"):
+        kernel(np.ones((128, 16), np.float32), np.ones((128, 8), np.float32))

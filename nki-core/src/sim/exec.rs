@@ -488,6 +488,7 @@ fn run<'a: 'p, 'p>(
             stationary,
             moving,
             accumulate,
+            ..
         } => matmul(ctx, store, dst, stationary, moving, *accumulate)?,
         Op::NcTranspose { dst, data } => {
             if dst.tile == data.tile {

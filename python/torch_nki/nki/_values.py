@@ -46,6 +46,11 @@ class DType:
     def __repr__(self) -> str:
         return f"nl.{self.nki_name}"
 
+    def __str__(self) -> str:
+        """The bare name (``float32``), as ``str`` of a NumPy dtype and of NKI's own dtype
+        values: AWS's kernels compare ``str(dtype) == str(nl.float32)``."""
+        return self.nki_name
+
     @property
     def dtype(self) -> Any:
         """The NumPy dtype holding this type's host arrays (NumPy reads a ``dtype`` attribute

@@ -29,7 +29,7 @@ from torch_nki.nki import _views, language
 from torch_nki.nki._inplace import WRITE_KINDS, make_writable
 from torch_nki.nki._registers import VirtualRegister as VirtualRegister
 from torch_nki.nki._spec import SPEC
-from torch_nki.nki._trace import current, location, unsupported
+from torch_nki.nki._trace import current, location, unsupported, where
 from torch_nki.nki._values import HbmView, TileRegion
 
 INSTRUCTIONS: dict[str, dict[str, Any]] = {i["name"]: i for i in SPEC["instructions"]}
@@ -140,6 +140,16 @@ def _flatten_axis(name: str, arguments: dict[str, Any]) -> None:
             "the reduction runs over all free dimensions of an instruction's operand "
             f"(axis={tuple(range(1, rank))}); index the tile to reduce fewer",
         )
+    if name == "tensor_reduce":
+        kept = math.prod(tiles[0].shape[1 : axes[0]])
+        dst = arguments["dst"]
+        per_partition = math.prod(dst.shape[1:]) if isinstance(dst, TileRegion | HbmView) else kept
+        if per_partition != kept:
+            raise ValueError(
+                f"nisa.tensor_reduce: axis={axis!r} of a {tiles[0].shape} data tile keeps {kept} "
+                f"element(s) per partition, but dst {tuple(dst.shape)} has {per_partition} "
+                f"({where()})"
+            )
     arguments["axis"] = 1
 
 
