@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torch_nki.nkilib_suite._kinds import MEMORY, TORCH_NKI, UPSTREAM, kind
+
 SHIMS = Path(__file__).parent / "shims"
 """The directory put first on ``PYTHONPATH`` for the suite."""
 
@@ -67,18 +69,27 @@ class Report:
         example = {c: t for t, c in reversed(list(self.failed.items()))}
         return [(c, n, example[c]) for c, n in counts.most_common()]
 
+    def failed_by_kind(self) -> Counter[str]:
+        """Failed tests per :func:`~torch_nki.nkilib_suite._kinds.kind` of their cause."""
+        return Counter(kind(c) for c in self.failed.values())
+
     def markdown(self) -> str:
-        """The counts and the failure table, as Markdown."""
+        """The counts, the failures by whose they are, and the failure table, as Markdown."""
         share = f"{100 * len(self.passed) / self.ran:.1f}%" if self.ran else "-"
+        by_kind = self.failed_by_kind()
         lines = [
             f"{len(self.passed)} of {self.ran} tests that ran passed ({share}); "
             f"{self.skipped} skipped by the suite; {len(self.collected_errors)} test files did not collect.",
             "",
-            "| tests | cause | example |",
-            "|---:|---|---|",
+            f"Failures: {by_kind[TORCH_NKI]} on torch-nki's side, {by_kind[UPSTREAM]} from defects of "
+            f"nki-library's published tree (they fail on any simulator), {by_kind[MEMORY]} over the "
+            "run's memory limit.",
+            "",
+            "| tests | side | cause | example |",
+            "|---:|---|---|---|",
         ]
-        lines += [f"| {n} | {_cell(c)} | `{_cell(t)}` |" for c, n, t in self.causes()]
-        lines += [f"| (file) | {_cell(e)} | |" for e in self.collected_errors]
+        lines += [f"| {n} | {kind(c)} | {_cell(c)} | `{_cell(t)}` |" for c, n, t in self.causes()]
+        lines += [f"| (file) | {kind(e)} | {_cell(e)} | |" for e in self.collected_errors]
         return "\n".join(lines) + "\n"
 
 
