@@ -42,6 +42,7 @@ sys.modules.update({"nki": sim_nki, "nki.language": sim_nl, "nki.isa": sim_nisa,
 
 import nki
 import nki.language as nl
+import nki.dtype as nt
 from nki.isa.constants import oob_mode
 from nki.collectives import ReplicaGroup
 import neuron_dtypes as dt
@@ -57,6 +58,7 @@ out = np.zeros((2, 4), dtype=nl.bfloat16)
 result = nki.cpu_simulate(scale)[1](x=x, out=out, factor=2.0)
 assert result.dtype == dt.bfloat16 and (result == 2 * x).all(), result
 assert sim_dtypes.bfloat16 is nl.bfloat16 and oob_mode is sim_nisa.oob_mode
+assert nt.float8_e4m3 is nl.float8_e4m3 and str(nt.float8_e4m3) == "float8_e4m3"
 print("driver ok", ReplicaGroup([[0, 1]]).groups)
 """
 

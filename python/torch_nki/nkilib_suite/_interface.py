@@ -138,7 +138,10 @@ def install(package: str) -> types.ModuleType:
     nki = _module(
         root,
         frontend.__doc__ or "",
-        **{name: getattr(frontend, name) for name in frontend.__all__},
+        # `import nki.dtype as nt` reads the package attribute first: it is the element types,
+        # as the suite's framework aliases `nki.dtype` (not the frontend's annotation type).
+        **{name: getattr(frontend, name) for name in frontend.__all__ if name != "dtype"},
+        dtype=dtypes,
         cpu_simulate=cpu_simulate,
         collectives=collectives,
         builtin=builtin,
