@@ -240,3 +240,39 @@ def test_nc_matmul_tiling_needs_both_tuples() -> None:
     kernel = _quarter_matmuls(lambda q: (0, 0), ())
     with pytest.raises(TraceError, match=r"tile_position and tile_size are two-element tuples, both given"):
         kernel(np.ones((128, 16), np.float32), np.ones((128, 8), np.float32))
+
+
+def test_nki_objects_keep_their_constructor_under_dataclass() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Section(nl.NKIObject):
+        index = None  # a plain class attribute, passed by keyword
+        offset = None
+
+    s = Section(index=3, offset=7)
+    assert (s.index, s.offset) == (3, 7)
+
+    @dataclasses.dataclass
+    class Sizes(nl.NKIObject):
+        rows: int
+        unset: int  # required, but NKIObject leaves a field not given unset
+        cols: int = 4
+        names: list = dataclasses.field(default_factory=list)
+
+        def __post_init__(self):
+            self.area = self.rows * self.cols
+
+    z = Sizes(2)
+    assert (z.rows, z.cols, z.names, z.area) == (2, 4, [], 8) and not hasattr(z, "unset")
+    assert Sizes(rows=3, cols=5).area == 15 and Sizes(3, 1) == Sizes(3, unset=1)
+    with pytest.raises(TypeError, match=r"Sizes\(\) got multiple values for argument 'rows'"):
+        Sizes(2, rows=3)
+    with pytest.raises(TypeError, match=r"Sizes\(\) takes 4 positional argument"):
+        Sizes(1, 2, [], 4, 5)
+
+    class Own(nl.NKIObject):
+        def __init__(self, x):
+            self.x = x + 1
+
+    assert Own(1).x == 2

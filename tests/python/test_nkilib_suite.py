@@ -59,6 +59,17 @@ result = nki.cpu_simulate(scale)[1](x=x, out=out, factor=2.0)
 assert result.dtype == dt.bfloat16 and (result == 2 * x).all(), result
 assert sim_dtypes.bfloat16 is nl.bfloat16 and oob_mode is sim_nisa.oob_mode
 assert nt.float8_e4m3 is nl.float8_e4m3 and str(nt.float8_e4m3) == "float8_e4m3"
+
+# A trace-only test: the compiler frontend traces and validates, and kernel asserts hold.
+from nki.compiler.frontend import ParserFrontend
+traced = ParserFrontend().compile(scale, inputs=dict(x=x, out=out, factor=2.0), target="trn2", lnc=2)
+assert traced.program.grid == [2] and traced.module is None
+try:
+    ParserFrontend().compile(scale, inputs=dict(x=x, out=x[:1], factor=2.0), target="trn2", lnc=1)
+except Exception as e:
+    assert "scale" in str(e), e
+else:
+    raise AssertionError("a kernel that does not trace compiled")
 print("driver ok", ReplicaGroup([[0, 1]]).groups)
 """
 

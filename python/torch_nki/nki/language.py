@@ -13,6 +13,7 @@ naming the call and its line.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -107,13 +108,46 @@ class Buffer:
 
 
 class NKIObject:
-    """``nl.NKIObject``: the base class of NKI kernel dataclasses and configuration objects. In
-    the frontend it is a plain Python base class; keyword arguments given to it become
-    attributes."""
+    """``nl.NKIObject``: the base class of NKI kernel dataclasses and configuration objects.
 
-    def __init__(self, **kwargs: Any) -> None:
-        for name, value in kwargs.items():
-            setattr(self, name, value)
+    Its constructor is kept by every subclass that does not define its own, even under
+    ``@dataclass`` (which only adds an ``__init__`` a class lacks): positional arguments fill
+    the dataclass fields in order, keyword arguments become attributes whether or not they are
+    fields (AWS's kernel library passes plain class attributes by keyword), fields not given
+    take their default or ``default_factory`` (a field with neither stays unset), and
+    ``__post_init__`` runs last. The docs do not describe the constructor; this is what AWS's
+    kernels rely on."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in cls.__dict__:
+            cls.__init__ = NKIObject.__init__  # type: ignore[method-assign]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        fields: list[dataclasses.Field[Any]] = (
+            list(dataclasses.fields(self)) if dataclasses.is_dataclass(self) else []
+        )
+        if len(args) > len(fields):
+            raise TypeError(
+                f"{type(self).__name__}() takes {len(fields)} positional argument(s) (its dataclass "
+                f"fields), got {len(args)}"
+            )
+        given = dict(zip((f.name for f in fields), args, strict=False))
+        for name in kwargs.keys() & given.keys():
+            raise TypeError(f"{type(self).__name__}() got multiple values for argument {name!r}")
+        given.update(kwargs)
+        for f in fields:
+            if f.name in given:
+                continue
+            if f.default is not dataclasses.MISSING:
+                given[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                given[f.name] = f.default_factory()
+        for name, value in given.items():
+            object.__setattr__(self, name, value)
+        post_init = getattr(self, "__post_init__", None)
+        if post_init is not None:
+            post_init()
 
 
 @contextmanager

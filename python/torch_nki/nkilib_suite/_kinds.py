@@ -26,10 +26,6 @@ UPSTREAM_DEFECTS: list[tuple[re.Pattern[str], str]] = [
         "input generator names it 'mask_out_hbm.must_alias_input'",
     ),
     (
-        re.compile(r"MLPTKGConstantsDimensionSizes.__init__\(\) missing N required positional argument"),
-        "mlp_tkg_constants.py builds MLPTKGConstantsDimensionSizes without its remainderIFused field",
-    ),
-    (
         re.compile(r"IndentationError: unexpected indent"),
         "the test file does not parse",
     ),
