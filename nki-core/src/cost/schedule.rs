@@ -272,6 +272,15 @@ impl<'p> Scheduler<'p> {
             }
             // Sequencer instructions: no engine time (an assumption: the docs give none).
             Op::RegisterAlloc { .. } | Op::RegisterMove { .. } => (Engine::GpSimd, 0.0),
+            // An assumption (the docs give no latency): the barrier's semaphore update and wait
+            // take one fixed instruction overhead on GpSimd; the time spent waiting for the other
+            // core is not modelled (each core's instances are costed on their own core).
+            Op::CoreBarrier { .. } => (Engine::GpSimd, t.engine_fixed_cycles / t.vector_ghz),
+            // The tile crosses to the other core through a DMA queue, as an SBUF-to-SBUF copy.
+            Op::SendRecv { src, .. } => {
+                let bytes = (src.np * src.nf * self.dtype(src).size_bytes()) as f64;
+                (Engine::Dma(0), bytes / t.dma_queue_bytes_per_ns)
+            }
             // One 32-bit element through a DMA queue, charged as a 16-byte unit.
             Op::RegisterLoad { src: o, .. } | Op::RegisterStore { dst: o, .. } => {
                 if let DmaOperand::Hbm { .. } = o {

@@ -30,6 +30,7 @@ mod elementwise;
 mod gather;
 mod gpsimd;
 mod matmul;
+mod multicore;
 mod mx;
 pub(crate) mod operators;
 mod partition;
@@ -58,6 +59,7 @@ pub use gpsimd::{
     sequence_bounds, topk,
 };
 pub use matmul::{MatmulTiling, nc_matmul, nc_matmul_tiled, nc_transpose};
+pub use multicore::{LNC_CORES, core_barrier, sendrecv};
 pub use mx::{
     MX_GROUP_PARTITIONS, MX_SCALE_OFFSETS, mx_scale_partitions, mx_scale_row, nc_matmul_mx,
     quantize_mx,

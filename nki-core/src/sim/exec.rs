@@ -105,6 +105,30 @@ fn run<'a: 'p, 'p>(
             super::indirect::dma_rows(ctx, store, dst, src, s)?
         }
         Op::DmaCopy { dst, src } => dma(ctx, store, dst, src, s)?,
+        // The order it imposes is kept by the lockstep run of the instances (`lockstep.rs`).
+        Op::CoreBarrier { .. } => {}
+        // Outside a lockstep run there is one core: only an exchange with itself is defined.
+        Op::SendRecv {
+            dst,
+            src,
+            send_to_rank,
+            recv_from_rank,
+            ..
+        } => {
+            if (*send_to_rank, *recv_from_rank) != (0, 0) {
+                return Err(ctx
+                    .err(format!(
+                        "sendrecv to core {send_to_rank} and from core {recv_from_rank}, but this \
+                         program runs on one core: launch the kernel on the two cores of a \
+                         logical NeuronCore (kernel[2])"
+                    ))
+                    .into());
+            }
+            let dt = store.dtype(dst.tile);
+            rows1(store, dst, src, s, false, |_, out, x| {
+                round_into(out, dt, |i| x[i])
+            })?;
+        }
         op @ (Op::RegisterAlloc { .. }
         | Op::RegisterMove { .. }
         | Op::RegisterLoad { .. }

@@ -16,6 +16,7 @@ mod gather;
 mod gpsimd;
 mod hbm;
 mod indirect;
+mod lockstep;
 mod matmul;
 mod mx;
 mod order;
@@ -391,6 +392,7 @@ pub(crate) fn simulate_planned(
         prng: &prng,
         registers: &registers,
         order,
+        lockstep: lockstep::synchronises(program),
     };
     let mut store = TileStore::new(program);
     let mut env = vec![0i64; program.loops.len()];
@@ -428,6 +430,9 @@ struct Runner<'r, 'a> {
     registers: &'r register::Registers,
     /// The order of the iterations of affine loops run one after the other.
     order: IterationOrder,
+    /// Whether the program synchronises cores (`core_barrier`, `sendrecv`): its launch-grid
+    /// instances then run in lockstep.
+    lockstep: bool,
 }
 
 impl<'a> Runner<'_, 'a> {
@@ -511,9 +516,41 @@ impl<'a> Runner<'_, 'a> {
     where
         'a: 'p,
     {
-        let mut regions = self.bands[block].iter().peekable();
-        let mut i = 0;
+        self.block_from(body, block, 0, false, store, env, scratch)
+            .map(|_| ())
+    }
+
+    /// Runs `body` (block `block` of the plan) from statement `start`: to its end (`None`), or,
+    /// with `stop_at_sync`, up to the first multi-core synchronisation at this level (its
+    /// index: the statement is not run). Sibling launch-grid instances of a program that
+    /// synchronises run in lockstep (`lockstep.rs`).
+    #[allow(clippy::too_many_arguments)]
+    fn block_from<'p>(
+        &self,
+        body: &[Stmt],
+        block: usize,
+        start: usize,
+        stop_at_sync: bool,
+        store: &mut TileStore<'p>,
+        env: &mut [i64],
+        scratch: &mut Scratch,
+    ) -> Result<Option<usize>, NkiError>
+    where
+        'a: 'p,
+    {
+        let mut regions = self.bands[block]
+            .iter()
+            .skip_while(|r| r.start < start)
+            .peekable();
+        let mut i = start;
         while let Some(s) = body.get(i) {
+            if stop_at_sync && lockstep::is_sync(s) {
+                return Ok(Some(i));
+            }
+            if self.lockstep && lockstep::is_grid_instance(self.program, s) {
+                i = self.lockstep(body, block, i, store, env, scratch)?;
+                continue;
+            }
             if let Some(region) = regions.next_if(|r| r.start == i) {
                 let frame = band::Frame {
                     program: self.program,
@@ -601,6 +638,6 @@ impl<'a> Runner<'_, 'a> {
             }
             i += 1;
         }
-        Ok(())
+        Ok(None)
     }
 }

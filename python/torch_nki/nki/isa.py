@@ -114,7 +114,6 @@ def _doc(spec: dict[str, Any]) -> str:
     note = {
         "implemented": "Implemented.",
         "planned": "Not implemented yet: calling it raises NotImplementedError.",
-        "multi_core": "A multi-core instruction, not implemented yet: calling it raises NotImplementedError.",
     }.get(status, f"Not applicable: {spec.get('note')}")
     return f"{spec['summary']}\n\nEngines: {engines}. NeuronCore {since} and newer. {note}"
 

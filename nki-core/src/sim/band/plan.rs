@@ -260,6 +260,8 @@ impl Finder<'_> {
                 dst: DmaOperand::Hbm { access },
                 ..
             } => kind(access).is_writable() && rows_disjoint(access),
+            // They meet the other core (sim/lockstep.rs), whole.
+            Op::CoreBarrier { .. } | Op::SendRecv { .. } => false,
             Op::NcMatmul {
                 dst,
                 stationary,
