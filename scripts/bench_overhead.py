@@ -53,15 +53,17 @@ def main() -> int:
     x, y, out = torch.rand(4, 4), torch.rand(4, 4), torch.empty(4, 4)
     n = args.calls
 
+    sig = _native.Signature("add", [[4, 4], [4, 4]], ["f32", "f32"], [])
+
     def native_run() -> None:
-        _native.run("add", [x, y], [], [out])
+        sig.run([x, y], [out])
 
     with torch.no_grad():
         rows = [
             ("raw torch.library op (define/impl, returns x)", best_us(lambda: raw(x, y), n)),
             ("torch.ops.neuron.add(x, y)", best_us(lambda: add(x, y), n)),
             ("  its Python CPU kernel (the fallback), directly", best_us(lambda: cpu_kernel(x, y), n)),
-            ("  _native.run alone (compiled, 4x4 simulated)", best_us(native_run, n)),
+            ("  Signature.run alone (compiled, 4x4 simulated)", best_us(native_run, n)),
             ("  torch.empty(4, 4) (the output)", best_us(lambda: torch.empty(4, 4), n)),
             ("aten add(x, y)", best_us(lambda: torch.add(x, y), n)),
         ]
