@@ -247,6 +247,19 @@ fn disk_cache_clear() -> PyResult<usize> {
         .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
 }
 
+/// The smallest run (tile elements read and written, `ExecPlan::work`) the simulator hands to
+/// its threads; smaller ones run on the calling thread. With `min`, sets it first (`0`: every
+/// run that has parallel work). Default `nki_core::sim::SPLIT_MIN_WORK`, or
+/// `$TORCH_NKI_SPLIT_MIN_WORK`.
+#[entry_point]
+#[pyo3(signature = (min=None))]
+fn split_min_work(min: Option<u64>) -> PyResult<u64> {
+    if let Some(min) = min {
+        nki_core::sim::set_split_min_work(min);
+    }
+    Ok(nki_core::sim::split_min_work())
+}
+
 /// Number of compiled programs in the process-wide compile cache.
 #[entry_point]
 fn cache_size() -> PyResult<usize> {

@@ -193,6 +193,13 @@ impl Signature {
         self.with_program(py, target, |p| frontend::Program::new(p.clone()))
     }
 
+    /// The size of a run on the simulator (tile elements read and written, each instruction
+    /// once per loop iteration: `ExecPlan::work`), which `split_min_work()` is compared with.
+    fn work(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| self.compiled(Target::Trn2).map(|c| c.plan().work()))
+            .map_err(|e| to_py_err(e, self.def().name))
+    }
+
     /// The index range each tensor parameter declares (`Hbm::require_indices`), traced for
     /// `trn2`: per tensor parameter `(lo, hi, except)`, or `None` (no declaration, or a tensor
     /// left out). Test inputs are drawn from it.
