@@ -43,6 +43,12 @@ def _closing() -> object:
     return t.close_loop()
 
 
+def _grid_axis() -> object:
+    t = _tracer()
+    t.set_grid([2], "k.py", 1)
+    return t.open_grid_axis(0, 1, "k.py", 1)
+
+
 ARGUMENTS: dict[str, Callable[[], object]] = {
     "name": lambda: "add",
     "shapes": lambda: SHAPES,
@@ -62,8 +68,8 @@ ENGINE_UNKNOWN = ("enum", "engine", "unknown")
 
 
 def _method_calls() -> dict[str, Callable[[], object]]:
-    """Calls of the NKI frontend's class methods, which are not declared with
-    ``#[entry_point]`` yet (their arguments are tiles and regions of a live trace)."""
+    """Calls of the NKI frontend's class methods (declared with ``#[entry_point]`` like the
+    rest, but their arguments are tiles and regions of a live trace, not sample values)."""
     program = _native.Signature("add", SHAPES, DTYPES, []).program("trn2")
     data = torch.rand(4, 4).numpy().tobytes()
     return {
@@ -80,6 +86,17 @@ def _method_calls() -> dict[str, Callable[[], object]]:
             )
         ),
         "Tracer.finish": lambda: _tracer().finish([]),
+        "Tracer.constant": lambda: _tracer().constant([1, 2], "f32", [1.0, 2.0], "k.py", 1),
+        "Tracer.set_grid": lambda: _tracer().set_grid([2], "k.py", 1),
+        "Tracer.open_grid_axis": _grid_axis,
+        "Tracer.open_device_loop": lambda: _tracer().open_device_loop("range", 0, 2, 1, "k.py", 1),
+        "Program.name": lambda: program.name,
+        "Program.target": lambda: program.target,
+        "Program.grid": lambda: program.grid,
+        "Program.inputs": program.inputs,
+        "Program.outputs": program.outputs,
+        "Program.instruction_count": program.instruction_count,
+        "Program.__repr__": lambda: repr(program),
         "Program.validate": program.validate,
         "Program.simulate": lambda: program.simulate([data, data]),
         "Program.cost": program.cost,

@@ -309,35 +309,3 @@ pub fn init_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FAST_ABI_VERSION", fast::FAST_ABI_VERSION)?;
     Ok(())
 }
-
-// The NKI frontend's classes guard their methods by hand (`guard("Tracer.tile", ..)`) until
-// their impl blocks are declared with `#[entry_point]`, which lists and registers them; until
-// then their methods are listed here.
-inventory::submit! {
-    guard::Export {
-        add: |m| m.add_class::<frontend::Tracer>(),
-        entry_points: &[
-            "Tracer.__new__",
-            "Tracer.output",
-            "Tracer.tile",
-            "Tracer.open_loop",
-            "Tracer.close_loop",
-            "Tracer.record",
-            "Tracer.finish",
-        ],
-    }
-}
-inventory::submit! {
-    guard::Export {
-        add: |m| m.add_class::<frontend::Program>(),
-        entry_points: &[
-            "Program.validate",
-            "Program.simulate",
-            "Program.cost",
-            "Program.emit",
-            "Program.unrolled",
-            "Program.difference",
-            "Program.to_json",
-        ],
-    }
-}
