@@ -47,7 +47,7 @@ use store::TileStore;
 pub use band::plan::{BandPolicy, BandRegion};
 pub use order::IterationOrder;
 pub use parallel::parallel_loops;
-pub use plan::ExecPlan;
+pub use plan::{ExecPlan, SPLIT_MIN_WORK, SPLIT_MIN_WORK_ENV, set_split_min_work, split_min_work};
 pub use register::MAX_DEVICE_ITERATIONS;
 
 /// A read-only input buffer: little-endian elements of `dtype`, row-major `shape`.
@@ -375,7 +375,12 @@ pub(crate) fn simulate_planned(
         sequential = vec![false; program.loops.len()];
         &sequential
     };
-    let prng = std::sync::Mutex::new(random::PrngState::default());
+    // Setting the generators up costs microseconds: only for a program that uses them.
+    let prng = std::sync::Mutex::new(if plan.uses_prng {
+        random::PrngState::default()
+    } else {
+        random::PrngState::unused()
+    });
     let registers = std::sync::Mutex::new(register::RegisterFile::new(program.registers.len()));
     let runner = Runner {
         program,
