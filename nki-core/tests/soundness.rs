@@ -100,6 +100,7 @@ fn program(writes: &[Write], trips: [usize; 2], rows: i64, cols: i64) -> Program
             dtype: DType::F32,
             buffer: Buffer::Sbuf,
             loc,
+            address: None,
         });
         let region = TileRegion::rect(tile, 0, w.access.np, 0, w.access.nf);
         body.push(Stmt::Alloc { tile });

@@ -66,7 +66,16 @@ class Tracer:
     def constant(
         self, shape: Sequence[int], dtype_name: str, values: Sequence[float], file: str, line: int
     ) -> int: ...
-    def tile(self, partitions: int, free: int, dtype_name: str, buffer: str, file: str, line: int) -> int: ...
+    def tile(
+        self,
+        partitions: int,
+        free: int,
+        dtype_name: str,
+        buffer: str,
+        file: str,
+        line: int,
+        address: tuple[int, int] | None = None,
+    ) -> int: ...
     def open_loop(self, trip: int, kind: str, file: str, line: int, invocation: int = 0) -> int: ...
     def open_device_loop(
         self, kind: str, start: object, stop: object, step: int, file: str, line: int

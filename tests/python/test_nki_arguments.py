@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+import torch_nki.nki.isa as nisa
 import torch_nki.nki.language as nl
 from torch_nki import nki
 
@@ -170,3 +171,16 @@ def test_a_launched_kernel_takes_keywords_and_shares_its_written_arguments() -> 
     result = halves[2](out=out, x=x)
     np.testing.assert_array_equal(result, x + 1)
     np.testing.assert_array_equal(out, x + 1)
+
+
+def test_a_kernel_may_return_an_argument_it_did_not_write() -> None:
+    @nki.jit
+    def passthrough(dummy, x):
+        t = nl.load(x)
+        u = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=u, src=t)
+        return dummy
+
+    dummy = np.full((1,), 7, np.float32)
+    np.testing.assert_array_equal(passthrough(dummy, np.ones((2, 2), np.float32)), dummy)
+    np.testing.assert_array_equal(dummy, [7])

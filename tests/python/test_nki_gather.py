@@ -107,7 +107,7 @@ def test_dma_transpose_keywords() -> None:
     assert "axes=(1, 0), priority=0, dge_mode=nisa.dge_mode.hwdge)" in source
     with pytest.raises(ValidationError, match=r"dma_transpose with dge_mode=hwdge moves 2-byte elements"):
         _transpose(lambda t, x: nisa.dma_transpose(dst=t, src=x, dge_mode=nisa.dge_mode.hwdge))()
-    with pytest.raises(ValidationError, match=r"takes dge_mode unknown or hwdge, got swdge"):
+    with pytest.raises(ValidationError, match=r"takes dge_mode unknown or hwdge \(or none\), got swdge"):
         _transpose(lambda t, x: nisa.dma_transpose(dst=t, src=x, dge_mode=nisa.dge_mode.swdge))()
     with pytest.raises(ValidationError, match=r"oob_mode=skip is only valid for an indirect source"):
         _transpose(lambda t, x: nisa.dma_transpose(dst=t, src=x, oob_mode=nisa.oob_mode.skip))()

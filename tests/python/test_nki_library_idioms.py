@@ -276,3 +276,25 @@ def test_nki_objects_keep_their_constructor_under_dataclass() -> None:
             self.x = x + 1
 
     assert Own(1).x == 2
+
+
+def test_nc_transpose_on_the_vector_engine() -> None:
+    @nki.jit
+    def flip(x):
+        t = nl.load(x)
+        u = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.nc_transpose(dst=u, data=t, engine=nisa.engine.vector)
+        out = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=u)
+        return out
+
+    x = np.arange(32 * 24, dtype=np.float32).reshape(32, 24)
+    np.testing.assert_array_equal(flip(x), x.T)
+    program = flip.trace(x)
+    source = program.emit()
+    assert "engine=nisa.engine.vector" in source
+    again = nki.trace(nki.load_source(source, "flip").flip, x)
+    assert again.difference(program) is None
+    with pytest.raises(ValidationError, match=r"source partitions on the vector engine is 64") as info:
+        flip(np.zeros((64, 8), np.float32))
+    assert info.value.rule == "transpose-vector-size"

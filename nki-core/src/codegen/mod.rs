@@ -151,8 +151,12 @@ impl Emitter<'_> {
                         Buffer::Sbuf => "nl.sbuf",
                         Buffer::Psum => "nl.psum",
                     };
+                    let address = t
+                        .address
+                        .map(|(p, f)| format!(", address=({p}, {f})"))
+                        .unwrap_or_default();
                     let code = format!(
-                        "t{} = nl.ndarray(({}, {}), dtype={}, buffer={buffer})",
+                        "t{} = nl.ndarray(({}, {}), dtype={}, buffer={buffer}{address})",
                         tile.0,
                         t.partitions,
                         t.free,

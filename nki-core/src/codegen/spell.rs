@@ -9,7 +9,7 @@
 use super::{Emitter, float, register_value};
 use crate::ir::{
     ActFn, BinOp, DgeMode, DmaOperand, ElementwiseEngine, OobMode, RegisterId, RegisterValue,
-    ScalarOperand, TileRegion,
+    ScalarOperand, TileRegion, TransposeEngine,
 };
 use nki_spec::{Default, Kind, Param};
 
@@ -74,6 +74,15 @@ impl Spell for ElementwiseEngine {
             return None;
         }
         Some(format!("nisa.engine.{}", self.nki_name()))
+    }
+}
+
+impl Spell for TransposeEngine {
+    fn spell(&self, _: &Emitter<'_>, _: &Param) -> Option<String> {
+        match self {
+            TransposeEngine::Tensor => None,
+            TransposeEngine::Vector => Some("nisa.engine.vector".into()),
+        }
     }
 }
 

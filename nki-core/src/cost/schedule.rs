@@ -14,6 +14,7 @@ use super::{Engine, Slice};
 use crate::dtype::DType;
 use crate::ir::{
     Buffer, DmaOperand, ElementwiseEngine, HbmAccess, Op, Program, Stmt, TileId, TileRegion,
+    TransposeEngine,
 };
 use std::collections::HashMap;
 
@@ -597,6 +598,16 @@ impl<'p> Scheduler<'p> {
                 };
                 let cycles = t.engine_fixed_cycles + data.nf as f64 + readout;
                 (Engine::Scalar, cycles / t.scalar_ghz)
+            }
+            Op::NcTranspose {
+                data,
+                engine: TransposeEngine::Vector,
+                ..
+            } => {
+                // An assumption (the docs give no rate): one vector pass over the at most 32 × 32
+                // elements.
+                let dt = self.dtype(data);
+                (Engine::Vector, vector(1.0, data, dt, &mut self.work))
             }
             Op::NcTranspose { data, .. } => {
                 // An identity matmul: the `[P, P]` identity is the moving operand.

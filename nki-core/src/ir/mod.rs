@@ -24,7 +24,7 @@ pub use access::{DynamicOffset, HbmAccess};
 pub use groups::{AffineRun, affine_runs};
 pub use hoist::hoist_escaping_allocs;
 pub use math::{ActFn, BinOp, to_bits32};
-pub use op::{DgeMode, ElementwiseEngine, OobMode, Op, ScalarOperand};
+pub use op::{DgeMode, ElementwiseEngine, OobMode, Op, ScalarOperand, TransposeEngine};
 pub use operand::{Access, Operand, OperandMap, OperandUse, Param};
 pub use region::{FreeDim, TilePattern, TileRegion, reduced_free_dims};
 pub use register::{
@@ -167,6 +167,11 @@ pub struct TileDecl {
     pub buffer: Buffer,
     /// Where the kernel allocated it.
     pub loc: SourceLoc,
+    /// The `(partition, free)` address the author placed it at (`nl.ndarray(address=...)`),
+    /// or `None` for a tile the compiler places. A placed tile is the author's to fit: the
+    /// capacity rules (`sbuf-capacity`, `psum-banks-live`) leave it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<(usize, usize)>,
 }
 
 impl TileDecl {

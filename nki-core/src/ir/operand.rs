@@ -6,7 +6,7 @@
 
 use super::{
     ActFn, BinOp, DgeMode, DmaOperand, DynamicOffset, ElementwiseEngine, HbmAccess, OobMode,
-    RegisterId, RegisterValue, ScalarOperand, TileRegion,
+    RegisterId, RegisterValue, ScalarOperand, TileRegion, TransposeEngine,
 };
 use crate::affine::AffineExpr;
 
@@ -74,6 +74,7 @@ no_operators!(
     usize,
     ActFn,
     ElementwiseEngine,
+    TransposeEngine,
     DgeMode,
     OobMode
 );

@@ -1,6 +1,6 @@
 //! The tensor engine's `nc_matmul` and `nc_transpose`.
 
-use crate::ir::{Op, TileRegion};
+use crate::ir::{Op, TileRegion, TransposeEngine};
 use crate::lang::context::with_builder;
 use crate::loc::SourceLoc;
 
@@ -103,6 +103,17 @@ impl MatmulTiling {
 /// The usual way to turn a row-major tile into a stationary operand without a transposed DMA.
 #[track_caller]
 pub fn nc_transpose(dst: impl Into<TileRegion>, data: impl Into<TileRegion>) {
+    nc_transpose_on(dst, data, TransposeEngine::Tensor);
+}
+
+/// [`nc_transpose`] on `engine`: the vector engine transposes up to 32 × 32 and reads and
+/// writes SBUF or PSUM (checked by [`crate::validate`]); the values are the same.
+#[track_caller]
+pub fn nc_transpose_on(
+    dst: impl Into<TileRegion>,
+    data: impl Into<TileRegion>,
+    engine: TransposeEngine,
+) {
     let loc = SourceLoc::caller();
     let (dst, data) = (dst.into(), data.into());
     with_builder(|b| {
@@ -117,7 +128,7 @@ pub fn nc_transpose(dst: impl Into<TileRegion>, data: impl Into<TileRegion>) {
                 ),
             );
         } else {
-            b.push_op(Op::NcTranspose { dst, data }, loc);
+            b.push_op(Op::NcTranspose { dst, data, engine }, loc);
         }
     });
 }

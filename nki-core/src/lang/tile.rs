@@ -57,6 +57,7 @@ fn alloc(shape: impl TileShape, dtype: DType, buffer: Buffer) -> Tile {
             dtype,
             buffer,
             loc,
+            address: None,
         });
         b.push_stmt(Stmt::Alloc { tile: id });
         if shape.is_empty() || partitions == 0 || free == 0 {
@@ -88,6 +89,13 @@ pub fn psum(shape: impl TileShape, dtype: DType) -> Tile {
 }
 
 impl Tile {
+    /// Places the tile at `(partition, free)` in its buffer, as `nl.ndarray(address=...)`
+    /// does: the author fits placed tiles, so the capacity rules leave it out (the bounds are
+    /// the caller's to check).
+    pub fn place(&self, address: (usize, usize)) {
+        with_builder(|b| b.tiles[self.id.0 as usize].address = Some(address));
+    }
+
     /// The tile's id in the program.
     pub fn id(&self) -> TileId {
         self.id

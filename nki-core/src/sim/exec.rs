@@ -514,7 +514,7 @@ fn run<'a: 'p, 'p>(
             accumulate,
             ..
         } => matmul(ctx, store, dst, stationary, moving, *accumulate)?,
-        Op::NcTranspose { dst, data } => {
+        Op::NcTranspose { dst, data, .. } => {
             if dst.tile == data.tile {
                 return Err(ctx
                     .err("nc_transpose destination aliases its source".into())

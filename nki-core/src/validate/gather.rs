@@ -226,15 +226,17 @@ fn check_dma_transpose(
         );
     }
     // Every source here is direct (no indirect indices): "the only valid dge_modes are unknown
-    // and hwdge"; swdge is the indirect transpose.
-    if matches!(dge_mode, DgeMode::Swdge | DgeMode::None) {
+    // and hwdge"; swdge is the indirect transpose. `none` (descriptors made statically, no DGE)
+    // is accepted too: the docs do not list it, but AWS's kernel library passes it, and the
+    // bytes moved are the same.
+    if dge_mode == DgeMode::Swdge {
         return fail(
             "dma-transpose-dge-mode",
-            "unknown or hwdge".into(),
+            "unknown, hwdge or none".into(),
             dge_mode.nki_name().into(),
             format!(
-                "dma_transpose of a direct source takes dge_mode unknown or hwdge, got {} (swdge \
-                 is the indirect transpose, whose source has vector_offset indices)",
+                "dma_transpose of a direct source takes dge_mode unknown or hwdge (or none), got {} \
+                 (swdge is the indirect transpose, whose source has vector_offset indices)",
                 dge_mode.nki_name()
             ),
         );

@@ -120,7 +120,8 @@ pub(super) fn check_liveness(program: &Program) -> Result<(), NkiError> {
         let mut events: Vec<(usize, i64, TileId)> = Vec::new();
         for (i, l) in live.iter().enumerate() {
             let t = &program.tiles[i];
-            if t.buffer != buffer {
+            // A tile the author placed is the author's to fit.
+            if t.buffer != buffer || t.address.is_some() {
                 continue;
             }
             let Some(l) = l else { continue };

@@ -18,6 +18,7 @@ use crate::dtype::DType;
 use crate::error::{NkiError, ValidationError, ValidationWarning};
 use crate::ir::{
     BinOp, Buffer, DmaOperand, ElementwiseEngine, Instruction, Op, Program, TileDecl, TileRegion,
+    TransposeEngine,
 };
 use crate::loc::SourceLoc;
 use crate::target::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_BYTES, Target};
@@ -36,6 +37,7 @@ pub const RULES: &[&str] = &[
     "matmul-dst-psum",
     "matmul-dst-dtype",
     matmul_tiling::RULE,
+    "transpose-vector-size",
     "psum-bank",
     "psum-banks-live",
     "sbuf-capacity",
@@ -84,6 +86,9 @@ pub const RULES: &[&str] = &[
     "tile-scope",
     "affine-range-dependence",
 ];
+
+/// The largest tile the vector engine transposes, per side (nki.isa.nc_transpose).
+const VECTOR_TRANSPOSE_MAX: usize = 32;
 
 fn violation(
     rule: &'static str,
@@ -183,8 +188,8 @@ fn check_tiles(program: &Program) -> Result<(), NkiError> {
 fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiError> {
     let tile = |r: &TileRegion| &program.tiles[r.tile.0 as usize];
     let name = inst.op.name();
-    if let Op::NcTranspose { dst, data } = &inst.op {
-        check_transpose(program, inst, dst, data)?;
+    if let Op::NcTranspose { dst, data, engine } = &inst.op {
+        check_transpose(program, inst, dst, data, *engine)?;
     }
     if let Op::NcMatmul {
         dst,
@@ -673,21 +678,44 @@ fn check_transpose(
     inst: &Instruction,
     dst: &TileRegion,
     data: &TileRegion,
+    engine: TransposeEngine,
 ) -> Result<(), NkiError> {
     let [p, f] = data.shape();
-    check_sizes(
-        inst,
-        &[
-            ("matmul-contraction", PMAX, p, "source partitions"),
-            (
-                "matmul-stationary-free",
-                GEMM_STATIONARY_FMAX,
-                f,
-                "source free size",
-            ),
-        ],
-    )?;
-    check_tensor_engine_buffers(program, inst, &[("", data)], dst)?;
+    if engine == TransposeEngine::Vector {
+        // The vector engine transposes up to 32 × 32, SBUF or PSUM on either side
+        // (nki.isa.nc_transpose, "Tile size" and "Memory types").
+        check_sizes(
+            inst,
+            &[
+                (
+                    "transpose-vector-size",
+                    VECTOR_TRANSPOSE_MAX,
+                    p,
+                    "source partitions on the vector engine",
+                ),
+                (
+                    "transpose-vector-size",
+                    VECTOR_TRANSPOSE_MAX,
+                    f,
+                    "source free size on the vector engine",
+                ),
+            ],
+        )?;
+    } else {
+        check_sizes(
+            inst,
+            &[
+                ("matmul-contraction", PMAX, p, "source partitions"),
+                (
+                    "matmul-stationary-free",
+                    GEMM_STATIONARY_FMAX,
+                    f,
+                    "source free size",
+                ),
+            ],
+        )?;
+        check_tensor_engine_buffers(program, inst, &[("", data)], dst)?;
+    }
     let name = inst.op.name();
     let (s, d) = (
         &program.tiles[data.tile.0 as usize],

@@ -47,7 +47,7 @@ from torch_nki import _native
 from torch_nki.nki import isa, language, typing
 from torch_nki.nki._arrays import from_bytes, is_array, is_torch, packed, spec, to_bytes
 from torch_nki.nki._grid import MAX_GRID_AXES, normalize_grid, trace_instances
-from torch_nki.nki._inplace import write_back
+from torch_nki.nki._inplace import make_writable, write_back
 from torch_nki.nki._registers import check_closed
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import Trace, active, tracing, where
@@ -218,6 +218,12 @@ class Kernel:
                 result = trace_instances(t, grid, where, lambda: self.fn(*bound.args, **bound.kwargs))
             else:
                 result = self.fn(*bound.args, **bound.kwargs)
+            # An argument returned as it is (an output aliasing an input, as the library's
+            # `must_alias_input` outputs are) is returned through its copy-on-write output.
+            returned = result if isinstance(result, tuple | list) else (result,)
+            for value in returned:
+                if isinstance(value, HbmTensor) and value.trace is t and value.argument is not None:
+                    make_writable(value, isa.FUNCTIONS["dma_copy"])
             check_closed(t)
         outputs = () if result is None else result if isinstance(result, tuple | list) else (result,)
         # A whole output seen with another shape (`out.reshape(...)`) returns the output, and the

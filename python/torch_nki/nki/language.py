@@ -364,7 +364,8 @@ def ndarray(
             f"got {buffer!r} ({_at()})"
         )
     p, f = tile_shape(shape)
-    tile_id = trace.native.tile(p, f, d.native, buffer.name, file, line)
+    placed = None if address is None else (int(address[0]), int(address[1]))
+    tile_id = trace.native.tile(p, f, d.native, buffer.name, file, line, placed)
     return Tile(tile_id, shape if len(shape) > 1 else (p, f), d, buffer.name, trace)
 
 

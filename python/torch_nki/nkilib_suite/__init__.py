@@ -99,6 +99,7 @@ def _cell(text: str) -> str:
 
 _NOISE = [
     (re.compile(r"0x[0-9a-f]+"), "0x…"),
+    (re.compile(r"\bt\d+\b"), "tN"),
     (re.compile(r"\(/[^)]*:\d+\)"), "(…)"),
     (re.compile(r"(/[\w.-]+)+\.py:\d+"), "…"),
     (re.compile(r"\b\d+(\.\d+)?\b"), "N"),

@@ -38,7 +38,7 @@ use registers::registers_instructions;
 use select::select_instructions;
 use tensor::tensor_instructions;
 
-pub use params::{DgeMode, ElementwiseEngine, OobMode, ScalarOperand};
+pub use params::{DgeMode, ElementwiseEngine, OobMode, ScalarOperand, TransposeEngine};
 
 dma_instructions! {
     [

@@ -45,6 +45,19 @@ impl ElementwiseEngine {
     }
 }
 
+/// The engine an `nc_transpose` runs on: the tensor engine (an identity matmul, SBUF to PSUM,
+/// up to 128 × 128) or the vector engine (SBUF or PSUM on either side, up to 32 × 32). The
+/// values are the same: a transpose passes its data through.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransposeEngine {
+    /// The tensor engine (NKI's choice for `engine=nisa.engine.unknown`).
+    #[default]
+    Tensor,
+    /// The vector engine.
+    Vector,
+}
+
 /// How a DMA's descriptors are generated: NKI's `nisa.dge_mode`. The simulator moves the same
 /// bytes whichever is chosen; validation checks which an instruction allows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]

@@ -10,10 +10,12 @@ macro_rules! tensor_instructions {
 
     /// Tensor engine: `dst = dataᵀ`, an SBUF `[P, F]` region into a PSUM `[F, P]` region.
     NcTranspose = "nc_transpose" {
-        /// PSUM destination `[F, P]`.
+        /// Destination `[F, P]` (PSUM on the tensor engine).
         write dst: TileRegion => dst,
-        /// SBUF source `[P, F]`.
+        /// Source `[P, F]` (SBUF on the tensor engine).
         read data: TileRegion => data,
+        /// The engine it runs on.
+        param engine: TransposeEngine => engine,
     },
     /// Tensor engine: `dst (+)= stationaryᵀ · moving`, contraction over partitions.
     NcMatmul = "nc_matmul" {

@@ -228,6 +228,8 @@ impl Tracer {
     }
 
     /// Allocates a `[partitions, free]` tile in `buffer` (`sbuf` or `psum`); returns its id.
+    #[pyo3(signature = (partitions, free, dtype_name, buffer, file, line, address=None))]
+    #[allow(clippy::too_many_arguments)]
     fn tile(
         &mut self,
         partitions: usize,
@@ -236,6 +238,7 @@ impl Tracer {
         buffer: &str,
         file: &str,
         line: u32,
+        address: Option<(usize, usize)>,
     ) -> PyResult<u32> {
         let name = self.recorder()?.name().to_string();
         let d = dtype(&name, dtype_name)?;
@@ -248,7 +251,13 @@ impl Tracer {
                 )));
             }
         };
-        let t = self.at(file, line, || alloc([partitions, free], d))?;
+        let t = self.at(file, line, || {
+            let t = alloc([partitions, free], d);
+            if let Some(at) = address {
+                t.place(at);
+            }
+            t
+        })?;
         Ok(t.id().0)
     }
 

@@ -10,7 +10,9 @@
 
 use super::Tracer;
 use super::args::{Args, Scalar};
-use nki_core::ir::{ActFn, BinOp, DgeMode, ElementwiseEngine, OobMode, ScalarOperand, TileRegion};
+use nki_core::ir::{
+    ActFn, BinOp, DgeMode, ElementwiseEngine, OobMode, ScalarOperand, TileRegion, TransposeEngine,
+};
 use nki_core::isa;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};

@@ -64,8 +64,11 @@ fn nc_matmul_mx(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyR
 
 /// `nisa.nc_transpose`.
 fn nc_transpose(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyResult<()> {
-    engine(a, &["tensor"])?;
+    let on = match engine(a, &["tensor", "vector"])? {
+        "vector" => TransposeEngine::Vector,
+        _ => TransposeEngine::Tensor,
+    };
     let (dst, data) = (a.tile("dst")?, a.tile("data")?);
     a.finish()?;
-    tracer.at(file, line, || isa::nc_transpose(dst, data))
+    tracer.at(file, line, || isa::nc_transpose_on(dst, data, on))
 }
