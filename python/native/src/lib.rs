@@ -37,6 +37,7 @@ pub mod errors;
 pub mod fast;
 pub mod frontend;
 pub mod guard;
+pub mod marker;
 pub mod pages;
 pub mod run;
 
@@ -435,6 +436,11 @@ fn cache_capacity(capacity: Option<usize>) -> PyResult<usize> {
 #[macro_export]
 macro_rules! nki_module {
     ($name:ident) => {
+        /// The module marker `torch_nki.load` reads before loading the library.
+        #[doc(hidden)]
+        #[unsafe(no_mangle)]
+        pub static TORCH_NKI_MODULE: [u8; $crate::marker::LEN] = $crate::marker::MARKER;
+
         #[$crate::pyo3::pymodule]
         #[pyo3(crate = "nki_python::pyo3")]
         fn $name(
