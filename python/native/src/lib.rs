@@ -370,12 +370,11 @@ fn emit(
             Err(e) => uncached(e),
         };
         let entry = CacheEntry {
-            kernel: program.name.clone(),
-            target: program.target.name().to_string(),
+            key,
             source: nki_core::codegen::emit_nki(program),
             validated: true,
         };
-        match cache.put(&key, &entry) {
+        match cache.put(&entry) {
             Ok(()) => (entry.source, status),
             Err(e) => (entry.source, uncached(e)),
         }
