@@ -113,7 +113,8 @@ def test_cli_usage_errors_print_one_line_and_exit_2(
             "torch-nki emit: --shape x: 4294967296x4294967296x4 has 73786976294838206464 elements"
         ),
         ("cost", "add", "--shape", "x=4611686018427387904x1", "--shape", "y=1x1"): (
-            "torch-nki cost: --shape x: 4611686018427387904x1 is too large: Storage size calculation overflowed"
+            "torch-nki cost: --shape x: 4611686018427387904x1 is too large: Storage size calculation "
+            "overflowed"
         ),
     }
     for argv, message in cases.items():

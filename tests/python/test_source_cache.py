@@ -182,4 +182,6 @@ def test_cli_cache_on_a_damaged_directory(
     for action in ("clear", "info"):
         assert cli.main(["cache", action]) == 2
         out = capsys.readouterr().out
-        assert out.startswith(f"torch-nki cache {action}: {blocker}: Not a directory") and out.count("\n") == 1
+        assert (
+            out.startswith(f"torch-nki cache {action}: {blocker}: Not a directory") and out.count("\n") == 1
+        )
