@@ -77,7 +77,9 @@ impl Compiled {
     }
 
     /// Simulates the program on caller buffers, as [`crate::sim::simulate`] does, with the
-    /// plan made at compile time instead of a fresh analysis.
+    /// plan made at compile time instead of a fresh analysis. With `parallel`, a run large
+    /// enough to pay for it ([`ExecPlan::worth_splitting`]) goes to the simulator's threads; a
+    /// smaller one runs on the calling thread (the bits are the same either way).
     pub fn simulate(
         &self,
         inputs: &[HostTensor<'_>],
@@ -89,7 +91,7 @@ impl Compiled {
             Plan::Made(&self.plan),
             inputs,
             outputs,
-            parallel,
+            parallel && self.plan.worth_splitting(),
             crate::sim::IterationOrder::Program,
         )
     }

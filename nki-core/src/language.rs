@@ -5,6 +5,7 @@
 //! | NKI (`nl`) | here |
 //! |---|---|
 //! | `nl.ndarray(shape, dtype, buffer=nl.shared_hbm)` | [`shared_hbm`] |
+//! | `nl.ndarray(shape, dtype, buffer=nl.private_hbm)` (`nl.hbm`) | [`private_hbm`] |
 //! | `nl.shared_constant(array)` | [`shared_constant`] |
 //! | `nl.ndarray((P, F), dtype, buffer=nl.sbuf)` / `nl.psum` | [`sbuf`] / [`psum`] |
 //! | `nl.affine_range(n)` / `nl.sequential_range(n)` | [`affine_range`] / [`sequential_range`] |
@@ -15,7 +16,7 @@
 
 pub use crate::lang::context::current_target;
 pub use crate::lang::grid::{num_programs, program_id, program_ndim};
-pub use crate::lang::hbm::{Hbm, HbmView, ViewDim, shared_constant, shared_hbm};
+pub use crate::lang::hbm::{Hbm, HbmView, ViewDim, private_hbm, shared_constant, shared_hbm};
 pub use crate::lang::loops::{
     TileSpan, affine_range, dynamic_range, for_each_tile, sequential_range, while_loop,
 };

@@ -203,7 +203,7 @@ fn mx_instructions_give_the_same_bits_under_any_band_policy() {
             memset(&s, 0.0);
             quantize_mx(&q, &src, &s);
             let acc = psum([p, f], DType::F32);
-            nc_matmul_mx(&acc, (&q, &q), (&s, &s), MxTiling::default(), false);
+            nc_matmul_mx(&acc, (&q, &q), (&s, &s), MatmulTiling::default(), false);
             let r = sbuf([p, f], DType::F32);
             tensor_copy(&r, &acc);
             dma_copy(&out, &r);
@@ -309,7 +309,7 @@ fn matmul_program(
     (k, m, n): (usize, usize, usize),
     (s_dtype, m_dtype, dst_dtype): (DType, DType, DType),
     accumulate_twice: bool,
-    tiling: MxTiling,
+    tiling: MatmulTiling,
 ) -> Program {
     let inputs = [
         spec("stationary", [k, m], s_dtype),
@@ -357,7 +357,7 @@ fn nc_matmul_mx_matches_the_dequantised_einsum() {
             (k, m, n),
             (dtype_of(sl), dtype_of(ml), dst),
             twice,
-            MxTiling::default(),
+            MatmulTiling::default(),
         );
         validate(&prog).unwrap();
         let st = packed_values(k * m, sl, 1);
@@ -405,7 +405,7 @@ fn quantize_then_matmul_recovers_the_product_of_exactly_representable_data() {
         let (qa, sa) = quant(0, m);
         let (qb, sb) = quant(1, n);
         let acc = psum([m, n], DType::F32);
-        nc_matmul_mx(&acc, (&qa, &qb), (&sa, &sb), MxTiling::default(), false);
+        nc_matmul_mx(&acc, (&qa, &qb), (&sa, &sb), MatmulTiling::default(), false);
         let res = sbuf([m, n], DType::F32);
         tensor_copy(&res, &acc);
         dma_copy(&out, &res);
@@ -474,14 +474,14 @@ fn validation_names_each_mx_rule() {
     let mm = |dts, tiling| matmul_program((32, 16, 8), dts, false, tiling);
     let (e4, f32_) = (DType::F8E4M3FNX4, DType::F32);
     assert_eq!(
-        rule_of(&mm((bf, e4, f32_), MxTiling::default())),
+        rule_of(&mm((bf, e4, f32_), MatmulTiling::default())),
         "nc-matmul-mx-dtype"
     );
     assert_eq!(
-        rule_of(&mm((e4, e4, DType::F16), MxTiling::default())),
+        rule_of(&mm((e4, e4, DType::F16), MatmulTiling::default())),
         "nc-matmul-mx-dtype"
     );
-    let tiling = |pos: [usize; 2], size: [usize; 2]| MxTiling {
+    let tiling = |pos: [usize; 2], size: [usize; 2]| MatmulTiling {
         tile_position: pos.to_vec(),
         tile_size: size.to_vec(),
     };
@@ -493,7 +493,7 @@ fn validation_names_each_mx_rule() {
     ] {
         assert_eq!(rule_of(&mm((e4, e4, f32_), bad)), "nc-matmul-mx-tiling");
     }
-    let odd = matmul_program((32, 15, 8), (e4, e4, f32_), false, MxTiling::default());
+    let odd = matmul_program((32, 15, 8), (e4, e4, f32_), false, MatmulTiling::default());
     assert_eq!(rule_of(&odd), "nc-matmul-mx-size");
     // A packed tile anywhere else, and a converting DMA.
     let inputs = [spec("x", [32, 8], e4)];
@@ -559,7 +559,7 @@ fn shapes_are_checked_at_the_call() {
             psum([8, 8], DType::F32),
             (&st, &mv),
             (&ss, &ms),
-            MxTiling::default(),
+            MatmulTiling::default(),
             false,
         );
         vec![]
@@ -571,7 +571,7 @@ fn shapes_are_checked_at_the_call() {
     let m = trace_error(&inputs, |_| {
         let (st, mv) = (sbuf([32, 8], x4), sbuf([32, 8], x4));
         let (ss, ms) = (sbuf([4, 8], u8_), sbuf([4, 8], u8_));
-        let tiling = MxTiling {
+        let tiling = MatmulTiling {
             tile_position: vec![0, 0],
             tile_size: vec![],
         };
@@ -593,7 +593,7 @@ fn mx_instructions_cost_and_emit() {
         (128, 64, 96),
         (DType::F8E4M3FNX4, DType::F8E4M3FNX4, DType::F32),
         false,
-        MxTiling {
+        MatmulTiling {
             tile_position: vec![0, 0],
             tile_size: vec![128, 128],
         },

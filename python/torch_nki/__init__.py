@@ -26,6 +26,7 @@ from typing import Any
 
 from torch_nki._cost import CostReport, cost
 from torch_nki._emit import emit
+from torch_nki._signature import Kernel, Signature, kernel
 from torch_nki.errors import (
     ContractDtypeError,
     ContractError,
@@ -47,9 +48,11 @@ __all__ = [
     "ContractShapeError",
     "CostReport",
     "HotspotReport",
+    "Kernel",
     "NkiError",
     "NoBackwardError",
     "PluginError",
+    "Signature",
     "SwapReport",
     "UnknownOpError",
     "UnsupportedTransformError",
@@ -59,6 +62,7 @@ __all__ = [
     "cache_size",
     "cost",
     "emit",
+    "kernel",
     "load",
     "manifest",
     "ops",

@@ -1,6 +1,7 @@
 """``torch_nki.cost(op, *args, target=...)``: what an op would take on a NeuronCore, from the cost model.
 
-The kernel is compiled for the arguments' shapes and dtypes on the chosen target (``trn1``,
+The kernel is compiled for the arguments' shapes and dtypes on the chosen target (through
+``torch_nki.kernel(op).signature(...)``, see :mod:`torch_nki._signature`) (``trn1``,
 ``trn2``, ``trn3``) and its program is scheduled on the engines with the documented heuristics
 (see docs/cost-model.md). Tensors are only looked at for their shape and dtype, so ``meta``
 tensors work. Every figure is an **estimate**: nothing here ran on Trainium.
@@ -18,11 +19,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import torch
-
-from torch_nki._dtypes import caller_name
-from torch_nki._kernels import Binder
 
 __all__ = ["CostReport", "cost"]
 
@@ -88,53 +84,14 @@ def _engine_name(engine: Any) -> str:
     return str(engine)
 
 
-@dataclass
-class ExampleCall:
-    """What compiling ``op`` for example arguments needs: the native module that holds it (the
-    package's, or a loaded kernel crate's), its name there, each tensor's shape and dtype name
-    (``None`` for an absent optional tensor), and the scalars."""
-
-    native: Any
-    name: str
-    shapes: list[list[int] | None]
-    dtypes: list[str | None]
-    scalars: list[Any]
-
-
-def example_arguments(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ExampleCall:
-    """Binds example arguments of ``op`` (``name`` in ``torch.ops.neuron``, or ``ns::name`` for a
-    loaded kernel crate) like a call; :class:`~torch_nki.errors.UnknownOpError` for an op no
-    registration has."""
-    from torch_nki.testing import _lookup
-
-    reg, spec = _lookup(op)
-    values = Binder(spec)(args, kwargs)
-    shapes: list[list[int] | None] = []
-    dtypes: list[str | None] = []
-    scalars: list[Any] = []
-    for p, v in zip(spec.params, values, strict=True):
-        if p.is_tensor:
-            if v is not None and not isinstance(v, torch.Tensor):
-                raise TypeError(f"neuron::{op}: {p.name} must be a tensor, got {type(v).__name__}")
-            shapes.append(None if v is None else list(v.shape))
-            dtypes.append(None if v is None else caller_name(v.dtype))
-        else:
-            scalars.append(v)
-    return ExampleCall(reg.native, spec.name, shapes, dtypes, scalars)
-
-
-def cost(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> CostReport:
-    """Estimates ``torch.ops.neuron.<op>(*args, **kwargs)`` on ``target`` with the cost model
-    (``ns::name`` for an op of a kernel crate loaded into another namespace)."""
-    call = example_arguments(op, args, kwargs)
-    text, summary, trace = call.native.cost(call.name, call.shapes, call.dtypes, call.scalars, target)
+def report(op: str, text: str, summary: str, trace: str) -> CostReport:
+    """The report of the native ``Signature.cost``'s ``(text, summary_json, trace_json)``."""
     s = json.loads(summary)
-    bound = s["bound"]
     return CostReport(
         op=op,
         target=s["target"],
         total_ns=s["total_ns"],
-        bound=bound,
+        bound=s["bound"],
         roofline_fraction=s["roofline_fraction"],
         hbm_roofline_fraction=s["hbm_roofline_fraction"],
         hbm_compulsory_bytes=s["hbm_compulsory_bytes"],
@@ -147,3 +104,12 @@ def cost(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> CostReport
         text=text,
         trace_json=trace,
     )
+
+
+def cost(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> CostReport:
+    """Estimates ``torch.ops.neuron.<op>(*args, **kwargs)`` on ``target`` with the cost model
+    (``ns::name`` for an op of a kernel crate loaded into another namespace): ``torch_nki.kernel(op)
+    .signature(*args, **kwargs).cost(target)``."""
+    from torch_nki._signature import kernel
+
+    return kernel(op).signature(*args, **kwargs).cost(target)

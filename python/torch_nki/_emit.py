@@ -17,8 +17,6 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from torch_nki._cost import example_arguments
-
 __all__ = ["emit"]
 
 _REPORTED: set[str] = set()
@@ -27,18 +25,23 @@ _REPORTED: set[str] = set()
 
 def emit(op: str, *args: Any, target: str = "trn2", **kwargs: Any) -> str:
     """NKI Python source of ``torch.ops.neuron.<op>(*args, **kwargs)`` compiled for ``target``
-    (``ns::name`` for an op of a kernel crate loaded into another namespace)."""
-    call = example_arguments(op, args, kwargs)
-    source: str
-    status: str
-    source, status = call.native.emit(call.name, call.shapes, call.dtypes, call.scalars, target)
-    if status not in _REPORTED:
-        if status.startswith("rebuilt "):
-            message = f"torch_nki: NKI source cache entry {status.removeprefix('rebuilt ')}; rebuilt it"
-        elif status.startswith("uncached "):
-            message = f"torch_nki: NKI source cache at {status.removeprefix('uncached ')}; not caching"
-        else:
-            return source
-        _REPORTED.add(status)
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
-    return source
+    (``ns::name`` for an op of a kernel crate loaded into another namespace):
+    ``torch_nki.kernel(op).signature(*args, **kwargs).emit(target)``."""
+    from torch_nki._signature import kernel
+
+    return kernel(op).signature(*args, **kwargs).emit(target)
+
+
+def warn_status(status: str) -> None:
+    """Warns (once per process and entry) when the persistent cache entry was rebuilt or the
+    cache could not be used; ``status`` is the native ``Signature.emit``'s."""
+    if status in _REPORTED:
+        return
+    if status.startswith("rebuilt "):
+        message = f"torch_nki: NKI source cache entry {status.removeprefix('rebuilt ')}; rebuilt it"
+    elif status.startswith("uncached "):
+        message = f"torch_nki: NKI source cache at {status.removeprefix('uncached ')}; not caching"
+    else:
+        return
+    _REPORTED.add(status)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)

@@ -1,9 +1,10 @@
 """The CPU kernel and the fake kernel of an op, generated from its manifest entry.
 
 Nothing here is specific to one op, and nothing here knows the contract: both kernels ask the
-native module (``check`` for concrete shapes, ``symbolic`` for symbolic ones) and only evaluate
-what it returns. Per-op data (parameter layout, an output-meta cache) is precomputed once so that
-a call costs a few attribute lookups, one cached lookup and one native call.
+native module (a ``Signature``, checked once, for concrete shapes; ``symbolic`` for symbolic ones)
+and only evaluate what it returns. Per-op data (parameter layout, a cache of checked signatures)
+is precomputed once so that a call costs a few attribute lookups, one cached lookup and one native
+call.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from torch_nki._dtypes import (
     DOWNCAST,
     INDEX_DOWNCAST,
     RETURNED,
-    TORCH_TO_NKI,
     caller_name,
     narrow_indices,
     warn_downcast,
@@ -27,22 +27,30 @@ from torch_nki._dtypes import (
 from torch_nki._manifest import OpSpec, Scalar
 from torch_nki.errors import ContractShapeError
 
-#: Output shapes and dtype names as ``_native.check`` returns them.
+#: Output shapes and dtype names as the native ``Signature.outputs`` returns them.
 Metas = list[tuple[tuple[int, ...], str]]
 
-_META_CACHE_LIMIT = 4096
+_SIGNATURE_CACHE_LIMIT = 4096
+
+
+class NativeSignature(Protocol):
+    """What the kernels use of a native ``Signature`` (one call's checked signature)."""
+
+    def outputs(self) -> Metas: ...
+
+    def run(self, inputs: Sequence[torch.Tensor | None], outputs: Sequence[torch.Tensor]) -> None: ...
 
 
 class Native(Protocol):
     """What the kernels need from a native module (``torch_nki._native``)."""
 
-    def check(
+    def Signature(
         self,
         name: str,
         shapes: Sequence[Sequence[int] | None],
         dtypes: Sequence[str | None],
         scalars: Sequence[Scalar],
-    ) -> Metas: ...
+    ) -> NativeSignature: ...
 
     def symbolic(
         self,
@@ -51,14 +59,6 @@ class Native(Protocol):
         dtypes: Sequence[str | None],
         scalars: Sequence[Any],
     ) -> str: ...
-
-    def run(
-        self,
-        name: str,
-        inputs: Sequence[torch.Tensor | None],
-        scalars: Sequence[Scalar],
-        outputs: Sequence[torch.Tensor],
-    ) -> None: ...
 
 
 class Binder:
@@ -116,8 +116,10 @@ def make_cpu_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
     # Locals, not attribute lookups, on the per-call path.
     bind, t_idx, s_idx = layout.bind, layout.tensors, layout.scalars
     names_of, single = layout.tensor_names, layout.single
-    cache: dict[tuple[Any, ...], list[tuple[tuple[int, ...], str, torch.dtype, torch.dtype]]] = {}
-    check, run, f64 = native.check, native.run, torch.float64
+    cache: dict[
+        tuple[Any, ...], tuple[NativeSignature, list[tuple[tuple[int, ...], torch.dtype, torch.dtype]]]
+    ] = {}
+    make_signature, f64 = native.Signature, torch.float64
 
     def cpu_kernel(*args: Any, **kwargs: Any) -> Any:
         args = bind(args, kwargs)
@@ -131,17 +133,19 @@ def make_cpu_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
                 )
         shapes = tuple(None if t is None else t.shape for t in tensors)
         dtypes = tuple(None if t is None else caller_name(t.dtype) for t in tensors)
-        # String arguments may choose output shapes (`match reduction { .. }`).
-        key = (shapes, dtypes, *(s for s in scalars if type(s) is str))
-        metas = cache.get(key)
-        if metas is None:
+        # Typed: `1 == 1.0 == True`, but each is another argument to the contract.
+        key = (shapes, dtypes, *((type(s), s) for s in scalars))
+        entry = cache.get(key)
+        if entry is None:
+            sig = make_signature(op, shapes, dtypes, scalars)
             metas = []
-            for s, name in check(op, shapes, dtypes, scalars):
+            for s, name in sig.outputs():
                 returned = RETURNED[name]
-                computed = DOWNCAST.get(returned, returned)
-                metas.append((tuple(s), TORCH_TO_NKI[computed], computed, returned))
-            if len(cache) < _META_CACHE_LIMIT:
-                cache[key] = metas
+                metas.append((tuple(s), DOWNCAST.get(returned, returned), returned))
+            entry = (sig, metas)
+            if len(cache) < _SIGNATURE_CACHE_LIMIT:
+                cache[key] = entry
+        sig, metas = entry
         for i, t in enumerate(tensors):
             if t is not None:
                 narrow = DOWNCAST.get(t.dtype)
@@ -150,11 +154,11 @@ def make_cpu_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
                     tensors[i] = t.to(narrow)
                 elif t.dtype in INDEX_DOWNCAST:
                     tensors[i] = narrow_indices(op, names_of[i], t)
-        outs = [torch.empty(s, dtype=computed) for s, _, computed, _ in metas]
+        outs = [torch.empty(s, dtype=computed) for s, computed, _ in metas]
         if any(o.numel() for o in outs):
             # The native side reads device, contiguity, pointer, shape and dtype itself.
-            run(op, tensors, scalars, outs)
-        outs = [o if o.dtype is r else o.to(f64) for o, (_, _, _, r) in zip(outs, metas, strict=True)]
+            sig.run(tensors, outs)
+        outs = [o if o.dtype is r else o.to(f64) for o, (_, _, r) in zip(outs, metas, strict=True)]
         return outs[0] if single else tuple(outs)
 
     cpu_kernel.__name__ = f"{spec.namespace}_{op}_cpu"
@@ -230,7 +234,7 @@ def make_fake_kernel(spec: OpSpec, native: Native) -> Callable[..., Any]:
         shapes = [None if t is None else tuple(t.shape) for t in tensors]
         out_shapes: list[Sequence[Any]]
         if all(type(d) is int for s in shapes if s is not None for d in s) and _is_plain(scalars):
-            metas = native.check(op, shapes, dtypes, scalars)
+            metas = native.Signature(op, shapes, dtypes, scalars).outputs()
             out_shapes = [s for s, _ in metas]
             out_dtypes = [RETURNED[d] for _, d in metas]
         else:

@@ -292,6 +292,7 @@ def run_nkilib_suite(args: argparse.Namespace) -> int:
             every=args.every,
             jobs=args.jobs,
             timeout=args.timeout,
+            memory_gib=args.memory or None,
             log=Path(args.log) if args.log else None,
         )
     except (FileNotFoundError, RuntimeError) as e:
@@ -312,6 +313,17 @@ def _seconds(text: str) -> float:
         value = 0.0
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
+
+
+def _gibibytes(text: str) -> float:
+    """An argparse type: a number of GiB, at least 0 (0: no limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of GiB, at least 0, got {text!r}")
     return value
 
 
@@ -415,6 +427,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     suite.add_argument("--every", type=_positive, default=1, help="run every N-th collected test (a sample)")
     suite.add_argument("--jobs", type=_positive, default=1, help="pytest-xdist workers")
     suite.add_argument("--timeout", type=_seconds, default=600, help="seconds per test")
+    suite.add_argument(
+        "--memory",
+        type=_gibibytes,
+        default=8,
+        metavar="GIB",
+        help="address space each test process may map (a test beyond it fails with MemoryError; 0: no limit)",
+    )
     suite.add_argument("--log", metavar="FILE", help="write pytest's output here")
     suite.add_argument("-o", "--output", metavar="FILE", help="also write the Markdown report here")
     args = parser.parse_args(argv)

@@ -28,7 +28,6 @@ from typing import Any
 import torch
 
 import torch_nki
-from torch_nki._cost import example_arguments
 from torch_nki._dtypes import INDEX_DOWNCAST, narrow_indices
 from torch_nki._manifest import OpSpec
 
@@ -72,19 +71,19 @@ class NeuronDevice:
 
     def kernel(self, op: str, args: tuple[Any, ...]) -> CompiledKernel:
         """The kernel for calling ``op`` on ``args``, generated and loaded on first use."""
-        call = example_arguments(op, args, {})
+        sig = torch_nki.kernel(op).signature(*args)
         key = (
             op,
             self.target,
-            tuple(None if s is None else tuple(s) for s in call.shapes),
-            tuple(call.dtypes),
-            tuple(_scalar_key(s) for s in call.scalars),
+            tuple(sig.shapes),
+            tuple(sig.dtypes),
+            tuple(_scalar_key(s) for s in sig.scalars),
         )
         with self._lock:
             found = self._kernels.get(key)
         if found is not None:
             return found
-        source = torch_nki.emit(op, *args, target=self.target)
+        source = sig.emit(self.target)
         from torch_nki.nki import load_source
 
         module = load_source(source, op, nki_module=self.nki)

@@ -214,9 +214,8 @@ def index_domains(
         for name, shape in zip(names, shapes, strict=True)
     ]
     native = _lookup(_qualified(spec, spec.name))[0].native
-    return list(
-        native.index_domains(spec.name, [None if s is None else list(s) for s in shapes], dtypes, scalars)
-    )
+    shape_lists = [None if s is None else list(s) for s in shapes]
+    return list(native.Signature(spec.name, shape_lists, dtypes, scalars).index_domains())
 
 
 def bench_input(
@@ -327,12 +326,12 @@ def tolerances(sample: SampleInput) -> list[tuple[float, float]]:
     reg, spec = _lookup(sample.op)
     tensors = [a for p, a in zip(spec.params, sample.args, strict=True) if p.is_tensor]
     scalars = [a for p, a in zip(spec.params, sample.args, strict=True) if not p.is_tensor]
-    per_output = reg.native.tolerance(
+    per_output = reg.native.Signature(
         spec.name,
         [None if t is None else tuple(t.shape) for t in tensors],
         [None if t is None else caller_name(t.dtype) for t in tensors],
         scalars,
-    )
+    ).tolerance()
     result = []
     for out, tol in zip(spec.outputs, per_output, strict=True):
         if out.saved:

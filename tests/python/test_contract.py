@@ -61,7 +61,7 @@ def _dtypes(op: str, shapes: Shapes) -> list[str | None]:
 def _concrete(op: str, shapes: Shapes) -> list[tuple[int, ...]] | str:
     scalars = [p.default for p in SPECS[op].scalar_params]
     try:
-        return [tuple(s) for s, _ in _native.check(op, shapes, _dtypes(op, shapes), scalars)]
+        return [tuple(s) for s, _ in _native.Signature(op, shapes, _dtypes(op, shapes), scalars).outputs()]
     except ValueError as err:
         return str(err)
 

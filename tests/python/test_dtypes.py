@@ -35,7 +35,7 @@ def test_host_dtypes_are_wider_than_the_kernel_dtype_they_are_computed_in() -> N
         if h.torch.is_floating_point:
             # Passed by its host name, accepted where its compute dtype is, and its outputs
             # come back under that name.
-            assert _native.check("add", [[2], [2]], [name, name], []) == [((2,), name)]
+            assert _native.Signature("add", [[2], [2]], [name, name], []).outputs() == [((2,), name)]
             assert _dtypes.RETURNED[name] is h.torch
         else:
             # Indices keep torch's name (messages say `int64`) and are narrowed, not widened.

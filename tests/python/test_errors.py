@@ -131,44 +131,61 @@ def test_native_errors_map_to_python_exceptions() -> None:
     assert torch_nki.NkiError.__name__ == "NkiError"
     registered = ", ".join(torch_nki.ops())
     with pytest.raises(KeyError, match=re.escape(f"no kernel named `no_such_op` (registered: {registered})")):
-        _native.check("no_such_op", [], [], [])
+        _native.Signature("no_such_op", [], [], []).outputs()
     # float64 is a caller dtype computed in f32; outputs come back as f64.
-    assert _native.check("add", [[2], [2]], ["f64", "f64"], []) == [((2,), "f64")]
+    assert _native.Signature("add", [[2], [2]], ["f64", "f64"], []).outputs() == [((2,), "f64")]
     with pytest.raises(torch_nki.ContractShapeError, match="expected 2 tensor arguments, got 1"):
-        _native.check("add", [[2]], ["f64"], [])
+        _native.Signature("add", [[2]], ["f64"], []).outputs()
     with pytest.raises(TypeError, match="neuron::rmsnorm: argument eps expects float, got bool"):
-        _native.check("rmsnorm", [[2, 2], [2]], ["f32", "f32"], [True])
+        _native.Signature("rmsnorm", [[2, 2], [2]], ["f32", "f32"], [True]).outputs()
     with pytest.raises(TypeError, match=r"expected 1 scalar arguments \(eps\), got 0"):
-        _native.check("rmsnorm", [[2, 2], [2]], ["f32", "f32"], [])
-    assert _native.check("rmsnorm", [[2, 3], [3]], ["bf16", "bf16"], [1]) == [((2, 3), "bf16"), ((2,), "f32")]
+        _native.Signature("rmsnorm", [[2, 2], [2]], ["f32", "f32"], []).outputs()
+    assert _native.Signature("rmsnorm", [[2, 3], [3]], ["bf16", "bf16"], [1]).outputs() == [
+        ((2, 3), "bf16"),
+        ((2,), "f32"),
+    ]
 
 
-def test_run_verifies_output_buffers_before_touching_memory() -> None:
+def test_run_verifies_its_buffers_before_touching_memory() -> None:
     x, y = rand(4, 4), rand(4, 4)
+    sig = _native.Signature("add", [[4, 4], [4, 4]], ["f32", "f32"], [])
     wrong = torch.zeros(4, 5)
     before = wrong.clone()
     with pytest.raises(
         torch_nki.NkiError, match=r"output buffers \[f32 \[4, 5\]\] do not match the compiled outputs"
     ):
-        _native.run("add", [x, y], [], [wrong])
+        sig.run([x, y], [wrong])
     assert torch.equal(wrong, before)
     with pytest.raises(torch_nki.NkiError, match="output 0 overlaps another argument's memory"):
-        _native.run("add", [x, y], [], [x])
+        sig.run([x, y], [x])
     with pytest.raises(ValueError, match=r"output 0 is not contiguous \(outputs are written in place\)"):
-        _native.run("add", [x, y], [], [torch.empty(4, 4).t()])
+        sig.run([x, y], [torch.empty(4, 4).t()])
     with pytest.raises(ValueError, match=r"input 1 is not a tensor \(got tuple\)"):
-        _native.run("add", [x, (0, (4, 4), "f32")], [], [torch.empty(4, 4)])
+        sig.run([x, (0, (4, 4), "f32")], [torch.empty(4, 4)])
     with pytest.raises(ValueError, match="input 0 is on device meta, but the CPU simulator needs cpu"):
-        _native.run("add", [x.to("meta"), y], [], [torch.empty(4, 4)])
+        sig.run([x.to("meta"), y], [torch.empty(4, 4)])
     with pytest.raises(TypeError, match="unknown dtype `complex64`"):
-        _native.run("add", [x.to(torch.complex64), y.to(torch.complex64)], [], [torch.empty(4, 4)])
+        sig.run([x.to(torch.complex64), y.to(torch.complex64)], [torch.empty(4, 4)])
+    # The tensors must be the signature's: it was checked once, for those shapes and dtypes.
+    with pytest.raises(
+        torch_nki.NkiError, match=r"input 0 is i8 \[4, 4\], but the signature is for f32 \[4, 4\]"
+    ):
+        sig.run([x.to(torch.int8), y], [torch.empty(4, 4)])
+    with pytest.raises(
+        torch_nki.NkiError, match=r"input 1 is f32 \[2, 8\], but the signature is for f32 \[4, 4\]"
+    ):
+        sig.run([x, y.reshape(2, 8)], [torch.empty(4, 4)])
+    with pytest.raises(ValueError, match="input 1 is left out, but the signature has it a tensor"):
+        sig.run([x, None], [torch.empty(4, 4)])
+    with pytest.raises(ValueError, match=r"expected 2 tensor arguments \(None for one left out\), got 1"):
+        sig.run([x], [torch.empty(4, 4)])
     with pytest.raises(TypeError, match=r"x has dtype torch\.int8 \(i8\), but the contract allows x in"):
-        _native.run("add", [x.to(torch.int8), y.to(torch.int8)], [], [torch.empty(4, 4)])
+        _native.Signature("add", [[4, 4], [4, 4]], ["i8", "i8"], [])
     out = torch.empty(4, 4)
-    _native.run("add", [x, y], [], [out])
+    sig.run([x, y], [out])
     torch.testing.assert_close(out, x + y)
     # A non-contiguous input is read through a contiguous copy.
-    _native.run("add", [x.t(), y], [], [out])
+    sig.run([x.t(), y], [out])
     torch.testing.assert_close(out, x.t() + y)
 
 
@@ -326,4 +343,4 @@ def test_int64_computes_in_int32_without_widening_float_outputs() -> None:
     doc = json.loads(_native.symbolic("rmsnorm", [["s0", 8], [8]], ["f32", "f32"], [1e-6]))
     assert doc["dtypes"] == ["f32", "f32"]
     with pytest.raises(TypeError, match=r"x has dtype torch\.int64, but the contract allows x in"):
-        _native.check("rmsnorm", [[2, 8], [8]], ["int64", "f32"], [1e-6])
+        _native.Signature("rmsnorm", [[2, 8], [8]], ["int64", "f32"], [1e-6]).outputs()

@@ -54,6 +54,26 @@ def test_fast_and_python_kernels_give_the_same_bits(op: str) -> None:
             assert torch.equal(_bits(g), _bits(w)), f"{sample}: the fast path differs"
 
 
+def test_a_repeated_call_finds_its_own_program_among_the_recent_ones() -> None:
+    """Each thread remembers its recent plans; a call that differs only in a scalar, a shape, a
+    dtype or a left-out optional tensor must not take another call's program."""
+    rmsnorm, slow = torch.ops.neuron.rmsnorm, getattr(torch.ops.neuron, SLOW_PREFIX + "rmsnorm_fwd")
+    x, w = torch.rand(6, 8), torch.rand(8)
+    calls = [(x, w, e) for e in (1e-6, 0.5, 1e-6, float("nan"), -0.0, 0.0, 0.5)]
+    calls += [(x[:3], w, 0.5), (x.bfloat16(), w.bfloat16(), 0.5), (torch.rand(6, 4), torch.rand(4), 0.5)]
+    calls += calls[:3] * 4  # more than the recent plans a thread keeps, then back
+    with torch.no_grad():
+        for args in calls:
+            got, want = rmsnorm(*args), slow(*args)[0]
+            assert torch.equal(_bits(got), _bits(want)), args
+    layernorm = torch.ops.neuron.layernorm
+    x = torch.rand(5, 7)
+    with torch.no_grad():
+        with_bias = layernorm(x, torch.ones(7), torch.full((7,), 2.0), 1e-5)
+        without = layernorm(x, torch.ones(7), None, 1e-5)
+    assert torch.allclose(with_bias - 2.0, without, atol=1e-6)
+
+
 def test_unusual_calls_fall_back_to_the_python_kernel() -> None:
     x, y = torch.rand(4, 6), torch.rand(4, 6)
     with warnings.catch_warnings():

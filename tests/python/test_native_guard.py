@@ -1,7 +1,8 @@
 """No native entry point lets a Rust panic cross into Python: a panic forced through each one
 (``_native._force_panic``) comes back as a ``torch_nki.NkiError`` naming the entry point, and
 the module keeps working afterwards. The entry points are the module's own list
-(``_native._entry_points()``, from their ``#[entry_point]`` declarations); a function is called
+(``_native._entry_points()``, from their ``#[entry_point]`` declarations); a function, and a
+method of a class declared with ``#[entry_point]`` (on an instance made the same way), is called
 with sample values chosen by parameter name."""
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def _closing() -> object:
     return t.close_loop()
 
 
+def _grid_axis() -> object:
+    t = _tracer()
+    t.set_grid([2], "k.py", 1)
+    return t.open_grid_axis(0, 1, "k.py", 1)
+
+
 ARGUMENTS: dict[str, Callable[[], object]] = {
     "name": lambda: "add",
     "shapes": lambda: SHAPES,
@@ -61,13 +68,14 @@ ENGINE_UNKNOWN = ("enum", "engine", "unknown")
 
 
 def _method_calls() -> dict[str, Callable[[], object]]:
-    """Calls of the NKI frontend's class methods, which are not declared with
-    ``#[entry_point]`` yet (their arguments are tiles and regions of a live trace)."""
-    program = _native.program("add", SHAPES, DTYPES, [], "trn2")
+    """Calls of the NKI frontend's class methods (declared with ``#[entry_point]`` like the
+    rest, but their arguments are tiles and regions of a live trace, not sample values)."""
+    program = _native.Signature("add", SHAPES, DTYPES, []).program("trn2")
     data = torch.rand(4, 4).numpy().tobytes()
     return {
         "Tracer.__new__": _tracer,
         "Tracer.output": lambda: _tracer().output([4, 4], "f32", "k.py", 1),
+        "Tracer.scratch": lambda: _tracer().scratch([4, 4], "f32", "k.py", 1),
         "Tracer.tile": lambda: _tracer().tile(4, 4, "f32", "sbuf", "k.py", 1),
         "Tracer.open_loop": lambda: _tracer().open_loop(1, "affine", "k.py", 1),
         "Tracer.close_loop": _closing,
@@ -79,6 +87,17 @@ def _method_calls() -> dict[str, Callable[[], object]]:
             )
         ),
         "Tracer.finish": lambda: _tracer().finish([]),
+        "Tracer.constant": lambda: _tracer().constant([1, 2], "f32", [1.0, 2.0], "k.py", 1),
+        "Tracer.set_grid": lambda: _tracer().set_grid([2], "k.py", 1),
+        "Tracer.open_grid_axis": _grid_axis,
+        "Tracer.open_device_loop": lambda: _tracer().open_device_loop("range", 0, 2, 1, "k.py", 1),
+        "Program.name": lambda: program.name,
+        "Program.target": lambda: program.target,
+        "Program.grid": lambda: program.grid,
+        "Program.inputs": program.inputs,
+        "Program.outputs": program.outputs,
+        "Program.instruction_count": program.instruction_count,
+        "Program.__repr__": lambda: repr(program),
         "Program.validate": program.validate,
         "Program.simulate": lambda: program.simulate([data, data]),
         "Program.cost": program.cost,
@@ -91,22 +110,39 @@ def _method_calls() -> dict[str, Callable[[], object]]:
 
 METHOD_CALLS = _method_calls()
 ENTRY_POINTS: list[str] = _native._entry_points()
+DERIVED_CLASSES = sorted({e.split(".")[0] for e in ENTRY_POINTS if "." in e and e not in METHOD_CALLS})
+"""Classes whose methods are all declared with ``#[entry_point]``: constructed and called with
+sample values by parameter name."""
 
 
-def _function_call(name: str) -> Callable[[], object]:
-    function = getattr(_native, name)
+def _sample_call(name: str, function: Any) -> Callable[[], object]:
+    """``function`` called with a sample value for each parameter without a default."""
     required = [
         p.name
         for p in inspect.signature(function).parameters.values()
-        if p.default is inspect.Parameter.empty
+        if p.default is inspect.Parameter.empty and p.name not in ("self", "$self")
     ]
     missing = [p for p in required if p not in ARGUMENTS]
     assert not missing, f"{name}: no sample value for parameter(s) {missing}: add them to ARGUMENTS"
     return lambda: function(**{p: ARGUMENTS[p]() for p in required})
 
 
+def _method_call(entry: str) -> Callable[[], object]:
+    class_name, method = entry.split(".")
+    cls = getattr(_native, class_name)
+    make = _sample_call(f"{class_name}.__new__", cls)
+    if method == "__new__":
+        return make
+    member = vars(cls)[method]
+    if isinstance(member, types.GetSetDescriptorType):
+        return lambda: getattr(make(), method)
+    return lambda: _sample_call(entry, getattr(make(), method))()
+
+
 def _call(entry: str) -> Callable[[], object]:
-    return METHOD_CALLS[entry] if "." in entry else _function_call(entry)
+    if "." not in entry:
+        return _sample_call(entry, getattr(_native, entry))
+    return METHOD_CALLS[entry] if entry in METHOD_CALLS else _method_call(entry)
 
 
 def test_the_list_is_every_exported_function_and_the_frontend_methods() -> None:
@@ -116,7 +152,13 @@ def test_the_list_is_every_exported_function_and_the_frontend_methods() -> None:
         if isinstance(v, types.BuiltinFunctionType) and n != "_force_panic"
     )
     assert [e for e in ENTRY_POINTS if "." not in e] == functions
-    assert [e for e in ENTRY_POINTS if "." in e] == sorted(METHOD_CALLS)
+    derived = [
+        f"{name}.{member}"
+        for name in DERIVED_CLASSES
+        for member in ("__new__", *(n for n in vars(getattr(_native, name)) if not n.startswith("__")))
+    ]
+    assert [e for e in ENTRY_POINTS if "." in e] == sorted([*METHOD_CALLS, *derived])
+    assert "Signature" in DERIVED_CLASSES
     assert sorted(set(ENTRY_POINTS)) == ENTRY_POINTS, "listed once each, sorted"
 
 

@@ -109,12 +109,12 @@ def test_unsupported_api_names_the_call_and_line() -> None:
     @nki.jit
     def selecting(x):
         t = nl.load(x)
-        nisa.core_barrier(data=t, cores=[0, 1])  # not implemented yet
+        nisa.core_barrier(data=t, cores=[0, 1])  # a tile
         return x
 
-    with pytest.raises(NotImplementedError, match=r"nisa\.core_barrier: not implemented yet") as info:
+    with pytest.raises(TraceError, match=r"core_barrier: data must be a tensor in shared HBM") as info:
         nki.simulate(selecting)(_rand(4, 4))
-    assert _line_of(selecting, "# not implemented yet") in str(info.value)
+    assert _line_of(selecting, "# a tile") in str(info.value)
     with pytest.raises(AttributeError, match=r"NKI 0\.7 has no nisa\.no_such_instruction"):
         nisa.no_such_instruction  # noqa: B018
 

@@ -13,7 +13,6 @@ import torch
 
 import torch_nki
 from torch_nki import cli, nki, testing
-from torch_nki._cost import example_arguments
 from torch_nki._dtypes import INDEX_DOWNCAST
 
 MIN_SIGNATURES = 4
@@ -63,8 +62,7 @@ def test_generated_source_traces_back_to_the_same_program_and_bits(op: str, inde
     tensors = [t.to(INDEX_DOWNCAST.get(t.dtype, t.dtype)) for t in sample.tensors]
 
     traced = kernel.trace(*tensors)
-    call = example_arguments(op, sample.args, {})
-    rust = call.native.program(call.name, call.shapes, call.dtypes, call.scalars, "trn2")
+    rust = torch_nki.kernel(op).signature(*sample.args).program("trn2")
     assert rust.difference(traced) is None, f"{sample}"
     assert traced.instruction_count() == rust.unrolled().instruction_count()
     traced.validate()
@@ -88,7 +86,7 @@ def test_a_changed_source_is_caught() -> None:
     changed = source.replace("op0=nl.multiply", "op0=nl.add", 1)
     assert changed != source
     kernel = nki.load_source(changed, "rmsnorm").rmsnorm
-    rust = torch_nki._native.program("rmsnorm", [[130, 96], [96]], ["f32", "f32"], [1e-6], "trn2")
+    rust = torch_nki._native.Signature("rmsnorm", [[130, 96], [96]], ["f32", "f32"], [1e-6]).program("trn2")
     difference = rust.difference(kernel.trace(x, w))
     assert difference is not None and "differs" in difference and "<nki:rmsnorm:" in difference
 

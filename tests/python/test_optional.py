@@ -39,15 +39,31 @@ def _spec() -> Any:
     )
 
 
+class RecordedSignature:
+    """Answers like a native ``Signature`` of `maybe_bias` and records what it was given."""
+
+    def __init__(self, calls: list[tuple[str, Any]], shapes: Sequence[Any], dtypes: Sequence[Any]) -> None:
+        self.calls = calls
+        self.shapes, self.dtypes = shapes, dtypes
+        calls.append(("check", (list(shapes), list(dtypes))))
+
+    def outputs(self) -> Any:
+        return [(tuple(self.shapes[0]), self.dtypes[0])]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+        self.calls.append(("run", [None if t is None else (tuple(t.shape), t.dtype) for t in inputs]))
+
+
 class Recorder:
     """Answers like the native module for `maybe_bias` and records what it was given."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
 
-    def check(self, name: str, shapes: Sequence[Any], dtypes: Sequence[Any], scalars: Sequence[Any]) -> Any:
-        self.calls.append(("check", (list(shapes), list(dtypes))))
-        return [(tuple(shapes[0]), dtypes[0])]
+    def Signature(
+        self, name: str, shapes: Sequence[Any], dtypes: Sequence[Any], scalars: Sequence[Any]
+    ) -> RecordedSignature:
+        return RecordedSignature(self.calls, shapes, dtypes)
 
     def symbolic(
         self, name: str, shapes: Sequence[Any], dtypes: Sequence[Any], scalars: Sequence[Any]
@@ -56,11 +72,8 @@ class Recorder:
         dims = [{"kind": "dim", "tensor": 0, "axis": a} for a in range(len(shapes[0]))]
         return json.dumps({"shapes": [dims], "dtypes": [dtypes[0]], "checks": []})
 
-    def run(self, name: str, inputs: Sequence[Any], scalars: Sequence[Any], outputs: Sequence[Any]) -> None:
-        self.calls.append(("run", [None if t is None else (tuple(t.shape), t.dtype) for t in inputs]))
 
-
-def test_none_reaches_the_native_check_and_run_as_none() -> None:
+def test_none_reaches_the_native_signature_and_run_as_none() -> None:
     native = Recorder()
     cpu = make_cpu_kernel(_spec(), native)
     out = cpu(torch.ones(3, 2))  # bias left to its default, None

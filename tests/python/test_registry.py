@@ -80,7 +80,7 @@ def test_every_forward_has_a_reference_and_samples_that_pass_the_contract() -> N
             scalars = [a for p, a in pairs if not p.is_tensor]
             shapes = [None if t is None else t.shape for t in tensors]
             names = [None if t is None else caller_name(t.dtype) for t in tensors]
-            torch_nki._native.check(op, shapes, names, scalars)
+            torch_nki._native.Signature(op, shapes, names, scalars)
 
 
 def test_torch_schemas_come_from_the_manifest() -> None:

@@ -6,7 +6,9 @@
 //! - `dma_transpose`: `axes` from the number of dims, and `dst` / `src` seen with their dims
 //!   (`tile.reshape(dims)`, or an access pattern with one entry per dim);
 //! - `tensor_reduce`: `axis` names every free dim of `data` as spelled (a walk has several),
-//!   and `keepdims=True` (the IR's destination is a `(P, 1)` column);
+//!   and `keepdims=True` (the IR's destination is a `(P, 1)` column); into a `(P, K)`
+//!   destination, `data` is spelled with its groups as outer dims and `axis` names the last
+//!   dims that make up a group;
 //! - `iota`, `affine_select`: the one-dimensional `pattern` `[[step, nf]]` walks `dst`'s free
 //!   elements;
 //! - `tensor_copy_predicated`: `src` is the immediate `imm` when the IR has no source tile;
@@ -49,12 +51,32 @@ fn dma_transpose(e: &Emitter<'_>, op: &Op, kw: &mut Kwargs) {
     kw.set("axes", Some(format!("({})", axes.join(", "))));
 }
 
-fn tensor_reduce(_: &Emitter<'_>, op: &Op, kw: &mut Kwargs) {
-    let Op::TensorReduce { data, .. } = op else {
+fn tensor_reduce(e: &Emitter<'_>, op: &Op, kw: &mut Kwargs) {
+    let Op::TensorReduce { dst, data, .. } = op else {
         return;
     };
-    kw.set("axis", Some(free_axes(data)));
     kw.set("keepdims", Some("True".into()));
+    let groups = dst.nf;
+    let Some(reduced) = (groups > 1)
+        .then(|| crate::ir::reduced_free_dims(data, groups))
+        .flatten()
+    else {
+        kw.set("axis", Some(free_axes(data)));
+        return;
+    };
+    // Groups as outer dims: a rectangle is walked as [groups, group]; a walk already ends in
+    // the dims of a group.
+    let (spelled, dims) = match &data.pattern {
+        None => (e.region_dims(data, &[groups, data.nf / groups]), 2),
+        Some(p) => (e.region_dims(data, &[]), p.free.len()),
+    };
+    kw.set("data", Some(spelled));
+    let axes: Vec<String> = (dims + 1 - reduced..=dims).map(|a| a.to_string()).collect();
+    let axis = match axes.as_slice() {
+        [one] => format!("({one},)"),
+        _ => format!("({})", axes.join(", ")),
+    };
+    kw.set("axis", Some(axis));
 }
 
 /// `axis=` naming every free dim of a region as the generated source spells it: `1` for a

@@ -96,10 +96,15 @@ impl Emitter<'_> {
             .map(|d| python_name(&d.name))
             .collect();
         let _ = writeln!(self.out, "@nki.jit\ndef {}({}):", p.name, params.join(", "));
-        for d in p.hbm.iter().filter(|d| d.kind == HbmKind::Output) {
+        for d in p.hbm.iter().filter(|d| d.kind.is_writable()) {
             let dims: Vec<String> = d.shape.iter().map(usize::to_string).collect();
+            let buffer = if d.kind == HbmKind::PrivateScratch {
+                "private_hbm"
+            } else {
+                "shared_hbm"
+            };
             let line = format!(
-                "{} = nl.ndarray({}, dtype={}, buffer=nl.shared_hbm)",
+                "{} = nl.ndarray({}, dtype={}, buffer=nl.{buffer})",
                 python_name(&d.name),
                 tuple(&dims),
                 d.dtype.nki_name()
@@ -279,6 +284,28 @@ impl Emitter<'_> {
                 r.f0 + r.nf
             )
         }
+    }
+
+    /// A tile region spelled as [`Self::region`] does, except that a rectangle with `free`
+    /// given (free counts, row-major, multiplying to its `nf`) is walked as those dims:
+    /// `tN.ap(pattern=[[partition stride, np], [stride, count], ...], offset=...)`.
+    pub(super) fn region_dims(&self, r: &TileRegion, free: &[usize]) -> String {
+        if r.pattern.is_some() || free.is_empty() {
+            return self.region(r);
+        }
+        let t = &self.program.tiles[r.tile.0 as usize];
+        let mut pattern = vec![format!("[{}, {}]", t.free, r.np)];
+        let mut stride: usize = free.iter().product();
+        for &count in free {
+            stride /= count.max(1);
+            pattern.push(format!("[{stride}, {count}]"));
+        }
+        format!(
+            "t{}.ap(pattern=[{}], offset={})",
+            r.tile.0,
+            pattern.join(", "),
+            r.p0 * t.free + r.f0
+        )
     }
 
     fn dma(&self, d: &DmaOperand) -> String {

@@ -2,7 +2,7 @@
 //! 0.7 (Neuron SDK 2.33) documentation page for it. The table is derived from the declarations
 //! (`nki_spec`) and the IR: every implemented instruction and every `nl` function with its
 //! signature's keywords, every `nisa` enum variant, every dtype, the operators and activation
-//! functions the IR has, and the buffers codegen allocates in (on chip, and `shared_hbm`); only
+//! functions the IR has, and the buffers codegen allocates in (every one but the `hbm` alias); only
 //! [`BY_HAND`] is written here. A test holds generated code to it.
 
 use std::borrow::Cow;
@@ -59,7 +59,7 @@ pub fn emitted() -> Vec<NkiName> {
         .chain(nki_spec::DTYPES.iter().map(|d| d.name))
         .chain(
             (nki_spec::BUFFERS.iter())
-                .filter(|b| b.on_chip || b.shared)
+                .filter(|b| b.alias_of.is_none())
                 .map(|b| b.name),
         );
     for name in plain {

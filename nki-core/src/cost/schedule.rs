@@ -14,8 +14,7 @@ use super::table::CostTable;
 use super::{Engine, Slice};
 use crate::dtype::DType;
 use crate::ir::{
-    Buffer, DmaOperand, ElementwiseEngine, HbmAccess, HbmKind, Op, Program, Stmt, TileId,
-    TileRegion,
+    Buffer, DmaOperand, ElementwiseEngine, HbmAccess, Op, Program, Stmt, TileId, TileRegion,
 };
 use std::collections::HashMap;
 
@@ -274,6 +273,15 @@ impl<'p> Scheduler<'p> {
             }
             // Sequencer instructions: no engine time (an assumption: the docs give none).
             Op::RegisterAlloc { .. } | Op::RegisterMove { .. } => (Engine::GpSimd, 0.0),
+            // An assumption (the docs give no latency): the barrier's semaphore update and wait
+            // take one fixed instruction overhead on GpSimd; the time spent waiting for the other
+            // core is not modelled (each core's instances are costed on their own core).
+            Op::CoreBarrier { .. } => (Engine::GpSimd, t.engine_fixed_cycles / t.vector_ghz),
+            // The tile crosses to the other core through a DMA queue, as an SBUF-to-SBUF copy.
+            Op::SendRecv { src, .. } => {
+                let bytes = (src.np * src.nf * self.dtype(src).size_bytes()) as f64;
+                (Engine::Dma(0), bytes / t.dma_queue_bytes_per_ns)
+            }
             // One 32-bit element through a DMA queue, charged as a 16-byte unit.
             Op::RegisterLoad { src: o, .. } | Op::RegisterStore { dst: o, .. } => {
                 if let DmaOperand::Hbm { .. } = o {
@@ -665,7 +673,7 @@ impl<'p> Scheduler<'p> {
         let hbm: Vec<(u32, bool, i64, i64)> = op
             .hbm_accesses()
             .iter()
-            .filter(|(a, _)| self.program.hbm[a.tensor.0 as usize].kind == HbmKind::Output)
+            .filter(|(a, _)| self.program.hbm[a.tensor.0 as usize].kind.is_writable())
             .map(|(a, w)| {
                 let base = a.offset.eval(&self.values);
                 let (below, above) = a.extent();

@@ -26,7 +26,7 @@ pub use hoist::hoist_escaping_allocs;
 pub use math::{ActFn, BinOp, to_bits32};
 pub use op::{DgeMode, ElementwiseEngine, OobMode, Op, ScalarOperand};
 pub use operand::{Access, Operand, OperandMap, OperandUse, Param};
-pub use region::{FreeDim, TilePattern, TileRegion};
+pub use region::{FreeDim, TilePattern, TileRegion, reduced_free_dims};
 pub use register::{
     DeviceLoopDecl, DeviceLoopId, LoopControl, RegisterDecl, RegisterId, RegisterValue,
 };
@@ -40,8 +40,9 @@ pub struct HbmId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct TileId(pub u32);
 
-/// Whether an HBM tensor is a kernel input, an output the kernel allocates (`shared_hbm`), or a
-/// constant the program carries (`nl.shared_constant`).
+/// Whether an HBM tensor is a kernel input, an output the kernel allocates (`shared_hbm`), a
+/// constant the program carries (`nl.shared_constant`), or scratch the kernel allocates and does
+/// not return.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HbmKind {
@@ -53,6 +54,27 @@ pub enum HbmKind {
     /// ([`HbmDecl::values`]): `nl.shared_constant`. It is not a kernel parameter: the
     /// simulator fills it from those values.
     Constant,
+    /// Device memory private to the program that allocates it (`nl.private_hbm`, `nl.hbm`):
+    /// neither a parameter nor a result. The simulator gives it zeroed storage for each call.
+    PrivateScratch,
+    /// An `nl.shared_hbm` tensor the kernel allocates but does not return: every program
+    /// instance sees the one tensor. The simulator gives it zeroed storage for each call.
+    SharedScratch,
+}
+
+impl HbmKind {
+    /// Whether the kernel may write it (outputs and scratch).
+    pub fn is_writable(self) -> bool {
+        matches!(
+            self,
+            HbmKind::Output | HbmKind::PrivateScratch | HbmKind::SharedScratch
+        )
+    }
+
+    /// Whether it is scratch: allocated by the kernel, neither a parameter nor a result.
+    pub fn is_scratch(self) -> bool {
+        matches!(self, HbmKind::PrivateScratch | HbmKind::SharedScratch)
+    }
 }
 
 /// A tensor in device memory, row-major.
@@ -66,7 +88,7 @@ pub struct HbmDecl {
     pub shape: Vec<usize>,
     /// Element type.
     pub dtype: DType,
-    /// Where an output was allocated (`shared_hbm`); `None` for inputs.
+    /// Where an output or scratch tensor was allocated; `None` for inputs.
     pub loc: Option<SourceLoc>,
     /// The values an integer input must hold ([`crate::lang::hbm::Hbm::require_indices`]),
     /// checked on the data before the program runs.

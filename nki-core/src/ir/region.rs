@@ -172,6 +172,24 @@ impl TilePattern {
     }
 }
 
+/// How many of `data`'s last free dims, as its access pattern walks them, make up each of
+/// `groups` equal groups of its free elements (a grouped `tensor_reduce` reduces over them): 1
+/// for a plain rectangle split into groups, `None` when no run of trailing dims fits.
+pub fn reduced_free_dims(data: &TileRegion, groups: usize) -> Option<usize> {
+    let group = data.nf.checked_div(groups)?;
+    let Some(pattern) = &data.pattern else {
+        return Some(1);
+    };
+    let mut size = 1usize;
+    for (k, dim) in pattern.free.iter().rev().enumerate() {
+        size = size.checked_mul(dim.count)?;
+        if size == group {
+            return Some(k + 1);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

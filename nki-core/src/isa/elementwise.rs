@@ -264,8 +264,11 @@ fn record_scalar_tensor_tensor(
 }
 
 /// `nisa.tensor_reduce(dst, op, data, axis, negate=False)`: reduces each partition's free
-/// elements into a `(P, 1)` destination. Tiles here are `[partition, free]`, so `axis` must be
-/// 1: reductions never cross partitions (across them, use `nc_matmul` with a ones column).
+/// elements into a `(P, 1)` destination, or, with a `(P, K)` destination, each of the `K`
+/// consecutive groups of `F / K` free elements into one column (NKI's reduction over the last
+/// free dims of a multi-dimensional tile, `axis=(k, ..., last)`). Tiles here are
+/// `[partition, free]`, so `axis` must be 1: reductions never cross partitions (across them,
+/// use `nc_matmul` with a ones column).
 #[track_caller]
 pub fn tensor_reduce(
     dst: impl Into<TileRegion>,
@@ -287,7 +290,7 @@ pub fn tensor_reduce(
             );
         } else if op.reduce_identity().is_none() {
             b.fail(loc, super::not_a_reduction("tensor_reduce", op));
-        } else if column_ok(b, loc, "tensor_reduce", "dst", &dst, data.np) {
+        } else if reduce_groups_ok(b, loc, &dst, &data) {
             b.push_op(
                 Op::TensorReduce {
                     dst,
@@ -299,6 +302,46 @@ pub fn tensor_reduce(
             );
         }
     });
+}
+
+/// `tensor_reduce`'s `dst`: `data`'s partitions, and a number of elements per partition that
+/// divides `data`'s (each consecutive group of `data.nf / dst.nf` reduces to one); a strided
+/// `data` split into groups must end in free dims that make up a group exactly (so the groups
+/// are its outer dims, as codegen spells them).
+fn reduce_groups_ok(
+    b: &mut crate::lang::context::Builder,
+    loc: SourceLoc,
+    dst: &TileRegion,
+    data: &TileRegion,
+) -> bool {
+    let groups = dst.nf;
+    let divides = groups >= 1 && data.nf.is_multiple_of(groups);
+    if dst.np != data.np || !divides {
+        b.fail(
+            loc,
+            format!(
+                "tensor_reduce: dst must have data's {} partitions and a number of elements per \
+                 partition that divides data's {} (each consecutive group reduces to one element), \
+                 got shape {:?}",
+                data.np,
+                data.nf,
+                dst.shape()
+            ),
+        );
+        return false;
+    }
+    if groups > 1 && crate::ir::reduced_free_dims(data, groups).is_none() {
+        b.fail(
+            loc,
+            format!(
+                "tensor_reduce: data's access pattern cannot be split into {groups} groups of {} \
+                 elements by its last free dims",
+                data.nf / groups
+            ),
+        );
+        return false;
+    }
+    true
 }
 
 /// `nisa.tensor_copy(dst, src)`: copies with a cast to `dst`'s dtype (e.g. PSUM fp32 → SBUF bf16).

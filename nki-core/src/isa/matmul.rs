@@ -6,12 +6,31 @@ use crate::loc::SourceLoc;
 
 /// `nisa.nc_matmul(dst, stationary, moving, accumulate=...)`: `dst (+)= stationaryᵀ · moving`
 /// on the tensor engine, contracting over the partition dim: stationary `[K, M]`, moving
-/// `[K, N]`, dst `[M, N]` in PSUM.
+/// `[K, N]`, dst `[M, N]` in PSUM, on the whole 128 × 128 PE array.
 #[track_caller]
 pub fn nc_matmul(
     dst: impl Into<TileRegion>,
     stationary: impl Into<TileRegion>,
     moving: impl Into<TileRegion>,
+    accumulate: bool,
+) {
+    nc_matmul_tiled(
+        dst,
+        (stationary, moving),
+        MatmulTiling::default(),
+        accumulate,
+    );
+}
+
+/// [`nc_matmul`] on a tile of the PE array (NKI's tiling mode, `tile_position` / `tile_size`):
+/// the same values; [`crate::validate`] checks the tiling (`matmul-tiling`). The cost model
+/// charges it as a matmul of its size on the whole array: matmuls on disjoint PE tiles running
+/// in parallel are not modelled.
+#[track_caller]
+pub fn nc_matmul_tiled(
+    dst: impl Into<TileRegion>,
+    (stationary, moving): (impl Into<TileRegion>, impl Into<TileRegion>),
+    tiling: MatmulTiling,
     accumulate: bool,
 ) {
     let loc = SourceLoc::caller();
@@ -31,18 +50,52 @@ pub fn nc_matmul(
                     dst.shape()
                 ),
             );
+        } else if let Some(message) = tiling.given_whole("nc_matmul") {
+            b.fail(loc, message);
         } else {
             b.push_op(
                 Op::NcMatmul {
                     dst,
                     stationary,
                     moving,
+                    tile_position: tiling.tile_position,
+                    tile_size: tiling.tile_size,
                     accumulate,
                 },
                 loc,
             );
         }
     });
+}
+
+/// The PE-array tile a matmul runs on: `tile_position` `(start_row, start_column)` and
+/// `tile_size` `(row_size, column_size)`, both given or neither (the whole 128 × 128 array).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MatmulTiling {
+    /// `(start_row, start_column)`, or empty.
+    pub tile_position: Vec<usize>,
+    /// `(row_size, column_size)`, or empty.
+    pub tile_size: Vec<usize>,
+}
+
+impl MatmulTiling {
+    /// `None` when both are two-element tuples or both are empty; else the trace error of
+    /// instruction `inst`.
+    pub(crate) fn given_whole(&self, inst: &str) -> Option<String> {
+        let given = |v: &Vec<usize>| match v.len() {
+            0 => Some(false),
+            2 => Some(true),
+            _ => None,
+        };
+        match (given(&self.tile_position), given(&self.tile_size)) {
+            (Some(a), Some(b)) if a == b => None,
+            _ => Some(format!(
+                "{inst}: tile_position and tile_size are two-element tuples, both given or \
+                 neither, got {:?} and {:?}",
+                self.tile_position, self.tile_size
+            )),
+        }
+    }
 }
 
 /// `nisa.nc_transpose(dst, data)` on the tensor engine: `dst = dataᵀ`, an SBUF `[P, F]` region

@@ -30,6 +30,7 @@ mod elementwise;
 mod gather;
 mod gpsimd;
 mod matmul;
+mod multicore;
 mod mx;
 pub(crate) mod operators;
 mod partition;
@@ -57,10 +58,11 @@ pub use gpsimd::{
     GPSIMD_CORE_PARTITIONS, TOPK_K_MAX, TOPK_N_MAX, TOPK_N_MIN, nonzero_with_count,
     sequence_bounds, topk,
 };
-pub use matmul::{nc_matmul, nc_transpose};
+pub use matmul::{MatmulTiling, nc_matmul, nc_matmul_tiled, nc_transpose};
+pub use multicore::{LNC_CORES, core_barrier, sendrecv};
 pub use mx::{
-    MX_GROUP_PARTITIONS, MX_SCALE_OFFSETS, MxTiling, mx_scale_partitions, mx_scale_row,
-    nc_matmul_mx, quantize_mx,
+    MX_GROUP_PARTITIONS, MX_SCALE_OFFSETS, mx_scale_partitions, mx_scale_row, nc_matmul_mx,
+    quantize_mx,
 };
 pub use partition::{
     PARTITION_REDUCE_OPS, SHUFFLE_KEEP, nc_stream_shuffle, tensor_partition_reduce,

@@ -10,6 +10,7 @@
 //! and 12 ([`MX_SCALE_OFFSETS`]).
 
 use crate::ir::{Op, TileRegion};
+use crate::isa::MatmulTiling;
 use crate::lang::context::{Builder, with_builder};
 use crate::loc::SourceLoc;
 
@@ -112,16 +113,6 @@ pub fn quantize_mx(
     });
 }
 
-/// Row tiling of `nc_matmul_mx`: `tile_position` `(start_row, start_column)` and `tile_size`
-/// `(row_size, column_size)`, both given or neither (the whole 128 × 128 array).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MxTiling {
-    /// `(start_row, start_column)`, or empty.
-    pub tile_position: Vec<usize>,
-    /// `(row_size, column_size)`, or empty.
-    pub tile_size: Vec<usize>,
-}
-
 /// `nisa.nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position,
 /// tile_size, accumulate)`: on the tensor engine, `dst[m, n] (+)= Σ_k Σ_lane S[k, m]_lane ·
 /// 2^(s_scale − 127) · M[k, n]_lane · 2^(m_scale − 127)` for packed `stationary` `[K, M]` and
@@ -134,7 +125,7 @@ pub fn nc_matmul_mx(
     dst: impl Into<TileRegion>,
     (stationary, moving): (impl Into<TileRegion>, impl Into<TileRegion>),
     (stationary_scale, moving_scale): (impl Into<TileRegion>, impl Into<TileRegion>),
-    tiling: MxTiling,
+    tiling: MatmulTiling,
     accumulate: bool,
 ) {
     let loc = SourceLoc::caller();
@@ -159,23 +150,8 @@ pub fn nc_matmul_mx(
                 ),
             );
         }
-        let given = |v: &Vec<usize>| match v.len() {
-            0 => Some(false),
-            2 => Some(true),
-            _ => None,
-        };
-        match (given(&tiling.tile_position), given(&tiling.tile_size)) {
-            (Some(a), Some(b2)) if a == b2 => {}
-            _ => {
-                return b.fail(
-                    loc,
-                    format!(
-                        "{inst}: tile_position and tile_size are two-element tuples, both given \
-                         or neither, got {:?} and {:?}",
-                        tiling.tile_position, tiling.tile_size
-                    ),
-                );
-            }
+        if let Some(message) = tiling.given_whole(inst) {
+            return b.fail(loc, message);
         }
         if !scale_ok(
             b,

@@ -234,13 +234,18 @@ impl Builder {
                 )));
             };
             if decl.kind != HbmKind::Output {
+                let what = match decl.kind {
+                    HbmKind::Input => "input",
+                    HbmKind::Constant => "shared_constant",
+                    _ => "private_hbm tensor",
+                };
                 return Err(author_error(
                     format!(
-                        "kernel {name} returned input `{}`; outputs must be allocated with \
+                        "kernel {name} returned {what} `{}`; outputs must be allocated with \
                          shared_hbm",
                         decl.name
                     ),
-                    SourceLoc::caller(),
+                    decl.loc.unwrap_or_else(SourceLoc::caller),
                 ));
             }
             if outputs[..i].contains(o) {
@@ -267,6 +272,12 @@ impl Builder {
                 ),
                 loc,
             ));
+        }
+        // A shared_hbm tensor the kernel does not return is scratch every instance sees.
+        for (i, decl) in self.hbm.iter_mut().enumerate() {
+            if decl.kind == HbmKind::Output && !outputs.contains(&HbmId(i as u32)) {
+                decl.kind = HbmKind::SharedScratch;
+            }
         }
         let mut body = self.blocks.pop().expect("the top-level block is open");
         crate::ir::hoist_escaping_allocs(&mut body, &self.loops);

@@ -141,6 +141,31 @@ pub fn shared_hbm(shape: &[usize], dtype: DType) -> Hbm {
     Hbm::new(id, shape.to_vec(), dtype)
 }
 
+/// Allocates scratch device memory private to the program (`nl.private_hbm`, alias `nl.hbm`):
+/// the kernel may store to it and load from it, but cannot return it. Each call starts it
+/// zeroed in the simulator (on the device its contents are undefined until written).
+#[track_caller]
+pub fn private_hbm(shape: &[usize], dtype: DType) -> Hbm {
+    let loc = SourceLoc::caller();
+    let id = with_builder(|b| {
+        let n = b
+            .hbm
+            .iter()
+            .filter(|d| d.kind == HbmKind::PrivateScratch)
+            .count();
+        b.add_hbm(HbmDecl {
+            name: format!("scratch{n}"),
+            kind: HbmKind::PrivateScratch,
+            shape: shape.to_vec(),
+            dtype,
+            loc: Some(loc),
+            domain: None,
+            values: None,
+        })
+    });
+    Hbm::new(id, shape.to_vec(), dtype)
+}
+
 /// `nl.shared_constant`: a read-only tensor in shared HBM holding `values` (row-major, one per
 /// element, rounded to `dtype` as a write to it would be), carried by the program. A count of
 /// values other than the shape's is a trace error.

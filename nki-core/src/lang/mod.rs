@@ -13,7 +13,7 @@ pub mod tile;
 
 pub use context::{InputSpec, current_target, trace, trace_grid};
 pub use grid::{num_programs, program_id, program_ndim};
-pub use hbm::{Hbm, HbmView, ViewDim, shared_constant, shared_hbm};
+pub use hbm::{Hbm, HbmView, ViewDim, private_hbm, shared_constant, shared_hbm};
 pub use loops::{
     TileSpan, affine_range, dynamic_range, for_each_tile, sequential_range, while_loop,
 };

@@ -11,7 +11,7 @@ use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{HbmId, LoopControl, LoopKind, Program, RegisterId};
 use crate::lang::context::{BUILDER, Builder, InputSpec, with_builder};
-use crate::lang::hbm::{Hbm, HbmView, ViewDim, shared_constant, shared_hbm};
+use crate::lang::hbm::{Hbm, HbmView, ViewDim, private_hbm, shared_constant, shared_hbm};
 use crate::loc::{SourceLoc, with_location};
 use crate::target::Target;
 
@@ -213,6 +213,20 @@ impl Recorder {
         let id = hbm.id();
         self.tensors.push(hbm);
         self.note_instance_hbm(id);
+        Ok(id)
+    }
+
+    /// Scratch device memory private to the current program instance (`nl.private_hbm`,
+    /// `nl.hbm`); returns its tensor id. Every instance of a launch grid gets its own.
+    pub fn scratch(
+        &mut self,
+        shape: &[usize],
+        dtype: DType,
+        loc: SourceLoc,
+    ) -> Result<HbmId, NkiError> {
+        let hbm = self.record(loc, || private_hbm(shape, dtype))?;
+        let id = hbm.id();
+        self.tensors.push(hbm);
         Ok(id)
     }
 

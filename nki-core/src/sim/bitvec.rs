@@ -65,7 +65,8 @@ pub(crate) fn tensor_scalar(
 }
 
 /// Each row of `data` reduced with `op` from its identity (all bits set for `bitwise_and`,
-/// none for `bitwise_or` / `bitwise_xor`), into the `(P, 1)` `dst`.
+/// none for `bitwise_or` / `bitwise_xor`), into the `(P, 1)` `dst` (or each consecutive group
+/// of a row into a column of a `(P, K)` `dst`).
 pub(crate) fn tensor_reduce(
     store: &mut TileStore<'_>,
     dst: &TileRegion,
@@ -74,12 +75,17 @@ pub(crate) fn tensor_reduce(
 ) -> Result<(), ExecError> {
     let dt: DType = store.dtype(dst.tile);
     let identity = to_bits32(op.reduce_identity().unwrap_or(0.0));
+    let group = data.nf / dst.nf.max(1);
     for r in 0..data.np {
-        let acc = store
-            .row(data, r)?
-            .iter()
-            .fold(identity, |acc, &v| bits(op, acc, to_bits32(v)));
-        store.row_mut(dst, r)?[0] = dt.from_bits32(acc);
+        let reduced: Vec<u32> = (store.row(data, r)?.chunks(group))
+            .map(|g| {
+                g.iter()
+                    .fold(identity, |acc, &v| bits(op, acc, to_bits32(v)))
+            })
+            .collect();
+        for (o, acc) in store.row_mut(dst, r)?.iter_mut().zip(reduced) {
+            *o = dt.from_bits32(acc);
+        }
     }
     Ok(())
 }

@@ -105,6 +105,30 @@ fn run<'a: 'p, 'p>(
             super::indirect::dma_rows(ctx, store, dst, src, s)?
         }
         Op::DmaCopy { dst, src } => dma(ctx, store, dst, src, s)?,
+        // The order it imposes is kept by the lockstep run of the instances (`lockstep.rs`).
+        Op::CoreBarrier { .. } => {}
+        // Outside a lockstep run there is one core: only an exchange with itself is defined.
+        Op::SendRecv {
+            dst,
+            src,
+            send_to_rank,
+            recv_from_rank,
+            ..
+        } => {
+            if (*send_to_rank, *recv_from_rank) != (0, 0) {
+                return Err(ctx
+                    .err(format!(
+                        "sendrecv to core {send_to_rank} and from core {recv_from_rank}, but this \
+                         program runs on one core: launch the kernel on the two cores of a \
+                         logical NeuronCore (kernel[2])"
+                    ))
+                    .into());
+            }
+            let dt = store.dtype(dst.tile);
+            rows1(store, dst, src, s, false, |_, out, x| {
+                round_into(out, dt, |i| x[i])
+            })?;
+        }
         op @ (Op::RegisterAlloc { .. }
         | Op::RegisterMove { .. }
         | Op::RegisterLoad { .. }
@@ -280,10 +304,16 @@ fn run<'a: 'p, 'p>(
             data,
             negate,
         } => {
+            // Each of dst's columns reduces one consecutive group of data's free elements.
             let dt = store.dtype(dst.tile);
+            let group = data.nf / dst.nf.max(1);
             for r in 0..data.np {
-                let acc = reduce_row(*op, store.row(data, r)?);
-                store.row_mut(dst, r)?[0] = dt.round(if *negate { -acc } else { acc });
+                let reduced: Vec<f32> = (store.row(data, r)?.chunks(group))
+                    .map(|g| reduce_row(*op, g))
+                    .collect();
+                round_into(store.row_mut(dst, r)?, dt, |i| {
+                    if *negate { -reduced[i] } else { reduced[i] }
+                });
             }
         }
         Op::BnStats { dst, data } => {
@@ -482,6 +512,7 @@ fn run<'a: 'p, 'p>(
             stationary,
             moving,
             accumulate,
+            ..
         } => matmul(ctx, store, dst, stationary, moving, *accumulate)?,
         Op::NcTranspose { dst, data } => {
             if dst.tile == data.tile {

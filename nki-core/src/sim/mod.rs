@@ -16,6 +16,7 @@ mod gather;
 mod gpsimd;
 mod hbm;
 mod indirect;
+mod lockstep;
 mod matmul;
 mod mx;
 mod order;
@@ -46,7 +47,7 @@ use store::TileStore;
 pub use band::plan::{BandPolicy, BandRegion};
 pub use order::IterationOrder;
 pub use parallel::parallel_loops;
-pub use plan::ExecPlan;
+pub use plan::{ExecPlan, SPLIT_MIN_WORK, SPLIT_MIN_WORK_ENV, set_split_min_work, split_min_work};
 pub use register::MAX_DEVICE_ITERATIONS;
 
 /// A read-only input buffer: little-endian elements of `dtype`, row-major `shape`.
@@ -110,6 +111,19 @@ fn check_buffer(
         )));
     }
     Ok(())
+}
+
+/// The bytes of scratch tensor `decl` (an error, not an abort, when they overflow).
+fn scratch_bytes(kernel: &str, decl: &HbmDecl) -> Result<usize, NkiError> {
+    decl.numel()
+        .checked_mul(decl.dtype.size_bytes())
+        .filter(|&n| n < isize::MAX as usize)
+        .ok_or_else(|| {
+            NkiError::Buffers(format!(
+                "kernel {kernel}: scratch tensor {} of shape {:?} is too large to allocate",
+                decl.name, decl.shape
+            ))
+        })
 }
 
 /// [`simulate`] into freshly allocated output buffers: `inputs` are the input bytes in
@@ -312,6 +326,18 @@ pub(crate) fn simulate_planned(
         }
         *slot = Some(HbmBuffer::output(t.data, t.dtype));
     }
+    // Scratch (`private_hbm`, and `shared_hbm` tensors the kernel does not return): zeroed
+    // storage of its own for this call.
+    let mut scratch: Vec<(usize, Vec<u8>)> = program
+        .hbm
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.kind.is_scratch())
+        .map(|(i, d)| Ok((i, vec![0u8; scratch_bytes(&program.name, d)?])))
+        .collect::<Result<_, NkiError>>()?;
+    for (i, bytes) in &mut scratch {
+        hbm[*i] = Some(HbmBuffer::output(bytes, program.hbm[*i].dtype));
+    }
     let hbm: Vec<HbmBuffer<'_>> = hbm
         .into_iter()
         .enumerate()
@@ -329,7 +355,7 @@ pub(crate) fn simulate_planned(
             .hbm
             .iter()
             .zip(&hbm)
-            .all(|(d, b)| (d.kind == HbmKind::Output) == b.writable)
+            .all(|(d, b)| d.kind.is_writable() == b.writable)
     );
     let fresh;
     let plan = match plan {
@@ -349,7 +375,12 @@ pub(crate) fn simulate_planned(
         sequential = vec![false; program.loops.len()];
         &sequential
     };
-    let prng = std::sync::Mutex::new(random::PrngState::default());
+    // Setting the generators up costs microseconds: only for a program that uses them.
+    let prng = std::sync::Mutex::new(if plan.uses_prng {
+        random::PrngState::default()
+    } else {
+        random::PrngState::unused()
+    });
     let registers = std::sync::Mutex::new(register::RegisterFile::new(program.registers.len()));
     let runner = Runner {
         program,
@@ -366,6 +397,7 @@ pub(crate) fn simulate_planned(
         prng: &prng,
         registers: &registers,
         order,
+        lockstep: lockstep::synchronises(program),
     };
     let mut store = TileStore::new(program);
     let mut env = vec![0i64; program.loops.len()];
@@ -403,6 +435,9 @@ struct Runner<'r, 'a> {
     registers: &'r register::Registers,
     /// The order of the iterations of affine loops run one after the other.
     order: IterationOrder,
+    /// Whether the program synchronises cores (`core_barrier`, `sendrecv`): its launch-grid
+    /// instances then run in lockstep.
+    lockstep: bool,
 }
 
 impl<'a> Runner<'_, 'a> {
@@ -486,9 +521,41 @@ impl<'a> Runner<'_, 'a> {
     where
         'a: 'p,
     {
-        let mut regions = self.bands[block].iter().peekable();
-        let mut i = 0;
+        self.block_from(body, block, 0, false, store, env, scratch)
+            .map(|_| ())
+    }
+
+    /// Runs `body` (block `block` of the plan) from statement `start`: to its end (`None`), or,
+    /// with `stop_at_sync`, up to the first multi-core synchronisation at this level (its
+    /// index: the statement is not run). Sibling launch-grid instances of a program that
+    /// synchronises run in lockstep (`lockstep.rs`).
+    #[allow(clippy::too_many_arguments)]
+    fn block_from<'p>(
+        &self,
+        body: &[Stmt],
+        block: usize,
+        start: usize,
+        stop_at_sync: bool,
+        store: &mut TileStore<'p>,
+        env: &mut [i64],
+        scratch: &mut Scratch,
+    ) -> Result<Option<usize>, NkiError>
+    where
+        'a: 'p,
+    {
+        let mut regions = self.bands[block]
+            .iter()
+            .skip_while(|r| r.start < start)
+            .peekable();
+        let mut i = start;
         while let Some(s) = body.get(i) {
+            if stop_at_sync && lockstep::is_sync(s) {
+                return Ok(Some(i));
+            }
+            if self.lockstep && lockstep::is_grid_instance(self.program, s) {
+                i = self.lockstep(body, block, i, store, env, scratch)?;
+                continue;
+            }
             if let Some(region) = regions.next_if(|r| r.start == i) {
                 let frame = band::Frame {
                     program: self.program,
@@ -576,6 +643,6 @@ impl<'a> Runner<'_, 'a> {
             }
             i += 1;
         }
-        Ok(())
+        Ok(None)
     }
 }

@@ -12,7 +12,7 @@
 //! one state of the core, read and written in program order).
 
 use crate::affine::{AffineExpr, LoopVar};
-use crate::ir::{HbmAccess, HbmId, HbmKind, Instruction, LoopKind, Program, Stmt, TileId};
+use crate::ir::{HbmAccess, HbmId, Instruction, LoopKind, Op, Program, Stmt, TileId};
 use std::collections::{BTreeMap, HashSet};
 
 /// For each loop variable: may its iterations run in parallel?
@@ -71,10 +71,13 @@ fn independent(program: &Program, var: LoopVar, body: &[Stmt]) -> bool {
     let mut registers = false;
     let static_only = visit_body(body, &mut allocated, &mut |inst| {
         prng |= super::random::uses_prng(&inst.op);
-        registers |= inst.op.uses_registers();
+        // Registers, and the multi-core instructions (which lockstep refuses inside loops),
+        // keep program order.
+        registers |= inst.op.uses_registers()
+            || matches!(inst.op, Op::CoreBarrier { .. } | Op::SendRecv { .. });
         written_tiles.extend(inst.op.tile_writes().into_iter().map(|r| r.tile));
         for (access, is_write) in inst.op.hbm_accesses() {
-            if program.hbm[access.tensor.0 as usize].kind != HbmKind::Output {
+            if !program.hbm[access.tensor.0 as usize].kind.is_writable() {
                 continue;
             }
             if is_write && (access.dynamic.is_some() || access.free_dims.is_some()) {

@@ -3,10 +3,11 @@
 //! their NaN poison written, after which statement each tile's storage can be released, and
 //! which runs of statements execute band by band ([`crate::sim::band`]).
 
-use crate::ir::{Program, Stmt, TileId, TileRegion};
+use crate::ir::{Op, OperandUse, Program, Stmt, TileId, TileRegion};
 use crate::sim::band::plan::{BandPolicy, BandRegion, band_regions};
 use crate::sim::matmul::fused_multiply_add;
 use crate::sim::parallel::parallel_loops;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Per-program facts for the simulator, derived from one program and only ever used with it:
 /// [`crate::compile()`] makes one per compiled kernel and [`crate::Compiled::simulate`] runs with
@@ -40,6 +41,13 @@ pub struct ExecPlan {
     pub(crate) band_local: Vec<bool>,
     /// Partitions per band.
     pub(crate) band_partitions: usize,
+    /// The size of a run: tile elements the instructions read and write and a matmul's
+    /// multiply-adds, each instruction counted once per iteration of the loops around it (see
+    /// [`work`]).
+    pub(crate) work: u64,
+    /// Whether some instruction uses the engines' random-number generators (a run without one
+    /// does not set their states up).
+    pub(crate) uses_prng: bool,
 }
 
 impl ExecPlan {
@@ -67,7 +75,20 @@ impl ExecPlan {
             bands,
             band_local,
             band_partitions: policy.partitions,
+            work: work(program),
+            uses_prng: uses_prng(program),
         }
+    }
+
+    /// The size of a run (see [`work`]).
+    pub fn work(&self) -> u64 {
+        self.work
+    }
+
+    /// Whether a run is large enough that handing it to the simulator's threads pays (see
+    /// [`SPLIT_MIN_WORK`]); a smaller one runs on the calling thread.
+    pub fn worth_splitting(&self) -> bool {
+        self.work >= split_min_work()
     }
 
     /// For each loop variable: may its iterations run in parallel?
@@ -348,6 +369,84 @@ fn release_points(program: &Program) -> ReleasePoints {
         }
     }
     (walk.release, walk.loop_block, walk.device_block)
+}
+
+/// The smallest [`ExecPlan::work`] a run hands to the simulator's threads by default. Below
+/// it, the cost of handing the run over (waking a pool thread, waiting for it; tens of
+/// microseconds when other processes hold the cores) exceeds what a second thread saves, so
+/// the run stays on the calling thread. Measured with `scripts/bench_overhead.py --split`
+/// (docs/bench.md, "Per-call overhead").
+pub const SPLIT_MIN_WORK: u64 = 1 << 25;
+
+/// The environment variable that overrides [`SPLIT_MIN_WORK`] (read once per process; `0`
+/// hands every run to the pool, as before the threshold).
+pub const SPLIT_MIN_WORK_ENV: &str = "TORCH_NKI_SPLIT_MIN_WORK";
+
+/// `u64::MAX` until first read.
+static SPLIT_MIN: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// The smallest run handed to the simulator's threads: [`SPLIT_MIN_WORK`], or
+/// `$TORCH_NKI_SPLIT_MIN_WORK` when that is an integer, or what [`set_split_min_work`] set.
+pub fn split_min_work() -> u64 {
+    let min = SPLIT_MIN.load(Ordering::Relaxed);
+    if min != u64::MAX {
+        return min;
+    }
+    let from_env = std::env::var(SPLIT_MIN_WORK_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(SPLIT_MIN_WORK)
+        .min(u64::MAX - 1);
+    // A concurrent `set_split_min_work` wins.
+    let _ = SPLIT_MIN.compare_exchange(u64::MAX, from_env, Ordering::Relaxed, Ordering::Relaxed);
+    SPLIT_MIN.load(Ordering::Relaxed)
+}
+
+/// Sets the smallest run handed to the simulator's threads for this process (`0`: every run
+/// with a parallel plan; `u64::MAX - 1`: none), for measuring the threshold.
+pub fn set_split_min_work(min: u64) {
+    SPLIT_MIN.store(min.min(u64::MAX - 1), Ordering::Relaxed);
+}
+
+/// Tile elements the program's instructions read and write, plus a matmul's multiply-adds, each
+/// instruction counted once per iteration of the loops around it (a device loop's body once:
+/// its trips are known only when it runs) and at least once: a proxy for the time a run takes.
+fn work(program: &Program) -> u64 {
+    let trips = program.trips();
+    let mut total = 0u64;
+    program.visit_instructions(&mut |inst, loops| {
+        let times = loops.iter().fold(1u64, |n, v| {
+            n.saturating_mul(trips.get(v.0 as usize).copied().unwrap_or(1) as u64)
+        });
+        let mut elements = 0u64;
+        inst.op.visit_operands(&mut |u| {
+            if let OperandUse::Tile(r, _) = u {
+                elements = elements.saturating_add((r.np as u64).saturating_mul(r.nf as u64));
+            }
+        });
+        if let Op::NcMatmul {
+            stationary, moving, ..
+        }
+        | Op::NcMatmulMx {
+            stationary, moving, ..
+        } = &inst.op
+        {
+            // K·M·N multiply-adds, not the operands' elements.
+            let macs = [stationary.np, stationary.nf, moving.nf]
+                .iter()
+                .fold(1u64, |n, &d| n.saturating_mul(d as u64));
+            elements = elements.saturating_add(macs);
+        }
+        total = total.saturating_add(times.saturating_mul(elements.max(1)));
+    });
+    total
+}
+
+/// Whether some instruction of the program uses the random-number generators.
+fn uses_prng(program: &Program) -> bool {
+    let mut uses = false;
+    program.visit_instructions(&mut |inst, _| uses |= super::random::uses_prng(&inst.op));
+    uses
 }
 
 #[cfg(test)]

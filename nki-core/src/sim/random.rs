@@ -116,6 +116,17 @@ pub(crate) struct PrngState {
     gpsimd: Vec<Xorwow>,
 }
 
+impl PrngState {
+    /// No generators, for a program with no random-number instruction (which is all that reads
+    /// them): the default state takes microseconds to set up.
+    pub(crate) fn unused() -> Self {
+        PrngState {
+            vector: Vec::new(),
+            gpsimd: Vec::new(),
+        }
+    }
+}
+
 impl Default for PrngState {
     fn default() -> Self {
         let mut s = PrngState {

@@ -8,6 +8,7 @@ mod footprint;
 mod gather;
 mod gpsimd;
 mod liveness;
+mod matmul_tiling;
 mod mx;
 mod operands;
 mod operators;
@@ -34,6 +35,7 @@ pub const RULES: &[&str] = &[
     "matmul-operand-buffer",
     "matmul-dst-psum",
     "matmul-dst-dtype",
+    matmul_tiling::RULE,
     "psum-bank",
     "psum-banks-live",
     "sbuf-capacity",
@@ -361,6 +363,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     check_prng(program, inst)?;
     gather::check(program, inst)?;
     register::check(program, inst)?;
+    matmul_tiling::check(program, inst)?;
     if let Op::RangeSelect {
         on_true,
         bound0,

@@ -117,10 +117,12 @@ mod tests {
         assert_eq!(all, unique, "an entry point is declared twice");
         for name in [
             "versions",
-            "run",
+            "Signature.run",
             "_fast_api",
             "_entry_points",
             "Tracer.finish",
+            "Tracer.constant",
+            "Program.name",
         ] {
             assert!(all.contains(&name), "{name} missing from {all:?}");
         }

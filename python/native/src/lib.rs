@@ -8,15 +8,14 @@
 //! in its own binary.
 //!
 //! - `manifest() -> str`: the registry manifest as JSON (names, schemas, contracts, docs).
-//! - `check(name, shapes, dtypes, scalars)`: the contract check, returning output shapes and
-//!   dtypes (what the fake kernel and the CPU kernel allocate).
-//! - `run(name, inputs, scalars, outputs)`: compiles (once per signature) and simulates the
-//!   kernel on the tensors' memory, with the GIL released.
+//! - `Signature(name, shapes, dtypes, scalars)`: one call's signature, parsed and checked against
+//!   the op's contract once (see [`signature`]); its methods return the outputs' shapes and
+//!   dtypes (what the fake kernel and the CPU kernel allocate), run the kernel on tensors
+//!   (compiled once, simulated on the tensors' memory with the GIL released), and give the
+//!   tolerances, cost estimate, NKI source, traced `Program` and index domains.
 //! - `cache_size()`, `cache_capacity(n=None)`: the compile cache.
-//! - `symbolic(name, shapes, dtypes)`: the contract on symbolic shapes, as expressions for the
-//!   fake kernel to evaluate on `SymInt`s.
-//! - `tolerance(name, shapes, dtypes, scalars)`: each output's tolerance against its reference.
-//! - `cost`, `emit`, `program`: an op's cost estimate, NKI source, and traced `Program`.
+//! - `symbolic(name, shapes, dtypes, scalars)`: the contract on symbolic shapes, as expressions
+//!   for the fake kernel to evaluate on `SymInt`s.
 //! - `Tracer`, `Program`, `nki_api()`, `nki_spec_json()`: the NKI Python frontend's native half (see
 //!   [`frontend`]).
 //! - `versions()`: the module protocol and nki-core versions, which must match the host's.
@@ -40,12 +39,15 @@ pub mod guard;
 pub mod marker;
 pub mod pages;
 pub mod run;
+pub mod signature;
 
 pub use pyo3;
 
 /// The version of the module protocol (the functions and their arguments the `torch_nki`
 /// package calls). A module built against another protocol is refused by `torch_nki.load`.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: `check`, `run`, `tolerance`, `cost`, `emit`, `program` and `index_domains` became the
+/// methods of `Signature`.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Names this module's ops in `torch.ops.<ns>` in every message (`neuron` by default). Set
 /// once, when the module is registered; another namespace later is a `ValueError`.
@@ -68,9 +70,8 @@ fn versions() -> PyResult<(u32, &'static str)> {
 }
 
 use guard::entry_point;
-use nki_core::contract::Qualified;
 use pyo3::prelude::*;
-use pyo3::types::{PyInt, PyTuple};
+use pyo3::types::PyInt;
 
 use nki_core::DType;
 use nki_core::contract::symbolic::SymInput;
@@ -85,34 +86,6 @@ fn manifest() -> PyResult<String> {
 #[entry_point]
 fn names() -> PyResult<Vec<&'static str>> {
     Ok(errors::registry()?.names())
-}
-
-/// Checks a call against op `name`'s contract and returns its outputs as
-/// `[(shape, dtype_name), ...]`. Nothing is traced or run.
-///
-/// `dtypes` are the dtypes as the caller passed them: kernel dtypes (`f32`, `bf16`, ...), `f64`
-/// (computed in `f32`; such outputs are reported as `f64`), or any other name (`int32`), which
-/// the contract rejects in words naming it.
-#[entry_point]
-fn check<'py>(
-    py: Python<'py>,
-    name: &str,
-    shapes: Vec<Option<Vec<u64>>>,
-    dtypes: Vec<Option<String>>,
-    scalars: Vec<Bound<'py, PyAny>>,
-) -> PyResult<Vec<(Bound<'py, PyTuple>, &'static str)>> {
-    let def = errors::registry()?
-        .get(name)
-        .map_err(errors::registry_err)?;
-    let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
-    let outputs = def
-        .check(&call.sig)
-        .map_err(|e| errors::to_py_err(e, def.name))?
-        .into_outputs();
-    outputs
-        .into_iter()
-        .map(|o| Ok((PyTuple::new(py, o.shape)?, call.returned_name(o.dtype))))
-        .collect()
 }
 
 /// The contract on symbolic shapes (the fake kernel under `torch.compile(dynamic=True)`):
@@ -179,88 +152,6 @@ fn symbolic(
     Ok(doc.to_string())
 }
 
-/// The `(rtol, atol)` each output of op `name` is held to against its reference for these
-/// arguments (the kernel's tolerance class, evaluated on the contract's bindings); `None` for an
-/// output dtype without a rule (fp8).
-#[entry_point]
-fn tolerance(
-    name: &str,
-    shapes: Vec<Option<Vec<u64>>>,
-    dtypes: Vec<Option<String>>,
-    scalars: Vec<Bound<'_, PyAny>>,
-) -> PyResult<Vec<Option<(f64, f64)>>> {
-    let def = errors::registry()?
-        .get(name)
-        .map_err(errors::registry_err)?;
-    let call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
-    let metas = call.sig.metas();
-    let bindings = def
-        .contract
-        .bind_call(def.name, &metas, &def.choices(&call.sig.scalars))
-        .map_err(|v| errors::violation_err(&v))?;
-    let outputs = def
-        .contract
-        .optional_outputs(def.name, &bindings, &metas)
-        .map_err(|v| errors::violation_err(&v))?;
-    Ok(outputs
-        .iter()
-        .map(|o| {
-            def.tolerance
-                .tolerance(o.dtype, &bindings)
-                .map(|t| (t.rtol, t.atol))
-        })
-        .collect())
-}
-
-/// Compiles op `name` for these arguments on `target` (`trn1`, `trn2`, `trn3`), as a call
-/// would (traced and validated, through the compile cache), and hands its program to `f`
-/// without the GIL.
-fn with_program<R: Send>(
-    py: Python<'_>,
-    name: &str,
-    shapes: Vec<Option<Vec<u64>>>,
-    dtypes: Vec<Option<String>>,
-    scalars: Vec<Bound<'_, PyAny>>,
-    target: &str,
-    f: impl FnOnce(&nki_core::ir::Program) -> R + Send,
-) -> PyResult<R> {
-    let def = errors::registry()?
-        .get(name)
-        .map_err(errors::registry_err)?;
-    let target = nki_core::Target::from_name(target).ok_or_else(|| {
-        pyo3::exceptions::PyValueError::new_err(format!(
-            "{}: unknown target `{target}` (known: trn1, trn2, trn3)",
-            Qualified(name)
-        ))
-    })?;
-    let mut call = args::caller_signature(def, &shapes, &dtypes, &scalars)?;
-    call.sig.target = target;
-    let sig = call.sig;
-    let result = py.detach(move || {
-        let compiled = nki_registry::CompileCache::global().get_or_compile(def, &sig)?;
-        Ok::<_, nki_core::NkiError>(f(compiled.program()))
-    });
-    result.map_err(|e| errors::to_py_err(e, def.name))
-}
-
-/// Estimates op `name` on `target` for these arguments with the cost model. Returns
-/// `(text, summary_json, chrome_trace_json)`: the readable report, its figures as JSON (no
-/// per-instruction slices), and the timeline.
-#[entry_point]
-fn cost(
-    py: Python<'_>,
-    name: &str,
-    shapes: Vec<Option<Vec<u64>>>,
-    dtypes: Vec<Option<String>>,
-    scalars: Vec<Bound<'_, PyAny>>,
-    target: &str,
-) -> PyResult<(String, String, String)> {
-    let report = with_program(py, name, shapes, dtypes, scalars, target, |p| {
-        nki_core::cost::estimate(p)
-    })?;
-    Ok(cost_outputs(&report))
-}
-
 /// A cost report as `(text, summary_json, chrome_trace_json)`: the readable report, its figures
 /// as JSON (no per-instruction slices), and the timeline.
 pub(crate) fn cost_outputs(report: &nki_core::cost::CostReport) -> (String, String, String) {
@@ -292,47 +183,6 @@ pub(crate) fn cost_outputs(report: &nki_core::cost::CostReport) -> (String, Stri
     )
 }
 
-/// Op `name`'s program for these arguments on `target`, as its Rust kernel traces it (through
-/// the compile cache): for comparing with what the NKI frontend traces from generated source.
-#[entry_point]
-fn program(
-    py: Python<'_>,
-    name: &str,
-    shapes: Vec<Option<Vec<u64>>>,
-    dtypes: Vec<Option<String>>,
-    scalars: Vec<Bound<'_, PyAny>>,
-    target: &str,
-) -> PyResult<frontend::Program> {
-    with_program(py, name, shapes, dtypes, scalars, target, |p| {
-        frontend::Program::new(p.clone())
-    })
-}
-
-/// The index range each tensor input of op `name` declares for these arguments
-/// (`Hbm::require_indices`): per tensor parameter `(lo, hi, except)`, or `None` (no
-/// declaration, or a tensor left out). Test inputs are drawn from it.
-#[entry_point]
-#[allow(clippy::type_complexity)]
-fn index_domains(
-    py: Python<'_>,
-    name: &str,
-    shapes: Vec<Option<Vec<u64>>>,
-    dtypes: Vec<Option<String>>,
-    scalars: Vec<Bound<'_, PyAny>>,
-) -> PyResult<Vec<Option<(i64, i64, Option<i64>)>>> {
-    let present: Vec<bool> = shapes.iter().map(Option::is_some).collect();
-    let domains = with_program(py, name, shapes, dtypes, scalars, "trn2", |p| {
-        p.inputs()
-            .map(|(_, d)| d.domain.as_ref().map(|d| (d.lo, d.hi, d.except)))
-            .collect::<Vec<_>>()
-    })?;
-    let mut given = domains.into_iter();
-    Ok(present
-        .into_iter()
-        .map(|p| if p { given.next().flatten() } else { None })
-        .collect())
-}
-
 /// Every `nki` / `nl` / `nisa` name codegen may emit: `[(name, keywords, doc_url), ...]`.
 #[entry_point]
 fn nki_api() -> PyResult<Vec<(String, Vec<&'static str>, String)>> {
@@ -342,43 +192,33 @@ fn nki_api() -> PyResult<Vec<(String, Vec<&'static str>, String)>> {
         .collect())
 }
 
-/// The NKI Python source of op `name` for these arguments on `target` (see
-/// `nki_core::codegen`), through the persistent cache. Returns `(source, status)`: status is
-/// `hit`, `miss` (generated and stored), `rebuilt <path>: <reason>` when a stored entry was
-/// truncated or corrupted and has been replaced, or `uncached <dir>: <error>` when the cache
-/// could not be read or written (the source is generated all the same).
-#[entry_point]
-fn emit(
-    py: Python<'_>,
-    name: &str,
-    shapes: Vec<Option<Vec<u64>>>,
-    dtypes: Vec<Option<String>>,
-    scalars: Vec<Bound<'_, PyAny>>,
-    target: &str,
-) -> PyResult<(String, String)> {
-    with_program(py, name, shapes, dtypes, scalars, target, |program| {
-        use nki_registry::{CacheEntry, DiskCache, Lookup};
-        let cache = DiskCache::from_env();
-        let key = DiskCache::key(program);
-        let uncached = |e: std::io::Error| format!("uncached {}: {e}", cache.dir().display());
-        let status = match cache.get(&key) {
-            Ok(Lookup::Hit(entry)) => return (entry.source, "hit".to_string()),
-            Ok(Lookup::Miss) => "miss".to_string(),
-            Ok(Lookup::Corrupt { path, reason }) => {
-                format!("rebuilt {}: {reason}", path.display())
-            }
-            Err(e) => uncached(e),
-        };
-        let entry = CacheEntry {
-            key,
-            source: nki_core::codegen::emit_nki(program),
-            validated: true,
-        };
-        match cache.put(&entry) {
-            Ok(()) => (entry.source, status),
-            Err(e) => (entry.source, uncached(e)),
+/// The NKI Python source of `program` (see `nki_core::codegen`), through the persistent cache.
+/// Returns `(source, status)`: status is `hit`, `miss` (generated and stored), `rebuilt <path>:
+/// <reason>` when a stored entry was truncated or corrupted and has been replaced, or `uncached
+/// <dir>: <error>` when the cache could not be read or written (the source is generated all the
+/// same).
+pub(crate) fn emit_cached(program: &nki_core::ir::Program) -> (String, String) {
+    use nki_registry::{CacheEntry, DiskCache, Lookup};
+    let cache = DiskCache::from_env();
+    let key = DiskCache::key(program);
+    let uncached = |e: std::io::Error| format!("uncached {}: {e}", cache.dir().display());
+    let status = match cache.get(&key) {
+        Ok(Lookup::Hit(entry)) => return (entry.source, "hit".to_string()),
+        Ok(Lookup::Miss) => "miss".to_string(),
+        Ok(Lookup::Corrupt { path, reason }) => {
+            format!("rebuilt {}: {reason}", path.display())
         }
-    })
+        Err(e) => uncached(e),
+    };
+    let entry = CacheEntry {
+        key,
+        source: nki_core::codegen::emit_nki(program),
+        validated: true,
+    };
+    match cache.put(&entry) {
+        Ok(()) => (entry.source, status),
+        Err(e) => (entry.source, uncached(e)),
+    }
 }
 
 /// The persistent cache's directory.
@@ -405,6 +245,19 @@ fn disk_cache_clear() -> PyResult<usize> {
     nki_registry::DiskCache::from_env()
         .clear()
         .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
+}
+
+/// The smallest run (tile elements read and written, `ExecPlan::work`) the simulator hands to
+/// its threads; smaller ones run on the calling thread. With `min`, sets it first (`0`: every
+/// run that has parallel work). Default `nki_core::sim::SPLIT_MIN_WORK`, or
+/// `$TORCH_NKI_SPLIT_MIN_WORK`.
+#[entry_point]
+#[pyo3(signature = (min=None))]
+fn split_min_work(min: Option<u64>) -> PyResult<u64> {
+    if let Some(min) = min {
+        nki_core::sim::set_split_min_work(min);
+    }
+    Ok(nki_core::sim::split_min_work())
 }
 
 /// Number of compiled programs in the process-wide compile cache.
@@ -460,36 +313,4 @@ pub fn init_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HUGE_PAGES_MIN_BYTES", crate::pages::MIN_BYTES)?;
     m.add("FAST_ABI_VERSION", fast::FAST_ABI_VERSION)?;
     Ok(())
-}
-
-// The NKI frontend's classes guard their methods by hand (`guard("Tracer.tile", ..)`) until
-// their impl blocks are declared with `#[entry_point]`, which lists and registers them; until
-// then their methods are listed here.
-inventory::submit! {
-    guard::Export {
-        add: |m| m.add_class::<frontend::Tracer>(),
-        entry_points: &[
-            "Tracer.__new__",
-            "Tracer.output",
-            "Tracer.tile",
-            "Tracer.open_loop",
-            "Tracer.close_loop",
-            "Tracer.record",
-            "Tracer.finish",
-        ],
-    }
-}
-inventory::submit! {
-    guard::Export {
-        add: |m| m.add_class::<frontend::Program>(),
-        entry_points: &[
-            "Program.validate",
-            "Program.simulate",
-            "Program.cost",
-            "Program.emit",
-            "Program.unrolled",
-            "Program.difference",
-            "Program.to_json",
-        ],
-    }
 }

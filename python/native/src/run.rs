@@ -1,4 +1,5 @@
-//! `run`: executes a kernel on the tensors' own memory (zero copy) with the GIL released.
+//! Running a kernel on the tensors' own memory (zero copy) with the GIL released: what
+//! `Signature.run` does (see [`crate::signature`]).
 //!
 //! The Python caller (`torch_nki`'s CPU kernel) passes the torch tensors themselves. Under the
 //! GIL, `run` reads each one's device, contiguity, data pointer, shape and dtype, and keeps a
@@ -9,16 +10,16 @@
 //! shape, dtype and byte length against the program.
 
 use crate::args;
-use crate::errors::{self, to_py_err};
-use crate::guard::entry_point;
+use crate::errors::to_py_err;
 use nki_core::contract::Qualified;
 use nki_core::dtype::HostDType;
+use nki_core::kernel_def::TensorSig;
 use nki_core::sim::{HostTensor, HostTensorMut};
-use nki_core::{DType, KernelDef, NkiError, Signature};
-use nki_registry::CompileCache;
+use nki_core::{Compiled, DType, KernelDef, NkiError};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 /// A tensor's memory as `run` reads it: `(data_ptr, shape, dtype_name)`.
 type BufferArg = (usize, Vec<u64>, String);
@@ -174,16 +175,17 @@ impl RawBuffer {
 }
 
 /// One kernel invocation, ready to move off the GIL.
-struct Job {
+struct Job<C> {
     def: &'static KernelDef,
-    sig: Signature,
+    /// The compiled program (found in the cache or compiled), called without the GIL.
+    compiled: C,
     inputs: Vec<RawBuffer>,
     outputs: Vec<RawBuffer>,
 }
 
-impl Job {
+impl<C: FnOnce() -> Result<Arc<Compiled>, NkiError>> Job<C> {
     fn execute(mut self) -> Result<(), NkiError> {
-        let compiled = CompileCache::global().get_or_compile(self.def, &self.sig)?;
+        let compiled = (self.compiled)()?;
         let name = self.def.name;
         let given: Vec<(&[usize], DType)> = self
             .outputs
@@ -267,63 +269,83 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Runs op `name` on tensors: `inputs` are the tensor arguments in parameter order (`None`
-/// for an optional tensor left out), `scalars` the scalar arguments in parameter order,
-/// `outputs` fresh contiguous CPU tensors in return order, written in place. The kernel is
-/// compiled once per signature and simulated with the GIL released.
-#[entry_point]
-pub fn run(
+/// Runs a kernel on tensors for a signature already checked: `inputs` are the tensor arguments
+/// in parameter order (`None` for an optional tensor left out), each of the shape and kernel
+/// dtype `expected` holds for it; `outputs` fresh contiguous CPU tensors in return order,
+/// written in place. `compiled` finds (or compiles) the program; it and the simulation run with
+/// the GIL released.
+pub(crate) fn run_tensors(
     py: Python<'_>,
-    name: &str,
-    inputs: Vec<Option<Bound<'_, PyAny>>>,
-    scalars: Vec<Bound<'_, PyAny>>,
-    outputs: Vec<Bound<'_, PyAny>>,
+    def: &'static KernelDef,
+    expected: &[Option<TensorSig>],
+    inputs: &[Option<Bound<'_, PyAny>>],
+    outputs: &[Bound<'_, PyAny>],
+    compiled: impl FnOnce() -> Result<Arc<Compiled>, NkiError> + Send,
 ) -> PyResult<()> {
-    let def = errors::registry()?
-        .get(name)
-        .map_err(errors::registry_err)?;
-    // The tensors (and any contiguous copies) stay referenced here until `run` returns.
+    let name = def.name;
+    if inputs.len() != expected.len() {
+        return Err(PyValueError::new_err(format!(
+            "{}: expected {} tensor arguments (None for one left out), got {}",
+            Qualified(name),
+            expected.len(),
+            inputs.len()
+        )));
+    }
+    // The tensors (and any contiguous copies) stay referenced here until the call returns.
     let mut alive: Vec<Bound<'_, PyAny>> = Vec::with_capacity(inputs.len() + outputs.len());
-    let mut input_args: Vec<Option<BufferArg>> = Vec::with_capacity(inputs.len());
-    for (i, t) in inputs.iter().enumerate() {
-        input_args.push(match t {
-            None => None,
-            Some(t) if t.is_none() => None,
-            Some(t) => {
+    let mut raw_inputs = Vec::with_capacity(inputs.len());
+    for (i, (t, want)) in inputs.iter().zip(expected).enumerate() {
+        let t = t.as_ref().filter(|t| !t.is_none());
+        match (t, want) {
+            (None, None) => {}
+            (Some(t), Some(want)) => {
                 let (keep, arg) = read_tensor(name, "input", i, t)?;
                 alive.push(keep);
-                Some(arg)
+                let buffer = RawBuffer::new(name, "input", i, &arg)?;
+                let same = buffer.dtype == want.dtype
+                    && buffer.shape.len() == want.shape.len()
+                    && buffer
+                        .shape
+                        .iter()
+                        .zip(&want.shape)
+                        .all(|(&a, &b)| a as u64 == b);
+                if !same {
+                    return Err(to_py_err(
+                        NkiError::Buffers(format!(
+                            "{}: input {i} is {} {:?}, but the signature is for {} {:?}",
+                            Qualified(name),
+                            buffer.dtype,
+                            buffer.shape,
+                            want.dtype,
+                            want.shape
+                        )),
+                        name,
+                    ));
+                }
+                raw_inputs.push(buffer);
             }
-        });
+            (given, _) => {
+                let (is, was) = if given.is_some() {
+                    ("a tensor", "left out")
+                } else {
+                    ("left out", "a tensor")
+                };
+                return Err(PyValueError::new_err(format!(
+                    "{}: input {i} is {is}, but the signature has it {was}",
+                    Qualified(name)
+                )));
+            }
+        }
     }
-    let mut output_args: Vec<BufferArg> = Vec::with_capacity(outputs.len());
+    let mut raw_outputs = Vec::with_capacity(outputs.len());
     for (i, t) in outputs.iter().enumerate() {
         let (keep, arg) = read_tensor(name, "output", i, t)?;
         alive.push(keep);
-        output_args.push(arg);
+        raw_outputs.push(RawBuffer::new(name, "output", i, &arg)?);
     }
-    let shapes: Vec<Option<Vec<u64>>> = input_args
-        .iter()
-        .map(|b| b.as_ref().map(|b| b.1.clone()))
-        .collect();
-    let dtypes: Vec<Option<&str>> = input_args
-        .iter()
-        .map(|b| b.as_ref().map(|b| b.2.as_str()))
-        .collect();
-    let sig = args::signature(def, &shapes, &dtypes, &scalars)?;
-    let raw_inputs = input_args
-        .iter()
-        .enumerate()
-        .filter_map(|(i, b)| b.as_ref().map(|b| RawBuffer::new(name, "input", i, b)))
-        .collect::<PyResult<Vec<_>>>()?;
-    let raw_outputs = output_args
-        .iter()
-        .enumerate()
-        .map(|(i, b)| RawBuffer::new(name, "output", i, b))
-        .collect::<PyResult<Vec<_>>>()?;
     let job = Job {
         def,
-        sig,
+        compiled,
         inputs: raw_inputs,
         outputs: raw_outputs,
     };
@@ -331,13 +353,13 @@ pub fn run(
         catch_unwind(AssertUnwindSafe(move || job.execute())).unwrap_or_else(|payload| {
             Err(NkiError::Internal(format!(
                 "{}: panic while compiling or simulating: {}",
-                Qualified(def.name),
+                Qualified(name),
                 panic_message(payload.as_ref())
             )))
         })
     });
     drop(alive);
-    result.map_err(|e| to_py_err(e, def.name))
+    result.map_err(|e| to_py_err(e, name))
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import linecache
+import math
 import os
 import sys
 import types
@@ -50,7 +51,7 @@ from torch_nki.nki._inplace import write_back
 from torch_nki.nki._registers import check_closed
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import Trace, active, tracing, where
-from torch_nki.nki._values import DType, HbmTensor
+from torch_nki.nki._values import DType, HbmTensor, HbmView
 
 dtype = DType
 """``nki.dtype``: the type of ``nl.float32`` and the other element types (for annotations)."""
@@ -174,6 +175,8 @@ class Kernel:
         """The ``nl.device_print`` prefixes of the last trace, in program order."""
         self._returned = 0
         """How many outputs the last trace's kernel returned."""
+        self._shapes: list[tuple[int, ...] | None] = []
+        """The shape each returned output was returned in, where it was a reshaped view of it."""
         self._written: list[tuple[int, int]] = []
         """The array arguments the last trace's kernel wrote: ``(argument, result)``, the
         argument's position among the array arguments and the program output holding its
@@ -217,6 +220,10 @@ class Kernel:
                 result = self.fn(*bound.args, **bound.kwargs)
             check_closed(t)
         outputs = () if result is None else result if isinstance(result, tuple | list) else (result,)
+        # A whole output seen with another shape (`out.reshape(...)`) returns the output, and the
+        # caller gets it in that shape.
+        self._shapes = [_reshaped(o) for o in outputs]
+        outputs = tuple(o.tensor if s is not None else o for o, s in zip(outputs, self._shapes, strict=True))
         if not all(isinstance(o, HbmTensor) and o.trace is t for o in outputs):
             raise TypeError(
                 f"torch_nki.nki: kernel {self.__name__} must return the nl.shared_hbm outputs it "
@@ -309,6 +316,9 @@ class Kernel:
         ]
         for argument, result in self._written:
             write_back(arrays[argument], results[result])
+        for k, shape in enumerate(self._shapes):
+            if shape is not None:
+                results[k] = results[k].reshape(shape)
         returned = results[: self._returned]
         prints = results[self._returned : self._returned + len(self._prints)]
         if self._prints:
@@ -319,6 +329,20 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<nki kernel {self.__name__}>"
+
+
+def _reshaped(value: Any) -> tuple[int, ...] | None:
+    """The shape a kernel returns an output in when it returns a view of the whole output in
+    row-major order (``out.reshape(shape)``); ``None`` for anything else (checked as it is)."""
+    if isinstance(value, HbmTensor) or not isinstance(value, HbmView) or value.is_indirect():
+        return None
+    stride = 1
+    for size, step in reversed(value.dims):
+        if size != 1 and step != stride:
+            return None
+        stride *= size
+    whole = value.offset == 0 and stride == math.prod(value.tensor.shape)
+    return tuple(value.shape) if whole else None
 
 
 class Launch:

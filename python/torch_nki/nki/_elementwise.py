@@ -122,7 +122,7 @@ def _buffer(fn: str, buffer: Any) -> dict[str, Any]:
     if isinstance(buffer, TileRegion):
         name = buffer.buffer.name
     elif isinstance(buffer, HbmView):
-        name = "shared_hbm"
+        name = buffer.tensor.memory
     else:
         name = getattr(buffer, "name", buffer)
     if not isinstance(name, str) or name not in _BUFFERS:

@@ -41,6 +41,8 @@ class Trace:
         self.active = True
         self.outputs: list[Any] = []
         """Outputs allocated so far, in order."""
+        self.scratch: list[Any] = []
+        """``nl.private_hbm`` tensors allocated so far, in order."""
         self.prints: list[tuple[str, Any]] = []
         """``nl.device_print`` calls so far: their prefixes and the extra outputs they copy to."""
         self.written_inputs: list[Any] = []

@@ -46,6 +46,11 @@ class DType:
     def __repr__(self) -> str:
         return f"nl.{self.nki_name}"
 
+    def __str__(self) -> str:
+        """The bare name (``float32``), as ``str`` of a NumPy dtype and of NKI's own dtype
+        values: AWS's kernels compare ``str(dtype) == str(nl.float32)``."""
+        return self.nki_name
+
     @property
     def dtype(self) -> Any:
         """The NumPy dtype holding this type's host arrays (NumPy reads a ``dtype`` attribute
@@ -108,10 +113,11 @@ class HbmView:
 
     @property
     def buffer(self) -> Any:
-        """``nl.shared_hbm``: kernel arguments and outputs live in HBM every program sees."""
+        """The tensor's memory: ``nl.shared_hbm`` for arguments and outputs (HBM every program
+        sees), ``nl.private_hbm`` for a program's scratch."""
         from torch_nki.nki import language
 
-        return language.shared_hbm
+        return getattr(language, self.tensor.memory)
 
     def __getitem__(self, key: Any) -> HbmView:
         self._static("indexing")
@@ -212,7 +218,9 @@ class HbmView:
 
 
 class HbmTensor(HbmView):
-    """A kernel argument, or an output allocated with ``nl.ndarray(..., buffer=nl.shared_hbm)``."""
+    """A kernel argument, or a tensor the kernel allocated in device memory with
+    ``nl.ndarray(..., buffer=nl.shared_hbm)`` (an output, or scratch if not returned) or
+    ``buffer=nl.private_hbm`` (scratch)."""
 
     def __init__(
         self,
@@ -222,11 +230,14 @@ class HbmTensor(HbmView):
         dtype: DType,
         trace: object,
         argument: int | None = None,
+        memory: str = "shared_hbm",
     ) -> None:
         self.id = tensor_id
         self.trace = trace
         """The trace that made it (its id means nothing in another)."""
         self.name = name
+        self.memory = memory
+        """The ``nl`` buffer it lives in: ``shared_hbm`` or ``private_hbm``."""
         self._dtype = dtype
         self.argument = argument
         """For a kernel argument, its position among the array arguments (``None`` for an

@@ -13,7 +13,6 @@ from torch_nki.nki._spec import SPEC
 _STATUS = {
     "implemented": "implemented",
     "planned": "not yet",
-    "multi_core": "not yet (multi-core)",
     "not_applicable": "not applicable",
 }
 
@@ -52,8 +51,9 @@ _NOTES = [
     "also an access pattern's `scalar_offset=` (docs/nki-frontend.md, Runtime offsets).",
     "SPMD launch grids (`kernel[2]`, `kernel[2, 3]`, `nl.program_id`, `nl.num_programs`, `nl.program_ndim`): "
     "every instance is traced with its id as a Python int and simulated one after the other in program-id "
-    "order over the shared HBM, each with its own SBUF/PSUM; races between instances are not detected yet "
-    "and `core_barrier` / `sendrecv` are not implemented. The cost model spreads instances round robin over "
+    "order over the shared HBM, each with its own SBUF/PSUM; races between instances are not detected yet. "
+    "Instances that meet at `core_barrier` / `sendrecv` run in lockstep between them (at most two, "
+    "synchronising at the top level of their bodies). The cost model spreads instances round robin over "
     "the physical cores of the logical core (2 on Trn2/Trn3, LNC=2) (docs/nki-frontend.md, Launch grids).",
     "`dma_compute`: sources and `dst` in HBM or SBUF, summed in fp32 in row-major element order and "
     "rounded once to `dst`; `nl.add` and unit scales only, as the docs say (`dma-compute-op`, "

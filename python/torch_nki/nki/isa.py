@@ -17,6 +17,7 @@ the call and the line; docs/nki-coverage.md lists what is implemented.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import inspect
 import math
@@ -28,16 +29,24 @@ from torch_nki.nki import _views, language
 from torch_nki.nki._inplace import WRITE_KINDS, make_writable
 from torch_nki.nki._registers import VirtualRegister as VirtualRegister
 from torch_nki.nki._spec import SPEC
-from torch_nki.nki._trace import current, location, unsupported
+from torch_nki.nki._trace import current, location, unsupported, where
 from torch_nki.nki._values import HbmView, TileRegion
 
 INSTRUCTIONS: dict[str, dict[str, Any]] = {i["name"]: i for i in SPEC["instructions"]}
 """Every ``nki.isa`` instruction's declaration, by name (what the native module exports)."""
 
-ENUMS: dict[str, type[enum.Enum]] = {
-    e["name"]: enum.Enum(e["name"], [(v["name"], v["value"]) for v in e["variants"]], module=__name__)  # type: ignore[misc]
-    for e in SPEC["enums"]
-}
+
+def _enum_class(declared: dict[str, Any]) -> type[enum.Enum]:
+    """The class of a declared enum: an ``IntEnum`` where every value is an int (so
+    ``nisa.get_nc_version() >= 3`` and ``>= nisa.nc_version.gen3`` work, as AWS's kernel library
+    writes them), else an ``Enum``."""
+    members = [(v["name"], v["value"]) for v in declared["variants"]]
+    ints = all(isinstance(value, int) for _, value in members)
+    base = enum.IntEnum if ints else enum.Enum
+    return base(declared["name"], members, module=__name__)  # type: ignore[call-arg, return-value]
+
+
+ENUMS: dict[str, type[enum.Enum]] = {e["name"]: _enum_class(e) for e in SPEC["enums"]}
 """Every ``nki.isa`` enum class, by name."""
 
 globals().update(ENUMS)
@@ -105,29 +114,53 @@ def _doc(spec: dict[str, Any]) -> str:
     note = {
         "implemented": "Implemented.",
         "planned": "Not implemented yet: calling it raises NotImplementedError.",
-        "multi_core": "A multi-core instruction, not implemented yet: calling it raises NotImplementedError.",
     }.get(status, f"Not applicable: {spec.get('note')}")
     return f"{spec['summary']}\n\nEngines: {engines}. NeuronCore {since} and newer. {note}"
 
 
 def _flatten_axis(name: str, arguments: dict[str, Any]) -> None:
     """Tiles reach the simulator as ``[partitions, free elements]``: an ``axis=`` over a tile
-    with several free dimensions must name all of them, which is axis 1 of that view."""
+    with several free dimensions must name all of them, which is axis 1 of that view — or, for
+    ``tensor_reduce``, its last dims (``axis=(2,)`` of a ``(P, A, B)`` tile): the destination's
+    ``A`` elements per partition then each reduce one consecutive group of ``B``."""
     if "axis" not in arguments:
         return
-    tiles = [v for v in arguments.values() if isinstance(v, TileRegion) and len(v.free) > 1]
+    operands = [arguments["data"]] if name == "tensor_reduce" else arguments.values()
+    tiles = [v for v in operands if isinstance(v, TileRegion) and len(v.free) > 1]
     if not tiles:
         return
     rank = len(tiles[0].shape)
     axis = arguments["axis"]
     axes = sorted(a + rank if a < 0 else a for a in ([axis] if isinstance(axis, int) else axis))
-    if axes != list(range(1, rank)):
+    trailing = bool(axes) and axes == list(range(axes[0], rank)) and axes[0] >= 1
+    if axes != list(range(1, rank)) and not (name == "tensor_reduce" and trailing):
         raise unsupported(
             f"nisa.{name}(axis={axis!r}) on a {tiles[0].shape} tile",
             "the reduction runs over all free dimensions of an instruction's operand "
             f"(axis={tuple(range(1, rank))}); index the tile to reduce fewer",
         )
+    if name == "tensor_reduce":
+        kept = math.prod(tiles[0].shape[1 : axes[0]])
+        dst = arguments["dst"]
+        per_partition = math.prod(dst.shape[1:]) if isinstance(dst, TileRegion | HbmView) else kept
+        if per_partition != kept:
+            raise ValueError(
+                f"nisa.tensor_reduce: axis={axis!r} of a {tiles[0].shape} data tile keeps {kept} "
+                f"element(s) per partition, but dst {tuple(dst.shape)} has {per_partition} "
+                f"({where()})"
+            )
     arguments["axis"] = 1
+
+
+def _enum_members(arguments: dict[str, Any], enums: dict[str, type[enum.Enum]]) -> None:
+    """An int given for an enum keyword names the member of that value (``dge_mode=3`` is
+    ``nisa.dge_mode.none``: AWS's kernel library passes values); other ints are left for the
+    native check to refuse."""
+    for param, of in enums.items():
+        value = arguments.get(param)
+        if isinstance(value, int) and not isinstance(value, bool | enum.Enum):
+            with contextlib.suppress(ValueError):
+                arguments[param] = of(value)
 
 
 def _match_dma_shapes(arguments: dict[str, Any]) -> None:
@@ -154,6 +187,7 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
     signature = _signature(spec)
     implemented = spec["status"] == "implemented"
     written = [p["name"] for p in spec["params"] if p["kind"] in WRITE_KINDS]
+    enums = {p["name"]: ENUMS[p["of"]] for p in spec["params"] if p["kind"] == "enum"}
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -171,6 +205,7 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
             FUNCTIONS["register_load"](reg, bound.arguments["x"])
             return reg
         _flatten_axis(name, bound.arguments)
+        _enum_members(bound.arguments, enums)
         if name == "dma_copy":
             _match_dma_shapes(bound.arguments)
         for param in written:

@@ -13,6 +13,7 @@ naming the call and its line.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -107,13 +108,46 @@ class Buffer:
 
 
 class NKIObject:
-    """``nl.NKIObject``: the base class of NKI kernel dataclasses and configuration objects. In
-    the frontend it is a plain Python base class; keyword arguments given to it become
-    attributes."""
+    """``nl.NKIObject``: the base class of NKI kernel dataclasses and configuration objects.
 
-    def __init__(self, **kwargs: Any) -> None:
-        for name, value in kwargs.items():
-            setattr(self, name, value)
+    Its constructor is kept by every subclass that does not define its own, even under
+    ``@dataclass`` (which only adds an ``__init__`` a class lacks): positional arguments fill
+    the dataclass fields in order, keyword arguments become attributes whether or not they are
+    fields (AWS's kernel library passes plain class attributes by keyword), fields not given
+    take their default or ``default_factory`` (a field with neither stays unset), and
+    ``__post_init__`` runs last. The docs do not describe the constructor; this is what AWS's
+    kernels rely on."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in cls.__dict__:
+            cls.__init__ = NKIObject.__init__  # type: ignore[method-assign]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        fields: list[dataclasses.Field[Any]] = (
+            list(dataclasses.fields(self)) if dataclasses.is_dataclass(self) else []
+        )
+        if len(args) > len(fields):
+            raise TypeError(
+                f"{type(self).__name__}() takes {len(fields)} positional argument(s) (its dataclass "
+                f"fields), got {len(args)}"
+            )
+        given = dict(zip((f.name for f in fields), args, strict=False))
+        for name in kwargs.keys() & given.keys():
+            raise TypeError(f"{type(self).__name__}() got multiple values for argument {name!r}")
+        given.update(kwargs)
+        for f in fields:
+            if f.name in given:
+                continue
+            if f.default is not dataclasses.MISSING:
+                given[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                given[f.name] = f.default_factory()
+        for name, value in given.items():
+            object.__setattr__(self, name, value)
+        post_init = getattr(self, "__post_init__", None)
+        if post_init is not None:
+            post_init()
 
 
 @contextmanager
@@ -136,7 +170,11 @@ def no_reorder() -> Iterator[None]:
 
 sbuf = Buffer("sbuf")
 psum = Buffer("psum")
+private_hbm = Buffer("private_hbm")
 shared_hbm = Buffer("shared_hbm")
+hbm = private_hbm
+"""``nl.hbm``: another name for ``nl.private_hbm`` (the declarations' ``alias_of``)."""
+_BUFFERS_BY_NAME = {b.name: b for b in (sbuf, psum, private_hbm, shared_hbm)} | {"hbm": hbm}
 
 
 class Function:
@@ -292,7 +330,9 @@ def ndarray(
     address: tuple[int, int] | None = None,
     **kwargs: Any,
 ) -> Any:
-    """A tile in ``nl.sbuf`` / ``nl.psum``, or a kernel output in ``nl.shared_hbm``.
+    """A tile in ``nl.sbuf`` / ``nl.psum``, a tensor in ``nl.shared_hbm`` (an output, or scratch
+    every program sees if the kernel does not return it), or scratch in ``nl.private_hbm``
+    (``nl.hbm``) that only this program sees (zeroed for each call in the simulator).
     ``address=(partition_offset, free_offset)`` places an on-chip tile by hand: it is checked
     against the buffer's bounds, and the simulator then allocates the tile as any other (see
     docs/nki-frontend.md, "Explicit addresses")."""
@@ -302,6 +342,8 @@ def ndarray(
     file, line = location(2)
     d = as_dtype(dtype)
     shape = tuple(int(s) for s in shape)
+    if isinstance(buffer, str):
+        buffer = _BUFFERS_BY_NAME.get(buffer, buffer)
     if address is not None:
         _check_address(address, shape, d, buffer)
     if buffer is shared_hbm:
@@ -310,8 +352,17 @@ def ndarray(
         tensor = HbmTensor(index, name or f"out{outputs}", shape, d, trace)
         trace.outputs.append(tensor)
         return tensor
+    if buffer is private_hbm:
+        index = trace.native.scratch(list(shape), d.native, file, line)
+        name = name or f"scratch{len(trace.scratch)}"
+        scratch = HbmTensor(index, name, shape, d, trace, memory=private_hbm.name)
+        trace.scratch.append(scratch)
+        return scratch
     if buffer not in (sbuf, psum):
-        raise unsupported(f"nl.ndarray(buffer={buffer!r})", "buffers are nl.sbuf, nl.psum and nl.shared_hbm")
+        raise TypeError(
+            f"nl.ndarray: buffer must be nl.sbuf, nl.psum, nl.private_hbm (nl.hbm) or nl.shared_hbm, "
+            f"got {buffer!r} ({_at()})"
+        )
     p, f = tile_shape(shape)
     tile_id = trace.native.tile(p, f, d.native, buffer.name, file, line)
     return Tile(tile_id, shape if len(shape) > 1 else (p, f), d, buffer.name, trace)

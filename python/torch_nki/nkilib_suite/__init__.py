@@ -13,13 +13,17 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from torch_nki.nkilib_suite._kinds import MEMORY, TORCH_NKI, UPSTREAM, kind
 
 SHIMS = Path(__file__).parent / "shims"
 """The directory put first on ``PYTHONPATH`` for the suite."""
@@ -65,18 +69,27 @@ class Report:
         example = {c: t for t, c in reversed(list(self.failed.items()))}
         return [(c, n, example[c]) for c, n in counts.most_common()]
 
+    def failed_by_kind(self) -> Counter[str]:
+        """Failed tests per :func:`~torch_nki.nkilib_suite._kinds.kind` of their cause."""
+        return Counter(kind(c) for c in self.failed.values())
+
     def markdown(self) -> str:
-        """The counts and the failure table, as Markdown."""
+        """The counts, the failures by whose they are, and the failure table, as Markdown."""
         share = f"{100 * len(self.passed) / self.ran:.1f}%" if self.ran else "-"
+        by_kind = self.failed_by_kind()
         lines = [
             f"{len(self.passed)} of {self.ran} tests that ran passed ({share}); "
             f"{self.skipped} skipped by the suite; {len(self.collected_errors)} test files did not collect.",
             "",
-            "| tests | cause | example |",
-            "|---:|---|---|",
+            f"Failures: {by_kind[TORCH_NKI]} on torch-nki's side, {by_kind[UPSTREAM]} from defects of "
+            f"nki-library's published tree (they fail on any simulator), {by_kind[MEMORY]} over the "
+            "run's memory limit.",
+            "",
+            "| tests | side | cause | example |",
+            "|---:|---|---|---|",
         ]
-        lines += [f"| {n} | {_cell(c)} | `{_cell(t)}` |" for c, n, t in self.causes()]
-        lines += [f"| (file) | {_cell(e)} | |" for e in self.collected_errors]
+        lines += [f"| {n} | {kind(c)} | {_cell(c)} | `{_cell(t)}` |" for c, n, t in self.causes()]
+        lines += [f"| (file) | {kind(e)} | {_cell(e)} | |" for e in self.collected_errors]
         return "\n".join(lines) + "\n"
 
 
@@ -180,6 +193,17 @@ def command(
     return args
 
 
+def _address_space_limit(gib: float) -> Callable[[], None]:
+    """A ``preexec_fn`` that caps the child's address space at ``gib`` GiB (inherited by the
+    processes it starts)."""
+    limit = int(gib * 2**30)
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
 def run(
     checkout: Path,
     *,
@@ -189,11 +213,14 @@ def run(
     every: int = 1,
     jobs: int = 1,
     timeout: float = 600,
+    memory_gib: float | None = 8,
     log: Path | None = None,
 ) -> Report:
     """Runs the suite of the nki-library ``checkout`` (``tests`` under it, ``-k select``,
     every ``every``-th test) and returns its :class:`Report`; pytest's output goes to
-    ``log`` (default: discarded)."""
+    ``log`` (default: discarded). Each pytest process (and each xdist worker) may map at most
+    ``memory_gib`` GiB (``None``: no limit), so a test that would exhaust the machine fails with
+    ``MemoryError`` instead of getting the run killed."""
     if not (checkout / "test" / "conftest.py").is_file():
         raise FileNotFoundError(f"{checkout} is not an nki-library checkout (no test/conftest.py)")
     env = environment(checkout)
@@ -205,7 +232,13 @@ def run(
         )
         with open(log or os.devnull, "w", encoding="utf-8") as out:
             done = subprocess.run(
-                args, cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
+                args,
+                cwd=checkout,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=False,
+                preexec_fn=None if memory_gib is None else _address_space_limit(memory_gib),
             )
         if not junit.exists():
             how = (

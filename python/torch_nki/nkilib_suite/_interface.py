@@ -22,6 +22,7 @@ from typing import Any
 from torch_nki import nki as frontend
 from torch_nki.nki import collectives, isa, language, typing
 from torch_nki.nki._values import HbmTensor
+from torch_nki.nkilib_suite import _trace_only
 
 
 class _Launcher:
@@ -105,6 +106,10 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
             return None
         if any(parent is root for root in self.roots):
             real = f"torch_nki.nki.{child}"
+        elif parent.__name__ != parent_name and f"{parent.__name__}.{child}" in sys.modules:
+            # A module of the tree under another name (`nki.compiler` is the tree's
+            # `compiler`): its registered submodule (`compiler.frontend`).
+            return importlib.machinery.ModuleSpec(fullname, _AliasLoader(f"{parent.__name__}.{child}"))
         elif parent.__name__.startswith("torch_nki.nki") and parent.__name__ != parent_name:
             real = f"{parent.__name__}.{child}"
         else:
@@ -132,13 +137,28 @@ def install(package: str) -> types.ModuleType:
     )
     builtin = _module(f"{root}.builtin", "The simulator's builtins (none are used by kernels).")
     builtin.__getattr__ = _unavailable("nki.builtin")  # type: ignore[method-assign]
-    compiler = _module(f"{root}.compiler", "Compiler-side collectives (not simulated).")
+    compiler_frontend = _module(
+        f"{root}.compiler.frontend",
+        _trace_only.__doc__ or "",
+        NKIFrontend=_trace_only.NKIFrontend,
+        ParserFrontend=_trace_only.ParserFrontend,
+        TracerFrontend=_trace_only.TracerFrontend,
+    )
+    compiler = _module(
+        f"{root}.compiler",
+        "The compiler's modules: only its frontend, for trace-only tests.",
+        frontend=compiler_frontend,
+    )
+    compiler.__path__ = []  # a package, so `nki.compiler.frontend` imports
     compiler.__getattr__ = _unavailable("nki.compiler")  # type: ignore[method-assign]
     tensor = _module(f"{root}.tensor", "The tensor type kernels annotate with.", HbmTensor=HbmTensor)
     nki = _module(
         root,
         frontend.__doc__ or "",
-        **{name: getattr(frontend, name) for name in frontend.__all__},
+        # `import nki.dtype as nt` reads the package attribute first: it is the element types,
+        # as the suite's framework aliases `nki.dtype` (not the frontend's annotation type).
+        **{name: getattr(frontend, name) for name in frontend.__all__ if name != "dtype"},
+        dtype=dtypes,
         cpu_simulate=cpu_simulate,
         collectives=collectives,
         builtin=builtin,
@@ -150,6 +170,7 @@ def install(package: str) -> types.ModuleType:
         root: nki,
         f"{root}.builtin": builtin,
         f"{root}.compiler": compiler,
+        f"{root}.compiler.frontend": compiler_frontend,
         f"{root}.collectives": collectives,
         f"{root}.isa": isa,
         f"{root}.isa.constants": isa.constants,

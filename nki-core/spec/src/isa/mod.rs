@@ -230,9 +230,6 @@ pub enum Status {
     Implemented,
     /// Not implemented yet: calling it raises `NotImplementedError` naming the call and line.
     Planned,
-    /// A multi-core instruction (`core_barrier`, `sendrecv`), part of the multi-core work; not
-    /// implemented yet.
-    MultiCore,
     /// Not applicable to torch-nki, with the reason.
     NotApplicable(&'static str),
 }

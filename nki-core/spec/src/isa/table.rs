@@ -590,7 +590,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Gpsimd],
         T::GEN3,
-        S::MultiCore,
+        IMPL,
     ),
     i(
         "dma_compute",
@@ -674,7 +674,7 @@ pub static INSTRUCTIONS: &[InstrSpec] = &[
         ],
         &[E::Dma, E::Gpsimd],
         T::GEN3,
-        S::MultiCore,
+        IMPL,
     ),
     i(
         "register_alloc",

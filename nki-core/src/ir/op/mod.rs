@@ -2,7 +2,7 @@
 //! and HBM ranges they read and write (the arithmetic they apply is in `math`).
 //!
 //! [`Op`] is declared once, by instruction family: `dma`, `registers`, `elementwise`,
-//! `activation`, `reduce`, `select`, `index`, `random` and `tensor` each declare their
+//! `activation`, `reduce`, `select`, `index`, `random`, `tensor` and `multicore` each declare their
 //! instructions (fields, operand roles, NKI keywords); `declare` holds the `instructions!`
 //! macro that assembles them and derives the names, the operand and operator visitors, operand
 //! mapping and the keyword spelling codegen uses. `params` holds the parameter types the
@@ -19,6 +19,7 @@ mod activation;
 mod dma;
 mod elementwise;
 mod index;
+mod multicore;
 mod params;
 mod random;
 mod reduce;
@@ -30,6 +31,7 @@ use activation::activation_instructions;
 use dma::dma_instructions;
 use elementwise::elementwise_instructions;
 use index::index_instructions;
+use multicore::multicore_instructions;
 use random::random_instructions;
 use reduce::reduce_instructions;
 use registers::registers_instructions;
@@ -48,6 +50,7 @@ dma_instructions! {
         random_instructions,
         tensor_instructions,
         registers_instructions,
+        multicore_instructions,
         instructions
     ]
     /// One engine instruction, destination first. Each variant is one `nki.isa` instruction:

@@ -23,6 +23,10 @@ macro_rules! tensor_instructions {
         read stationary: TileRegion => stationary,
         /// `[K, N]` in SBUF.
         read moving: TileRegion => moving,
+        /// `(start_row, start_column)` of the PE tile it runs on (empty: the whole array).
+        param tile_position: Vec<usize> => tile_position,
+        /// `(row_size, column_size)` of that PE tile (empty: the whole array).
+        param tile_size: Vec<usize> => tile_size,
         /// Add into `dst` instead of overwriting it.
         param accumulate: bool => accumulate,
     } reads dst when accumulate,

@@ -167,6 +167,7 @@ pub(crate) fn run_region<'a: 'p, 'p>(
                         stationary,
                         moving,
                         accumulate,
+                        ..
                     },
                 ..
             },

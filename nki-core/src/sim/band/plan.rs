@@ -22,7 +22,7 @@
 //! little work per instruction, or tiles no taller than one band. Runs inside a loop whose iterations run in
 //! parallel are left alone too (the iterations already have the threads).
 
-use crate::ir::{DmaOperand, HbmAccess, HbmId, HbmKind, Op, Program, Stmt, TileId, TileRegion};
+use crate::ir::{DmaOperand, HbmAccess, HbmId, Op, Program, Stmt, TileId, TileRegion};
 use crate::sim::matmul::SMALL_M;
 use std::collections::{BTreeMap, HashSet};
 
@@ -255,11 +255,13 @@ impl Finder<'_> {
             Op::DmaCopy {
                 src: DmaOperand::Hbm { access },
                 ..
-            } => kind(access) != HbmKind::Output,
+            } => !kind(access).is_writable(),
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { access },
                 ..
-            } => kind(access) == HbmKind::Output && rows_disjoint(access),
+            } => kind(access).is_writable() && rows_disjoint(access),
+            // They meet the other core (sim/lockstep.rs), whole.
+            Op::CoreBarrier { .. } | Op::SendRecv { .. } => false,
             Op::NcMatmul {
                 dst,
                 stationary,

@@ -15,6 +15,7 @@ use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
 use nki_core::sim::{HostTensor, HostTensorMut};
 use nki_core::{Compiled, KernelDef, Signature, Target};
 use nki_registry::CompileCache;
+use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -88,56 +89,24 @@ unsafe extern "C" fn plan(
                 &mut *out,
             )
         };
-        let tensors = inputs
-            .iter()
-            .map(|m| {
-                if m.present == 0 {
-                    return Some(None);
-                }
-                // SAFETY: `shape` holds `ndim` sizes.
-                let shape = unsafe { slice(m.shape, m.ndim) };
-                Some(Some(TensorSig {
-                    shape: shape
-                        .iter()
-                        .map(|&d| u64::try_from(d).ok())
-                        .collect::<Option<_>>()?,
-                    dtype: FastDtype::from_code(m.dtype)?.dtype(),
-                }))
-            })
-            .collect::<Option<Vec<_>>>()?;
         // Counted, not collected: this runs on every fast call.
-        if def.scalar_params().count() != scalars.len() {
+        if def.scalar_params().count() != scalars.len() || scalars.len() > MAX_SCALARS {
             return None;
         }
-        let scalars = scalars
-            .iter()
-            .zip(def.scalar_params())
-            .map(
-                |(s, p)| match (FastScalarKind::from_code(s.kind)?, p.kind) {
-                    (FastScalarKind::Float, _) => Some(ScalarValue::Float(s.f)),
-                    (FastScalarKind::Int, _) => Some(ScalarValue::Int(s.i)),
-                    (FastScalarKind::Bool, _) => Some(ScalarValue::Bool(s.i != 0)),
-                    (FastScalarKind::None, _) => Some(ScalarValue::None),
-                    (FastScalarKind::Str, ParamKind::Str { choices, .. }) if s.i != 0 => {
-                        // SAFETY: for `Str` `i` is the address of the caller's NUL-terminated
-                        // string, alive for the call.
-                        let text = unsafe { CStr::from_ptr(s.i as usize as *const c_char) };
-                        let text = text.to_str().ok()?;
-                        choices
-                            .iter()
-                            .find(|c| **c == text)
-                            .map(|c| ScalarValue::Str(c))
-                    }
-                    _ => None,
-                },
-            )
-            .collect::<Option<Vec<_>>>()?;
-        let sig = Signature {
-            tensors,
-            scalars: scalars.into_iter().map(ScalarValue::canonical).collect(),
-            target: TARGET,
+        let mut values = [ScalarValue::None; MAX_SCALARS];
+        for ((v, s), p) in values.iter_mut().zip(scalars).zip(def.scalar_params()) {
+            *v = scalar_value(s, p.kind)?;
+        }
+        let values = &values[..scalars.len()];
+        let compiled = match recent(def, inputs, values) {
+            Some(compiled) => compiled,
+            None => {
+                let sig = signature(inputs, values)?;
+                let compiled = CompileCache::global().get_or_compile(def, &sig).ok()?;
+                remember(def, sig, &compiled);
+                compiled
+            }
         };
-        let compiled = CompileCache::global().get_or_compile(def, &sig).ok()?;
         if compiled.outputs().len() > MAX_OUTPUTS {
             return None;
         }
@@ -159,6 +128,114 @@ unsafe extern "C" fn plan(
         Ok(Some(())) => OK,
         _ => SLOW_PATH,
     }
+}
+
+/// Most scalar arguments the fast path takes (more take the slow path).
+const MAX_SCALARS: usize = 16;
+
+/// Plans each thread remembers (most recent first), so a repeated call (a model calls each op
+/// with the same arguments every step) finds its program without building, hashing and looking
+/// up its signature in the compile cache. They keep at most this many programs per thread
+/// alive beyond the cache's bound.
+const RECENT: usize = 8;
+
+thread_local! {
+    static RECENT_PLANS: RefCell<Vec<(usize, Signature, Arc<Compiled>)>> =
+        const { RefCell::new(Vec::new()) };
+}
+
+/// A scalar argument as the kernel's parameter of kind `kind` takes it.
+fn scalar_value(s: &FastScalar, kind: ParamKind) -> Option<ScalarValue> {
+    match (FastScalarKind::from_code(s.kind)?, kind) {
+        (FastScalarKind::Float, _) => Some(ScalarValue::Float(s.f)),
+        (FastScalarKind::Int, _) => Some(ScalarValue::Int(s.i)),
+        (FastScalarKind::Bool, _) => Some(ScalarValue::Bool(s.i != 0)),
+        (FastScalarKind::None, _) => Some(ScalarValue::None),
+        (FastScalarKind::Str, ParamKind::Str { choices, .. }) if s.i != 0 => {
+            // SAFETY: for `Str` `i` is the address of the caller's NUL-terminated string,
+            // alive for the call.
+            let text = unsafe { CStr::from_ptr(s.i as usize as *const c_char) };
+            let text = text.to_str().ok()?;
+            choices
+                .iter()
+                .find(|c| **c == text)
+                .map(|c| ScalarValue::Str(c))
+        }
+        _ => None,
+    }
+}
+
+/// The tensors' shapes as the caller passed them (`ndim` sizes at `shape`).
+fn shape(m: &FastTensorMeta) -> &[i64] {
+    // SAFETY: `shape` holds `ndim` sizes for the call.
+    unsafe { slice(m.shape, m.ndim) }
+}
+
+/// The signature of a call.
+fn signature(inputs: &[FastTensorMeta], scalars: &[ScalarValue]) -> Option<Signature> {
+    let tensors = inputs
+        .iter()
+        .map(|m| {
+            if m.present == 0 {
+                return Some(None);
+            }
+            Some(Some(TensorSig {
+                shape: shape(m)
+                    .iter()
+                    .map(|&d| u64::try_from(d).ok())
+                    .collect::<Option<_>>()?,
+                dtype: FastDtype::from_code(m.dtype)?.dtype(),
+            }))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Signature {
+        tensors,
+        scalars: scalars.iter().map(|s| s.canonical()).collect(),
+        target: TARGET,
+    })
+}
+
+/// Whether `sig` is the signature of this call (scalars compare canonically).
+fn same_call(sig: &Signature, inputs: &[FastTensorMeta], scalars: &[ScalarValue]) -> bool {
+    sig.scalars.as_slice() == scalars
+        && sig.tensors.len() == inputs.len()
+        && sig.tensors.iter().zip(inputs).all(|(t, m)| match t {
+            None => m.present == 0,
+            Some(t) => {
+                let given = shape(m);
+                m.present != 0
+                    && FastDtype::from_code(m.dtype).map(FastDtype::dtype) == Some(t.dtype)
+                    && given.len() == t.shape.len()
+                    && given
+                        .iter()
+                        .zip(&t.shape)
+                        .all(|(&a, &b)| u64::try_from(a) == Ok(b))
+            }
+        })
+}
+
+/// The program this thread planned last for this call of `def`, if it is among its recent ones.
+fn recent(
+    def: &'static KernelDef,
+    inputs: &[FastTensorMeta],
+    scalars: &[ScalarValue],
+) -> Option<Arc<Compiled>> {
+    let key = std::ptr::from_ref(def) as usize;
+    RECENT_PLANS.with_borrow(|plans| {
+        plans
+            .iter()
+            .find(|(k, sig, _)| *k == key && same_call(sig, inputs, scalars))
+            .map(|(_, _, compiled)| Arc::clone(compiled))
+    })
+}
+
+/// Remembers a plan as this thread's most recent one.
+fn remember(def: &'static KernelDef, sig: Signature, compiled: &Arc<Compiled>) {
+    let key = std::ptr::from_ref(def) as usize;
+    RECENT_PLANS.with_borrow_mut(|plans| {
+        plans.insert(0, (key, sig, Arc::clone(compiled)));
+        plans.truncate(RECENT);
+    });
 }
 
 unsafe extern "C" fn execute(

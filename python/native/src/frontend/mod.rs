@@ -144,7 +144,7 @@ impl Tracer {
     }
 }
 
-#[pymethods]
+#[entry_point]
 impl Tracer {
     /// Starts tracing kernel `name` for `target` with inputs `[(name, shape, dtype), ...]`.
     #[new]
@@ -153,21 +153,19 @@ impl Tracer {
         target_name: &str,
         inputs: Vec<(String, Vec<usize>, String)>,
     ) -> PyResult<Self> {
-        crate::guard::guard("Tracer.__new__", || {
-            let inputs = inputs
-                .into_iter()
-                .map(|(param, shape, d)| {
-                    Ok(InputSpec {
-                        name: param,
-                        shape,
-                        dtype: dtype(name, &d)?,
-                    })
+        let inputs = inputs
+            .into_iter()
+            .map(|(param, shape, d)| {
+                Ok(InputSpec {
+                    name: param,
+                    shape,
+                    dtype: dtype(name, &d)?,
                 })
-                .collect::<PyResult<Vec<_>>>()?;
-            Ok(Tracer {
-                recorder: Some(Recorder::new(name, target(target_name)?, &inputs)),
-                written: HashSet::new(),
             })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Tracer {
+            recorder: Some(Recorder::new(name, target(target_name)?, &inputs)),
+            written: HashSet::new(),
         })
     }
 
@@ -179,16 +177,33 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<u32> {
-        crate::guard::guard("Tracer.output", || {
-            let loc = python_loc(file, line);
-            let recorder = self.recorder()?;
-            let name = recorder.name().to_string();
-            let d = dtype(&name, dtype_name)?;
-            let id = recorder
-                .output(&shape, d, loc)
-                .map_err(|e| to_py_err(e, &name))?;
-            Ok(id.0)
-        })
+        let loc = python_loc(file, line);
+        let recorder = self.recorder()?;
+        let name = recorder.name().to_string();
+        let d = dtype(&name, dtype_name)?;
+        let id = recorder
+            .output(&shape, d, loc)
+            .map_err(|e| to_py_err(e, &name))?;
+        Ok(id.0)
+    }
+
+    /// Scratch device memory private to the current program instance (`nl.private_hbm`,
+    /// `nl.hbm`) of `shape`; returns its tensor id.
+    fn scratch(
+        &mut self,
+        shape: Vec<usize>,
+        dtype_name: &str,
+        file: &str,
+        line: u32,
+    ) -> PyResult<u32> {
+        let loc = python_loc(file, line);
+        let recorder = self.recorder()?;
+        let name = recorder.name().to_string();
+        let d = dtype(&name, dtype_name)?;
+        let id = recorder
+            .scratch(&shape, d, loc)
+            .map_err(|e| to_py_err(e, &name))?;
+        Ok(id.0)
     }
 
     /// A `shared_constant` of `shape` holding `values` (row-major, rounded to the dtype);
@@ -201,17 +216,15 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<u32> {
-        crate::guard::guard("Tracer.constant", || {
-            let loc = python_loc(file, line);
-            let recorder = self.recorder()?;
-            let name = recorder.name().to_string();
-            let d = dtype(&name, dtype_name)?;
-            let values: Vec<f32> = values.into_iter().map(|v| v as f32).collect();
-            let id = recorder
-                .constant(&shape, d, &values, loc)
-                .map_err(|e| to_py_err(e, &name))?;
-            Ok(id.0)
-        })
+        let loc = python_loc(file, line);
+        let recorder = self.recorder()?;
+        let name = recorder.name().to_string();
+        let d = dtype(&name, dtype_name)?;
+        let values: Vec<f32> = values.into_iter().map(|v| v as f32).collect();
+        let id = recorder
+            .constant(&shape, d, &values, loc)
+            .map_err(|e| to_py_err(e, &name))?;
+        Ok(id.0)
     }
 
     /// Allocates a `[partitions, free]` tile in `buffer` (`sbuf` or `psum`); returns its id.
@@ -224,21 +237,19 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<u32> {
-        crate::guard::guard("Tracer.tile", || {
-            let name = self.recorder()?.name().to_string();
-            let d = dtype(&name, dtype_name)?;
-            let alloc = match buffer {
-                "sbuf" => sbuf,
-                "psum" => psum,
-                other => {
-                    return Err(PyValueError::new_err(format!(
-                        "tile buffer `{other}` (expected sbuf or psum)"
-                    )));
-                }
-            };
-            let t = self.at(file, line, || alloc([partitions, free], d))?;
-            Ok(t.id().0)
-        })
+        let name = self.recorder()?.name().to_string();
+        let d = dtype(&name, dtype_name)?;
+        let alloc = match buffer {
+            "sbuf" => sbuf,
+            "psum" => psum,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "tile buffer `{other}` (expected sbuf or psum)"
+                )));
+            }
+        };
+        let t = self.at(file, line, || alloc([partitions, free], d))?;
+        Ok(t.id().0)
     }
 
     /// Opens a loop scope of `trip` iterations (`affine` or `sequential`). `invocation` tells
@@ -255,55 +266,47 @@ impl Tracer {
         line: u32,
         invocation: u32,
     ) -> PyResult<u32> {
-        crate::guard::guard("Tracer.open_loop", || {
-            let kind = match kind {
-                "affine" => LoopKind::Affine,
-                "sequential" => LoopKind::Sequential,
-                other => {
-                    return Err(PyValueError::new_err(format!(
-                        "loop kind `{other}` (expected affine or sequential)"
-                    )));
-                }
-            };
-            let loc = SourceLoc {
-                column: invocation,
-                ..python_loc(file, line)
-            };
-            Ok(self.recorder()?.open_loop(trip, kind, loc).0)
-        })
+        let kind = match kind {
+            "affine" => LoopKind::Affine,
+            "sequential" => LoopKind::Sequential,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "loop kind `{other}` (expected affine or sequential)"
+                )));
+            }
+        };
+        let loc = SourceLoc {
+            column: invocation,
+            ..python_loc(file, line)
+        };
+        Ok(self.recorder()?.open_loop(trip, kind, loc).0)
     }
 
     /// Sets the launch grid (`kernel[2, 3]` is `[2, 3]`) before anything is recorded; the
     /// kernel is then traced once per program instance inside `open_grid_axis` scopes.
     fn set_grid(&mut self, grid: Vec<usize>, file: &str, line: u32) -> PyResult<()> {
-        crate::guard::guard("Tracer.set_grid", || {
-            let recorder = self.recorder()?;
-            let name = recorder.name().to_string();
-            recorder
-                .set_grid(&grid, python_loc(file, line))
-                .map_err(|e| to_py_err(e, &name))
-        })
+        let recorder = self.recorder()?;
+        let name = recorder.name().to_string();
+        recorder
+            .set_grid(&grid, python_loc(file, line))
+            .map_err(|e| to_py_err(e, &name))
     }
 
     /// Opens the scope of program id `index` along grid `axis` (closed by `close_loop`); the
     /// last axis's scope is one program instance.
     fn open_grid_axis(&mut self, axis: usize, index: usize, file: &str, line: u32) -> PyResult<()> {
-        crate::guard::guard("Tracer.open_grid_axis", || {
-            let recorder = self.recorder()?;
-            let name = recorder.name().to_string();
-            recorder
-                .open_grid_axis(axis, index, python_loc(file, line))
-                .map_err(|e| to_py_err(e, &name))
-        })
+        let recorder = self.recorder()?;
+        let name = recorder.name().to_string();
+        recorder
+            .open_grid_axis(axis, index, python_loc(file, line))
+            .map_err(|e| to_py_err(e, &name))
     }
 
     /// Closes the innermost loop scope.
     fn close_loop(&mut self) -> PyResult<()> {
-        crate::guard::guard("Tracer.close_loop", || {
-            let recorder = self.recorder()?;
-            let name = recorder.name().to_string();
-            recorder.close_loop().map_err(|e| to_py_err(e, &name))
-        })
+        let recorder = self.recorder()?;
+        let name = recorder.name().to_string();
+        recorder.close_loop().map_err(|e| to_py_err(e, &name))
     }
 
     /// Records `nisa.<name>(**values)` called at `file:line`: `values` holds every keyword of
@@ -316,21 +319,19 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<Option<u32>> {
-        crate::guard::guard("Tracer.record", || {
-            let spec = ::nki_spec::instruction(name).ok_or_else(|| {
-                PyValueError::new_err(format!("nisa.{name} is not an NKI instruction"))
-            })?;
-            let a = Args::new(spec, values, format!("{file}:{line}"))?;
-            let written = a.written_tiles()?;
-            let register = if registers::NAMES.contains(&name) {
-                registers::record(self, &a, name, file, line)?
-            } else {
-                instructions::record(self, &a, file, line)?;
-                None
-            };
-            self.written.extend(written);
-            Ok(register)
-        })
+        let spec = ::nki_spec::instruction(name).ok_or_else(|| {
+            PyValueError::new_err(format!("nisa.{name} is not an NKI instruction"))
+        })?;
+        let a = Args::new(spec, values, format!("{file}:{line}"))?;
+        let written = a.written_tiles()?;
+        let register = if registers::NAMES.contains(&name) {
+            registers::record(self, &a, name, file, line)?
+        } else {
+            instructions::record(self, &a, file, line)?;
+            None
+        };
+        self.written.extend(written);
+        Ok(register)
     }
 
     /// Opens a device loop at `file:line`: `kind` `range` (`nl.dynamic_range` /
@@ -346,68 +347,64 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<Option<u32>> {
-        crate::guard::guard("Tracer.open_device_loop", || {
-            let bound = |v: &Bound<'_, PyAny>, what: &str| -> PyResult<RegisterValue> {
-                registers::decode_register(v, true).ok_or_else(|| {
-                    pyo3::exceptions::PyTypeError::new_err(format!(
-                        "{what} must be a VirtualRegister or an int32 ({file}:{line})"
+        let bound = |v: &Bound<'_, PyAny>, what: &str| -> PyResult<RegisterValue> {
+            registers::decode_register(v, true).ok_or_else(|| {
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "{what} must be a VirtualRegister or an int32 ({file}:{line})"
+                ))
+            })
+        };
+        let control = match kind {
+            "range" => {
+                let step = u32::try_from(step).ok().filter(|s| *s > 0).ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "the step of a device loop must be a positive int, got {step} \
+                         ({file}:{line})"
                     ))
-                })
-            };
-            let control = match kind {
-                "range" => {
-                    let step = u32::try_from(step).ok().filter(|s| *s > 0).ok_or_else(|| {
-                        PyValueError::new_err(format!(
-                            "the step of a device loop must be a positive int, got {step} \
-                             ({file}:{line})"
-                        ))
-                    })?;
-                    LoopControl::Range {
-                        start: bound(&start, "start")?,
-                        stop: bound(&stop, "stop")?,
-                        step,
-                        index: RegisterId(0),
-                    }
+                })?;
+                LoopControl::Range {
+                    start: bound(&start, "start")?,
+                    stop: bound(&stop, "stop")?,
+                    step,
+                    index: RegisterId(0),
                 }
-                "while" => match bound(&start, "the condition")? {
-                    RegisterValue::Reg { reg } => LoopControl::While { cond: reg },
-                    RegisterValue::Imm { .. } => {
-                        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                            "the condition of a while loop must be a VirtualRegister \
-                             ({file}:{line})"
-                        )));
-                    }
-                },
-                other => {
-                    return Err(PyValueError::new_err(format!(
-                        "device loop kind `{other}` (expected range or while)"
+            }
+            "while" => match bound(&start, "the condition")? {
+                RegisterValue::Reg { reg } => LoopControl::While { cond: reg },
+                RegisterValue::Imm { .. } => {
+                    return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                        "the condition of a while loop must be a VirtualRegister \
+                         ({file}:{line})"
                     )));
                 }
-            };
-            let loc = python_loc(file, line);
-            let recorder = self.recorder()?;
-            let name = recorder.name().to_string();
-            let index = recorder
-                .open_device_loop(control, loc)
-                .map_err(|e| to_py_err(e, &name))?;
-            Ok(index.map(|r| r.0))
-        })
+            },
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "device loop kind `{other}` (expected range or while)"
+                )));
+            }
+        };
+        let loc = python_loc(file, line);
+        let recorder = self.recorder()?;
+        let name = recorder.name().to_string();
+        let index = recorder
+            .open_device_loop(control, loc)
+            .map_err(|e| to_py_err(e, &name))?;
+        Ok(index.map(|r| r.0))
     }
 
     /// Ends the trace: the program returning tensors `outputs`.
     fn finish(&mut self, outputs: Vec<u32>) -> PyResult<Program> {
-        crate::guard::guard("Tracer.finish", || {
-            let recorder = self
-                .recorder
-                .take()
-                .ok_or_else(|| PyRuntimeError::new_err("this trace has already finished"))?;
-            let name = recorder.name().to_string();
-            let ids: Vec<HbmId> = outputs.into_iter().map(HbmId).collect();
-            let program = recorder.finish(&ids).map_err(|e| to_py_err(e, &name))?;
-            // Every element of every output stored (docs/design-notes.md, "Output coverage").
-            nki_core::coverage::check_traced_output_coverage(&program, python_loc("<kernel>", 0))
-                .map_err(|e| to_py_err(e, &name))?;
-            Ok(Program::new(program))
-        })
+        let recorder = self
+            .recorder
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("this trace has already finished"))?;
+        let name = recorder.name().to_string();
+        let ids: Vec<HbmId> = outputs.into_iter().map(HbmId).collect();
+        let program = recorder.finish(&ids).map_err(|e| to_py_err(e, &name))?;
+        // Every element of every output stored (docs/design-notes.md, "Output coverage").
+        nki_core::coverage::check_traced_output_coverage(&program, python_loc("<kernel>", 0))
+            .map_err(|e| to_py_err(e, &name))?;
+        Ok(Program::new(program))
     }
 }

@@ -1,6 +1,7 @@
 //! `Program`: a traced program Python can validate, simulate, cost, emit and compare.
 
 use crate::errors::to_py_err;
+use crate::guard::entry_point;
 use nki_core::NkiError;
 use nki_core::sim::{IterationOrder, SimOptions};
 use pyo3::exceptions::PyValueError;
@@ -27,7 +28,7 @@ impl Program {
     }
 }
 
-#[pymethods]
+#[entry_point]
 impl Program {
     /// The kernel's name.
     #[getter]
@@ -76,13 +77,11 @@ impl Program {
     /// the kernel line); returns the warnings of what a rule could not decide either way
     /// (`nki_core::validate::validate_with_warnings`), as text.
     fn validate(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        crate::guard::guard("Program.validate", || {
-            let program = Arc::clone(&self.program);
-            let warnings = py
-                .detach(move || nki_core::validate::validate_with_warnings(&program))
-                .map_err(|e| self.err(e))?;
-            Ok(warnings.iter().map(ToString::to_string).collect())
-        })
+        let program = Arc::clone(&self.program);
+        let warnings = py
+            .detach(move || nki_core::validate::validate_with_warnings(&program))
+            .map_err(|e| self.err(e))?;
+        Ok(warnings.iter().map(ToString::to_string).collect())
     }
 
     /// Runs the program on the simulator: `inputs` are little-endian buffers of the input
@@ -96,61 +95,51 @@ impl Program {
         inputs: Vec<Vec<u8>>,
         order: &str,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        crate::guard::guard("Program.simulate", || {
-            let order = IterationOrder::parse(order).map_err(PyValueError::new_err)?;
-            let program = Arc::clone(&self.program);
-            let result = py.detach(move || {
-                let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-                let opts = SimOptions {
-                    order,
-                    ..SimOptions::default()
-                };
-                nki_core::sim::simulate_to_vecs(&program, &inputs, opts)
-            });
-            let bufs = result.map_err(|e| self.err(e))?;
-            Ok(bufs.iter().map(|b| PyBytes::new(py, b)).collect())
-        })
+        let order = IterationOrder::parse(order).map_err(PyValueError::new_err)?;
+        let program = Arc::clone(&self.program);
+        let result = py.detach(move || {
+            let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+            let opts = SimOptions {
+                order,
+                ..SimOptions::default()
+            };
+            nki_core::sim::simulate_to_vecs(&program, &inputs, opts)
+        });
+        let bufs = result.map_err(|e| self.err(e))?;
+        Ok(bufs.iter().map(|b| PyBytes::new(py, b)).collect())
     }
 
     /// The cost model's estimate: `(text, summary_json, chrome_trace_json)`.
     fn cost(&self, py: Python<'_>) -> PyResult<(String, String, String)> {
-        crate::guard::guard("Program.cost", || {
-            Ok({
-                let program = Arc::clone(&self.program);
-                let report = py.detach(move || nki_core::cost::estimate(&program));
-                crate::cost_outputs(&report)
-            })
+        Ok({
+            let program = Arc::clone(&self.program);
+            let report = py.detach(move || nki_core::cost::estimate(&program));
+            crate::cost_outputs(&report)
         })
     }
 
     /// This program as NKI Python source.
     fn emit(&self) -> PyResult<String> {
-        crate::guard::guard("Program.emit", || {
-            Ok(nki_core::codegen::emit_nki(&self.program))
-        })
+        Ok(nki_core::codegen::emit_nki(&self.program))
     }
 
     /// The program with every loop unrolled (as the frontend traces).
     fn unrolled(&self) -> PyResult<Program> {
-        crate::guard::guard("Program.unrolled", || {
-            Ok(Program::new(nki_core::ir::unroll(&self.program)))
-        })
+        Ok(Program::new(nki_core::ir::unroll(&self.program)))
     }
 
     /// Where the unrolled instruction streams of this program and `other` first differ, or
     /// `None` when they are the same (locations and names are not compared).
     fn difference(&self, other: &Program) -> PyResult<Option<String>> {
-        crate::guard::guard("Program.difference", || {
-            Ok(nki_core::ir::stream_difference(
-                &self.program,
-                &other.program,
-            ))
-        })
+        Ok(nki_core::ir::stream_difference(
+            &self.program,
+            &other.program,
+        ))
     }
 
     /// The program as JSON.
     fn to_json(&self) -> PyResult<String> {
-        crate::guard::guard("Program.to_json", || Ok(self.program.to_json()))
+        Ok(self.program.to_json())
     }
 
     fn __repr__(&self) -> String {

@@ -5,7 +5,7 @@
 //! at its default ([`Args::finish`]).
 //!
 //! The instructions are recorded by family, one function per instruction: `dma`,
-//! `elementwise`, `activation`, `reduce`, `select`, `index`, `random` and `tensor` (as the IR
+//! `elementwise`, `activation`, `reduce`, `select`, `index`, `random`, `tensor` and `multicore` (as the IR
 //! declares them); this module holds the argument decoders they share and the dispatch by name.
 
 use super::Tracer;
@@ -19,6 +19,7 @@ mod activation;
 mod dma;
 mod elementwise;
 mod index;
+mod multicore;
 mod random;
 mod reduce;
 mod select;
@@ -218,6 +219,7 @@ pub(super) fn record(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -
         index::RECORDERS,
         random::RECORDERS,
         tensor::RECORDERS,
+        multicore::RECORDERS,
     ];
     match families.into_iter().flatten().find(|(n, _)| *n == name) {
         Some((_, recorder)) => recorder(tracer, a, file, line),

@@ -14,13 +14,17 @@ pub(super) const RECORDERS: &[(&str, Recorder)] = &[
 fn nc_matmul(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyResult<()> {
     let dst = a.tile("dst")?;
     let (stationary, moving) = (a.tile("stationary")?, a.tile("moving")?);
+    let tiling = isa::MatmulTiling {
+        tile_position: pair(a, "tile_position")?,
+        tile_size: pair(a, "tile_size")?,
+    };
     // NKI's `accumulate=None` accumulates when the destination was written before.
     let accumulate = a
         .opt_flag("accumulate")?
         .unwrap_or_else(|| tracer.written.contains(&dst.tile.0));
     a.finish()?;
     tracer.at(file, line, || {
-        isa::nc_matmul(dst, stationary, moving, accumulate)
+        isa::nc_matmul_tiled(dst, (stationary, moving), tiling, accumulate)
     })
 }
 
@@ -38,7 +42,7 @@ fn nc_matmul_mx(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyR
     let (stationary, moving) = (a.tile("stationary")?, a.tile("moving")?);
     let s_scale = a.tile("stationary_scale")?;
     let m_scale = a.tile("moving_scale")?;
-    let tiling = isa::MxTiling {
+    let tiling = isa::MatmulTiling {
         tile_position: pair(a, "tile_position")?,
         tile_size: pair(a, "tile_size")?,
     };
