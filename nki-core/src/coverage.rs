@@ -5,7 +5,7 @@
 
 use crate::affine::LoopVar;
 use crate::error::NkiError;
-use crate::ir::{DmaOperand, HbmAccess, HbmKind, Op, Program};
+use crate::ir::{HbmAccess, HbmKind, Instruction, Program, Stmt};
 use crate::loc::SourceLoc;
 
 /// A set of flat element indices of one tensor.
@@ -59,28 +59,40 @@ impl Bitmap {
     }
 }
 
-/// Marks every element `access` writes, for every value of the loop variables it depends on.
-fn mark(bitmap: &mut Bitmap, access: &HbmAccess, trips: &[usize]) {
+/// Calls `f(start, len)` for every run of consecutive elements `access` writes, for every value
+/// of the loop variables it depends on (rows that continue each other are one run).
+fn runs(access: &HbmAccess, trips: &[usize], f: &mut dyn FnMut(i64, usize)) {
     let vars: Vec<(LoopVar, usize)> = access
         .offset
         .terms
         .iter()
         .map(|&(v, _)| (v, trips[v.0 as usize]))
         .collect();
+    if vars.iter().any(|&(_, trip)| trip == 0) {
+        return;
+    }
+    let contiguous = access.free_dims.is_none()
+        && (access.f_stride == 1 || access.nf == 1)
+        && (access.np == 1 || access.p_stride == access.nf as i64);
+    let offsets = access.free_dims.as_ref().map(|_| access.row_offsets());
     let mut values = vec![0i64; trips.len()];
     loop {
         let base = access.offset.eval(&values);
-        for p in 0..access.np {
-            let row = base + p as i64 * access.p_stride;
-            if access.free_dims.is_some() {
-                for o in access.row_offsets() {
-                    bitmap.mark_run(row + o, 1);
-                }
-            } else if access.f_stride == 1 {
-                bitmap.mark_run(row, access.nf);
-            } else {
-                for f in 0..access.nf {
-                    bitmap.mark_run(row + f as i64 * access.f_stride, 1);
+        if contiguous {
+            f(base, access.np * access.nf);
+        } else {
+            for p in 0..access.np {
+                let row = base + p as i64 * access.p_stride;
+                if let Some(offsets) = &offsets {
+                    for o in offsets {
+                        f(row + o, 1);
+                    }
+                } else if access.f_stride == 1 {
+                    f(row, access.nf);
+                } else {
+                    for i in 0..access.nf {
+                        f(row + i as i64 * access.f_stride, 1);
+                    }
                 }
             }
         }
@@ -101,6 +113,94 @@ fn mark(bitmap: &mut Bitmap, access: &HbmAccess, trips: &[usize]) {
     }
 }
 
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The most granules a coverage bitmap takes (1 GiB); beyond, written runs are kept as
+/// intervals.
+const MAX_GRANULES: usize = 1 << 33;
+
+/// The elements of a `len`-element output that `accesses` never write: `(first, count)`.
+/// Elements are marked in granules of the largest size every written run starts and ends on
+/// (a `[2^20, 2^16]` output written in 2048-element rows is 2^25 granules, not 2^36 bits).
+fn missing(len: usize, accesses: &[&HbmAccess], trips: &[usize]) -> Option<(usize, usize)> {
+    let clip = |start: i64, n: usize| {
+        let lo = start.clamp(0, len as i64) as usize;
+        let hi = (start.saturating_add(n as i64)).clamp(0, len as i64) as usize;
+        (lo < hi).then_some((lo, hi))
+    };
+    let mut granule = len;
+    for a in accesses {
+        runs(a, trips, &mut |start, n| {
+            if let Some((lo, hi)) = clip(start, n) {
+                granule = gcd(gcd(granule, lo), hi);
+            }
+        });
+    }
+    if len == 0 {
+        return None;
+    }
+    let granule = granule.max(1);
+    if len / granule <= MAX_GRANULES {
+        let mut map = Bitmap::new(len / granule);
+        for a in accesses {
+            runs(a, trips, &mut |start, n| {
+                if let Some((lo, hi)) = clip(start, n) {
+                    map.mark_run((lo / granule) as i64, (hi - lo) / granule);
+                }
+            });
+        }
+        return map.missing().map(|(f, c)| (f * granule, c * granule));
+    }
+    let mut set = std::collections::BTreeMap::<usize, usize>::new();
+    for a in accesses {
+        runs(a, trips, &mut |start, n| {
+            if let Some((lo, hi)) = clip(start, n) {
+                insert_interval(&mut set, lo, hi);
+            }
+        });
+    }
+    let (mut at, mut first, mut count) = (0, None, 0);
+    for (&lo, &hi) in &set {
+        if lo > at {
+            first.get_or_insert(at);
+            count += lo - at;
+        }
+        at = at.max(hi);
+    }
+    if at < len {
+        first.get_or_insert(at);
+        count += len - at;
+    }
+    first.map(|f| (f, count))
+}
+
+/// Adds `lo..hi` to a set of disjoint, non-adjacent intervals (start → end), merging.
+fn insert_interval(
+    set: &mut std::collections::BTreeMap<usize, usize>,
+    mut lo: usize,
+    mut hi: usize,
+) {
+    if let Some((&s, &e)) = set.range(..=lo).next_back()
+        && e >= lo
+    {
+        lo = s;
+        hi = hi.max(e);
+        set.remove(&s);
+    }
+    while let Some((&s, &e)) = set.range(lo..).next()
+        && s <= hi
+    {
+        hi = hi.max(e);
+        set.remove(&s);
+    }
+    set.insert(lo, hi);
+}
+
 /// `[i, j, ...]` of flat index `flat` in a row-major `shape`.
 fn unflatten(mut flat: usize, shape: &[usize]) -> Vec<usize> {
     let mut idx = vec![0; shape.len()];
@@ -119,30 +219,59 @@ pub fn check_output_coverage(
     names: &[&str],
     kernel: SourceLoc,
 ) -> Result<(), NkiError> {
+    check(program, names, kernel, false)
+}
+
+/// [`check_output_coverage`] for a kernel the NKI frontend traced (outputs named as the program
+/// names them). Stores whose place is decided at run time — at a runtime offset, or inside a
+/// device loop whose iterations registers decide — cover what their indices say when the
+/// program runs: an output any of them reaches is not checked.
+pub fn check_traced_output_coverage(program: &Program, kernel: SourceLoc) -> Result<(), NkiError> {
+    check(program, &[], kernel, true)
+}
+
+/// Every instruction with whether it runs inside a device loop.
+fn visit<'a>(body: &'a [Stmt], in_device_loop: bool, f: &mut dyn FnMut(&'a Instruction, bool)) {
+    for s in body {
+        match s {
+            Stmt::Alloc { .. } => {}
+            Stmt::Inst(i) => f(i, in_device_loop),
+            Stmt::Loop { body, .. } => visit(body, in_device_loop, f),
+            Stmt::DeviceLoop { body, .. } => visit(body, true, f),
+        }
+    }
+}
+
+fn check(
+    program: &Program,
+    names: &[&str],
+    kernel: SourceLoc,
+    runtime_stores_cover: bool,
+) -> Result<(), NkiError> {
     let trips = program.trips();
-    let mut maps: Vec<Option<Bitmap>> = program
-        .hbm
-        .iter()
-        .map(|d| (d.kind == HbmKind::Output).then(|| Bitmap::new(d.numel())))
-        .collect();
-    program.visit_instructions(&mut |inst, _| {
-        if let Op::DmaCopy {
-            dst: DmaOperand::Hbm { access },
-            ..
-        } = &inst.op
-            && access.dynamic.is_none()
-            && let Some(Some(map)) = maps.get_mut(access.tensor.0 as usize)
-        {
-            // A runtime offset's writes land where its indices say: they are not counted.
-            mark(map, access, &trips);
+    let mut stores: Vec<Vec<&HbmAccess>> = vec![Vec::new(); program.hbm.len()];
+    let mut unchecked = vec![false; program.hbm.len()];
+    visit(&program.body, false, &mut |inst, in_device_loop| {
+        for (access, write) in inst.op.hbm_accesses() {
+            if !write {
+                continue;
+            }
+            if access.dynamic.is_none() {
+                // Every store counts (`dma_copy`, `dma_compute`, ...); a runtime offset's
+                // writes land where its indices say and are not counted.
+                stores[access.tensor.0 as usize].push(access);
+            }
+            if runtime_stores_cover && (access.dynamic.is_some() || in_device_loop) {
+                unchecked[access.tensor.0 as usize] = true;
+            }
         }
     });
     for (i, id) in program.outputs.iter().enumerate() {
         let decl = &program.hbm[id.0 as usize];
-        let Some(Some(map)) = maps.get(id.0 as usize) else {
+        if decl.kind != HbmKind::Output || unchecked[id.0 as usize] {
             continue;
-        };
-        if let Some((first, count)) = map.missing() {
+        }
+        if let Some((first, count)) = missing(decl.numel(), &stores[id.0 as usize], &trips) {
             let name = names.get(i).copied().unwrap_or(&decl.name);
             return Err(NkiError::Trace {
                 message: format!(
@@ -174,6 +303,18 @@ mod tests {
         assert_eq!(b.missing(), None);
         b.mark_run(-5, 1000); // clipped
         assert_eq!(Bitmap::new(0).missing(), None);
+    }
+
+    #[test]
+    fn intervals_merge_and_granules_scale_with_the_runs() {
+        let mut set = std::collections::BTreeMap::new();
+        for (lo, hi) in [(10, 20), (30, 40), (20, 25), (0, 5), (24, 31), (100, 120)] {
+            insert_interval(&mut set, lo, hi);
+        }
+        let got: Vec<(usize, usize)> = set.into_iter().collect();
+        assert_eq!(got, vec![(0, 5), (10, 40), (100, 120)]);
+        assert_eq!(gcd(65536 * 3, 2048), 2048);
+        assert_eq!(gcd(7, 0), 7);
     }
 
     #[test]

@@ -492,7 +492,7 @@ fn integer_tensors_are_exact_below_two_to_the_24() {
     let err = run_kernel(&NEXT_INDEX_KERNEL, &[floats], &[], Target::Trn2).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "neuron::next_index: idx has dtype f32, but the contract allows idx in {i32}"
+        "neuron::next_index: idx has dtype torch.float32 (f32), but the contract allows idx in {i32}"
     );
 }
 

@@ -140,8 +140,18 @@ def cache_capacity(capacity: int | None = None) -> int:
     """The most programs the compile cache holds (default 1024, or
     ``$TORCH_NKI_COMPILE_CACHE_SIZE``); with ``capacity``, sets it first. When full, the least
     recently used programs are evicted, so memory stays bounded however many distinct
-    signatures (shapes, dtypes, scalars) a process calls."""
+    signatures (shapes, dtypes, scalars) a process calls. A capacity that is not a whole
+    number of at least 1 is a ``ValueError`` (a ``TypeError`` for a non-integer)."""
     _registration()
+    if capacity is not None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int):
+            raise TypeError(
+                f"torch_nki.cache_capacity: capacity must be an int, got {type(capacity).__name__}"
+            )
+        if not 1 <= capacity < 2**63:
+            raise ValueError(
+                f"torch_nki.cache_capacity: capacity must be at least 1 and below 2**63, got {capacity}"
+            )
     return int(_native.cache_capacity(capacity))
 
 

@@ -66,11 +66,25 @@ class Adapter:
     """Whether the module has the structure the forward needs."""
     forward: Callable[..., Any]
     """``forward(module, *args, **kwargs)`` with neuron ops, or ``NotImplemented``."""
+    example: Callable[[torch.nn.Module, torch.Generator], tuple[tuple[Any, ...], dict[str, Any]]]
+    """``(args, kwargs)`` of a call the forward takes, drawn from ``generator`` on the module's
+    device and dtype (its sizes from the module's parameters, as its kernels' contracts bind
+    them): what a swap without captured inputs verifies the instance on."""
 
     def matches(self, module: torch.nn.Module) -> str | None:
         """The ``replaces`` pattern that matches, when the structure fits too."""
         pattern = _declared(self.kernels[0], module)
         return pattern if pattern is not None and self.recognise(module) else None
+
+
+# --- Example inputs -----------------------------------------------------------------------------
+
+Example = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+def _randn(like: torch.Tensor, generator: torch.Generator, *shape: int) -> torch.Tensor:
+    """Standard normal values of ``like``'s dtype on its device (drawn on the CPU)."""
+    return torch.randn(*shape, generator=generator).to(device=like.device, dtype=like.dtype)
 
 
 # --- RMSNorm ------------------------------------------------------------------------------------
@@ -99,6 +113,11 @@ def _rmsnorm_forward(module: torch.nn.Module, x: torch.Tensor) -> Any:
     return neuron.rmsnorm(x, weight, eps)
 
 
+def _rmsnorm_example(module: Any, generator: torch.Generator) -> Example:
+    weight = module.weight
+    return (_randn(weight, generator, 2, 3, weight.shape[0]),), {}
+
+
 # --- Linear -------------------------------------------------------------------------------------
 
 
@@ -111,6 +130,10 @@ def _linear_forward(module: torch.nn.Module, x: torch.Tensor) -> Any:
     if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
         return NotImplemented
     return neuron.linear(x, weight, bias)
+
+
+def _linear_example(module: Any, generator: torch.Generator) -> Example:
+    return (_randn(module.weight, generator, 2, 3, module.in_features),), {}
 
 
 # --- Gated MLP ----------------------------------------------------------------------------------
@@ -136,6 +159,11 @@ def _linear_of(proj: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 def _mlp_forward(module: Any, x: torch.Tensor) -> Any:
     act = neuron.silu_mul(_linear_of(module.gate_proj, x), _linear_of(module.up_proj, x))
     return _linear_of(module.down_proj, act)
+
+
+def _mlp_example(module: Any, generator: torch.Generator) -> Example:
+    weight = module.gate_proj.weight
+    return (_randn(weight, generator, 2, 3, module.gate_proj.in_features),), {}
 
 
 # --- Attention ----------------------------------------------------------------------------------
@@ -201,11 +229,28 @@ def _attention_forward(
     return _linear_of(module.o_proj, out), None
 
 
+def _attention_example(module: Any, generator: torch.Generator) -> Example:
+    """One query position (so causal or not, every attention implementation agrees) at a
+    rotary angle other than 0 (so the rotation is exercised), no mask."""
+    weight = module.q_proj.weight
+    hidden = _randn(weight, generator, 1, 1, module.q_proj.in_features)
+    half = torch.rand(module.head_dim // 2, generator=generator) * 6.0 + 0.5
+    angles = torch.cat([half, half]).reshape(1, 1, -1)
+    cos, sin = (t.to(device=weight.device, dtype=weight.dtype) for t in (angles.cos(), angles.sin()))
+    return (hidden, (cos, sin), None), {}
+
+
 ADAPTERS: tuple[Adapter, ...] = (
-    Adapter("Attention", ("flash_attention", "linear", "rope"), _is_attention, _attention_forward),
-    Adapter("MLP", ("silu_mul", "linear"), _is_gated_mlp, _mlp_forward),
-    Adapter("RMSNorm", ("rmsnorm",), _is_rmsnorm, _rmsnorm_forward),
-    Adapter("Linear", ("linear",), _is_linear, _linear_forward),
+    Adapter(
+        "Attention",
+        ("flash_attention", "linear", "rope"),
+        _is_attention,
+        _attention_forward,
+        _attention_example,
+    ),
+    Adapter("MLP", ("silu_mul", "linear"), _is_gated_mlp, _mlp_forward, _mlp_example),
+    Adapter("RMSNorm", ("rmsnorm",), _is_rmsnorm, _rmsnorm_forward, _rmsnorm_example),
+    Adapter("Linear", ("linear",), _is_linear, _linear_forward, _linear_example),
 )
 """Every adapter, the most specific first."""
 

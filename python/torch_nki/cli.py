@@ -7,6 +7,7 @@ against their references (``conformance``). Usage errors print
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,11 @@ class _BadArgument(Exception):
     """A command-line value that cannot be used; the message says which and why."""
 
 
+_USAGE_ERRORS = (NkiError, ValueError, TypeError, OverflowError)
+"""What ``cost``/``emit`` raise for arguments they cannot use (a contract violation, a scalar
+outside its choices, a size that does not fit): one line and exit code 2, not a traceback."""
+
+
 def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
     pairs: dict[str, str] = {}
     for item in items:
@@ -64,14 +70,22 @@ def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
     return pairs
 
 
+_MAX_ELEMENTS = 2**63 - 1
+"""The most elements a tensor can have (torch counts them in an int64)."""
+
+
 def _dims(name: str, text: str) -> list[int]:
-    """``8x4`` as ``[8, 4]``: sizes of zero or more."""
+    """``8x4`` as ``[8, 4]``: sizes of zero or more, whose product fits an int64."""
     try:
         dims = [int(d) for d in text.split("x")]
     except ValueError:
         dims = [-1]
     if any(d < 0 for d in dims):
         raise _BadArgument(f"--shape {name}: expected sizes like 8x4 (each 0 or more), got {text!r}")
+    if any(d > _MAX_ELEMENTS for d in dims) or math.prod(dims) > _MAX_ELEMENTS:
+        raise _BadArgument(
+            f"--shape {name}: {text} has {math.prod(dims)} elements, more than a tensor can hold (2**63 - 1)"
+        )
     return dims
 
 
@@ -120,14 +134,18 @@ def _example_args_or_raise(
     for p in spec.params:
         if p.is_tensor:
             if p.name in given:
-                dims = _dims(p.name, given.pop(p.name))
+                given_text = given.pop(p.name)
+                dims = _dims(p.name, given_text)
                 # A parameter whose contract allows one dtype (`mean in {f32}`, class targets
                 # in {i32}, which callers pass as int64) gets that one whatever --dtype says.
                 fixed = fixed_dtype(spec, p.name)
                 torch_dtype = (
                     torch.int64 if fixed == "i32" else NKI_TO_TORCH[fixed] if fixed else NKI_TO_TORCH[dtype]
                 )
-                by_name[p.name] = torch.empty(dims, dtype=torch_dtype, device="meta")
+                try:
+                    by_name[p.name] = torch.empty(dims, dtype=torch_dtype, device="meta")
+                except RuntimeError as err:  # more bytes than an int64 counts
+                    raise _BadArgument(f"--shape {p.name}: {given_text} is too large: {err}") from None
             elif p.is_optional:
                 by_name[p.name] = None
             else:
@@ -167,7 +185,7 @@ def run_cost(
         return 2
     try:
         report = torch_nki.cost(op, *args, target=target)
-    except NkiError as e:
+    except _USAGE_ERRORS as e:
         print(f"torch-nki cost: {e}")
         return 2
     print(report, end="")
@@ -191,7 +209,7 @@ def run_emit(
         return 2
     try:
         source = torch_nki.emit(op, *args, target=target)
-    except NkiError as e:
+    except _USAGE_ERRORS as e:
         print(f"torch-nki emit: {e}")
         return 2
     if output:
@@ -212,11 +230,16 @@ def run_cache(action: str) -> int:
 
     if action == "path":
         print(source_cache.path())
-    elif action == "clear":
-        print(f"removed {source_cache.clear()} entries from {source_cache.path()}")
-    else:
-        entries, size = source_cache.info()
-        print(f"{source_cache.path()}: {entries} entries, {size} bytes")
+        return 0
+    try:
+        if action == "clear":
+            print(f"removed {source_cache.clear()} entries from {source_cache.path()}")
+        else:
+            entries, size = source_cache.info()
+            print(f"{source_cache.path()}: {entries} entries, {size} bytes")
+    except OSError as e:
+        print(f"torch-nki cache {action}: {source_cache.path()}: {e.strerror or e}")
+        return 2
     return 0
 
 

@@ -108,5 +108,6 @@ class UnknownOpError(NkiError, KeyError):
 
 class PluginError(NkiError):
     """A kernel module cannot be loaded: the crate does not build (or cargo is missing), the
-    library is not a torch-nki kernel module, it was built against another nki-core, or one of
-    its op names is already registered."""
+    library file is damaged (truncated, not a shared library for this machine) or not a
+    torch-nki kernel module, it was built against another nki-core, another library is already
+    loaded under its module name, or one of its op names is already registered."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from torch_nki import _native
+from torch_nki import _library_check, _native
 from torch_nki._register import NAMESPACE, Registration, register, unregister
 from torch_nki.errors import PluginError
 
@@ -54,6 +54,8 @@ class LoadedModule:
 
 _lock = threading.RLock()
 _loaded: dict[Path, LoadedModule] = {}
+_mapped: dict[str, _library_check.Library] = {}
+"""Every library imported so far, by module name (it stays mapped after ``unload``)."""
 
 
 def loaded() -> list[LoadedModule]:
@@ -133,17 +135,56 @@ def _import(library: Path) -> ModuleType:
     return module
 
 
+def _check_marker(library: _library_check.Library) -> None:
+    """Refuses a library whose module marker names another protocol or nki-core version."""
+    if library.marker is not None and library.marker != tuple(_native.versions()):
+        _refuse_versions(library.path, library.marker)
+
+
+def _refuse_versions(library: Path, theirs: tuple[int, str]) -> None:
+    ours = tuple(_native.versions())
+    raise PluginError(
+        f"torch_nki.load: {library} was built against nki-core {theirs[1]} (module protocol "
+        f"{theirs[0]}), but this torch_nki uses nki-core {ours[1]} (module protocol {ours[0]}); "
+        "rebuild the crate against this torch-nki"
+    )
+
+
+def _same_module(library: _library_check.Library, name: str) -> Path:
+    """The path to import ``library`` from: its own, or the path the same contents were first
+    mapped from under module name ``name``. Another library under a name already mapped (a
+    rebuilt crate, a different crate with the same [lib] name) is a clash."""
+    first = _mapped.get(name)
+    if first is None:
+        other = sys.modules.get(name)
+        if other is not None:
+            raise PluginError(
+                f"torch_nki.load: {library.path} defines module {name}, but a module of that name is "
+                f"already imported from {getattr(other, '__file__', None) or 'elsewhere'}; give the "
+                "crate another [lib] name"
+            )
+        return library.path
+    if first.digest != library.digest:
+        change = (
+            "was rebuilt since it was loaded"
+            if first.path == library.path
+            else f"defines module {name}, already loaded from {first.path} with other contents"
+        )
+        raise PluginError(
+            f"torch_nki.load: {library.path} {change}; a process holds one library per module name "
+            "and would keep running the first one's code: restart Python to load the new one, or give "
+            "the crate another [lib] name"
+        )
+    return first.path
+
+
 def _check_versions(module: ModuleType, library: Path) -> None:
     versions = getattr(module, "versions", None)
     if versions is None:
         raise PluginError(f"torch_nki.load: {library} is a Python module but not a torch-nki kernel module")
-    theirs, ours = tuple(versions()), tuple(_native.versions())
-    if theirs != ours:
-        raise PluginError(
-            f"torch_nki.load: {library} was built against nki-core {theirs[1]} (module protocol "
-            f"{theirs[0]}), but this torch_nki uses nki-core {ours[1]} (module protocol {ours[0]}); "
-            "rebuild the crate against this torch-nki"
-        )
+    theirs = tuple(versions())
+    if theirs != tuple(_native.versions()):
+        _refuse_versions(library, (int(theirs[0]), str(theirs[1])))
 
 
 def load(path: str | os.PathLike[str], namespace: str = NAMESPACE) -> LoadedModule:
@@ -157,6 +198,10 @@ def load(path: str | os.PathLike[str], namespace: str = NAMESPACE) -> LoadedModu
         raise PluginError(f"torch_nki.load: {source} does not exist")
     library = build(source) if source.is_dir() else source
     with _lock:
+        # Read and checked before it is mapped: a damaged file is an error, not a SIGBUS.
+        name = _module_name(library)
+        checked = _library_check.check(library, name, Path(_native.__file__ or ""))
+        library = _same_module(checked, name)
         done = _loaded.get(library)
         if done is not None:
             if done.namespace != namespace:
@@ -164,7 +209,9 @@ def load(path: str | os.PathLike[str], namespace: str = NAMESPACE) -> LoadedModu
                     f"torch_nki.load: {library} is already loaded into torch.ops.{done.namespace}"
                 )
             return done
+        _check_marker(checked)
         module = _import(library)
+        _mapped.setdefault(name, checked)
         _check_versions(module, library)
         registration = register(module, namespace, source=str(library))
         result = LoadedModule(module.__name__, library, namespace, registration)

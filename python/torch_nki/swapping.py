@@ -1,6 +1,7 @@
 """``torch_nki.swap`` / ``unswap`` / ``swapped``: rebind the forward of matching module
 **instances** (never their classes) to neuron ops, verify each against the original on the
-inputs captured by :func:`torch_nki.profile`, and revert the ones that fail.
+inputs captured by :func:`torch_nki.profile` (or, without them, on inputs generated from the
+instance's parameters), and revert the ones that fail, whatever the failure.
 
 A swapped instance carries its original forward in its ``__dict__``; unswapping deletes the
 instance attribute, so the class's forward (or the instance's earlier override) is back exactly.
@@ -51,7 +52,8 @@ class Swapped:
     kind: str
     kernels: tuple[str, ...]
     status: str
-    """``swapped`` (verified), ``swapped, not verified``, ``reverted`` or ``already swapped``."""
+    """``swapped`` (verified on captured or generated inputs), ``swapped, not verified``
+    (``verify=False``), ``reverted`` or ``already swapped``."""
     reason: str = ""
     max_abs_error: float | None = None
 
@@ -157,9 +159,9 @@ def _verify(module: torch.nn.Module, adapter: Adapter, captured: Captured) -> tu
             with record_neuron_calls() as calls:
                 got = adapter.forward(module, *captured.args, **captured.kwargs)
         except NkiError as err:
-            return False, f"the kernel rejected the captured call: {err}", None
+            return False, f"the kernel rejected the call: {err}", None
         if got is NotImplemented:
-            return True, "the captured call is outside the adapter; it runs the original forward", None
+            return True, "the call is outside the adapter; it runs the original forward", None
         want = _original_forward(module)(*captured.args, **captured.kwargs)
     g, w = _first_tensor(got), _first_tensor(want)
     if g is None or w is None or g.shape != w.shape or g.dtype != w.dtype:
@@ -171,14 +173,39 @@ def _verify(module: torch.nn.Module, adapter: Adapter, captured: Captured) -> tu
     return True, "", error
 
 
+def _generated(module: torch.nn.Module, adapter: Adapter, seed: int) -> Captured:
+    """A call generated from the module's parameters (see :attr:`Adapter.example`)."""
+    args, kwargs = adapter.example(module, torch.Generator().manual_seed(seed))
+    return Captured(args, kwargs)
+
+
+def _check(
+    module: torch.nn.Module, adapter: Adapter, captured: Captured | None, seed: int
+) -> tuple[bool, str, float | None]:
+    """Verifies a swapped instance on its captured call, else on a generated one. Whatever the
+    verification raises (the original forward failing, a model on the ``meta`` device) fails it
+    with the exception as the reason."""
+    try:
+        if captured is not None:
+            return _verify(module, adapter, captured)
+        ok, reason, error = _verify(module, adapter, _generated(module, adapter, seed))
+    except Exception as err:
+        return False, f"verifying it raised {type(err).__name__}: {err}", None
+    note = "verified on generated inputs (no captured call: profile the model to verify on real ones)"
+    return ok, (reason if not ok else f"{reason}; {note}" if reason else note), error
+
+
 def swap(
     model: torch.nn.Module, report_or_plan: HotspotReport | None = None, verify: bool = True
 ) -> SwapReport:
     """Swaps every module instance of ``model`` that an adapter recognises and whose kernels'
     ``replaces`` patterns name its class (or, given a :class:`HotspotReport`, the matched
-    instances of that report), verifying each against its original forward on the inputs the
-    report captured. A failed verification reverts that instance and records why; an instance
-    without captured inputs (no report, or never called while profiling) is swapped unverified.
+    instances of that report), verifying each against its original forward: on the inputs the
+    report captured, or (no report, or never called while profiling) on inputs generated from
+    its parameters' shapes and dtype. A failed verification — a mismatch, a kernel's rejection,
+    or any exception — reverts that instance and records why. Per instance all or nothing: an
+    exception that escapes (``KeyboardInterrupt``) restores every instance this call swapped
+    before it propagates. ``verify=False`` swaps without checking (``swapped, not verified``).
     Returns the :class:`SwapReport`; a model with nothing to swap gives an empty report."""
     report = SwapReport(type(model).__name__)
     wanted = {h.name for h in report_or_plan.matched} if report_or_plan is not None else None
@@ -192,25 +219,27 @@ def swap(
             continue
         plan.append((name, module, found[0]))
     plan.sort(key=lambda item: _ORDER.get(item[2].kind, 2))
-    for name, module, adapter in plan:
-        entry = Swapped(name, qualified_name(module), adapter.kind, adapter.kernels, "swapped")
-        report.entries.append(entry)
-        if _STATE in module.__dict__:
-            entry.status = "already swapped"
-            continue
-        _install(module, adapter)
-        inputs = captured.get(name)
-        if not verify or inputs is None:
-            entry.status = "swapped, not verified"
-            entry.reason = (
-                "verification off" if not verify else "no captured inputs (profile the model first)"
-            )
-            continue
-        ok, reason, error = _verify(module, adapter, inputs)
-        entry.reason, entry.max_abs_error = reason, error
-        if not ok:
+    installed: list[torch.nn.Module] = []
+    try:
+        for seed, (name, module, adapter) in enumerate(plan):
+            entry = Swapped(name, qualified_name(module), adapter.kind, adapter.kernels, "swapped")
+            report.entries.append(entry)
+            if _STATE in module.__dict__:
+                entry.status = "already swapped"
+                continue
+            _install(module, adapter)
+            installed.append(module)
+            if not verify:
+                entry.status, entry.reason = "swapped, not verified", "verification off"
+                continue
+            ok, entry.reason, entry.max_abs_error = _check(module, adapter, captured.get(name), seed)
+            if not ok:
+                _remove(module)
+                entry.status = "reverted"
+    except BaseException:
+        for module in installed:
             _remove(module)
-            entry.status = "reverted"
+        raise
     return report
 
 

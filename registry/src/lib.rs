@@ -14,7 +14,7 @@ mod disk_cache;
 mod manifest;
 
 pub use cache::{CAPACITY_ENV, CompileCache, DEFAULT_CAPACITY};
-pub use disk_cache::{CacheEntry, CacheInfo, DiskCache, FORMAT_VERSION, Lookup};
+pub use disk_cache::{CacheEntry, CacheInfo, DiskCache, EntryKey, FORMAT_VERSION, Lookup};
 pub use manifest::{Manifest, ManifestEntry};
 pub use nki_core::Compiled;
 

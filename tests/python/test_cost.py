@@ -99,11 +99,29 @@ def test_cli_usage_errors_print_one_line_and_exit_2(
             "torch-nki cost: "
         ),
         ("--load", str(tmp_path) + "=my-ns", "list"): "error: torch_nki.load: namespace 'my-ns'",
+        ("cost", "gelu", "--shape", "x=4x4", "--scalar", "approximate=bogus"): (
+            'torch-nki cost: neuron::gelu: argument approximate must be one of "none", "tanh", got "bogus"'
+        ),
+        ("emit", "gelu", "--shape", "x=4x4", "--scalar", "approximate=bogus"): (
+            'torch-nki emit: neuron::gelu: argument approximate must be one of "none", "tanh", got "bogus"'
+        ),
+        ("cost", "rmsnorm", "--shape", "x=99999999999999999999x4", *rms): (
+            "torch-nki cost: --shape x: 99999999999999999999x4 has 399999999999999999996 elements, more "
+            "than a tensor can hold (2**63 - 1)"
+        ),
+        ("emit", "add", "--shape", "x=4294967296x4294967296x4", "--shape", "y=4x4"): (
+            "torch-nki emit: --shape x: 4294967296x4294967296x4 has 73786976294838206464 elements"
+        ),
+        ("cost", "add", "--shape", "x=4611686018427387904x1", "--shape", "y=1x1"): (
+            "torch-nki cost: --shape x: 4611686018427387904x1 is too large: Storage size calculation "
+            "overflowed"
+        ),
     }
     for argv, message in cases.items():
         assert cli.main(list(argv)) == 2, argv
         out = capsys.readouterr().out
         assert message in out, (argv, out)
+        assert out.count("\n") == 1 or "--trace" in argv, (argv, out)  # one line (after the report)
     for command in (["bench", "--op", "add"], ["demo"]):
         with pytest.raises(SystemExit) as usage:
             cli.main([*command, "--repeat", "0"])

@@ -56,26 +56,32 @@ def test_disallowed_dtype_is_a_type_error() -> None:
     x, w = torch.ones(4, 8, dtype=torch.int16), torch.ones(8, dtype=torch.int16)
     with pytest.raises(TypeError) as err:
         neuron.rmsnorm(x, w)
-    assert str(err.value) == "neuron::rmsnorm: x has dtype i16, but the contract allows x in {f32, bf16, f16}"
+    assert (
+        str(err.value)
+        == "neuron::rmsnorm: x has dtype torch.int16 (i16), but the contract allows x in {f32, bf16, f16}"
+    )
     with pytest.raises(TypeError) as err:
         neuron.rmsnorm(rand(4, 8), w)
     assert (
-        str(err.value)
-        == "neuron::rmsnorm: weight has dtype i16, but the contract needs weight = x (x has dtype f32)"
+        str(err.value) == "neuron::rmsnorm: weight has dtype torch.int16, but the contract needs weight = x "
+        "(x has dtype torch.float32)"
     )
     with pytest.raises(TypeError) as err:
         neuron.matmul(rand(2, 2), rand(2, 2, dtype=torch.bfloat16))
     assert (
-        str(err.value) == "neuron::matmul: w has dtype bf16, but the contract needs w = x (x has dtype f32)"
+        str(err.value) == "neuron::matmul: w has dtype torch.bfloat16, but the contract needs w = x "
+        "(x has dtype torch.float32)"
     )
-    with pytest.raises(TypeError, match="neuron::add: x has dtype bool, but the contract allows x in"):
+    with pytest.raises(
+        TypeError, match=r"neuron::add: x has dtype torch\.bool \(bool\), but the contract allows x in"
+    ):
         neuron.add(torch.ones(3, dtype=torch.bool), torch.ones(3, dtype=torch.bool))
 
 
 def test_disallowed_dtype_under_fake_tensors() -> None:
     x = torch.ones(4, 8, dtype=torch.int64, device="meta")
     with pytest.raises(
-        TypeError, match=re.escape("x has dtype int64, but the contract allows x in {f32, bf16, f16}")
+        TypeError, match=re.escape("x has dtype torch.int64, but the contract allows x in {f32, bf16, f16}")
     ):
         neuron.matmul(x, x.t())
 
@@ -173,7 +179,7 @@ def test_run_verifies_its_buffers_before_touching_memory() -> None:
         sig.run([x, None], [torch.empty(4, 4)])
     with pytest.raises(ValueError, match=r"expected 2 tensor arguments \(None for one left out\), got 1"):
         sig.run([x], [torch.empty(4, 4)])
-    with pytest.raises(TypeError, match="x has dtype i8, but the contract allows x in"):
+    with pytest.raises(TypeError, match=r"x has dtype torch\.int8 \(i8\), but the contract allows x in"):
         _native.Signature("add", [[4, 4], [4, 4]], ["i8", "i8"], [])
     out = torch.empty(4, 4)
     sig.run([x, y], [out])
@@ -222,7 +228,10 @@ def test_messages_name_the_dtypes_the_caller_passed() -> None:
     """float64 is computed in float32, but a message about it says float64."""
     with pytest.raises(torch_nki.ContractDtypeError) as err:
         neuron.add(rand(3, dtype=torch.float64), rand(3, dtype=torch.bfloat16))
-    assert str(err.value) == "neuron::add: y has dtype bf16, but the contract needs y = x (x has dtype f64)"
+    assert (
+        str(err.value)
+        == "neuron::add: y has dtype torch.bfloat16, but the contract needs y = x (x has dtype torch.float64)"
+    )
 
 
 @pytest.mark.parametrize("op", testing.ops_with_reference())
@@ -333,5 +342,5 @@ def test_int64_computes_in_int32_without_widening_float_outputs() -> None:
     # not make float32 outputs come back as float64.
     doc = json.loads(_native.symbolic("rmsnorm", [["s0", 8], [8]], ["f32", "f32"], [1e-6]))
     assert doc["dtypes"] == ["f32", "f32"]
-    with pytest.raises(TypeError, match=r"x has dtype int64, but the contract allows x in"):
+    with pytest.raises(TypeError, match=r"x has dtype torch\.int64, but the contract allows x in"):
         _native.Signature("rmsnorm", [[2, 8], [8]], ["int64", "f32"], [1e-6]).outputs()

@@ -84,7 +84,9 @@ def test_unusual_calls_fall_back_to_the_python_kernel() -> None:
     assert torch.equal(torch.ops.neuron.add(xt, y), xt + y)
     with pytest.raises(torch_nki.ContractShapeError, match=r"^neuron::add: y has shape \[4, 5\]"):
         torch.ops.neuron.add(x, torch.rand(4, 5))
-    with pytest.raises(torch_nki.ContractDtypeError, match="x has dtype i8, but the contract allows"):
+    with pytest.raises(
+        torch_nki.ContractDtypeError, match=r"x has dtype torch\.int8 \(i8\), but the contract allows"
+    ):
         torch.ops.neuron.add(x.to(torch.int8), y.to(torch.int8))
     assert torch.ops.neuron.add(x.to("meta"), y.to("meta")).device.type == "meta"
 

@@ -91,7 +91,8 @@ def grid_facts(x: Any) -> Any:
     """Writes ``[program_ndim, num_programs(0), num_programs((0, 1)) or -1, num_programs(None)]``
     from the instance with every id 0, and the running order from every instance."""
     out = nl.ndarray((1, 4), dtype=nl.float32, buffer=nl.shared_hbm)
-    order = nl.ndarray((1, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    # One element per instance: every output element is written (output coverage).
+    order = nl.ndarray((1, nl.num_programs(None)), dtype=nl.float32, buffer=nl.shared_hbm)
     ndim = nl.program_ndim()
     ids = [nl.program_id(a) for a in range(max(ndim, 1))]
     linear = 0

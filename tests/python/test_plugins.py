@@ -177,3 +177,48 @@ def test_a_missing_cargo_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(torch_nki.PluginError, match="needs cargo, which is not on PATH"):
         plugins.build(CRATE)
+
+
+def test_a_library_loaded_twice_is_the_same_module_or_a_clash(library: Path, tmp_path: Path) -> None:
+    """A copy at another path is the first load; other contents under the same module name (a
+    different crate with the same [lib] name, the crate rebuilt with other code, at another path
+    or at the same one) are refused, naming both files, instead of running the first one's code."""
+    first, copy, other = (tmp_path / d / library.name for d in ("first", "copy", "other"))
+    for path in (first, copy, other):
+        path.parent.mkdir()
+        shutil.copy(library, path)
+    with other.open("ab") as f:
+        f.write(b"other code")
+    code = (
+        "import sys, torch_nki\n"
+        "first, copy, other = sys.argv[1:]\n"
+        "m = torch_nki.load(first, namespace='dup')\n"
+        "print('same:', torch_nki.load(copy, namespace='dup') is m)\n"
+        "for path, ns in ((copy, 'elsewhere'), (other, 'dup'), (other, 'elsewhere')):\n"
+        "    try:\n"
+        "        torch_nki.load(path, namespace=ns)\n"
+        "    except torch_nki.PluginError as e:\n"
+        "        print('refused:', e)\n"
+        "with open(first, 'ab') as f:\n"
+        "    f.write(b'rebuilt')\n"
+        "try:\n"
+        "    torch_nki.load(first, namespace='dup')\n"
+        "except torch_nki.PluginError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(first), str(copy), str(other)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "same: True"
+    assert lines[1] == f"refused: torch_nki.load: {first} is already loaded into torch.ops.dup"
+    clash = f"refused: torch_nki.load: {other} defines module residual_kernels, already loaded from {first} "
+    assert lines[2].startswith(clash + "with other contents; a process holds one library per module name")
+    assert lines[3].startswith(clash)
+    assert lines[4].startswith(f"refused: torch_nki.load: {first} was rebuilt since it was loaded; ")
+    assert len(lines) == 5

@@ -85,6 +85,11 @@ def test_cache_capacity_can_be_set_and_evicts_to_fit() -> None:
         assert torch_nki.cache_size() <= 5
         with pytest.raises(ValueError, match="at least 1"):
             torch_nki.cache_capacity(0)
+        for bad in (-1, 2**64):  # not an OverflowError without a name
+            with pytest.raises(ValueError, match=rf"cache_capacity: capacity must be at least 1 .*got {bad}"):
+                torch_nki.cache_capacity(bad)
+        with pytest.raises(TypeError, match="capacity must be an int, got float"):
+            torch_nki.cache_capacity(2.5)  # type: ignore[arg-type]
     finally:
         torch_nki.cache_capacity(old)
 

@@ -42,8 +42,13 @@ def test_an_entry_is_written_once_and_reused(cache_dir: Path) -> None:
     assert _emit() == first
     assert entry.stat().st_mtime_ns == stamp  # a hit does not rewrite
     header, body = entry.read_text().split("\n", 1)
-    assert header.startswith("torch-nki-cache 1 ")
-    assert json.loads(body)["source"] == first
+    assert header.startswith("torch-nki-cache 2 ")
+    body_json = json.loads(body)
+    assert body_json["source"] == first
+    # The entry records the key it was written for.
+    assert body_json["key"]["digest"] == entry.stem
+    assert body_json["key"]["op"] == "add" and body_json["key"]["target"] == "trn2"
+    assert body_json["key"]["signature"] == "x: f32[300, 70], y: f32[300, 70] -> out0: f32[300, 70]"
     # A different signature is a different entry.
     torch_nki.emit("add", torch.empty(3, 7, device="meta"), torch.empty(3, 7, device="meta"))
     assert source_cache.info().entries == 2
@@ -68,6 +73,41 @@ def test_damaged_entries_are_reported_once_and_rebuilt(cache_dir: Path, damage: 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _emit() == good
+
+
+def _meta(*shape: int) -> torch.Tensor:
+    return torch.empty(*shape, device="meta")
+
+
+def test_entries_moved_swapped_or_copied_over_another_key_are_rebuilt_not_served(cache_dir: Path) -> None:
+    add = torch_nki.emit("add", _meta(8, 4), _meta(8, 4))
+    (add_entry,) = _entries(cache_dir)
+    softmax = torch_nki.emit("softmax", _meta(8, 4))
+    (softmax_entry,) = set(_entries(cache_dir)) - {add_entry}
+    add_raw, softmax_raw = add_entry.read_bytes(), softmax_entry.read_bytes()
+    # Swapped between two ops: each is reported, naming both keys, and rebuilt.
+    add_entry.write_bytes(softmax_raw)
+    softmax_entry.write_bytes(add_raw)
+    with pytest.warns(RuntimeWarning, match=r"it was written for softmax\(x: f32\[8, 4\].*not for add\("):
+        assert torch_nki.emit("add", _meta(8, 4), _meta(8, 4)) == add
+    with pytest.warns(RuntimeWarning, match=r"it was written for add\(.*not for softmax\("):
+        assert torch_nki.emit("softmax", _meta(8, 4)) == softmax
+    assert (add_entry.read_bytes(), softmax_entry.read_bytes()) == (add_raw, softmax_raw)
+    # The same op at other shapes: copied over that entry, or moved into its place.
+    other = torch_nki.emit("add", _meta(16, 4), _meta(16, 4))
+    (other_entry,) = set(_entries(cache_dir)) - {add_entry, softmax_entry}
+    for place in ("copy", "move"):
+        if place == "copy":
+            other_entry.write_bytes(add_raw)
+        else:
+            add_entry.rename(other_entry)
+        with pytest.warns(
+            RuntimeWarning, match=r"written for add\(x: f32\[8, 4\].*not for add\(x: f32\[16, 4\]"
+        ):
+            assert torch_nki.emit("add", _meta(16, 4), _meta(16, 4)) == other
+        torch_nki._emit._REPORTED.clear()  # the same status again is reported once per process
+    assert torch_nki.emit("add", _meta(8, 4), _meta(8, 4)) == add  # a miss after the move: rebuilt
+    assert add_entry.read_bytes() == add_raw
 
 
 def test_concurrent_processes_writing_one_entry_all_succeed(
@@ -121,3 +161,27 @@ def test_cli_cache_path_info_clear(cache_dir: Path, capsys: pytest.CaptureFixtur
     assert cli.main(["cache", "clear"]) == 0
     assert "removed 1 entries" in capsys.readouterr().out
     assert source_cache.info() == (0, 0)
+
+
+def test_cli_cache_on_a_damaged_directory(
+    cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _emit()
+    (entry,) = _entries(cache_dir)
+    entry.unlink()
+    (entry / "inside").mkdir(parents=True)  # a directory in an entry's place
+    (cache_dir / f".{entry.stem}.1.0.tmp").write_text("an interrupted writer's file")
+    assert cli.main(["cache", "info"]) == 0
+    assert f"{cache_dir}: 0 entries, 0 bytes" in capsys.readouterr().out
+    assert cli.main(["cache", "clear"]) == 0
+    assert "removed 1 entries" in capsys.readouterr().out
+    assert list(cache_dir.iterdir()) == []
+    blocker = tmp_path / "a-file"
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("TORCH_NKI_CACHE_DIR", str(blocker))
+    for action in ("clear", "info"):
+        assert cli.main(["cache", action]) == 2
+        out = capsys.readouterr().out
+        assert (
+            out.startswith(f"torch-nki cache {action}: {blocker}: Not a directory") and out.count("\n") == 1
+        )

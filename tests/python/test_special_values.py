@@ -1,6 +1,7 @@
 """Special values behave as in ATen: for every op with a reference (read from the registry), its
-largest sample in fp32 and in bf16 with NaN, +inf and -inf written into an input, and with the inputs scaled
-to very large magnitudes (logits of 1e4), gives the reference's outputs — NaN where ATen has NaN,
+largest sample in fp32, bf16 and fp16 with NaN, +inf and -inf written into an input, with the
+inputs scaled to very large magnitudes (logits of 1e4), and with every float scalar NaN, gives
+the reference's outputs — NaN where ATen has NaN,
 the same infinities, and the op's tolerance elsewhere.
 
 The reference runs in fp32 on the same inputs (bf16 inputs upcast, its outputs rounded back), so
@@ -57,11 +58,33 @@ def _huge(index: int, t: torch.Tensor) -> torch.Tensor:
     return t * 1e4 if index == 0 else t
 
 
+def _nan_scalars(sample: testing.SampleInput) -> testing.SampleInput:
+    """Every float scalar argument NaN (an ``eps``, a ``scale``)."""
+    args = tuple(float("nan") if type(a) is float else a for a in sample.args)
+    if args == sample.args:
+        pytest.skip(f"{sample.op} has no float scalar")
+    return testing.SampleInput(sample.op, sample.dtype, args, sample.index)
+
+
+DTYPES = pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["f32", "bf16", "f16"]
+)
+
+
 @pytest.mark.parametrize("pattern", [_poison, _huge], ids=["nan_inf", "huge"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@DTYPES
 @pytest.mark.parametrize("op", OPS)
 def test_special_values_match_aten(op: str, pattern: Change, dtype: torch.dtype) -> None:
-    sample = _with(_first_sample(op, dtype), pattern)
+    _check(_with(_first_sample(op, dtype), pattern))
+
+
+@DTYPES
+@pytest.mark.parametrize("op", OPS)
+def test_nan_scalars_match_aten(op: str, dtype: torch.dtype) -> None:
+    _check(_nan_scalars(_first_sample(op, dtype)))
+
+
+def _check(sample: testing.SampleInput) -> None:
     got = testing.call(sample)
     upcast = [a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in sample.args]
     want = [w.to(g.dtype) for g, w in zip(got, testing.reference(sample, upcast), strict=True)]

@@ -171,10 +171,89 @@ def test_an_empty_batch_profiles_and_steps_must_be_positive() -> None:
 
 def test_the_context_manager_restores_what_it_swapped(ids: torch.Tensor) -> None:
     model = tiny_llama()
+    with torch.no_grad():
+        want = model(ids).logits
     with torch_nki.swapped(model) as report:
-        assert report.swapped and all(e.status == "swapped, not verified" for e in report.swapped)
+        # No report: every instance verified on inputs generated from its parameters.
+        assert report.swapped and not report.reverted, report.to_markdown()
+        assert all(e.status == "swapped" and "generated inputs" in e.reason for e in report.entries)
+        assert {e.kind for e in report.entries} == {"RMSNorm", "Linear", "MLP", "Attention"}
         assert "forward" in model.lm_head.__dict__
+        with torch.no_grad():
+            torch.testing.assert_close(model(ids).logits, want, rtol=1e-4, atol=1e-4)
     assert all("forward" not in m.__dict__ for m in model.modules())
+    with torch_nki.swapped(model, verify=False) as report:
+        assert all(e.status == "swapped, not verified" for e in report.entries)
+
+
+class _GemmaRMSNorm(torch.nn.Module):
+    """RMSNorm-shaped, but scaled by ``1 + weight`` (Gemma's): the rmsnorm kernel cannot stand in."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(d))
+        self.eps = 1e-6
+        self.fail = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fail:
+            raise RuntimeError("this module fails on a later call")
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1 + self.weight)
+
+
+def test_a_swap_without_a_report_reverts_what_disagrees_on_generated_inputs() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), _GemmaRMSNorm(16))
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        want = model(x)
+    report = torch_nki.swap(model)
+    entries = {e.name: e for e in report.entries}
+    assert entries["0"].status == "swapped" and "generated inputs" in entries["0"].reason
+    assert entries["1"].status == "reverted" and "outputs differ" in entries["1"].reason
+    assert "forward" not in model[1].__dict__
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), want)  # nothing changed the output silently
+    torch_nki.unswap(model)
+
+
+def test_any_exception_while_verifying_reverts_that_instance() -> None:
+    norm = _GemmaRMSNorm(16)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), norm)
+    x = torch.randn(3, 16)
+    profiled = torch_nki.profile(model, x, steps=1)
+    norm.fail = True  # its forward raises from now on: the verification's call of the original
+    report = torch_nki.swap(model, profiled)
+    entries = {e.name: e for e in report.entries}
+    assert entries["1"].status == "reverted"
+    assert entries["1"].reason == "verifying it raised RuntimeError: this module fails on a later call"
+    assert "forward" not in norm.__dict__ and entries["0"].status == "swapped"
+    torch_nki.unswap(model)
+    # A model on the meta device: verification cannot read a value; reverted, not half swapped.
+    meta = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.RMSNorm(16, eps=1e-6)).to("meta")
+    report = torch_nki.swap(meta)
+    assert [e.status for e in report.entries] == ["reverted", "reverted"], report.to_markdown()
+    assert all(e.reason.startswith("verifying it raised ") for e in report.entries)
+    assert all("forward" not in m.__dict__ for m in meta.modules())
+
+
+def test_an_exception_escaping_swap_leaves_the_model_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch_nki import swapping
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+    checked: list[str] = []
+    real = swapping._check
+
+    def interrupted(module: torch.nn.Module, *args: object) -> tuple[bool, str, float | None]:
+        if len(checked) == 2:
+            raise KeyboardInterrupt
+        checked.append(type(module).__name__)
+        return real(module, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(swapping, "_check", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        torch_nki.swap(model)
+    assert checked == ["Linear", "Linear"]
+    assert all("forward" not in m.__dict__ and swapping._STATE not in m.__dict__ for m in model.modules())
 
 
 def test_the_cli_runs_the_workflow_and_writes_the_report(tmp_path: object) -> None:

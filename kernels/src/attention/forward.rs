@@ -245,6 +245,11 @@ impl QueryTile<'_> {
                 _ => step.then(BinOp::Minimum, &neg_m),
             }
         }
+        // An infinite maximum (a row with a +inf score, or only -inf ones) is clamped to the
+        // largest finite value, as torch.logsumexp sets it aside: exp(s − m) is then inf for
+        // the +inf scores and 0 for the rest, never inf − inf, and lse = ln Σ + m is ±inf as the
+        // reference has it.
+        tensor_scalar(&neg_m, &neg_m, BinOp::Maximum, -f32::MAX).then(BinOp::Minimum, f32::MAX);
         let alpha = neg_m_old.map(|old| {
             let alpha = sbuf([qs, 1], DType::F32);
             activation(&alpha, ActFn::Exp, old, Some(neg_m.region()), -1.0);

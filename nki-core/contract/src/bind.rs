@@ -652,14 +652,14 @@ mod tests {
         assert_eq!(e.kind(), ViolationKind::Dtype);
         assert_eq!(
             e.to_string(),
-            "neuron::rms: x has dtype f16, but the contract allows x in {f32, bf16}"
+            "neuron::rms: x has dtype torch.float16 (f16), but the contract allows x in {f32, bf16}"
         );
         let e = RMS
             .check("rms", &[meta(&[8, 4], DType::F32), meta(&[4], DType::BF16)])
             .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "neuron::rms: weight has dtype bf16, but the contract needs weight = x (x has dtype f32)"
+            "neuron::rms: weight has dtype torch.bfloat16, but the contract needs weight = x (x has dtype torch.float32)"
         );
         let e = RMS
             .check(

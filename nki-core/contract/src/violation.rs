@@ -1,7 +1,7 @@
 //! Contract violations as data: what went wrong, with the values a caller may need, rendered to
 //! words (`Display`) in one place.
 
-use crate::dtype::DType;
+use crate::dtype::{DType, HostDType};
 use std::fmt;
 
 /// Which Python exception a contract violation maps to.
@@ -167,6 +167,25 @@ impl Violation {
 }
 
 /// `[8, 1024]` from rendered dimensions.
+/// A caller's dtype as a torch user reads it: `torch.int8 (i8)` for a kernel dtype torch has
+/// (the contract's own name in parentheses), `torch.int64` for a host dtype or another torch
+/// name (`int64`, `torch.complex64`), the kernel name alone where torch has no such dtype
+/// (`f8e4m3`). With `short`, the torch name without the kernel's.
+pub(crate) fn dtype_text(caller: &str, short: bool) -> String {
+    if let Some(d) = DType::from_name(caller) {
+        return match d.torch_name() {
+            Some(t) if short => format!("torch.{t}"),
+            Some(t) => format!("torch.{t} ({caller})"),
+            None => caller.to_string(),
+        };
+    }
+    if let Some(h) = HostDType::find(caller) {
+        return format!("torch.{}", h.torch);
+    }
+    let bare = caller.strip_prefix("torch.").unwrap_or(caller);
+    format!("torch.{bare}")
+}
+
 pub(crate) fn dims_text(dims: &[String]) -> String {
     format!("[{}]", dims.join(", "))
 }
@@ -254,7 +273,8 @@ impl fmt::Display for Violation {
                 let names: Vec<&str> = allowed.iter().map(|d| d.name()).collect();
                 write!(
                     f,
-                    "{param} has dtype {dtype}, but the contract allows {param} in {{{}}}",
+                    "{param} has dtype {}, but the contract allows {param} in {{{}}}",
+                    dtype_text(dtype, false),
                     names.join(", ")
                 )
             }
@@ -265,7 +285,9 @@ impl fmt::Display for Violation {
                 other_dtype,
             } => write!(
                 f,
-                "{param} has dtype {dtype}, but the contract needs {param} = {other} ({other} has dtype {other_dtype})"
+                "{param} has dtype {}, but the contract needs {param} = {other} ({other} has dtype {})",
+                dtype_text(dtype, true),
+                dtype_text(other_dtype, true)
             ),
             Violation::Requirement {
                 requirement,

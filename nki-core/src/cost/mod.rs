@@ -10,6 +10,7 @@
 //! descriptor generation, semaphore waits or instruction issue queues beyond a fixed cost per
 //! instruction.
 
+mod queue;
 mod schedule;
 pub mod table;
 mod trace;

@@ -9,6 +9,7 @@
 //! over the physical cores (`Scheduler::on_core`); the instances of one core run one after the
 //! other, each starting when the previous one has finished.
 
+use super::queue::Queue;
 use super::table::CostTable;
 use super::{Engine, Slice};
 use crate::dtype::DType;
@@ -84,8 +85,10 @@ pub(crate) struct Scheduler<'p> {
     hbm_writes: HashMap<u32, Vec<Access>>,
     hbm_reads: HashMap<u32, Vec<Access>>,
     engine_free: HashMap<Engine, (f64, Option<usize>)>,
-    /// Per DMA queue, the transfers placed on it: `(start, end, slice)`, sorted by start.
-    queues: Vec<Vec<(f64, f64, usize)>>,
+    /// Per DMA queue, when it is free (see [`Queue`]).
+    queues: Vec<Queue>,
+    /// The shortest transfer the program makes: an idle gap shorter than it is never used.
+    min_dma_ns: f64,
     pub(crate) slices: Vec<Slice>,
     pub(crate) work: Work,
     /// The physical core scheduled and how many there are: this scheduler runs the launch
@@ -111,7 +114,8 @@ impl<'p> Scheduler<'p> {
             hbm_writes: HashMap::new(),
             hbm_reads: HashMap::new(),
             engine_free: HashMap::new(),
-            queues: vec![Vec::new(); table.dma_queues],
+            queues: vec![Queue::default(); table.dma_queues],
+            min_dma_ns: 0.0,
             slices: Vec::new(),
             work: Work::default(),
             core: (0, 1),
@@ -129,6 +133,16 @@ impl<'p> Scheduler<'p> {
 
     pub(crate) fn run(&mut self) {
         let program = self.program;
+        // The shortest transfer, priced without counting its work.
+        let work = self.work;
+        let mut min = f64::INFINITY;
+        program.visit_instructions(&mut |inst, _| {
+            if let (Engine::Dma(_), d) = self.cost(&inst.op) {
+                min = min.min(d);
+            }
+        });
+        self.work = work;
+        self.min_dma_ns = min;
         self.walk(&program.body);
     }
 
@@ -187,21 +201,8 @@ impl<'p> Scheduler<'p> {
     /// queue was busy with just before (if the transfer waited for it).
     fn place_dma(&self, ready: f64, duration: f64) -> (usize, f64, Option<usize>) {
         let mut best = (0, f64::INFINITY, None);
-        for q in 0..self.table.dma_queues {
-            let busy = self.queues.get(q).map(Vec::as_slice).unwrap_or(&[]);
-            // Intervals are sorted by start; skip those that end before `ready`.
-            let first = busy.partition_point(|&(_, end, _)| end <= ready);
-            let mut start = ready;
-            let mut waited_for = None;
-            for &(s, e, by) in &busy[first..] {
-                if start + duration <= s {
-                    break;
-                }
-                if e > start {
-                    start = e;
-                    waited_for = Some(by);
-                }
-            }
+        for (q, queue) in self.queues.iter().enumerate() {
+            let (start, waited_for) = queue.earliest(ready, duration);
             if start < best.1 {
                 best = (q, start, waited_for);
             }
@@ -711,9 +712,7 @@ impl<'p> Scheduler<'p> {
             }
             start = s;
             engine = Engine::Dma(q as u8);
-            let list = &mut self.queues[q];
-            let at = list.partition_point(|&(s0, _, _)| s0 <= start);
-            list.insert(at, (start, start + duration, index));
+            self.queues[q].occupy(start, start + duration, index, self.min_dma_ns);
         } else {
             let (free, by) = self
                 .engine_free

@@ -36,6 +36,7 @@ pub mod errors;
 pub mod fast;
 pub mod frontend;
 pub mod guard;
+pub mod marker;
 pub mod pages;
 pub mod run;
 pub mod signature;
@@ -210,12 +211,11 @@ pub(crate) fn emit_cached(program: &nki_core::ir::Program) -> (String, String) {
         Err(e) => uncached(e),
     };
     let entry = CacheEntry {
-        kernel: program.name.clone(),
-        target: program.target.name().to_string(),
+        key,
         source: nki_core::codegen::emit_nki(program),
         validated: true,
     };
-    match cache.put(&key, &entry) {
+    match cache.put(&entry) {
         Ok(()) => (entry.source, status),
         Err(e) => (entry.source, uncached(e)),
     }
@@ -288,6 +288,11 @@ fn cache_capacity(capacity: Option<usize>) -> PyResult<usize> {
 #[macro_export]
 macro_rules! nki_module {
     ($name:ident) => {
+        /// The module marker `torch_nki.load` reads before loading the library.
+        #[doc(hidden)]
+        #[unsafe(no_mangle)]
+        pub static TORCH_NKI_MODULE: [u8; $crate::marker::LEN] = $crate::marker::MARKER;
+
         #[$crate::pyo3::pymodule]
         #[pyo3(crate = "nki_python::pyo3")]
         fn $name(

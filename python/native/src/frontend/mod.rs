@@ -411,6 +411,9 @@ impl Tracer {
         let name = recorder.name().to_string();
         let ids: Vec<HbmId> = outputs.into_iter().map(HbmId).collect();
         let program = recorder.finish(&ids).map_err(|e| to_py_err(e, &name))?;
+        // Every element of every output stored (docs/design-notes.md, "Output coverage").
+        nki_core::coverage::check_traced_output_coverage(&program, python_loc("<kernel>", 0))
+            .map_err(|e| to_py_err(e, &name))?;
         Ok(Program::new(program))
     }
 }
