@@ -113,19 +113,6 @@ fn check_buffer(
     Ok(())
 }
 
-/// The bytes of scratch tensor `decl` (an error, not an abort, when they overflow).
-fn scratch_bytes(kernel: &str, decl: &HbmDecl) -> Result<usize, NkiError> {
-    decl.numel()
-        .checked_mul(decl.dtype.size_bytes())
-        .filter(|&n| n < isize::MAX as usize)
-        .ok_or_else(|| {
-            NkiError::Buffers(format!(
-                "kernel {kernel}: scratch tensor {} of shape {:?} is too large to allocate",
-                decl.name, decl.shape
-            ))
-        })
-}
-
 /// [`simulate`] into freshly allocated output buffers: `inputs` are the input bytes in
 /// parameter order (shapes and dtypes are the program's); returns the outputs' bytes in return
 /// order.
@@ -195,8 +182,15 @@ pub(crate) fn to_vecs(
 fn zeroed(d: &HbmDecl) -> Result<Vec<u8>, NkiError> {
     let too_large = || {
         NkiError::Buffers(format!(
-            "cannot allocate output {} of shape {:?} ({})",
-            d.name, d.shape, d.dtype
+            "cannot allocate {} {} of shape {:?} ({})",
+            if d.kind.is_scratch() {
+                "scratch tensor"
+            } else {
+                "output"
+            },
+            d.name,
+            d.shape,
+            d.dtype
         ))
     };
     let bytes = d
@@ -333,7 +327,7 @@ pub(crate) fn simulate_planned(
         .iter()
         .enumerate()
         .filter(|(_, d)| d.kind.is_scratch())
-        .map(|(i, d)| Ok((i, vec![0u8; scratch_bytes(&program.name, d)?])))
+        .map(|(i, d)| Ok((i, zeroed(d)?)))
         .collect::<Result<_, NkiError>>()?;
     for (i, bytes) in &mut scratch {
         hbm[*i] = Some(HbmBuffer::output(bytes, program.hbm[*i].dtype));

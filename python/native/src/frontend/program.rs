@@ -4,7 +4,7 @@ use crate::errors::to_py_err;
 use crate::guard::entry_point;
 use nki_core::NkiError;
 use nki_core::sim::{IterationOrder, SimOptions};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::sync::Arc;
@@ -92,10 +92,28 @@ impl Program {
     fn simulate<'py>(
         &self,
         py: Python<'py>,
-        inputs: Vec<Vec<u8>>,
+        inputs: Vec<Bound<'py, PyBytes>>,
         order: &str,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let order = IterationOrder::parse(order).map_err(PyValueError::new_err)?;
+        // Copied for the detached run; a copy the host cannot allocate is a MemoryError, not
+        // an abort.
+        let inputs = inputs
+            .iter()
+            .map(|b| {
+                let bytes = b.as_bytes();
+                let mut copy = Vec::new();
+                copy.try_reserve_exact(bytes.len()).map_err(|_| {
+                    PyMemoryError::new_err(format!(
+                        "kernel {}: cannot copy a {}-byte input for the simulator",
+                        self.program.name,
+                        bytes.len()
+                    ))
+                })?;
+                copy.extend_from_slice(bytes);
+                Ok(copy)
+            })
+            .collect::<PyResult<Vec<Vec<u8>>>>()?;
         let program = Arc::clone(&self.program);
         let result = py.detach(move || {
             let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
