@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import operator
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -341,7 +342,7 @@ def ndarray(
     trace = current()
     file, line = location(2)
     d = as_dtype(dtype)
-    shape = tuple(int(s) for s in shape)
+    shape = _checked_shape("nl.ndarray", shape)
     if isinstance(buffer, str):
         buffer = _BUFFERS_BY_NAME.get(buffer, buffer)
     if address is not None:
@@ -367,6 +368,33 @@ def ndarray(
     placed = None if address is None else (int(address[0]), int(address[1]))
     tile_id = trace.native.tile(p, f, d.native, buffer.name, file, line, placed)
     return Tile(tile_id, shape if len(shape) > 1 else (p, f), d, buffer.name, trace)
+
+
+_MAX_DIM = 2**63 - 1
+"""The largest dimension the native side takes (an ``i64``)."""
+
+
+def _checked_shape(fn: str, shape: Any) -> tuple[int, ...]:
+    """``shape`` as a tuple of ints, each from 0 to 2**63 - 1; a ``TypeError`` / ``ValueError``
+    naming ``fn``, the shape and the line otherwise."""
+    try:
+        dims: tuple[Any, ...] = tuple(shape)
+    except TypeError:
+        raise TypeError(f"{fn}: shape must be a tuple of ints, got {shape!r} ({_at()})") from None
+    values = []
+    for dim in dims:
+        try:
+            value = operator.index(dim)
+        except TypeError:
+            value = None
+        if isinstance(dim, bool) or value is None:
+            raise TypeError(f"{fn}: shape {dims!r} has {dim!r}, not an int ({_at()})")
+        if not 0 <= value <= _MAX_DIM:
+            raise ValueError(
+                f"{fn}: shape {dims!r} has dimension {value}; each must be from 0 to 2**63 - 1 ({_at()})"
+            )
+        values.append(value)
+    return tuple(values)
 
 
 def _check_address(address: Any, shape: tuple[int, ...], dtype: DType, buffer: Buffer) -> None:

@@ -1,5 +1,6 @@
 """The frontend's promises: an output never stored, or stored but for its last row, is a
-TraceError at its allocation line; a negative cache capacity is a ValueError naming it."""
+TraceError at its allocation line; a negative or overflowing nl.ndarray shape and a negative
+cache capacity are ValueErrors naming them."""
 
 import numpy as np
 
@@ -32,6 +33,18 @@ for kernel, missing in ((never_stores, "32 of 32"), (misses_the_last_row, "8 of 
         assert f"is not fully written: {missing} elements" in str(err), err
     else:
         raise SystemExit(f"{kernel}: no TraceError")
+for shape, message in (((4, -1), "has dimension -1"), ((2**64, 1), "has dimension 18446744073709551616")):
+
+    @nki.jit
+    def bad_shape(x, shape=shape):
+        return nl.ndarray(shape, dtype=x.dtype, buffer=nl.shared_hbm)
+
+    try:
+        bad_shape(x)
+    except ValueError as err:
+        assert f"nl.ndarray: shape {shape!r} {message}" in str(err), err
+    else:
+        raise SystemExit(f"shape {shape}: no ValueError")
 try:
     torch_nki.cache_capacity(-1)
 except ValueError as err:
