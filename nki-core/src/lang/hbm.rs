@@ -125,20 +125,7 @@ impl Hbm {
 /// Allocates an output tensor in `nl.shared_hbm`. Return it from the kernel.
 #[track_caller]
 pub fn shared_hbm(shape: &[usize], dtype: DType) -> Hbm {
-    let loc = SourceLoc::caller();
-    let id = with_builder(|b| {
-        let n = b.hbm.iter().filter(|d| d.kind == HbmKind::Output).count();
-        b.add_hbm(HbmDecl {
-            name: format!("out{n}"),
-            kind: HbmKind::Output,
-            shape: shape.to_vec(),
-            dtype,
-            loc: Some(loc),
-            domain: None,
-            values: None,
-        })
-    });
-    Hbm::new(id, shape.to_vec(), dtype)
+    allocate(HbmKind::Output, "out", shape, dtype, SourceLoc::caller())
 }
 
 /// Allocates scratch device memory private to the program (`nl.private_hbm`, alias `nl.hbm`):
@@ -146,16 +133,23 @@ pub fn shared_hbm(shape: &[usize], dtype: DType) -> Hbm {
 /// zeroed in the simulator (on the device its contents are undefined until written).
 #[track_caller]
 pub fn private_hbm(shape: &[usize], dtype: DType) -> Hbm {
-    let loc = SourceLoc::caller();
+    allocate(
+        HbmKind::PrivateScratch,
+        "scratch",
+        shape,
+        dtype,
+        SourceLoc::caller(),
+    )
+}
+
+/// A tensor of `kind` the kernel allocates at `loc`, named `{prefix}{n}` for the `n`-th of its
+/// kind.
+fn allocate(kind: HbmKind, prefix: &str, shape: &[usize], dtype: DType, loc: SourceLoc) -> Hbm {
     let id = with_builder(|b| {
-        let n = b
-            .hbm
-            .iter()
-            .filter(|d| d.kind == HbmKind::PrivateScratch)
-            .count();
+        let n = b.hbm.iter().filter(|d| d.kind == kind).count();
         b.add_hbm(HbmDecl {
-            name: format!("scratch{n}"),
-            kind: HbmKind::PrivateScratch,
+            name: format!("{prefix}{n}"),
+            kind,
             shape: shape.to_vec(),
             dtype,
             loc: Some(loc),

@@ -94,6 +94,28 @@ impl Tracer {
             .ok_or_else(|| PyRuntimeError::new_err("this trace has already finished"))
     }
 
+    /// An HBM tensor of `shape` allocated by `allocate` (an output or scratch) at `file:line`;
+    /// its id.
+    fn allocate_hbm(
+        &mut self,
+        shape: &[usize],
+        dtype_name: &str,
+        (file, line): (&str, u32),
+        allocate: fn(
+            &mut Recorder,
+            &[usize],
+            DType,
+            SourceLoc,
+        ) -> Result<HbmId, nki_core::NkiError>,
+    ) -> PyResult<u32> {
+        let loc = python_loc(file, line);
+        let recorder = self.recorder()?;
+        let name = recorder.name().to_string();
+        let d = dtype(&name, dtype_name)?;
+        let id = allocate(recorder, shape, d, loc).map_err(|e| to_py_err(e, &name))?;
+        Ok(id.0)
+    }
+
     /// Runs `f` as kernel source at `file:line`, mapping its error to the Python exception.
     fn at<R>(&mut self, file: &str, line: u32, f: impl FnOnce() -> R) -> PyResult<R> {
         let loc = python_loc(file, line);
@@ -177,14 +199,7 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<u32> {
-        let loc = python_loc(file, line);
-        let recorder = self.recorder()?;
-        let name = recorder.name().to_string();
-        let d = dtype(&name, dtype_name)?;
-        let id = recorder
-            .output(&shape, d, loc)
-            .map_err(|e| to_py_err(e, &name))?;
-        Ok(id.0)
+        self.allocate_hbm(&shape, dtype_name, (file, line), Recorder::output)
     }
 
     /// Scratch device memory private to the current program instance (`nl.private_hbm`,
@@ -196,14 +211,7 @@ impl Tracer {
         file: &str,
         line: u32,
     ) -> PyResult<u32> {
-        let loc = python_loc(file, line);
-        let recorder = self.recorder()?;
-        let name = recorder.name().to_string();
-        let d = dtype(&name, dtype_name)?;
-        let id = recorder
-            .scratch(&shape, d, loc)
-            .map_err(|e| to_py_err(e, &name))?;
-        Ok(id.0)
+        self.allocate_hbm(&shape, dtype_name, (file, line), Recorder::scratch)
     }
 
     /// A `shared_constant` of `shape` holding `values` (row-major, rounded to the dtype);
