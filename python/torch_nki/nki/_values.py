@@ -584,11 +584,15 @@ class TileRegion:
         """The native region tuple ``("tile", id, p0, np, f0, nf, shape, pattern)`` (of a tile of
         the trace in progress): ``pattern`` is ``None`` for a rectangle, else
         ``(partition_step, [(step, count), ...])``."""
-        _owned(self.tile.trace, f"tile t{self.tile.id}")
+        tile, dims = self.tile, self.dims
+        if tile.trace is not current():
+            _owned(tile.trace, f"tile t{tile.id}")
         pattern = None
-        if self.partition_step != 1 or not _views.is_dense(self.dims):
-            pattern = (self.partition_step, [(stride, size) for size, stride in self.dims])
-        return ("tile", self.tile.id, self.p0, self.np, self.f0, self.nf, tuple(self.shape), pattern)
+        if self.partition_step != 1 or not _views.is_dense(dims):
+            pattern = (self.partition_step, [(stride, size) for size, stride in dims])
+        free = tuple(size for size, _ in dims)
+        shape = (self.np, *free) if free else (self.np, 1)
+        return ("tile", tile.id, self.p0, self.np, self.f0, math.prod(free), shape, pattern)
 
     def __repr__(self) -> str:
         if self.partition_step == 1 and _views.is_dense(self.dims):

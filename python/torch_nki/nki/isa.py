@@ -64,8 +64,18 @@ for _name, _enum in ENUMS.items():
     setattr(constants, _name, _enum)
 
 
+_PLAIN = frozenset({int, float, bool, str, type(None)})
+
+_ENUM_TYPES = frozenset(ENUMS.values())
+
+
 def _encode(value: Any) -> Any:
     """The uniform native encoding of one argument (see the native ``args`` module)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind in _ENUM_TYPES:
+        return ("enum", kind.__name__, value.name)
     if isinstance(value, TileRegion):
         # The region, its shape (for instructions that see its dims, dma_transpose), its walk.
         return value.operand()
@@ -75,8 +85,6 @@ def _encode(value: Any) -> Any:
         return value.operand()
     if isinstance(value, language.Function):
         return ("fn", value.name, "|".join(value.kinds))
-    if isinstance(value, enum.Enum) and type(value) in ENUMS.values():
-        return ("enum", type(value).__name__, value.name)
     if isinstance(value, list | tuple):
         return [_encode(v) for v in value]
     return value
@@ -105,6 +113,48 @@ def _signature(spec: dict[str, Any]) -> inspect.Signature:
             for p in spec["params"]
         ]
     )
+
+
+class _Binder:
+    """Binds a call's arguments to an instruction's signature (every parameter positional or
+    keyword) with its defaults applied: what ``inspect.Signature.bind`` then ``apply_defaults``
+    do, with the same ``TypeError`` messages, at a fraction of their cost — a kernel's loop of a
+    million small instructions binds a million times."""
+
+    def __init__(self, signature: inspect.Signature) -> None:
+        self.signature = signature
+        self.names = tuple(signature.parameters)
+        self.defaults = {n: p.default for n, p in signature.parameters.items()}
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The arguments by name, in declaration order, defaults filled in."""
+        names, defaults = self.names, self.defaults
+        if len(args) > len(names):
+            return self._slow(args, kwargs)
+        for key in kwargs:
+            if key not in defaults:
+                return self._slow(args, kwargs)
+        arguments: dict[str, Any] = {}
+        for i, name in enumerate(names):
+            if i < len(args):
+                if name in kwargs:
+                    return self._slow(args, kwargs)
+                arguments[name] = args[i]
+            elif name in kwargs:
+                arguments[name] = kwargs[name]
+            else:
+                default = defaults[name]
+                if default is inspect.Parameter.empty:
+                    return self._slow(args, kwargs)
+                arguments[name] = default
+        return arguments
+
+    def _slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``inspect``'s binding, for the calls the fast path does not bind: it raises the
+        ``TypeError`` that names what is wrong."""
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return dict(bound.arguments)
 
 
 def _doc(spec: dict[str, Any]) -> str:
@@ -189,28 +239,30 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
     written = [p["name"] for p in spec["params"] if p["kind"] in WRITE_KINDS]
     enums = {p["name"]: ENUMS[p["of"]] for p in spec["params"] if p["kind"] == "enum"}
 
+    binder = _Binder(signature)
+
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            bound = signature.bind(*args, **kwargs)
+            arguments = binder.bind(args, kwargs)
         except TypeError as e:
             file, line = location()
             raise TypeError(f"nisa.{name}: {e} ({file}:{line})") from None
         if not implemented:
             raise unsupported(f"nisa.{name}", "not implemented yet (docs/nki-coverage.md)")
-        bound.apply_defaults()
-        if name == "register_alloc" and isinstance(bound.arguments["x"], TileRegion | HbmView):
+        if name == "register_alloc" and isinstance(arguments["x"], TileRegion | HbmView):
             # A one-element tensor as the initial value (AWS's kernels write it): the register,
             # then register_load from it.
             reg = call()
-            FUNCTIONS["register_load"](reg, bound.arguments["x"])
+            FUNCTIONS["register_load"](reg, arguments["x"])
             return reg
-        _flatten_axis(name, bound.arguments)
-        _enum_members(bound.arguments, enums)
+        _flatten_axis(name, arguments)
+        if enums:
+            _enum_members(arguments, enums)
         if name == "dma_copy":
-            _match_dma_shapes(bound.arguments)
+            _match_dma_shapes(arguments)
         for param in written:
-            make_writable(bound.arguments[param], FUNCTIONS["dma_copy"])
-        values = {k: _encode(v) for k, v in bound.arguments.items()}
+            make_writable(arguments[param], FUNCTIONS["dma_copy"])
+        values = {k: _encode(v) for k, v in arguments.items()}
         trace = current()
         result = trace.native.record(name, values, *location())
         return None if result is None else VirtualRegister(trace, result)

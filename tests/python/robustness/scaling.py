@@ -1,7 +1,7 @@
 """Costing scales with the work, not faster: torch_nki.cost("add") on a [2^20, 2^16] meta tensor
 (a million instructions: 2^28 bytes per row tile, 32 column chunks) finishes within 30 s, and
-doubling the rows at most about doubles the time. (A 10^6-iteration loop traced by the NKI
-Python frontend is not covered yet: the frontend unrolls sequential loops in Python.)"""
+doubling the rows at most about doubles the time. (frontend_scaling.py holds the NKI Python
+frontend to the same: a 10^6-iteration loop.)"""
 # timeout: 90
 
 import time
