@@ -52,6 +52,18 @@ def _poison(index: int, t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def _masked_row(which: int) -> Change:
+    """A fully masked row: the first row (along the last dim) of tensor input ``which`` all -inf,
+    as a padded logit row or a masked-out key gives."""
+
+    def change(index: int, t: torch.Tensor) -> torch.Tensor:
+        if index == which and t.dim() >= 1 and t.numel() > 0:
+            t.reshape(-1, t.shape[-1])[0] = float("-inf")
+        return t
+
+    return change
+
+
 def _huge(index: int, t: torch.Tensor) -> torch.Tensor:
     """The first tensor input at magnitudes around 1e4: exp() of it overflows unless the kernel
     subtracts the maximum first."""
@@ -71,7 +83,11 @@ DTYPES = pytest.mark.parametrize(
 )
 
 
-@pytest.mark.parametrize("pattern", [_poison, _huge], ids=["nan_inf", "huge"])
+@pytest.mark.parametrize(
+    "pattern",
+    [_poison, _masked_row(0), _masked_row(1), _masked_row(2), _huge],
+    ids=["nan_inf", "masked_row0", "masked_row1", "masked_row2", "huge"],
+)
 @DTYPES
 @pytest.mark.parametrize("op", OPS)
 def test_special_values_match_aten(op: str, pattern: Change, dtype: torch.dtype) -> None:
