@@ -91,8 +91,11 @@ impl Compiled {
             Plan::Made(&self.plan),
             inputs,
             outputs,
-            parallel && self.plan.worth_splitting(),
-            crate::sim::IterationOrder::Program,
+            crate::sim::Run {
+                parallel: parallel && self.plan.worth_splitting(),
+                order: crate::sim::IterationOrder::Program,
+                trap: false,
+            },
         )
     }
 

@@ -33,6 +33,7 @@ mod scalar;
 mod selection;
 mod store;
 mod strided;
+mod trap;
 mod vector;
 
 use crate::dtype::DType;
@@ -83,6 +84,10 @@ pub struct SimOptions {
     /// The order `affine_range` iterations run in ([`IterationOrder`]; program order by
     /// default).
     pub order: IterationOrder,
+    /// Stop at the first instruction that makes a finite tile element NaN or infinite, with a
+    /// `SimulationError` naming it and what it read (`sim/trap.rs`). Runs every instruction
+    /// whole, on one thread.
+    pub trap_nonfinite: bool,
 }
 
 impl Default for SimOptions {
@@ -91,6 +96,7 @@ impl Default for SimOptions {
             parallel: true,
             bands: BandPolicy::default(),
             order: IterationOrder::Program,
+            trap_nonfinite: false,
         }
     }
 }
@@ -250,11 +256,32 @@ pub fn simulate(
     outputs: &mut [HostTensorMut<'_>],
     opts: SimOptions,
 ) -> Result<(), NkiError> {
-    let plan = Plan::Fresh(opts.bands);
+    // The trap compares tiles instruction by instruction: no bands, no threads.
+    let (plan, parallel) = if opts.trap_nonfinite {
+        (Plan::Fresh(BandPolicy::never()), false)
+    } else {
+        (Plan::Fresh(opts.bands), opts.parallel)
+    };
     // An unrolled affine_range is permuted as statements; a traced-once one by the runner.
     let reordered = order::reorder_unrolled(program, opts.order);
     let program = reordered.as_ref().unwrap_or(program);
-    simulate_planned(program, plan, inputs, outputs, opts.parallel, opts.order)
+    let run = Run {
+        parallel,
+        order: opts.order,
+        trap: opts.trap_nonfinite,
+    };
+    simulate_planned(program, plan, inputs, outputs, run)
+}
+
+/// How [`simulate_planned`] runs a program (the [`SimOptions`] a plan does not carry).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run {
+    /// Run provably independent loop iterations on the pool.
+    pub(crate) parallel: bool,
+    /// The order of affine iterations run one after the other.
+    pub(crate) order: IterationOrder,
+    /// The non-finite trap (`sim/trap.rs`).
+    pub(crate) trap: bool,
 }
 
 /// Where [`simulate_planned`] gets its plan.
@@ -273,9 +300,13 @@ pub(crate) fn simulate_planned(
     plan: Plan<'_>,
     inputs: &[HostTensor<'_>],
     outputs: &mut [HostTensorMut<'_>],
-    parallel: bool,
-    order: IterationOrder,
+    run: Run,
 ) -> Result<(), NkiError> {
+    let Run {
+        parallel,
+        order,
+        trap,
+    } = run;
     let input_decls: Vec<_> = program.inputs().collect();
     if inputs.len() != input_decls.len() || outputs.len() != program.outputs.len() {
         return Err(NkiError::Buffers(format!(
@@ -392,6 +423,7 @@ pub(crate) fn simulate_planned(
         registers: &registers,
         order,
         lockstep: lockstep::synchronises(program),
+        trap,
     };
     let mut store = TileStore::new(program);
     let mut env = vec![0i64; program.loops.len()];
@@ -432,9 +464,21 @@ struct Runner<'r, 'a> {
     /// Whether the program synchronises cores (`core_barrier`, `sendrecv`): its launch-grid
     /// instances then run in lockstep.
     lockstep: bool,
+    /// The non-finite trap: every instruction's written tiles are compared before and after.
+    trap: bool,
 }
 
 impl<'a> Runner<'_, 'a> {
+    /// `t<id>`, with the tile's name when it has one (for messages).
+    fn tile_name(&self, tile: TileId) -> String {
+        match self.program.tiles.get(tile.0 as usize) {
+            Some(decl) if !decl.name.is_empty() && decl.name != format!("t{}", tile.0) => {
+                format!("t{} ({})", tile.0, decl.name)
+            }
+            _ => format!("t{}", tile.0),
+        }
+    }
+
     /// Runs a device loop: its body once per iteration, in order, the iterations decided by
     /// the registers as they run (a counted loop reads its bounds once, when it starts, and
     /// writes its index register before each iteration; a `while` tests its condition before
@@ -581,18 +625,24 @@ impl<'a> Runner<'_, 'a> {
                     self.program.tiles[tile.0 as usize].partitions,
                     self.poison[tile.0 as usize],
                 ),
-                Stmt::Inst(inst) => execute(
-                    &Ctx {
-                        hbm: self.hbm,
-                        split: self.split,
-                        env,
-                        inst,
-                        prng: Some(self.prng),
-                        registers: Some(self.registers),
-                    },
-                    store,
-                    scratch,
-                )?,
+                Stmt::Inst(inst) => {
+                    let before = self.trap.then(|| trap::before(inst, &mut *store));
+                    execute(
+                        &Ctx {
+                            hbm: self.hbm,
+                            split: self.split,
+                            env,
+                            inst,
+                            prng: Some(self.prng),
+                            registers: Some(self.registers),
+                        },
+                        store,
+                        scratch,
+                    )?;
+                    if let Some(before) = before {
+                        trap::after(inst, store, before, |t| self.tile_name(t))?;
+                    }
+                }
                 Stmt::Loop { var, body } => {
                     let v = var.0 as usize;
                     let (trip, inner) = (self.program.loops[v].trip, self.loop_block[v]);

@@ -77,7 +77,7 @@ impl<'p> TileStore<'p> {
         }
     }
 
-    /// Gives `tile` fresh storage in this frame, filled with NaN when `poison` is set (when it
+    /// Gives `tile` fresh storage in this frame, filled with NaN ([`super::trap::POISON`]) when `poison` is set (when it
     /// is not, the plan proved no instruction reads an element before one writes it).
     /// `partitions` is the tile's height here: its declared one, or a band's share of it.
     pub(crate) fn allocate(&mut self, tile: TileId, partitions: usize, poison: bool) {
@@ -97,10 +97,10 @@ impl<'p> TileStore<'p> {
         // values can stay, and a buffer is filled to its whole capacity the first time it is
         // too short: later tiles of any size up to it then find it ready.
         if buf.len() < n {
-            buf.resize(buf.capacity().max(n), f32::NAN);
+            buf.resize(buf.capacity().max(n), super::trap::POISON);
         }
         if poison {
-            buf[..n].fill(f32::NAN);
+            buf[..n].fill(super::trap::POISON);
         }
         *slot = Slot::Owned(buf);
     }

@@ -31,6 +31,7 @@ Existing kernels written for ``import nki`` run unchanged under :func:`as_nki` (
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import inspect
 import linecache
@@ -315,7 +316,8 @@ class Kernel:
     def _simulate(self, program: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         arrays = [value for _, value in _arrays_of(self._bind(args, kwargs))]
         like_torch = any(is_torch(a) for a in arrays)
-        buffers = program.simulate([to_bytes(a) for a in arrays])
+        trap = _TRAP_NONFINITE.get() or os.environ.get(TRAP_NONFINITE_ENV, "") == "1"
+        buffers = program.simulate([to_bytes(a) for a in arrays], trap_nonfinite=trap)
         results = [
             from_bytes(bytes(b), shape, dtype, like_torch)
             for b, (shape, dtype) in zip(buffers, program.outputs(), strict=True)
@@ -438,13 +440,38 @@ def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     return make(fn)
 
 
-def simulate(kernel: Any) -> Callable[..., Any]:
+TRAP_NONFINITE_ENV = "TORCH_NKI_TRAP_NONFINITE"
+"""Set to ``1``, every simulation of an NKI kernel runs with the non-finite trap (see
+:func:`simulate`): for a test suite that calls the kernels itself."""
+
+_TRAP_NONFINITE: contextvars.ContextVar[bool] = contextvars.ContextVar("trap_nonfinite", default=False)
+
+
+def simulate(kernel: Any, *, trap_nonfinite: bool = False) -> Callable[..., Any]:
     """``nki.simulate(kernel)(*arrays)``: runs the kernel on the simulator
-    (``nki.simulate(kernel[2])(...)`` on a launch grid)."""
+    (``nki.simulate(kernel[2])(...)`` on a launch grid).
+
+    ``trap_nonfinite=True`` (or ``TORCH_NKI_TRAP_NONFINITE=1`` in the environment) stops the
+    run at the first instruction that turns a finite tile element into NaN or ±inf, with a
+    :class:`~torch_nki.errors.SimulationError` naming the instruction, its line, the element,
+    and what the instruction read: elements never written (a fresh tile's, read before any
+    instruction wrote them), NaN or infinities. Each instruction then runs whole, on one
+    thread, with its written tiles compared before and after: a debugging mode."""
     if isinstance(kernel, Launch):
-        return kernel.__call__
-    compiled = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
-    return compiled.__call__
+        call = kernel.__call__
+    else:
+        call = (kernel if isinstance(kernel, Kernel) else Kernel(kernel)).__call__
+    if not trap_nonfinite:
+        return call
+
+    def trapped(*args: Any, **kwargs: Any) -> Any:
+        token = _TRAP_NONFINITE.set(True)
+        try:
+            return call(*args, **kwargs)
+        finally:
+            _TRAP_NONFINITE.reset(token)
+
+    return trapped
 
 
 def trace(kernel: Any, *args: Any, target: str = "trn2") -> Any:

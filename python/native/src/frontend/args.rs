@@ -379,14 +379,14 @@ impl<'py> Args<'py> {
         Ok(())
     }
 
-    /// The keywords whose value is a tile this call writes (`TileOut`, or a tile `TensorOut`).
-    pub(super) fn written_tiles(&self) -> PyResult<Vec<u32>> {
+    /// The tile regions this call writes (its `TileOut` keywords, and tile `TensorOut` ones).
+    pub(super) fn written_regions(&self) -> PyResult<Vec<TileRegion>> {
         let mut out = Vec::new();
         for p in self.spec.params {
             if matches!(p.kind, Kind::TileOut | Kind::TensorOut) {
                 let v = self.raw(p)?;
                 if Self::tagged(&v, "tile") {
-                    out.push(v.cast::<PyTuple>()?.get_item(1)?.extract()?);
+                    out.push(decode_region(&v)?);
                 }
             }
         }

@@ -13,6 +13,7 @@ mod args;
 mod instructions;
 mod program;
 mod registers;
+mod written;
 
 pub use program::Program;
 
@@ -29,7 +30,6 @@ use nki_core::{DType, Target};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use std::collections::HashSet;
 
 /// The location of a Python call (Python reports no column).
 fn python_loc(file: &str, line: u32) -> SourceLoc {
@@ -83,8 +83,9 @@ pub fn nki_spec_json() -> PyResult<String> {
 #[pyclass(module = "torch_nki._native", unsendable)]
 pub struct Tracer {
     recorder: Option<Recorder>,
-    /// Tiles some recorded instruction has written (`nc_matmul(accumulate=None)` decides by it).
-    written: HashSet<u32>,
+    /// The tile elements recorded instructions have written (`nc_matmul(accumulate=None)`
+    /// decides by them).
+    written: written::Written,
 }
 
 impl Tracer {
@@ -187,7 +188,7 @@ impl Tracer {
             .collect::<PyResult<Vec<_>>>()?;
         Ok(Tracer {
             recorder: Some(Recorder::new(name, target(target_name)?, &inputs)),
-            written: HashSet::new(),
+            written: written::Written::default(),
         })
     }
 
@@ -340,14 +341,16 @@ impl Tracer {
             PyValueError::new_err(format!("nisa.{name} is not an NKI instruction"))
         })?;
         let a = Args::new(spec, values, format!("{file}:{line}"))?;
-        let written = a.written_tiles()?;
+        let written = a.written_regions()?;
         let register = if registers::NAMES.contains(&name) {
             registers::record(self, &a, name, file, line)?
         } else {
             instructions::record(self, &a, file, line)?;
             None
         };
-        self.written.extend(written);
+        for region in &written {
+            self.written.mark(region);
+        }
         Ok(register)
     }
 

@@ -87,13 +87,16 @@ impl Program {
     /// Runs the program on the simulator: `inputs` are little-endian buffers of the input
     /// dtypes (in parameter order); returns the outputs as `bytes`. `order` is the order of
     /// `affine_range` iterations: `program` (the default), `reversed`, `shuffled` or
-    /// `shuffled:SEED` (`ValueError` otherwise).
-    #[pyo3(signature = (inputs, order = "program"))]
+    /// `shuffled:SEED` (`ValueError` otherwise). With `trap_nonfinite`, the run stops at the
+    /// first instruction that makes a finite tile element NaN or infinite (a
+    /// `SimulationError` naming it and what it read).
+    #[pyo3(signature = (inputs, order = "program", trap_nonfinite = false))]
     fn simulate<'py>(
         &self,
         py: Python<'py>,
         inputs: Vec<Bound<'py, PyBytes>>,
         order: &str,
+        trap_nonfinite: bool,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let order = IterationOrder::parse(order).map_err(PyValueError::new_err)?;
         // Copied for the detached run; a copy the host cannot allocate is a MemoryError, not
@@ -119,6 +122,7 @@ impl Program {
             let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
             let opts = SimOptions {
                 order,
+                trap_nonfinite,
                 ..SimOptions::default()
             };
             nki_core::sim::simulate_to_vecs(&program, &inputs, opts)

@@ -1,6 +1,7 @@
 //! Tensor-engine instructions and MX quantisation: transposes and matrix multiplications.
 
 use super::*;
+use crate::frontend::written::Coverage;
 
 /// The instructions this module records, by `nisa` name.
 pub(super) const RECORDERS: &[(&str, Recorder)] = &[
@@ -18,14 +19,30 @@ fn nc_matmul(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyResu
         tile_position: pair(a, "tile_position")?,
         tile_size: pair(a, "tile_size")?,
     };
-    // NKI's `accumulate=None` accumulates when the destination was written before.
-    let accumulate = a
-        .opt_flag("accumulate")?
-        .unwrap_or_else(|| tracer.written.contains(&dst.tile.0));
+    let accumulate = accumulate(tracer, a, &dst)?;
     a.finish()?;
     tracer.at(file, line, || {
         isa::nc_matmul_tiled(dst, (stationary, moving), tiling, accumulate)
     })
+}
+
+/// A matmul's `accumulate=`: as passed; for `None`, NKI's inference per PSUM location (the
+/// first write overwrites, later ones accumulate): `False` where no element of `dst` was
+/// written, `True` where every element was. A destination partly written is a `ValueError`:
+/// one instruction cannot do both, so the kernel must say which it means.
+fn accumulate(tracer: &Tracer, a: &Args<'_>, dst: &TileRegion) -> PyResult<bool> {
+    if let Some(flag) = a.opt_flag("accumulate")? {
+        return Ok(flag);
+    }
+    match tracer.written.coverage(dst) {
+        Coverage::Nothing => Ok(false),
+        Coverage::All => Ok(true),
+        Coverage::Part { written, of } => Err(a.value_error(format!(
+            "accumulate=None, but {written} of the {of} PSUM locations of dst were written \
+             before and the others were not (NKI infers the flag per location: the first write \
+             overwrites, later ones accumulate); pass accumulate= explicitly"
+        ))),
+    }
 }
 
 /// `nisa.quantize_mx`.
@@ -46,10 +63,7 @@ fn nc_matmul_mx(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyR
         tile_position: pair(a, "tile_position")?,
         tile_size: pair(a, "tile_size")?,
     };
-    // As nc_matmul: `accumulate=None` accumulates when the destination was written.
-    let accumulate = a
-        .opt_flag("accumulate")?
-        .unwrap_or_else(|| tracer.written.contains(&dst.tile.0));
+    let accumulate = accumulate(tracer, a, &dst)?;
     a.finish()?;
     tracer.at(file, line, || {
         isa::nc_matmul_mx(
