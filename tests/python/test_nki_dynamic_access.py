@@ -155,3 +155,27 @@ def test_a_register_is_a_scalar_offset() -> None:
 
     with pytest.raises(TypeError, match=r"vector_offset must be an SBUF tile, got VirtualRegister"):
         register_as_vector_offset(_table(10, 6))
+
+
+@nki.jit
+def select_expert_block(weights, idx):
+    """``weights[e]`` seen as 8 partitions of (3 rows of 16, first 8 of each): a runtime offset on
+    a pattern with two free dims (AWS's MoE kernels load an expert's weight tile so)."""
+    w = weights.shape[2]
+    out = nl.ndarray((8, 3, 8), dtype=weights.dtype, buffer=nl.shared_hbm)
+    it = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=it, src=idx)
+    tile = nl.ndarray((8, 3, 8), dtype=weights.dtype, buffer=nl.sbuf)
+    view = weights.ap(
+        pattern=[[3 * w, 8], [w, 3], [1, 8]], offset=0, scalar_offset=it.ap([[1, 1], [1, 1]], offset=0)
+    )
+    nisa.dma_copy(dst=tile, src=view)
+    nisa.dma_copy(dst=out, src=tile)
+    return out
+
+
+@pytest.mark.parametrize("expert", [0, 2])
+def test_a_runtime_offset_keeps_every_free_dim_of_the_pattern(expert: int) -> None:
+    weights = np.arange(4 * 24 * 16, dtype=np.float32).reshape(4, 24, 16)
+    got = nki.simulate(select_expert_block)(weights, np.array([[expert]], np.int32))
+    np.testing.assert_array_equal(got, weights[expert].reshape(8, 3, 16)[:, :, :8])

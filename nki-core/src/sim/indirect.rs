@@ -68,7 +68,7 @@ fn row(
                     offset: access.offset.clone() + shift,
                     np: 1,
                     dynamic: None,
-                    free_dims: None,
+                    // The row keeps its walk: several free dims when the pattern has them.
                     ..access.clone()
                 },
             }
