@@ -151,11 +151,28 @@ def test_access_pattern_rules_are_errors_at_the_line() -> None:
 
     @nki.jit
     def outside(x):
+        out = nl.ndarray((4, 5), dtype=nl.float32, buffer=nl.shared_hbm)
         t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
-        return t.ap([[8, 4], [2, 5]])
+        view = t.ap([[8, 4], [2, 5]])
+        nl.store(out, value=view)
+        return out
 
-    with pytest.raises(IndexError, match=r"reaches outside tile"):
+    with pytest.raises(IndexError, match=r"reaches outside tile .*\(made at .*, used at .*test_nki_views.py"):
         outside(_rand(4, 2))
+
+    @nki.jit
+    def outside_never_used(x):
+        # A view the kernel builds for an iteration its own `if` then skips (AWS's kernels do).
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        for i in range(2):
+            view = t.ap([[8, 4], [1, 8]], offset=i * 8)
+            if i < 1:
+                nl.store(out, value=view)
+        return out
+
+    x = _rand(4, 8)
+    np.testing.assert_array_equal(outside_never_used(x), x)
 
     @nki.jit
     def partition_step(x):

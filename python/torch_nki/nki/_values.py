@@ -281,6 +281,10 @@ class TileRegion:
     ``-a + 2.0`` and ``2.0 / a`` is ``nl.reciprocal(a) * 2.0``). ``==`` and ``!=`` stay Python's
     identity comparisons: use ``nl.equal`` / ``nl.not_equal``."""
 
+    _outside: str | None = None
+    """Why this view (an ``.ap`` pattern) reaches outside its tile: an ``IndexError`` when an
+    instruction uses it."""
+
     def __init__(
         self, tile: Tile, p0: int, np: int, f0: int, dims: _views.Dims, partition_step: int = 1
     ) -> None:
@@ -416,18 +420,22 @@ class TileRegion:
         start = self.offset + (0 if offset is None else int(offset))
         row = self.tile.row
         region = TileRegion(self.tile, start // row, np, start % row, free, 1 if p_step else 0)
-        region._check_inside(what)
+        region._outside = region._reach_outside(what)
         return region
 
-    def _check_inside(self, what: str) -> None:
+    def _reach_outside(self, what: str) -> str | None:
+        """Why the view reaches outside its tile, or ``None``. A view that does is an
+        ``IndexError`` when an instruction uses it, not when it is made: AWS's kernels build a
+        view for an iteration their own ``if`` then skips."""
         reach = self.f0 + sum(stride * (size - 1) for size, stride in self.dims if size > 0)
         low = self.f0 + sum(min(0, stride) * (size - 1) for size, stride in self.dims)
         rows = self.np if self.partition_step else 1
         if low < 0 or reach >= self.tile.row or self.p0 + rows > self.tile.np:
-            raise IndexError(
+            return (
                 f"{what}: the pattern {self.get_pattern()} at offset {self.offset} reaches outside "
-                f"tile t{self.tile.id} {self.tile.shape} ({where()})"
+                f"tile t{self.tile.id} {self.tile.shape} (made at {where()})"
             )
+        return None
 
     def permute(self, dims: Sequence[int]) -> TileRegion:
         """The free dims reordered (``dims[0]`` must be 0: the partition dim stays first)."""
@@ -587,6 +595,8 @@ class TileRegion:
         tile, dims = self.tile, self.dims
         if tile.trace is not current():
             _owned(tile.trace, f"tile t{tile.id}")
+        if self._outside is not None:
+            raise IndexError(f"{self._outside}, used at {where()}")
         pattern = None
         if self.partition_step != 1 or not _views.is_dense(dims):
             pattern = (self.partition_step, [(stride, size) for size, stride in dims])
