@@ -113,24 +113,33 @@ class HotspotReport:
 
 
 class _NeuronCalls(TorchDispatchMode):
-    """Records every ``neuron`` op dispatched while active, with its arguments."""
+    """Records every op of the ``neuron`` namespace, or of a namespace a kernel crate was loaded
+    into, dispatched while active, with its arguments (``name``, or ``ns::name`` outside
+    ``neuron``)."""
 
     def __init__(self) -> None:
+        from torch_nki._register import registrations
+
         # torch's TorchDispatchMode.__init__ is unannotated (untyped_calls_exclude does not
         # reach a super() call).
         super().__init__()  # type: ignore[no-untyped-call]
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.namespaces = {"neuron"} | {reg.namespace for reg in registrations()}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if func.namespace == "neuron" and not func._opname.startswith("_"):
+        if func.namespace in self.namespaces and not func._opname.startswith("_"):
             # `<op>_fwd` computes a kernel with saved outputs (`<op>` returns its public part).
-            self.calls.append((func._opname.removesuffix("_fwd"), tuple(args)))
+            name = func._opname.removesuffix("_fwd")
+            self.calls.append(
+                (name if func.namespace == "neuron" else f"{func.namespace}::{name}", tuple(args))
+            )
         return func(*args, **(kwargs or {}))
 
 
 @contextmanager
 def record_neuron_calls() -> Iterator[list[tuple[str, tuple[Any, ...]]]]:
-    """Collects ``(op, args)`` of every ``torch.ops.neuron`` call made inside the block."""
+    """Collects ``(op, args)`` of every call of a torch-nki op (``torch.ops.neuron``, or a loaded
+    crate's namespace) made inside the block."""
     mode = _NeuronCalls()
     with mode:
         yield mode.calls
