@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torch_nki import testing
+from torch_nki import _quiet, testing
 from torch_nki.adapters import adapter_for, qualified_name
 from torch_nki.errors import NkiError
 
@@ -234,8 +234,9 @@ def profile(
     kernel with its contract checked on the real shapes, and the cost model's Trn2 estimate.
 
     The inputs of each module instance's first call are captured for
-    :func:`torch_nki.swap`'s verification. A progress bar goes to stderr. ``steps`` must be at
-    least 1 (``ValueError`` otherwise).
+    :func:`torch_nki.swap`'s verification. A progress bar goes to stderr; what the profiler's
+    C++ side prints when it starts and stops is captured (shown with ``TORCH_NKI_VERBOSE=1``).
+    ``steps`` must be at least 1 (``ValueError`` otherwise).
     """
     if steps < 1:
         raise ValueError(f"torch_nki.profile: steps must be at least 1, got {steps}")
@@ -270,10 +271,20 @@ def profile(
             model(*example_inputs, **example_kwargs)  # warm-up (first-call costs), not profiled
         profiling = True
         activities = [torch.profiler.ProfilerActivity.CPU]
-        with torch.no_grad(), torch.profiler.profile(activities=activities, record_shapes=True) as prof:
-            for step in range(steps):
-                model(*example_inputs, **example_kwargs)
-                _progress(step + 1, steps)
+        prof = torch.profiler.profile(activities=activities, record_shapes=True)
+        # Kineto logs to the process's descriptors when it starts and stops (`USDT: ...
+        # profiler_start`, `ERROR: ... gpuGetDeviceCount failed` without a GPU): captured, so only
+        # the progress bar shows (`TORCH_NKI_VERBOSE=1` shows the rest).
+        with _quiet.captured("torch.profiler"):
+            prof.start()
+        try:
+            with torch.no_grad():
+                for step in range(steps):
+                    model(*example_inputs, **example_kwargs)
+                    _progress(step + 1, steps)
+        finally:
+            with _quiet.captured("torch.profiler"):
+                prof.stop()
     finally:
         for h in handles:
             h.remove()
