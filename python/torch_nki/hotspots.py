@@ -22,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torch_nki import _quiet, testing
-from torch_nki.adapters import adapter_for, qualified_name
+from torch_nki.adapters import adapters_for, qualified_name
 from torch_nki.errors import NkiError
 
 __all__ = ["Captured", "Hotspot", "HotspotReport", "profile", "record_neuron_calls"]
@@ -174,24 +174,56 @@ def _estimate(calls: list[tuple[str, tuple[Any, ...]]]) -> float:
     return total
 
 
-def _match_module(module: torch.nn.Module, captured: Captured | None) -> tuple[str | None, str, float | None]:
-    found = adapter_for(module)
-    if found is None:
-        return None, "no adapter recognises this module", None
-    adapter, pattern = found
-    label = f"{adapter.kind}: {', '.join(adapter.kernels)}"
-    if captured is None:
-        return label, f"{pattern}; not called while profiling", None
+def _agrees(
+    module: torch.nn.Module, got: Any, calls: list[tuple[str, tuple[Any, ...]]], call: Captured
+) -> bool:
+    """Whether an adapter's output ``got`` is the original forward's on the same call, within
+    the tolerance classes of the kernels it called (as :func:`torch_nki.swap` verifies)."""
+    from torch_nki.swapping import _first_tensor, _tolerance
+
     try:
-        with torch.no_grad(), record_neuron_calls() as calls:
-            result = adapter.forward(module, *captured.args, **captured.kwargs)
-        if result is NotImplemented:
-            return None, f"{pattern} matches, but this call is outside what the adapter takes", None
-        return label, pattern, _estimate(calls)
-    except NkiError as err:
-        # The contract refuses these shapes, or the kernel or its cost estimate fails on them:
-        # the module stays as it is, with the reason.
-        return None, str(err), None
+        want = _first_tensor(module(*call.args, **call.kwargs))
+    except Exception:  # the original cannot run this call again: no evidence either way
+        return False
+    g = _first_tensor(got)
+    if g is None or want is None or g.shape != want.shape:
+        return False
+    rtol, atol = _tolerance(calls)
+    return torch.allclose(g.float(), want.float(), rtol=rtol, atol=atol, equal_nan=True)
+
+
+def _match_module(module: torch.nn.Module, captured: Captured | None) -> tuple[str | None, str, float | None]:
+    """The kind that takes the module (label, pattern, Trn2 estimate of its call), or why none
+    does. When several kinds recognise it (an RMSNorm and an offset RMSNorm look alike), the
+    first whose output on the captured call is the module's own, else the first that takes the
+    call (the swap then verifies and reverts it with the reason)."""
+    found = adapters_for(module)
+    if not found:
+        return None, "no adapter recognises this module", None
+    outcome: tuple[str | None, str, float | None] = (None, "", None)
+    viable: tuple[str | None, str, float | None] | None = None
+    for adapter, pattern in found:
+        label = f"{adapter.kind}: {', '.join(adapter.kernels)}"
+        if captured is None:
+            return label, f"{pattern}; not called while profiling", None
+        try:
+            with torch.no_grad(), record_neuron_calls() as calls:
+                result = adapter.forward(module, *captured.args, **captured.kwargs)
+            if result is NotImplemented:
+                outcome = (None, f"{pattern} matches, but this call is outside what the adapter takes", None)
+                continue
+            match = (label, pattern, _estimate(calls))
+            if len(found) == 1:
+                return match
+            with torch.no_grad():
+                if _agrees(module, result, calls, captured):
+                    return match
+            viable = viable or match
+        except NkiError as err:
+            # The contract refuses these shapes, or the kernel or its cost estimate fails on them:
+            # the module stays as it is, with the reason.
+            outcome = (None, str(err), None)
+    return viable or outcome
 
 
 def _replacing() -> dict[str, list[str]]:

@@ -32,7 +32,12 @@ def test_gemma_swaps_and_verifies_with_nothing_reverted(ids: torch.Tensor) -> No
     model = tiny_gemma()
     with torch.no_grad():
         want = model(ids).logits
-    report = torch_nki.swap(model, torch_nki.profile(model, ids, steps=1))
+    profiled = torch_nki.profile(model, ids, steps=1)
+    # The profile names the kind the swap will keep: an RMSNorm looks the same, but computes
+    # something else.
+    norms = [row for row in profiled.modules if row.target.endswith("GemmaRMSNorm")]
+    assert norms and {row.kernel for row in norms} == {"OffsetRMSNorm: rmsnorm"}, norms
+    report = torch_nki.swap(model, profiled)
     assert not report.reverted, report.to_markdown()
     by_kind = Counter(e.kind for e in report.swapped)
     classes = structure(model)
