@@ -13,6 +13,7 @@
 #   TORCH_INDEX_URL       an extra pip index for torch (e.g. https://download.pytorch.org/whl/cpu);
 #                         by default torch comes from PyPI
 #   TORCH_NKI_SKIP_BUILD  set to 1 to only prepare the virtualenv
+#   TORCH_NKI_VERBOSE     set to 1 to see pip's log inside `maturin develop` (quiet by default)
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -54,13 +55,20 @@ if [[ "${TORCH_NKI_SKIP_BUILD:-0}" == "1" ]]; then
 fi
 
 say "building and installing torch_nki (maturin develop --release -m python/Cargo.toml)"
+# pip's resolver log (one line per requirement already satisfied) is not ours to print: pip runs
+# quiet inside maturin unless TORCH_NKI_VERBOSE=1; cargo's progress stays.
+pip_quiet=1
+if [[ "${TORCH_NKI_VERBOSE:-0}" != "0" ]]; then
+    pip_quiet=0
+fi
 (
     cd "$repo"
-    VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --release -m python/Cargo.toml
+    VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" PIP_QUIET="$pip_quiet" \
+        "$venv/bin/maturin" develop --release -m python/Cargo.toml
 )
 
-say "compiling the fast C++ kernels against the installed torch (python -m torch_nki._fast)"
-(cd "$repo" && "$vpy" -m torch_nki._fast)
+say "compiling the fast C++ kernels against the installed torch (torch-nki fast)"
+(cd "$repo" && "$vpy" -m torch_nki fast)
 
 say "checking the install"
 (cd "$repo" && "$vpy" -c 'import torch, torch_nki; print("torch", torch.__version__, "| torch.ops.neuron:", ", ".join(torch_nki.ops()))')

@@ -1,5 +1,5 @@
-//! Activation kernels: SiLU, GELU and the SwiGLU product `silu(gate) * up` of Llama-style
-//! MLPs, forward and backward.
+//! Activation kernels: SiLU, GELU, the SwiGLU product `silu(gate) * up` of Llama-style MLPs
+//! and the gated-GELU product `gelu(gate) * up` of Gemma-style MLPs, forward and backward.
 //!
 //! Tensors are flattened to rows of their last dimension, rows tiled 128 to the partitions and
 //! columns in 2048-wide chunks. The activation runs on the scalar engine in fp32; every output
@@ -97,11 +97,7 @@ pub fn gelu(
     #[choices("none", "tanh")]
     approximate: &str,
 ) -> Hbm {
-    let func = match approximate {
-        "tanh" => ActFn::GeluTanh,
-        _ => ActFn::Gelu,
-    };
-    map_activation(x, func)
+    map_activation(x, gelu_fn(approximate))
 }
 
 /// Gradient of `gelu`: `grad_x = grad_out · gelu'(x)`, with the scalar engine's `gelu_dx`
@@ -226,4 +222,106 @@ pub fn silu_mul_backward(grad_out: &Hbm, gate: &Hbm, up: &Hbm) -> (Hbm, Hbm) {
         dma_copy(block(&dgv, r, &c), &g);
     });
     (grad_gate, grad_up)
+}
+
+/// The gated-GELU product `gelu(gate) · up` (the MLP of Gemma-style models), elementwise, any
+/// rank ≥ 1, with GELU exact (`approximate = "none"`) or tanh-approximated (`"tanh"`, what
+/// `gelu_pytorch_tanh` computes), as `F.gelu(gate, approximate=...) * up`: the activation and
+/// the product in fp32, rounded once.
+#[kernel(
+    shape(gate = [..S, D], up = [..S, D]) -> [..S, D],
+    dtype(gate in {f32, bf16, f16}, up = gate) -> gate,
+    backward(gelu_mul_backward, saves(gate, up)),
+    replaces("gelu(a) * b", "*MLP"),
+    reference("(F.gelu(gate.double(), approximate=approximate) * up.double()).to(gate.dtype)"),
+    sample(gate = [3, 50, 70], up = [3, 50, 70]),
+    sample(gate = [2, 33, 70], up = [2, 33, 70], approximate = "tanh"),
+    sample(gate = [130, 2100], up = [130, 2100], dtypes = {f32}, approximate = "tanh"),
+    sample(gate = [1], up = [1]),
+    tolerance(elementwise),
+    autocast(promote),
+    bench(gate = [8192, 4096], up = [8192, 4096]),
+)]
+pub fn gelu_mul(
+    gate: &Hbm,
+    up: &Hbm,
+    #[default("none")]
+    #[choices("none", "tanh")]
+    approximate: &str,
+) -> Hbm {
+    let func = gelu_fn(approximate);
+    let dt = gate.dtype();
+    let out = shared_hbm(gate.shape(), dt);
+    let (gv, uv, ov) = (as_rows(gate), as_rows(up), as_rows(&out));
+    let [rows, cols] = [gv.shape()[0], gv.shape()[1]];
+    for_each_chunk(rows, cols, |r, c| {
+        let (g, u) = (sbuf([r.size, c.size], dt), sbuf([r.size, c.size], dt));
+        dma_copy(&g, block(&gv, r, &c));
+        dma_copy(&u, block(&uv, r, &c));
+        let s = sbuf([r.size, c.size], DType::F32);
+        activation(&s, func, &g, None, 1.0);
+        tensor_tensor(&g, &s, &u, BinOp::Multiply);
+        dma_copy(block(&ov, r, &c), &g);
+    });
+    out
+}
+
+/// Gradients of `gelu_mul`: `grad_gate = grad_out · up · gelu'(gate)` and
+/// `grad_up = grad_out · gelu(gate)`, with `gelu'` as in `gelu_backward`, in fp32, each
+/// rounded once.
+#[kernel(
+    shape(grad_out = [..S, D], gate = [..S, D], up = [..S, D])
+        -> (grad_gate = [..S, D], grad_up = [..S, D]),
+    dtype(grad_out in {f32, bf16, f16}, gate = grad_out, up = grad_out) -> (grad_out, grad_out),
+    tolerance(elementwise),
+)]
+pub fn gelu_mul_backward(
+    grad_out: &Hbm,
+    gate: &Hbm,
+    up: &Hbm,
+    #[default("none")]
+    #[choices("none", "tanh")]
+    approximate: &str,
+) -> (Hbm, Hbm) {
+    let func = gelu_fn(approximate);
+    let dt = gate.dtype();
+    let grad_gate = shared_hbm(gate.shape(), dt);
+    let grad_up = shared_hbm(gate.shape(), dt);
+    let (ov, gv, uv) = (as_rows(grad_out), as_rows(gate), as_rows(up));
+    let (dgv, duv) = (as_rows(&grad_gate), as_rows(&grad_up));
+    let [rows, cols] = [gv.shape()[0], gv.shape()[1]];
+    for_each_chunk(rows, cols, |r, c| {
+        let load = |v: &HbmView| {
+            let t = sbuf([r.size, c.size], dt);
+            dma_copy(&t, block(v, r, &c));
+            t
+        };
+        let (go, g, u) = (load(&ov), load(&gv), load(&uv));
+        // grad_up = grad_out · gelu(gate), rounded once into the output tile.
+        let s = sbuf([r.size, c.size], DType::F32);
+        activation(&s, func, &g, None, 1.0);
+        let out_up = sbuf([r.size, c.size], dt);
+        tensor_tensor(&out_up, &s, &go, BinOp::Multiply);
+        dma_copy(block(&duv, r, &c), &out_up);
+        // grad_gate = gelu'(gate) · (grad_out · up).
+        let d = sbuf([r.size, c.size], DType::F32);
+        if approximate == "tanh" {
+            gelu_tanh_derivative(&d.region(), &g.region());
+        } else {
+            activation(&d, ActFn::GeluDx, &g, None, 1.0);
+        }
+        let gu = sbuf([r.size, c.size], DType::F32);
+        tensor_tensor(&gu, &go, &u, BinOp::Multiply).on(ElementwiseEngine::GpSimd);
+        tensor_tensor(&g, &d, &gu, BinOp::Multiply);
+        dma_copy(block(&dgv, r, &c), &g);
+    });
+    (grad_gate, grad_up)
+}
+
+/// The scalar engine's GELU for `approximate` (`"tanh"`, else the exact form).
+fn gelu_fn(approximate: &str) -> ActFn {
+    match approximate {
+        "tanh" => ActFn::GeluTanh,
+        _ => ActFn::Gelu,
+    }
 }

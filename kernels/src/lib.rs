@@ -7,7 +7,7 @@
 //! | op | module | what |
 //! |---|---|---|
 //! | `add` | [`elementwise`] | `x + y`, same shape, any rank |
-//! | `silu`, `gelu`, `silu_mul` | [`activation`] | `x·σ(x)`, GELU (exact or tanh, `approximate=`), and SwiGLU's `silu(gate) · up` |
+//! | `silu`, `gelu`, `silu_mul`, `gelu_mul` | [`activation`] | `x·σ(x)`, GELU (exact or tanh, `approximate=`), SwiGLU's `silu(gate) · up` and the gated GELU `gelu(gate) · up` |
 //! | `rmsnorm` | [`norm`] | `x * rsqrt(mean(x²) + eps) * weight` over the last dim |
 //! | `add_rmsnorm` | [`norm`] | `h = x + residual`, `y = rmsnorm(h)`: the fused residual of a decoder layer |
 //! | `layernorm` | [`norm`] | `(x − mean) · rsqrt(var + eps) · weight + bias`, weight and bias optional |

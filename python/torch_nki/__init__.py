@@ -42,6 +42,7 @@ from torch_nki.errors import (
 
 __version__ = "0.1.0"
 __all__ = [
+    "Adapter",
     "ContractDtypeError",
     "ContractError",
     "ContractIndexError",
@@ -51,6 +52,7 @@ __all__ = [
     "Kernel",
     "NkiError",
     "NoBackwardError",
+    "Pattern",
     "PluginError",
     "Signature",
     "SwapReport",
@@ -67,8 +69,12 @@ __all__ = [
     "manifest",
     "ops",
     "profile",
+    "register_adapter",
+    "register_pattern",
     "swap",
     "swapped",
+    "unregister_adapter",
+    "unregister_pattern",
     "unswap",
 ]
 
@@ -156,7 +162,7 @@ def cache_capacity(capacity: int | None = None) -> int:
 
 
 #: Names served lazily from submodules (the profiling and swapping workflow imports the
-#: profiler and dispatch machinery only when used).
+#: profiler and dispatch machinery only when used; extending it, ``torch.fx``).
 _LAZY = {
     "profile": "torch_nki.hotspots",
     "HotspotReport": "torch_nki.hotspots",
@@ -164,6 +170,12 @@ _LAZY = {
     "unswap": "torch_nki.swapping",
     "swapped": "torch_nki.swapping",
     "SwapReport": "torch_nki.swapping",
+    "Adapter": "torch_nki.adapters",
+    "register_adapter": "torch_nki.adapters",
+    "unregister_adapter": "torch_nki.adapters",
+    "Pattern": "torch_nki.compiler",
+    "register_pattern": "torch_nki.compiler",
+    "unregister_pattern": "torch_nki.compiler",
 }
 
 

@@ -1,16 +1,18 @@
 """The fast path: C++ dispatcher kernels (``csrc/fast_ops.cpp``) that run the common case of an
 op call without Python, calling the native module's Rust kernels through its C ABI.
 
-The library is compiled against the installed torch (``python -m torch_nki._fast`` at install;
-``scripts/setup.sh`` does it), or on the first import that finds none (about 10 s, once per
-torch version; needs a C++20 compiler, ``$CXX`` or ``c++``). Without it — no compiler, or
-``TORCH_NKI_FAST=0`` — the ops run the same Python kernels, only slower per call; the reason is
-reported once as a ``RuntimeWarning``. See docs/design-notes.md for the measurements behind it.
+The library is compiled against the installed torch (``torch-nki fast``, or ``python -m
+torch_nki fast``, at install; ``scripts/setup.sh`` does it), or on the first import that finds
+none (about 10 s, once per torch version; needs a C++20 compiler, ``$CXX`` or ``c++``).
+Without it — no compiler, or ``TORCH_NKI_FAST=0`` — the ops run the same Python kernels, only
+slower per call; the reason is reported once as a ``RuntimeWarning``. See docs/design-notes.md
+for the measurements behind it.
 
 The C ABI between the two is defined once, in Rust (``python/native/src/fast/abi.rs``): the
 C++ source includes ``fast_abi.h``, which the native module generates (``_fast_abi_header()``)
-and :func:`build` writes beside the compiler's output; ``python -m torch_nki._fast --header``
-prints it.
+and :func:`build` writes beside the compiler's output; ``torch-nki fast --header`` prints it.
+(The command is the CLI's, not this module's: ``python -m torch_nki._fast`` would run this
+module a second time beside the copy the package imports, which ``runpy`` warns about.)
 """
 
 from __future__ import annotations
@@ -153,11 +155,3 @@ def register(qualname: str, native: Any, kernel: str, slow: str, grad: str) -> N
 def unregister(qualname: str) -> None:
     """Removes the fast kernels of ``qualname``."""
     torch.ops.torch_nki_fast.unregister_op(qualname)
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--header"]:
-        print(header(), end="")
-    else:
-        # Importing the package already built (or found) it; print where it is.
-        print(library_path() or build(verbose=True))

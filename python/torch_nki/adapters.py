@@ -1,21 +1,29 @@
-"""Module adapters: how a module instance's forward is computed with ``torch.ops.neuron`` ops.
+"""Module kinds: how a module instance's forward is computed with neuron ops.
 
-An adapter recognises a module by **structure** (the parameters and attributes its forward uses)
-and by the ``replaces`` patterns its kernels declare, matched against the module's qualified
-class name; no model family is named here. It then computes that forward with neuron ops,
-reading the module's parameters at call time (so ``model.to(dtype)`` and ``load_state_dict``
-keep working), and returns ``NotImplemented`` for a call it cannot take (a padding mask, a
-KV cache that grows past the queries), which the swap turns into a call of the original
-forward.
+An :class:`Adapter` is one **kind** of module: it recognises a module by **structure** (the
+parameters and attributes its forward uses) and by the ``replaces`` patterns its first kernel
+declares (plus any class-name patterns of its own, :attr:`Adapter.modules`), matched against the
+module's qualified class name; no model family is named here. It then computes that forward with
+neuron ops, reading the module's parameters at call time (so ``model.to(dtype)`` and
+``load_state_dict`` keep working), and returns ``NotImplemented`` for a call it cannot take (a
+padding mask, a KV cache that grows past the queries), which the swap turns into a call of the
+original forward.
 
-Adapters: RMSNorm-like modules (``rmsnorm``), ``nn.Linear`` (``linear``), gated MLPs with a SiLU
-gate (``silu_mul`` and ``linear``) and attention modules with q/k/v/o projections and rotary
-embeddings (``linear``, ``rope``, ``flash_attention``).
+:func:`register_adapter` teaches :func:`torch_nki.swap` and :func:`torch_nki.profile` a kind;
+the built-in kinds below are registered through it too: RMSNorm-like modules (``rmsnorm``) and
+offset RMSNorms computing ``x̂ · (1 + weight)`` (``rmsnorm`` given ``1 + weight``), ``nn.Linear``
+(``linear``), gated MLPs with a SiLU gate (``silu_mul`` and ``linear``) or a GELU gate
+(``gelu_mul`` and ``linear``) and attention modules with q/k/v/o projections and rotary
+embeddings (``linear``, ``rope``, ``flash_attention``). Kinds are tried newest first; when
+several recognise a module (an RMSNorm and an offset RMSNorm look alike), the swap keeps the
+first one that verifies.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +32,17 @@ import torch
 import torch.nn.functional as F
 
 from torch_nki import testing
+from torch_nki.errors import UnknownOpError
 
-__all__ = ["ADAPTERS", "Adapter", "adapter_for", "qualified_name"]
+__all__ = [
+    "Adapter",
+    "adapter_for",
+    "adapters",
+    "adapters_for",
+    "qualified_name",
+    "register_adapter",
+    "unregister_adapter",
+]
 
 neuron = torch.ops.neuron
 
@@ -36,11 +53,10 @@ def qualified_name(module: torch.nn.Module) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _declared(kernel: str, module: torch.nn.Module) -> str | None:
-    """The first ``replaces`` pattern of ``kernel`` that matches the module's class, if any."""
-    spec = testing.op_spec(kernel)
+def _matching(patterns: tuple[str, ...], module: torch.nn.Module) -> str | None:
+    """The first of ``patterns`` that matches the module's class, if any."""
     name = qualified_name(module)
-    for pattern in spec.replaces:
+    for pattern in patterns:
         if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(type(module).__name__, pattern):
             return pattern
         # `torch.nn.Linear` names the public class, whose instances live in submodules.
@@ -54,14 +70,26 @@ def _declared(kernel: str, module: torch.nn.Module) -> str | None:
     return None
 
 
+def _declared(kernel: str, module: torch.nn.Module) -> str | None:
+    """The first ``replaces`` pattern of ``kernel`` that matches the module's class, if any (none
+    once the kernel is gone, e.g. its crate unloaded)."""
+    try:
+        spec = testing.op_spec(kernel)
+    except UnknownOpError:
+        return None
+    return _matching(tuple(spec.replaces), module)
+
+
 @dataclass(frozen=True)
 class Adapter:
-    """One kind of module the neuron ops can compute."""
+    """One kind of module the neuron ops can compute (see :func:`register_adapter`)."""
 
     kind: str
     """What it replaces, for reports (``RMSNorm``, ``Linear``, ``MLP``, ``Attention``)."""
     kernels: tuple[str, ...]
-    """The neuron ops its forward calls; the first is the one whose ``replaces`` must match."""
+    """The ops its forward calls, by name (``name`` in ``neuron``, ``ns::name`` for a crate
+    loaded elsewhere); the first is the one whose ``replaces`` patterns name the classes it
+    takes. Verification holds the forward to their tolerance classes."""
     recognise: Callable[[torch.nn.Module], bool]
     """Whether the module has the structure the forward needs."""
     forward: Callable[..., Any]
@@ -70,11 +98,86 @@ class Adapter:
     """``(args, kwargs)`` of a call the forward takes, drawn from ``generator`` on the module's
     device and dtype (its sizes from the module's parameters, as its kernels' contracts bind
     them): what a swap without captured inputs verifies the instance on."""
+    composite: bool = False
+    """Whether its forward calls child modules (an MLP's projections): such instances are
+    swapped after their children, so they call the swapped children."""
+    modules: tuple[str, ...] = ()
+    """Class-name patterns of its own (``fnmatch``, on the qualified or the bare class name),
+    taken besides its first kernel's ``replaces``: for a kind of the user's own modules computed
+    by a kernel that does not name them."""
 
     def matches(self, module: torch.nn.Module) -> str | None:
-        """The ``replaces`` pattern that matches, when the structure fits too."""
-        pattern = _declared(self.kernels[0], module)
+        """The pattern that names the module's class, when the structure fits too."""
+        pattern = _declared(self.kernels[0], module) or _matching(self.modules, module)
         return pattern if pattern is not None and self.recognise(module) else None
+
+
+_lock = threading.Lock()
+_ADAPTERS: list[Adapter] = []
+"""Every registered kind, the newest first (the order they are tried in)."""
+
+
+def register_adapter(adapter: Adapter) -> Adapter:
+    """Teaches :func:`torch_nki.swap` (and :func:`torch_nki.profile`) a module kind, tried before
+    the kinds registered earlier; returns it. Its kernels must be registered ops (load a crate
+    with :func:`torch_nki.load` first). A kind name already registered is a ``ValueError``
+    (:func:`unregister_adapter` it first), a field of the wrong type a ``TypeError`` and an
+    unknown kernel an :class:`~torch_nki.errors.UnknownOpError`, each naming the kind."""
+    where = f"torch_nki.register_adapter({getattr(adapter, 'kind', adapter)!r})"
+    if not isinstance(adapter, Adapter):
+        raise TypeError(f"torch_nki.register_adapter: expected an Adapter, got {type(adapter).__name__}")
+    if not isinstance(adapter.kind, str) or not adapter.kind:
+        raise TypeError(f"{where}: kind must be a non-empty str")
+    if not adapter.kernels or not all(isinstance(k, str) for k in adapter.kernels):
+        raise TypeError(f"{where}: kernels must be a non-empty tuple of op names, got {adapter.kernels!r}")
+    for field in ("recognise", "forward", "example"):
+        if not callable(getattr(adapter, field)):
+            raise TypeError(f"{where}: {field} must be callable")
+    for kernel in adapter.kernels:
+        try:
+            testing.op_spec(kernel)
+        except UnknownOpError as err:
+            raise UnknownOpError(f"{where}: kernel {kernel!r} is not a registered op ({err})") from err
+    with _lock:
+        if any(a.kind == adapter.kind for a in _ADAPTERS):
+            raise ValueError(f"{where}: a kind of that name is already registered; unregister it first")
+        _ADAPTERS.insert(0, adapter)
+    return adapter
+
+
+def unregister_adapter(kind: str) -> Adapter:
+    """Removes the kind named ``kind`` (a ``KeyError`` naming the registered kinds otherwise) and
+    returns it. Instances already swapped keep their forward until :func:`torch_nki.unswap`."""
+    with _lock:
+        for i, adapter in enumerate(_ADAPTERS):
+            if adapter.kind == kind:
+                return _ADAPTERS.pop(i)
+    raise KeyError(
+        f"torch_nki.unregister_adapter: no kind {kind!r} (registered: {[a.kind for a in _ADAPTERS]})"
+    )
+
+
+def adapters() -> tuple[Adapter, ...]:
+    """Every registered kind, in the order they are tried (the newest first)."""
+    with _lock:
+        return tuple(_ADAPTERS)
+
+
+def adapters_for(module: torch.nn.Module) -> list[tuple[Adapter, str]]:
+    """Every kind that recognises ``module``, with the pattern that matched, in the order they
+    are tried."""
+    found = []
+    for adapter in adapters():
+        pattern = adapter.matches(module)
+        if pattern is not None:
+            found.append((adapter, pattern))
+    return found
+
+
+def adapter_for(module: torch.nn.Module) -> tuple[Adapter, str] | None:
+    """The first kind that recognises ``module`` and the pattern that matched, if any."""
+    found = adapters_for(module)
+    return found[0] if found else None
 
 
 # --- Example inputs -----------------------------------------------------------------------------
@@ -113,6 +216,16 @@ def _rmsnorm_forward(module: torch.nn.Module, x: torch.Tensor) -> Any:
     return neuron.rmsnorm(x, weight, eps)
 
 
+def _offset_rmsnorm_forward(module: Any, x: torch.Tensor) -> Any:
+    """``x̂ · (1 + weight)`` (Gemma's RMSNorm, whose weight starts at zero): the kernel's weight is
+    ``1 + weight``, computed in fp32 and rounded once to ``x``'s dtype."""
+    eps = _rms_eps(module)
+    weight = module.weight
+    if eps is None or weight.dtype != x.dtype:
+        return NotImplemented
+    return neuron.rmsnorm(x, (1.0 + weight.float()).to(x.dtype), eps)
+
+
 def _rmsnorm_example(module: Any, generator: torch.Generator) -> Example:
     weight = module.weight
     return (_randn(weight, generator, 2, 3, weight.shape[0]),), {}
@@ -143,11 +256,39 @@ def _is_silu(fn: Any) -> bool:
     return isinstance(fn, torch.nn.SiLU) or type(fn).__name__ in ("SiLUActivation", "SiLU") or fn is F.silu
 
 
-def _is_gated_mlp(module: torch.nn.Module) -> bool:
+_GELU_TANH = ("GELUTanh", "PytorchGELUTanh", "GELUPytorchTanh", "NewGELUActivation", "FastGELUActivation")
+
+
+def _gelu_approximation(fn: Any) -> str | None:
+    """``"none"`` or ``"tanh"`` for a GELU activation (``nn.GELU``, ``F.gelu``, a partial of it,
+    or an activation module wrapping one, as transformers' ``GELUTanh`` does), else ``None``."""
+    if isinstance(fn, torch.nn.GELU):
+        return fn.approximate
+    if fn is F.gelu:
+        return "none"
+    if isinstance(fn, functools.partial) and fn.func is F.gelu and not fn.args:
+        approximate = fn.keywords.get("approximate", "none")
+        return approximate if approximate in ("none", "tanh") else None
+    if type(fn).__name__ in _GELU_TANH:
+        return "tanh"
+    if type(fn).__name__ == "GELUActivation":
+        return "none"
+    return None
+
+
+def _gated(module: torch.nn.Module, activation: Callable[[Any], bool]) -> bool:
     projections = [getattr(module, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
-    return all(isinstance(p, torch.nn.Linear) for p in projections) and _is_silu(
+    return all(isinstance(p, torch.nn.Linear) for p in projections) and activation(
         getattr(module, "act_fn", None)
     )
+
+
+def _is_gated_mlp(module: torch.nn.Module) -> bool:
+    return _gated(module, _is_silu)
+
+
+def _is_gated_gelu_mlp(module: torch.nn.Module) -> bool:
+    return _gated(module, lambda fn: _gelu_approximation(fn) is not None)
 
 
 def _linear_of(proj: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -159,6 +300,14 @@ def _linear_of(proj: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 def _mlp_forward(module: Any, x: torch.Tensor) -> Any:
     act = neuron.silu_mul(_linear_of(module.gate_proj, x), _linear_of(module.up_proj, x))
     return _linear_of(module.down_proj, act)
+
+
+def _gelu_mlp_forward(module: Any, x: torch.Tensor) -> Any:
+    approximate = _gelu_approximation(module.act_fn)
+    if approximate is None:
+        return NotImplemented
+    gate, up = _linear_of(module.gate_proj, x), _linear_of(module.up_proj, x)
+    return _linear_of(module.down_proj, neuron.gelu_mul(gate, up, approximate))
 
 
 def _mlp_example(module: Any, generator: torch.Generator) -> Example:
@@ -240,25 +389,21 @@ def _attention_example(module: Any, generator: torch.Generator) -> Example:
     return (hidden, (cos, sin), None), {}
 
 
-ADAPTERS: tuple[Adapter, ...] = (
+# The built-in kinds, registered as any other: the most general first, as later kinds are tried
+# first (an RMSNorm is tried before an offset RMSNorm, which it looks like).
+for _adapter in (
+    Adapter("Linear", ("linear",), _is_linear, _linear_forward, _linear_example),
+    Adapter("OffsetRMSNorm", ("rmsnorm",), _is_rmsnorm, _offset_rmsnorm_forward, _rmsnorm_example),
+    Adapter("RMSNorm", ("rmsnorm",), _is_rmsnorm, _rmsnorm_forward, _rmsnorm_example),
+    Adapter("GELU MLP", ("gelu_mul", "linear"), _is_gated_gelu_mlp, _gelu_mlp_forward, _mlp_example, True),
+    Adapter("MLP", ("silu_mul", "linear"), _is_gated_mlp, _mlp_forward, _mlp_example, True),
     Adapter(
         "Attention",
         ("flash_attention", "linear", "rope"),
         _is_attention,
         _attention_forward,
         _attention_example,
+        True,
     ),
-    Adapter("MLP", ("silu_mul", "linear"), _is_gated_mlp, _mlp_forward, _mlp_example),
-    Adapter("RMSNorm", ("rmsnorm",), _is_rmsnorm, _rmsnorm_forward, _rmsnorm_example),
-    Adapter("Linear", ("linear",), _is_linear, _linear_forward, _linear_example),
-)
-"""Every adapter, the most specific first."""
-
-
-def adapter_for(module: torch.nn.Module) -> tuple[Adapter, str] | None:
-    """The adapter for ``module`` and the ``replaces`` pattern that matched, if any."""
-    for adapter in ADAPTERS:
-        pattern = adapter.matches(module)
-        if pattern is not None:
-            return adapter, pattern
-    return None
+):
+    register_adapter(_adapter)

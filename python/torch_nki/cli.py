@@ -1,8 +1,11 @@
 """The ``torch-nki`` command line: ``list`` the registry, run the ``demo``, ``cost`` an op or
 ``emit`` its NKI source, ``bench`` every op, write the op ``table`` or the NKI ``coverage``
 table, manage the source ``cache``, ``swap`` kernels into a model, run a directory of NKI kernels
-against their references (``conformance``). Usage errors print
-``torch-nki COMMAND: ...`` and exit 2."""
+against their references (``conformance``), build the ``fast`` C++ kernels. Usage errors print
+``torch-nki COMMAND: ...`` and exit 2.
+
+Every command prints only its own output: what other libraries write while it runs (the
+profiler's C++ log lines) is captured (:mod:`torch_nki._quiet`); ``-v`` shows it."""
 
 from __future__ import annotations
 
@@ -350,6 +353,17 @@ def _add_example_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
 
 
+def _with_parents(common: argparse.ArgumentParser) -> Any:
+    """A parser class whose instances (the subcommands) take ``common``'s arguments too."""
+
+    class Subcommand(argparse.ArgumentParser):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["parents"] = [*kwargs.get("parents", ()), common]
+            super().__init__(*args, **kwargs)
+
+    return Subcommand
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``torch-nki`` and ``python -m torch_nki``; returns the exit code."""
     parser = argparse.ArgumentParser(
@@ -362,8 +376,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="PATH[=NAMESPACE]",
         help="load an out-of-tree kernel crate (its directory or built library) first; repeatable",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    verbose_help = (
+        "show what torch-nki captures: other libraries' log lines (the profiler's), and for "
+        "conformance each file's output"
+    )
+    parser.add_argument("-v", "--verbose", dest="verbose_all", action="store_true", help=verbose_help)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="store_true", help=verbose_help)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_with_parents(common))
     sub.add_parser("list", help="print the registered ops")
+    fast = sub.add_parser(
+        "fast", help="build the fast C++ kernels for the installed torch if needed; print the library's path"
+    )
+    fast.add_argument("--header", action="store_true", help="print the generated C ABI header instead")
     demo = sub.add_parser("demo", help="run every op eagerly and compiled, compare with ATen, time both")
     demo.add_argument("--no-compile", action="store_true", help="skip torch.compile(fullgraph=True)")
     demo.add_argument(
@@ -409,7 +434,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     conf.add_argument("--markdown", action="store_true", help="print a Markdown table instead")
     conf.add_argument("--json", metavar="FILE", help="also write every record as JSON here")
-    conf.add_argument("-v", "--verbose", action="store_true", help="print each file's captured output first")
     conf.add_argument(
         "--timeout",
         type=_seconds,
@@ -437,6 +461,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     suite.add_argument("--log", metavar="FILE", help="write pytest's output here")
     suite.add_argument("-o", "--output", metavar="FILE", help="also write the Markdown report here")
     args = parser.parse_args(argv)
+    if args.verbose_all or args.verbose:
+        from torch_nki import _quiet
+
+        _quiet.set_verbose(True)
+    if args.command == "fast":
+        from torch_nki import _fast
+
+        print(_fast.header() if args.header else _fast.library_path() or _fast.build(verbose=args.verbose))
+        return 0
     for entry in args.load:
         path, _, namespace = entry.partition("=")
         try:
@@ -445,7 +478,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {err}")
             return 2
     if args.command == "conformance":
-        return run_conformance(args.path, args.target, args.markdown, args.json, args.verbose, args.timeout)
+        verbose = args.verbose_all or args.verbose
+        return run_conformance(args.path, args.target, args.markdown, args.json, verbose, args.timeout)
     if args.command == "nkilib-suite":
         return run_nkilib_suite(args)
     if args.command == "swap":

@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torch_nki import testing
-from torch_nki.adapters import adapter_for, qualified_name
+from torch_nki import _quiet, testing
+from torch_nki.adapters import adapters_for, qualified_name
 from torch_nki.errors import NkiError
 
 __all__ = ["Captured", "Hotspot", "HotspotReport", "profile", "record_neuron_calls"]
@@ -113,24 +113,33 @@ class HotspotReport:
 
 
 class _NeuronCalls(TorchDispatchMode):
-    """Records every ``neuron`` op dispatched while active, with its arguments."""
+    """Records every op of the ``neuron`` namespace, or of a namespace a kernel crate was loaded
+    into, dispatched while active, with its arguments (``name``, or ``ns::name`` outside
+    ``neuron``)."""
 
     def __init__(self) -> None:
+        from torch_nki._register import registrations
+
         # torch's TorchDispatchMode.__init__ is unannotated (untyped_calls_exclude does not
         # reach a super() call).
         super().__init__()  # type: ignore[no-untyped-call]
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.namespaces = {"neuron"} | {reg.namespace for reg in registrations()}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if func.namespace == "neuron" and not func._opname.startswith("_"):
+        if func.namespace in self.namespaces and not func._opname.startswith("_"):
             # `<op>_fwd` computes a kernel with saved outputs (`<op>` returns its public part).
-            self.calls.append((func._opname.removesuffix("_fwd"), tuple(args)))
+            name = func._opname.removesuffix("_fwd")
+            self.calls.append(
+                (name if func.namespace == "neuron" else f"{func.namespace}::{name}", tuple(args))
+            )
         return func(*args, **(kwargs or {}))
 
 
 @contextmanager
 def record_neuron_calls() -> Iterator[list[tuple[str, tuple[Any, ...]]]]:
-    """Collects ``(op, args)`` of every ``torch.ops.neuron`` call made inside the block."""
+    """Collects ``(op, args)`` of every call of a torch-nki op (``torch.ops.neuron``, or a loaded
+    crate's namespace) made inside the block."""
     mode = _NeuronCalls()
     with mode:
         yield mode.calls
@@ -165,24 +174,56 @@ def _estimate(calls: list[tuple[str, tuple[Any, ...]]]) -> float:
     return total
 
 
-def _match_module(module: torch.nn.Module, captured: Captured | None) -> tuple[str | None, str, float | None]:
-    found = adapter_for(module)
-    if found is None:
-        return None, "no adapter recognises this module", None
-    adapter, pattern = found
-    label = f"{adapter.kind}: {', '.join(adapter.kernels)}"
-    if captured is None:
-        return label, f"{pattern}; not called while profiling", None
+def _agrees(
+    module: torch.nn.Module, got: Any, calls: list[tuple[str, tuple[Any, ...]]], call: Captured
+) -> bool:
+    """Whether an adapter's output ``got`` is the original forward's on the same call, within
+    the tolerance classes of the kernels it called (as :func:`torch_nki.swap` verifies)."""
+    from torch_nki.swapping import _first_tensor, _tolerance
+
     try:
-        with torch.no_grad(), record_neuron_calls() as calls:
-            result = adapter.forward(module, *captured.args, **captured.kwargs)
-        if result is NotImplemented:
-            return None, f"{pattern} matches, but this call is outside what the adapter takes", None
-        return label, pattern, _estimate(calls)
-    except NkiError as err:
-        # The contract refuses these shapes, or the kernel or its cost estimate fails on them:
-        # the module stays as it is, with the reason.
-        return None, str(err), None
+        want = _first_tensor(module(*call.args, **call.kwargs))
+    except Exception:  # the original cannot run this call again: no evidence either way
+        return False
+    g = _first_tensor(got)
+    if g is None or want is None or g.shape != want.shape:
+        return False
+    rtol, atol = _tolerance(calls)
+    return torch.allclose(g.float(), want.float(), rtol=rtol, atol=atol, equal_nan=True)
+
+
+def _match_module(module: torch.nn.Module, captured: Captured | None) -> tuple[str | None, str, float | None]:
+    """The kind that takes the module (label, pattern, Trn2 estimate of its call), or why none
+    does. When several kinds recognise it (an RMSNorm and an offset RMSNorm look alike), the
+    first whose output on the captured call is the module's own, else the first that takes the
+    call (the swap then verifies and reverts it with the reason)."""
+    found = adapters_for(module)
+    if not found:
+        return None, "no adapter recognises this module", None
+    outcome: tuple[str | None, str, float | None] = (None, "", None)
+    viable: tuple[str | None, str, float | None] | None = None
+    for adapter, pattern in found:
+        label = f"{adapter.kind}: {', '.join(adapter.kernels)}"
+        if captured is None:
+            return label, f"{pattern}; not called while profiling", None
+        try:
+            with torch.no_grad(), record_neuron_calls() as calls:
+                result = adapter.forward(module, *captured.args, **captured.kwargs)
+            if result is NotImplemented:
+                outcome = (None, f"{pattern} matches, but this call is outside what the adapter takes", None)
+                continue
+            match = (label, pattern, _estimate(calls))
+            if len(found) == 1:
+                return match
+            with torch.no_grad():
+                if _agrees(module, result, calls, captured):
+                    return match
+            viable = viable or match
+        except NkiError as err:
+            # The contract refuses these shapes, or the kernel or its cost estimate fails on them:
+            # the module stays as it is, with the reason.
+            outcome = (None, str(err), None)
+    return viable or outcome
 
 
 def _replacing() -> dict[str, list[str]]:
@@ -225,8 +266,9 @@ def profile(
     kernel with its contract checked on the real shapes, and the cost model's Trn2 estimate.
 
     The inputs of each module instance's first call are captured for
-    :func:`torch_nki.swap`'s verification. A progress bar goes to stderr. ``steps`` must be at
-    least 1 (``ValueError`` otherwise).
+    :func:`torch_nki.swap`'s verification. A progress bar goes to stderr; what the profiler's
+    C++ side prints when it starts and stops is captured (shown with ``TORCH_NKI_VERBOSE=1``).
+    ``steps`` must be at least 1 (``ValueError`` otherwise).
     """
     if steps < 1:
         raise ValueError(f"torch_nki.profile: steps must be at least 1, got {steps}")
@@ -261,10 +303,20 @@ def profile(
             model(*example_inputs, **example_kwargs)  # warm-up (first-call costs), not profiled
         profiling = True
         activities = [torch.profiler.ProfilerActivity.CPU]
-        with torch.no_grad(), torch.profiler.profile(activities=activities, record_shapes=True) as prof:
-            for step in range(steps):
-                model(*example_inputs, **example_kwargs)
-                _progress(step + 1, steps)
+        prof = torch.profiler.profile(activities=activities, record_shapes=True)
+        # Kineto logs to the process's descriptors when it starts and stops (`USDT: ...
+        # profiler_start`, `ERROR: ... gpuGetDeviceCount failed` without a GPU): captured, so only
+        # the progress bar shows (`TORCH_NKI_VERBOSE=1` shows the rest).
+        with _quiet.captured("torch.profiler"):
+            prof.start()
+        try:
+            with torch.no_grad():
+                for step in range(steps):
+                    model(*example_inputs, **example_kwargs)
+                    _progress(step + 1, steps)
+        finally:
+            with _quiet.captured("torch.profiler"):
+                prof.stop()
     finally:
         for h in handles:
             h.remove()

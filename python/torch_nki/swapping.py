@@ -23,17 +23,13 @@ import torch
 
 from torch_nki import testing
 from torch_nki._kernels import Binder
-from torch_nki.adapters import Adapter, adapter_for, qualified_name
+from torch_nki.adapters import Adapter, adapters_for, qualified_name
 from torch_nki.errors import NkiError
 from torch_nki.hotspots import Captured, HotspotReport, record_neuron_calls
 
 __all__ = ["SwapReport", "Swapped", "swap", "swapped", "unswap"]
 
 _STATE = "_torch_nki_swap"
-
-
-#: Adapters that call other (possibly swapped) modules are swapped after their children.
-_ORDER = {"Linear": 0, "RMSNorm": 0, "MLP": 1, "Attention": 1}
 
 
 @dataclass
@@ -195,17 +191,27 @@ def _check(
     return ok, (reason if not ok else f"{reason}; {note}" if reason else note), error
 
 
+def _reasons(failed: list[tuple[str, str]]) -> str:
+    """Why no kind verified: the reason, or each kind's when they differ."""
+    if len({reason for _, reason in failed}) == 1:
+        return failed[0][1]
+    return "; ".join(f"{kind}: {reason}" for kind, reason in failed)
+
+
 def swap(
     model: torch.nn.Module, report_or_plan: HotspotReport | None = None, verify: bool = True
 ) -> SwapReport:
-    """Swaps every module instance of ``model`` that an adapter recognises and whose kernels'
-    ``replaces`` patterns name its class (or, given a :class:`HotspotReport`, the matched
+    """Swaps every module instance of ``model`` that a registered kind (an
+    :class:`~torch_nki.adapters.Adapter`) recognises and whose first kernel's ``replaces`` patterns
+    name its class (or, given a :class:`HotspotReport`, the matched
     instances of that report), verifying each against its original forward: on the inputs the
     report captured, or (no report, or never called while profiling) on inputs generated from
     its parameters' shapes and dtype. A failed verification — a mismatch, a kernel's rejection,
     or any exception — reverts that instance and records why. Per instance all or nothing: an
     exception that escapes (``KeyboardInterrupt``) restores every instance this call swapped
-    before it propagates. ``verify=False`` swaps without checking (``swapped, not verified``).
+    before it propagates. When several kinds recognise an instance, the first that verifies is
+    kept (the others' failures are noted). ``verify=False`` swaps the first kind without checking
+    (``swapped, not verified``).
     Returns the :class:`SwapReport`; a model with nothing to swap gives an empty report."""
     report = SwapReport(type(model).__name__)
     wanted = {h.name for h in report_or_plan.matched} if report_or_plan is not None else None
@@ -214,28 +220,44 @@ def swap(
     plan = []
     for name, module in model.named_modules():
         name = name or root
-        found = adapter_for(module)
-        if found is None or (wanted is not None and name not in wanted):
+        found = [adapter for adapter, _ in adapters_for(module)]
+        if not found or (wanted is not None and name not in wanted):
             continue
-        plan.append((name, module, found[0]))
-    plan.sort(key=lambda item: _ORDER.get(item[2].kind, 2))
+        plan.append((name, module, found))
+    # Kinds that call other (possibly swapped) modules are swapped after their children.
+    plan.sort(key=lambda item: item[2][0].composite)
     installed: list[torch.nn.Module] = []
     try:
-        for seed, (name, module, adapter) in enumerate(plan):
-            entry = Swapped(name, qualified_name(module), adapter.kind, adapter.kernels, "swapped")
+        for seed, (name, module, candidates) in enumerate(plan):
+            entry = Swapped(
+                name, qualified_name(module), candidates[0].kind, candidates[0].kernels, "swapped"
+            )
             report.entries.append(entry)
             if _STATE in module.__dict__:
+                entry.kind = getattr(module, _STATE).kind
                 entry.status = "already swapped"
                 continue
-            _install(module, adapter)
-            installed.append(module)
             if not verify:
+                _install(module, candidates[0])
+                installed.append(module)
                 entry.status, entry.reason = "swapped, not verified", "verification off"
                 continue
-            ok, entry.reason, entry.max_abs_error = _check(module, adapter, captured.get(name), seed)
-            if not ok:
+            failed: list[tuple[str, str]] = []
+            for adapter in candidates:
+                _install(module, adapter)
+                installed.append(module)
+                ok, reason, entry.max_abs_error = _check(module, adapter, captured.get(name), seed)
+                entry.kind, entry.kernels = adapter.kind, adapter.kernels
+                if ok:
+                    entry.reason = "; ".join([reason] * bool(reason) + [f"not {k}: {r}" for k, r in failed])
+                    break
                 _remove(module)
-                entry.status = "reverted"
+                installed.pop()
+                failed.append((adapter.kind, reason))
+            else:
+                entry.status, entry.reason = "reverted", _reasons(failed)
+                entry.kind = " or ".join(kind for kind, _ in failed)
+                entry.kernels = tuple(dict.fromkeys(k for a in candidates for k in a.kernels))
     except BaseException:
         for module in installed:
             _remove(module)

@@ -52,6 +52,32 @@ def tiny_llama(seed: int = 0) -> torch.nn.Module:
     return transformers.LlamaForCausalLM(cfg).eval()
 
 
+def tiny_gemma(seed: int = 0) -> torch.nn.Module:
+    """``GemmaForCausalLM`` from a small config (its ``gelu_pytorch_tanh`` MLP and offset RMSNorms,
+    ``x̂ · (1 + weight)``), in eval mode, every norm weight drawn from N(0, 0.5) rather than left
+    at its initial zero (so an RMSNorm kernel given ``weight`` instead of ``1 + weight`` differs
+    visibly); the caller imports transformers first."""
+    import transformers
+
+    cfg = transformers.GemmaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=64,
+    )
+    torch.manual_seed(seed)
+    model = transformers.GemmaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.normal_(0.0, 0.5)
+    return model
+
+
 def nki_round_trip(kernel: Any, *args: Any, target: str = "trn2") -> str:
     """The frontend kernel's emitted NKI source, checked to trace back to the same program."""
     import numpy as np

@@ -1,23 +1,27 @@
 """Out-of-tree kernel crates: the template crate (``examples/kernel-crate``) is built with cargo
 and loaded with ``torch_nki.load``; its ops behave like the built-in ones (eager against the
 declared reference, ``torch.compile(fullgraph=True)``, autograd against torch's, listed by
-``torch_nki.ops()`` and ``torch-nki list``, errors as ``torch_nki.NkiError`` subclasses), and
-loading refuses what it must."""
+``torch_nki.ops()`` and ``torch-nki list``, errors as ``torch_nki.NkiError`` subclasses), a
+module kind and a graph pattern of the user's own swap in with its kernel, and loading refuses
+what it must."""
 
 from __future__ import annotations
 
+import operator
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 import torch_nki
-from torch_nki import cli, plugins, testing
+from torch_nki import cli, compiler, plugins, testing
+from torch_nki.compiler import Rewriter
 
 CRATE = Path(__file__).resolve().parents[2] / "examples" / "kernel-crate"
 NS = "nki_example"
@@ -87,6 +91,93 @@ def test_gradients_match_torch_autograd(dtype: torch.dtype) -> None:
             torch.testing.assert_close(
                 g.float(), w.float(), rtol=4 * rtol, atol=4 * atol * scale, msg=str(sample)
             )
+
+
+class ResidualRMSNorm(torch.nn.Module):
+    """A user's module that the crate's kernel computes (its ``replaces("*ResidualRMSNorm")``
+    names it): the residual add and an RMSNorm of the sum, returning ``(y, h)``."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(d, generator=torch.Generator().manual_seed(1)) + 0.5)
+        self.eps = 1e-6
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = x + residual
+        y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        return y, h
+
+
+def _residual_forward(module: Any, x: torch.Tensor, residual: torch.Tensor) -> Any:
+    h, y = getattr(torch.ops, NS).residual_rmsnorm(x, residual, module.weight, module.eps)
+    return y, h
+
+
+def _residual_example(module: Any, generator: torch.Generator) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    d = module.weight.shape[0]
+    return (torch.randn(2, 3, d, generator=generator), torch.randn(2, 3, d, generator=generator)), {}
+
+
+def _residual_rmsnorm_pattern(rw: Rewriter) -> None:
+    """``neuron.rmsnorm(x + residual, w, eps)`` (what the built-in rmsnorm pattern made of the
+    decomposition) → the crate's fused kernel."""
+    for node in rw.calls(torch.ops.neuron.rmsnorm.default):
+        h, weight, eps = node.args
+        if rw.is_call(h, operator.add, torch.add) and isinstance(eps, float):
+            x, residual = h.args
+            rw.attempt(
+                node, getattr(torch.ops, NS).residual_rmsnorm.default, (x, residual, weight, eps), take=1
+            )
+
+
+@pytest.mark.usefixtures("loaded", "dynamo")
+def test_a_crates_own_module_kind_and_graph_pattern_swap_in() -> None:
+    kind = torch_nki.register_adapter(
+        torch_nki.Adapter(
+            "ResidualRMSNorm",
+            (OP,),
+            recognise=lambda m: isinstance(getattr(m, "eps", None), float),
+            forward=_residual_forward,
+            example=_residual_example,
+        )
+    )
+    pattern = torch_nki.register_pattern(
+        torch_nki.Pattern("residual + rmsnorm", (OP,), _residual_rmsnorm_pattern)
+    )
+    try:
+        model = torch.nn.Sequential(ResidualRMSNorm(96))
+        x, residual = torch.randn(4, 96), torch.randn(4, 96)
+        with torch.no_grad():
+            want = model[0](x, residual)
+        report = torch_nki.swap(model)
+        (entry,) = report.entries
+        assert (entry.kind, entry.kernels, entry.status) == (kind.kind, (OP,), "swapped"), (
+            report.to_markdown()
+        )
+        with torch.no_grad(), torch_nki.hotspots.record_neuron_calls() as calls:
+            got = model[0](x, residual)
+        assert [op for op, _ in calls] == [OP]
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+        torch_nki.unswap(model)
+
+        def block(
+            x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            h = x + residual
+            n = h.to(torch.float32)
+            n = n * torch.rsqrt(n.pow(2).mean(-1, keepdim=True) + 1e-6)
+            return w * n.to(h.dtype), h * 2
+
+        w = torch.rand(96) + 0.5
+        compiled = torch.compile(block, backend="nki", fullgraph=True)(x, residual, w)
+        for g, e in zip(compiled, block(x, residual, w), strict=True):
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+        log = [(d.pattern, d.rewritten) for d in compiler.last_log()]
+        assert log == [("rmsnorm", True), ("residual + rmsnorm", True)]
+    finally:
+        torch_nki.unregister_adapter(kind.kind)
+        torch_nki.unregister_pattern(pattern.name)
 
 
 @pytest.mark.usefixtures("loaded")

@@ -127,7 +127,8 @@ def test_swaps_are_per_instance_idempotent_and_survive_copies(ids: torch.Tensor)
 
 def test_failed_verification_is_reverted_with_the_reason(ids: torch.Tensor) -> None:
     class ScaledRMSNorm(torch.nn.Module):
-        """RMSNorm-shaped, but its forward doubles the result: the kernel cannot stand in."""
+        """RMSNorm-shaped, but its forward triples the result: no kernel can stand in (doubled,
+        with a weight of ones, it would be an offset RMSNorm, ``x̂ · (1 + weight)``)."""
 
         def __init__(self, d: int) -> None:
             super().__init__()
@@ -135,7 +136,7 @@ def test_failed_verification_is_reverted_with_the_reason(ids: torch.Tensor) -> N
             self.variance_epsilon = 1e-6
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return 2 * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon) * self.weight
+            return 3 * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon) * self.weight
 
     model = torch.nn.Sequential(ScaledRMSNorm(64))
     x = torch.randn(3, 64)
@@ -186,8 +187,9 @@ def test_the_context_manager_restores_what_it_swapped(ids: torch.Tensor) -> None
         assert all(e.status == "swapped, not verified" for e in report.entries)
 
 
-class _GemmaRMSNorm(torch.nn.Module):
-    """RMSNorm-shaped, but scaled by ``1 + weight`` (Gemma's): the rmsnorm kernel cannot stand in."""
+class _ImpostorRMSNorm(torch.nn.Module):
+    """RMSNorm-shaped, but scaled by ``2 + weight``: neither an RMSNorm (``x̂ · weight``) nor an
+    offset one (Gemma's ``x̂ · (1 + weight)``), so no kernel can stand in."""
 
     def __init__(self, d: int) -> None:
         super().__init__()
@@ -198,11 +200,11 @@ class _GemmaRMSNorm(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fail:
             raise RuntimeError("this module fails on a later call")
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1 + self.weight)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (2 + self.weight)
 
 
 def test_a_swap_without_a_report_reverts_what_disagrees_on_generated_inputs() -> None:
-    model = torch.nn.Sequential(torch.nn.Linear(16, 16), _GemmaRMSNorm(16))
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), _ImpostorRMSNorm(16))
     x = torch.randn(3, 16)
     with torch.no_grad():
         want = model(x)
@@ -217,7 +219,7 @@ def test_a_swap_without_a_report_reverts_what_disagrees_on_generated_inputs() ->
 
 
 def test_any_exception_while_verifying_reverts_that_instance() -> None:
-    norm = _GemmaRMSNorm(16)
+    norm = _ImpostorRMSNorm(16)
     model = torch.nn.Sequential(torch.nn.Linear(16, 16), norm)
     x = torch.randn(3, 16)
     profiled = torch_nki.profile(model, x, steps=1)

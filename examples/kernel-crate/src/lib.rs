@@ -28,6 +28,7 @@ fn rows_of(x: &Hbm) -> (usize, usize) {
     dtype(x in {f32, bf16, f16}, residual = x, weight = x) -> (x, x, f32),
     require(D <= 4096),
     backward(residual_rmsnorm_backward, saves(h, weight, rstd)),
+    replaces("*ResidualRMSNorm"),
     reference("(x + residual, ((x + residual).float() * torch.rsqrt((x + residual).float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight)"),
     sample(x = [130, 96], residual = [130, 96], weight = [96]),
     sample(x = [2, 3, 200], residual = [2, 3, 200], weight = [200], eps = 1e-5),

@@ -16,7 +16,7 @@
 // loaded with torch.ops.load_library; registration goes through torch.ops.torch_nki_fast.register.
 // The ABI's constants, enums and structs come from fast_abi.h, which torch_nki._fast generates
 // from their one definition in Rust (python/native/src/fast/abi.rs) when it compiles this file;
-// `python -m torch_nki._fast --header` prints it.
+// `torch-nki fast --header` prints it.
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
