@@ -67,6 +67,7 @@ __all__ = [
     "manifest",
     "ops",
     "profile",
+    "sharding",
     "swap",
     "swapped",
     "unswap",
@@ -86,6 +87,9 @@ try:
     if _device.available():
         _device.enable()
     load_from_environment()
+    from torch_nki import distributed as _distributed
+
+    _distributed.install()
 except Exception as _err:  # a broken install or a name clash in the neuron namespace
     if not torch_is_initialising():
         raise
@@ -164,6 +168,7 @@ _LAZY = {
     "unswap": "torch_nki.swapping",
     "swapped": "torch_nki.swapping",
     "SwapReport": "torch_nki.swapping",
+    "sharding": "torch_nki._sharding",
 }
 
 
