@@ -1,0 +1,124 @@
+"""One process of ``test_distributed_llama.py``: a small transformers Llama, swapped with
+``torch_nki.swap``, trained a few SGD steps, single-process or as one rank of a 2-process gloo
+group under FSDP2 (``fully_shard`` per decoder layer) or tensor parallelism
+(``parallelize_module``: column-wise q/k/v/gate/up, row-wise o/down projections).
+
+``python distributed_llama.py MODE OUT [RANK WORLD]`` writes (rank 0) each step's loss, the
+first step's gradient of every parameter (full tensors) and the neuron ops whose DTensor sharding
+strategies were computed to ``OUT`` with ``torch.save``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+import transformers
+
+import torch_nki
+from torch_nki import _sharding
+
+STEPS = 3
+SHARDED: set[str] = set()
+"""The ops a DTensor call computed strategies for."""
+
+
+def _recording(strategies: Any) -> Any:
+    def record(spec: Any, *args: Any) -> Any:
+        SHARDED.add(spec.name)
+        return strategies(spec, *args)
+
+    return record
+
+
+def build() -> tuple[torch.nn.Module, torch.Tensor]:
+    """The model every mode starts from (same seed, same weights), swapped and verified."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    model = transformers.LlamaForCausalLM(config)
+    ids = torch.randint(0, 128, (2, 17), generator=torch.Generator().manual_seed(3))
+    report = torch_nki.profile(model, ids, steps=1)
+    swap = torch_nki.swap(model, report)
+    assert not swap.reverted, swap.reverted
+    return model, ids
+
+
+def full(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's full value, a plain tensor as is."""
+    to_full = getattr(t, "full_tensor", None)
+    return (to_full() if to_full is not None else t).detach().clone()
+
+
+def train(model: torch.nn.Module, ids: torch.Tensor) -> dict[str, Any]:
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses: list[float] = []
+    grads: dict[str, torch.Tensor] = {}
+    for step in range(STEPS):
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        if step == 0:
+            grads = {n: full(p.grad) for n, p in model.named_parameters() if p.grad is not None}
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(full(loss)))
+    return {"losses": losses, "grads": grads, "sharded": sorted(SHARDED)}
+
+
+def main(argv: list[str]) -> None:
+    mode, out = argv[0], argv[1]
+    if mode == "single":
+        model, ids = build()
+        torch.save(train(model, ids), out)
+        return
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    _sharding.strategies = _recording(_sharding.strategies)
+    rank, world = int(argv[2]), int(argv[3])
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        mesh = init_device_mesh("cpu", (world,))
+        model, ids = build()
+        if mode == "fsdp":
+            from torch.distributed.fsdp import fully_shard
+
+            for layer in model.model.layers:
+                fully_shard(layer, mesh=mesh)
+            fully_shard(model, mesh=mesh)
+        else:
+            from torch.distributed.tensor.parallel import (
+                ColwiseParallel,
+                RowwiseParallel,
+                parallelize_module,
+            )
+
+            plan: dict[str, Any] = {}
+            for i in range(len(model.model.layers)):
+                for name in (
+                    "self_attn.q_proj",
+                    "self_attn.k_proj",
+                    "self_attn.v_proj",
+                    "mlp.gate_proj",
+                    "mlp.up_proj",
+                ):
+                    plan[f"model.layers.{i}.{name}"] = ColwiseParallel()
+                for name in ("self_attn.o_proj", "mlp.down_proj"):
+                    plan[f"model.layers.{i}.{name}"] = RowwiseParallel()
+            parallelize_module(model, mesh, plan)
+        result = train(model, ids)
+        if rank == 0:
+            torch.save(result, out)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
