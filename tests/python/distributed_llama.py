@@ -1,7 +1,8 @@
 """One process of ``test_distributed_llama.py``: a small transformers Llama, swapped with
 ``torch_nki.swap``, trained a few SGD steps, single-process or as one rank of a 2-process gloo
 group under FSDP2 (``fully_shard`` per decoder layer) or tensor parallelism
-(``parallelize_module``: column-wise q/k/v/gate/up, row-wise o/down projections).
+(``parallelize_module``: column-wise q/k/v/gate/up, row-wise o/down projections, sequence-parallel
+norms; :func:`tensor_parallel_plan`).
 
 ``python distributed_llama.py MODE OUT [RANK WORLD]`` writes (rank 0) each step's loss, the
 first step's gradient of every parameter (full tensors) and the neuron ops whose DTensor sharding
@@ -51,6 +52,52 @@ def build() -> tuple[torch.nn.Module, torch.Tensor]:
     return model, ids
 
 
+def tensor_parallel_plan(layers: int) -> dict[str, Any]:
+    """Column-wise q/k/v/gate/up and row-wise o/down projections, with sequence-parallel norms:
+    inside each decoder layer the residual stream is split along the sequence (``Shard(1)``),
+    gathered before attention and the MLP, and the layer returns it whole."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        PrepareModuleInputOutput,
+        RowwiseParallel,
+        SequenceParallel,
+    )
+
+    plan: dict[str, Any] = {}
+    for i in range(layers):
+        layer = f"model.layers.{i}"
+        plan[layer] = PrepareModuleInputOutput(
+            input_layouts=(Replicate(),),
+            desired_input_layouts=(Shard(1),),
+            output_layouts=(Shard(1),),
+            desired_output_layouts=(Replicate(),),
+            use_local_input=False,
+            use_local_output=True,
+        )
+        plan[f"{layer}.input_layernorm"] = SequenceParallel()
+        plan[f"{layer}.post_attention_layernorm"] = SequenceParallel()
+        plan[f"{layer}.self_attn"] = PrepareModuleInput(
+            input_kwarg_layouts={"hidden_states": Shard(1)},
+            desired_input_kwarg_layouts={"hidden_states": Replicate()},
+        )
+        plan[f"{layer}.mlp"] = PrepareModuleInput(
+            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
+        )
+        for name in (
+            "self_attn.q_proj",
+            "self_attn.k_proj",
+            "self_attn.v_proj",
+            "mlp.gate_proj",
+            "mlp.up_proj",
+        ):
+            plan[f"{layer}.{name}"] = ColwiseParallel()
+        for name in ("self_attn.o_proj", "mlp.down_proj"):
+            plan[f"{layer}.{name}"] = RowwiseParallel(output_layouts=Shard(1), use_local_output=False)
+    return plan
+
+
 def full(t: torch.Tensor) -> torch.Tensor:
     """A DTensor's full value, a plain tensor as is."""
     to_full = getattr(t, "full_tensor", None)
@@ -94,25 +141,9 @@ def main(argv: list[str]) -> None:
                 fully_shard(layer, mesh=mesh)
             fully_shard(model, mesh=mesh)
         else:
-            from torch.distributed.tensor.parallel import (
-                ColwiseParallel,
-                RowwiseParallel,
-                parallelize_module,
-            )
+            from torch.distributed.tensor.parallel import parallelize_module
 
-            plan: dict[str, Any] = {}
-            for i in range(len(model.model.layers)):
-                for name in (
-                    "self_attn.q_proj",
-                    "self_attn.k_proj",
-                    "self_attn.v_proj",
-                    "mlp.gate_proj",
-                    "mlp.up_proj",
-                ):
-                    plan[f"model.layers.{i}.{name}"] = ColwiseParallel()
-                for name in ("self_attn.o_proj", "mlp.down_proj"):
-                    plan[f"model.layers.{i}.{name}"] = RowwiseParallel()
-            parallelize_module(model, mesh, plan)
+            parallelize_module(model, mesh, tensor_parallel_plan(len(model.model.layers)))
         result = train(model, ids)
         if rank == 0:
             torch.save(result, out)

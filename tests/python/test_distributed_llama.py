@@ -68,8 +68,9 @@ def single(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_two_process_training_matches_one_process(mode: str, single: dict[str, Any], tmp_path: Path) -> None:
     got = _run(mode, tmp_path / f"{mode}.pt")
     # FSDP2 all-gathers parameters before each layer runs: the kernels see plain tensors. Under
-    # tensor parallelism the swapped linears get DTensor weights, both ways round.
-    expected = {"fsdp": [], "tp": ["linear", "linear_backward"]}[mode]
+    # tensor parallelism the swapped linears get DTensor weights and the sequence-parallel norms
+    # DTensor rows, forward and backward.
+    expected = {"fsdp": [], "tp": ["linear", "linear_backward", "rmsnorm", "rmsnorm_backward"]}[mode]
     assert got["sharded"] == expected
     assert len(got["losses"]) == len(single["losses"])
     torch.testing.assert_close(
