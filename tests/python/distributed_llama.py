@@ -4,6 +4,9 @@ group under FSDP2 (``fully_shard`` per decoder layer) or tensor parallelism
 (``parallelize_module``: column-wise q/k/v/gate/up, row-wise o/down projections, sequence-parallel
 norms; :func:`tensor_parallel_plan`).
 
+``2d`` is both on a 2 x (WORLD / 2) mesh: FSDP2 over the first dimension, tensor parallelism
+over the second.
+
 ``python distributed_llama.py MODE OUT [RANK WORLD]`` writes (rank 0) each step's loss, the
 first step's gradient of every parameter (full tensors) and the neuron ops whose DTensor sharding
 strategies were computed to ``OUT`` with ``torch.save``.
@@ -98,6 +101,15 @@ def tensor_parallel_plan(layers: int) -> dict[str, Any]:
     return plan
 
 
+def shard_layers(model: Any, mesh: Any) -> None:
+    """FSDP2: one unit per decoder layer and the root."""
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in model.model.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+
+
 def full(t: torch.Tensor) -> torch.Tensor:
     """A DTensor's full value, a plain tensor as is."""
     to_full = getattr(t, "full_tensor", None)
@@ -127,23 +139,25 @@ def main(argv: list[str]) -> None:
         return
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import parallelize_module
 
     _sharding.strategies = _recording(_sharding.strategies)
     rank, world = int(argv[2]), int(argv[3])
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        mesh = init_device_mesh("cpu", (world,))
         model, ids = build()
-        if mode == "fsdp":
-            from torch.distributed.fsdp import fully_shard
-
-            for layer in model.model.layers:
-                fully_shard(layer, mesh=mesh)
-            fully_shard(model, mesh=mesh)
+        if mode == "2d":
+            # data parallel (FSDP2) over tensor parallel: both data-parallel ranks get the same
+            # batch, so the averaged gradients are the single-process ones
+            mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("dp", "tp"))
+            parallelize_module(model, mesh["tp"], tensor_parallel_plan(len(model.model.layers)))
+            shard_layers(model, mesh["dp"])
+        elif mode == "fsdp":
+            shard_layers(model, init_device_mesh("cpu", (world,)))
         else:
-            from torch.distributed.tensor.parallel import parallelize_module
-
-            parallelize_module(model, mesh, tensor_parallel_plan(len(model.model.layers)))
+            parallelize_module(
+                model, init_device_mesh("cpu", (world,)), tensor_parallel_plan(len(model.model.layers))
+            )
         result = train(model, ids)
         if rank == 0:
             torch.save(result, out)

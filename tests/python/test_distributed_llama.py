@@ -1,5 +1,6 @@
-"""A swapped transformers Llama trained on 2 processes (gloo): FSDP2 and tensor parallelism
-give the single-process run's losses and gradients.
+"""A swapped transformers Llama trained on several processes (gloo): FSDP2 and tensor
+parallelism on 2, both on a 2 x 2 mesh on 4 (a smoke test), give the single-process run's losses
+and gradients.
 
 Each run is ``distributed_llama.py`` in fresh processes (rendezvous on a free local port),
 bounded in time; the single-process run of the same script is the reference.
@@ -23,7 +24,7 @@ if not torch.distributed.is_available() or not torch.distributed.is_gloo_availab
 
 SCRIPT = Path(__file__).resolve().parent / "distributed_llama.py"
 TIMEOUT = 300
-WORLD = 2
+WORLD = {"fsdp": 2, "tp": 2, "2d": 4}
 
 
 def _free_port() -> int:
@@ -34,10 +35,10 @@ def _free_port() -> int:
 
 def _run(mode: str, out: Path) -> dict[str, Any]:
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), OMP_NUM_THREADS="1")
-    ranks = [None] if mode == "single" else list(range(WORLD))
+    ranks = [None] if mode == "single" else list(range(WORLD[mode]))
     procs = [
         subprocess.Popen(
-            [sys.executable, str(SCRIPT), mode, str(out), *([] if r is None else [str(r), str(WORLD)])],
+            [sys.executable, str(SCRIPT), mode, str(out), *([] if r is None else [str(r), str(WORLD[mode])])],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -64,13 +65,14 @@ def single(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return _run("single", tmp_path_factory.mktemp("llama") / "single.pt")
 
 
-@pytest.mark.parametrize("mode", ["fsdp", "tp"])
+@pytest.mark.parametrize("mode", sorted(WORLD))
 def test_two_process_training_matches_one_process(mode: str, single: dict[str, Any], tmp_path: Path) -> None:
     got = _run(mode, tmp_path / f"{mode}.pt")
     # FSDP2 all-gathers parameters before each layer runs: the kernels see plain tensors. Under
     # tensor parallelism the swapped linears get DTensor weights and the sequence-parallel norms
     # DTensor rows, forward and backward.
-    expected = {"fsdp": [], "tp": ["linear", "linear_backward", "rmsnorm", "rmsnorm_backward"]}[mode]
+    tensor_parallel = ["linear", "linear_backward", "rmsnorm", "rmsnorm_backward"]
+    expected = {"fsdp": [], "tp": tensor_parallel, "2d": tensor_parallel}[mode]
     assert got["sharded"] == expected
     assert len(got["losses"]) == len(single["losses"])
     torch.testing.assert_close(
