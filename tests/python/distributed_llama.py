@@ -4,8 +4,8 @@ group under FSDP2 (``fully_shard`` per decoder layer) or tensor parallelism
 (``parallelize_module``: column-wise q/k/v/gate/up, row-wise o/down projections, sequence-parallel
 norms; :func:`tensor_parallel_plan`).
 
-``2d`` is both on a 2 x (WORLD / 2) mesh: FSDP2 over the first dimension, tensor parallelism
-over the second.
+``tp-compiled`` is the tensor-parallel model under ``torch.compile``. ``2d`` is both on a
+2 x (WORLD / 2) mesh: FSDP2 over the first dimension, tensor parallelism over the second.
 
 ``python distributed_llama.py MODE OUT [RANK WORLD]`` writes (rank 0) each step's loss, the
 first step's gradient of every parameter (full tensors) and the neuron ops whose DTensor sharding
@@ -124,7 +124,11 @@ def train(model: torch.nn.Module, ids: torch.Tensor) -> dict[str, Any]:
         loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         if step == 0:
-            grads = {n: full(p.grad) for n, p in model.named_parameters() if p.grad is not None}
+            grads = {
+                n.removeprefix("_orig_mod."): full(p.grad)
+                for n, p in model.named_parameters()
+                if p.grad is not None
+            }
         opt.step()
         opt.zero_grad()
         losses.append(float(full(loss)))

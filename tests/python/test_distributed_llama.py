@@ -1,6 +1,6 @@
 """A swapped transformers Llama trained on several processes (gloo): FSDP2 and tensor
-parallelism on 2, both on a 2 x 2 mesh on 4 (a smoke test), give the single-process run's losses
-and gradients.
+parallelism on 2 (tensor parallelism also under ``torch.compile``), both on a 2 x 2 mesh on 4
+(a smoke test), give the single-process run's losses and gradients.
 
 Each run is ``distributed_llama.py`` in fresh processes (rendezvous on a free local port),
 bounded in time; the single-process run of the same script is the reference.
@@ -24,7 +24,7 @@ if not torch.distributed.is_available() or not torch.distributed.is_gloo_availab
 
 SCRIPT = Path(__file__).resolve().parent / "distributed_llama.py"
 TIMEOUT = 300
-WORLD = {"fsdp": 2, "tp": 2, "2d": 4}
+WORLD = {"fsdp": 2, "tp": 2, "tp-compiled": 2, "2d": 4}
 
 
 def _free_port() -> int:
@@ -72,7 +72,7 @@ def test_two_process_training_matches_one_process(mode: str, single: dict[str, A
     # tensor parallelism the swapped linears get DTensor weights and the sequence-parallel norms
     # DTensor rows, forward and backward.
     tensor_parallel = ["linear", "linear_backward", "rmsnorm", "rmsnorm_backward"]
-    expected = {"fsdp": [], "tp": tensor_parallel, "2d": tensor_parallel}[mode]
+    expected = [] if mode == "fsdp" else tensor_parallel
     assert got["sharded"] == expected
     assert len(got["losses"]) == len(single["losses"])
     torch.testing.assert_close(
