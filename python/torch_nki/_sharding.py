@@ -346,16 +346,16 @@ def devices_of(mesh_sizes: Sequence[int]) -> int:
     return math.prod(mesh_sizes)
 
 
-_rules: dict[tuple[str, str], OpSharding] = {}
+_rules: dict[int, tuple[OpSpec, OpSharding]] = {}
+"""Parsed semantics by spec identity (the spec is kept, so its id is not reused)."""
 
 
 def rules_of(spec: OpSpec) -> OpSharding:
-    """The parsed sharding semantics of ``spec`` (parsed once per op)."""
-    key = (spec.namespace, spec.name)
-    found = _rules.get(key)
+    """The parsed sharding semantics of ``spec`` (parsed once per registered op)."""
+    found = _rules.get(id(spec))
     if found is None:
-        found = _rules[key] = parse(spec, spec.sharding)
-    return found
+        found = _rules[id(spec)] = (spec, parse(spec, spec.sharding))
+    return found[1]
 
 
 @dataclass(frozen=True)
