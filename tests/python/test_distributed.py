@@ -67,8 +67,8 @@ def _dt(p: _sharding.Placement | None) -> Placement:
     return Partial("sum")
 
 
-def offered(sample: testing.SampleInput) -> list[_sharding.Strategy]:
-    """The strategies the op's rules offer for this call on ``WORLD`` devices."""
+def offered(sample: testing.SampleInput, devices: int = WORLD) -> list[_sharding.Strategy]:
+    """The strategies the op's rules offer for this call on ``devices`` devices."""
     reg, spec = testing._lookup(sample.op)
     rules = _sharding.rules_of(spec)
     tensors = [a for p, a in zip(spec.params, sample.args, strict=True) if p.is_tensor]
@@ -87,7 +87,7 @@ def offered(sample: testing.SampleInput) -> list[_sharding.Strategy]:
         rules,
         sample.args,
         lambda v: tuple(v.shape) if isinstance(v, torch.Tensor) else None,
-        WORLD,
+        devices,
         accepts,
     )
 
@@ -235,6 +235,17 @@ def test_gradients_through_dtensor_match(mesh: DeviceMesh, op: str, loss_of: str
                 atol=1e-4,
                 msg=lambda m, n=name, s=strategy.split: f"{op} grad {n} split {s}: {m}",
             )
+
+
+def test_a_split_some_device_cannot_take_is_not_offered() -> None:
+    """``matmul`` requires ``K >= 1``: 5 columns over 4 devices leave the last one none, so ``K``
+    is not split there; 5 rows split as 2, 2, 1, 0 are fine (a batch may be empty); 3 output
+    columns are fewer than the devices."""
+    x, w = torch.randn(5, 5), torch.randn(5, 3)
+    sample = testing.SampleInput("matmul", torch.float32, (x, w), 0)
+    splits = [s.split for s in offered(sample, devices=4)]
+    assert splits == [(), (("B", 0),)]
+    assert [s.split for s in offered(sample, devices=2)] == [(), (("B", 0),), (("K", 0),), (("N", 0),)]
 
 
 def test_a_scalar_that_changes_the_rule_is_not_served_another_values_rule(mesh: DeviceMesh) -> None:
