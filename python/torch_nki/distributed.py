@@ -68,9 +68,13 @@ def _placement(p: _sharding.Placement | None) -> Any:
     return Replicate()
 
 
-def _strategy_fn(reg: Registration, spec: OpSpec) -> Any:
-    from torch.distributed.tensor._dtensor_spec import DTensorSpec
+def _is_spec(v: Any) -> bool:
+    """A tensor argument as ``register_sharding`` passes it (its ``DTensorSpec``: mesh, shape,
+    placements, tensor meta), told apart without importing DTensor's private class."""
+    return hasattr(v, "mesh") and hasattr(v, "placements") and hasattr(v, "tensor_meta")
 
+
+def _strategy_fn(reg: Registration, spec: OpSpec) -> Any:
     native = reg.native
     scalar_names = [p.name for p in spec.params if not p.is_tensor]
 
@@ -88,9 +92,9 @@ def _strategy_fn(reg: Registration, spec: OpSpec) -> Any:
         values: list[Any] = list(args)
         for p in spec.params[len(args) :]:
             values.append(kwargs.get(p.name, p.default))
-        mesh = next(v.mesh for v in values if isinstance(v, DTensorSpec))
+        mesh = next(v.mesh for v in values if _is_spec(v))
         dtypes = [
-            caller_name(v.tensor_meta.dtype) if isinstance(v, DTensorSpec) and v.tensor_meta else None
+            caller_name(v.tensor_meta.dtype) if _is_spec(v) and v.tensor_meta else None
             for p, v in zip(spec.params, values, strict=True)
             if p.is_tensor
         ]
@@ -99,7 +103,7 @@ def _strategy_fn(reg: Registration, spec: OpSpec) -> Any:
             spec,
             _sharding.rules_of(spec),
             values,
-            lambda v: tuple(v.shape) if isinstance(v, DTensorSpec) else None,
+            lambda v: tuple(v.shape) if _is_spec(v) else None,
             _sharding.devices_of(mesh.shape),
             accepts(dtypes, scalars),
         )
