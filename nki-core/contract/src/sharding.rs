@@ -563,7 +563,7 @@ mod tests {
         let k = s.dims.iter().find(|d| d.symbol == "K").unwrap();
         assert_eq!(k.kind, DimKind::Whole);
         assert_eq!(k.reason, "declared `whole(K)`");
-        // grad_x no longer reads x, which alone has B among its inputs... but grad_out has B.
+        // grad_x no longer reads x, but grad_out still has B: grad_x keeps it, grad_w sums it.
         use OutputRole::*;
         assert_eq!(roles(&s, "B"), (DimKind::Mixed, vec![Kept, Summed]));
         assert_eq!(s.reads[0], ("grad_x", vec!["grad_out", "w"]));
