@@ -111,6 +111,7 @@ fn load_targets(target: &Hbm, rows: &TileSpan, ignore_index: i64) -> (Tile, Tile
     dtype(logits in {f32, bf16, f16}, target in {i32}) -> (logits, f32, f32),
     require(V >= 1, V <= 262144),
     backward(cross_entropy_backward, saves(logits, target, lse, count)),
+    shard(whole(V), whole(N) if reduction == "mean"),
     replaces("aten::cross_entropy_loss", "torch.nn.CrossEntropyLoss"),
     reference("F.cross_entropy(logits.float(), target.long(), ignore_index=ignore_index, reduction=reduction).to(logits.dtype)"),
     sample(logits = [130, 300], target = [130]),
@@ -236,6 +237,7 @@ pub fn cross_entropy(
     shape(grad_loss = [..R], logits = [N, V], target = [N], lse = [N], count = []) -> grad_logits = [N, V],
     dtype(grad_loss in {f32, bf16, f16}, logits = grad_loss, target in {i32}, lse in {f32}, count in {f32}) -> logits,
     require(V >= 1, V <= 262144),
+    shard(whole(V), together(R, N)),
     tolerance(reduction(V)),
 )]
 pub fn cross_entropy_backward(

@@ -458,6 +458,7 @@ fn column_sums(out: &HbmView, g: &HbmView) {
     dtype(x in {f32, bf16, f16}, weight = x, bias = x) -> x,
     require(K >= 1),
     backward(linear_backward, saves(x, weight)),
+    shard(additive(bias)),
     replaces("torch.nn.Linear", "aten::linear", "aten::addmm"),
     reference("F.linear(x, weight, bias)"),
     sample(x = [130, 200], weight = [530, 200], bias = [530]),
@@ -495,6 +496,7 @@ pub fn linear(x: &Hbm, weight: &Hbm, bias: Option<&Hbm>) -> Hbm {
     dtype(grad_out in {f32, bf16, f16}, x = grad_out, weight = grad_out)
         -> (grad_out, grad_out, grad_out),
     require(N >= 1),
+    shard(reads(grad_bias: grad_out)),
     tolerance(matmul),
 )]
 pub fn linear_backward(grad_out: &Hbm, x: &Hbm, weight: &Hbm) -> (Hbm, Hbm, Hbm) {

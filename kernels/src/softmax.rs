@@ -173,6 +173,7 @@ pub(crate) fn online_statistics_into(
     shape(x = [..B, D]) -> y = [..B, D],
     dtype(x in {f32, bf16, f16}) -> x,
     backward(softmax_backward, saves(y)),
+    shard(whole(D)),
     replaces("aten::_softmax", "torch.nn.Softmax"),
     reference("torch.softmax(x.float(), dim=-1).to(x.dtype)"),
     sample(x = [130, 96]),
@@ -258,6 +259,7 @@ fn rescaled_softmax(
 #[kernel(
     shape(grad_y = [..B, D], y = [..B, D]) -> grad_x = [..B, D],
     dtype(grad_y in {f32, bf16, f16}, y = grad_y) -> grad_y,
+    shard(whole(D)),
     tolerance(reduction(D)),
 )]
 pub fn softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
@@ -323,6 +325,7 @@ pub fn softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
     shape(x = [..B, D]) -> y = [..B, D],
     dtype(x in {f32, bf16, f16}) -> x,
     backward(log_softmax_backward, saves(y)),
+    shard(whole(D)),
     replaces("aten::_log_softmax", "torch.nn.LogSoftmax"),
     reference("torch.log_softmax(x.float(), dim=-1).to(x.dtype)"),
     sample(x = [130, 96]),
@@ -362,6 +365,7 @@ pub fn log_softmax(x: &Hbm) -> Hbm {
 #[kernel(
     shape(grad_y = [..B, D], y = [..B, D]) -> grad_x = [..B, D],
     dtype(grad_y in {f32, bf16, f16}, y = grad_y) -> grad_y,
+    shard(whole(D)),
     tolerance(reduction(D)),
 )]
 pub fn log_softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {

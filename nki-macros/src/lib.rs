@@ -72,6 +72,9 @@
 //!   a reference and samples; a backward kernel is tested through its forward.
 //! - `autocast(lower | fp32 | promote | keep)` (optional): the op's `torch.autocast` policy.
 //! - `bench(x = [8192, 4096], ...)`: the large shape `torch-nki bench` grades the op at.
+//! - `shard(whole(D), whole(S) if causal, together(H, Hkv), additive(bias), reads(out: x))`
+//!   (optional): what the contract cannot tell about splitting the tensors across devices; the
+//!   manifest exports the sharding semantics derived with it (`nki_contract::sharding`).
 //!
 //! ## What it generates
 //!

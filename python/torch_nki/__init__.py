@@ -71,6 +71,7 @@ __all__ = [
     "profile",
     "register_adapter",
     "register_pattern",
+    "sharding",
     "swap",
     "swapped",
     "unregister_adapter",
@@ -92,6 +93,9 @@ try:
     if _device.available():
         _device.enable()
     load_from_environment()
+    from torch_nki import distributed as _distributed
+
+    _distributed.install()
 except Exception as _err:  # a broken install or a name clash in the neuron namespace
     if not torch_is_initialising():
         raise
@@ -176,6 +180,7 @@ _LAZY = {
     "Pattern": "torch_nki.compiler",
     "register_pattern": "torch_nki.compiler",
     "unregister_pattern": "torch_nki.compiler",
+    "sharding": "torch_nki._sharding",
 }
 
 

@@ -13,7 +13,7 @@ from torch_nki._backward import BackwardSpec
 Scalar = float | int | bool
 
 #: The manifest layout this package reads (``Manifest::version`` in the registry crate).
-MANIFEST_VERSION = 3
+MANIFEST_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,9 @@ class OpSpec:
     """The representative large arguments ``torch-nki bench`` grades the op at (one dtype)."""
     namespace: str = "neuron"
     """The ``torch.ops`` namespace the op is registered in."""
+    sharding: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, hash=False)
+    """What each dimension symbol is when the op's tensors are split across devices, as Rust
+    derives it (see :mod:`torch_nki._sharding`)."""
 
     @property
     def qualname(self) -> str:
@@ -160,6 +163,7 @@ def _op(op: dict[str, Any]) -> OpSpec:
         bench=None
         if op.get("bench") is None
         else SampleSpec(dict(op["bench"]["args"]), tuple(op["bench"]["dtypes"])),
+        sharding=op["sharding"],
     )
 
 

@@ -192,7 +192,10 @@ def register(native: ModuleType, namespace: str = NAMESPACE, source: str | None 
                 ) from err
         reg = Registration(native, text, by_name, namespace, [lib], fast)
         _registrations[key] = reg
-        return reg
+    from torch_nki import distributed
+
+    distributed.on_registration(reg)
+    return reg
 
 
 def unregister(reg: Registration) -> None:

@@ -60,6 +60,17 @@ def _no_backward(spec: OpSpec) -> AutogradRule:
     return AutogradRule(setup_context, backward)
 
 
+def _zeros(shape: Any, dtype: torch.dtype, device: torch.device, mesh: Any) -> torch.Tensor:
+    """The zero gradient of an output no loss used: a replicated DTensor on ``mesh`` for a
+    DTensor output (the backward kernel's other arguments are DTensors)."""
+    if mesh is None:
+        return torch.zeros(shape, dtype=dtype, device=device)
+    from torch.distributed.tensor import Replicate, zeros
+
+    result: torch.Tensor = zeros(shape, dtype=dtype, device_mesh=mesh, placements=[Replicate()] * mesh.ndim)
+    return result
+
+
 def rule_for(spec: OpSpec, ops: dict[str, OpSpec], op_of: Callable[[str], Any]) -> AutogradRule:
     """The autograd rule of ``spec`` (whose op returns every kernel output), carrying out its
     backward plan (:mod:`torch_nki._backward`); ``ops`` are all kernels by name and
@@ -76,7 +87,10 @@ def rule_for(spec: OpSpec, ops: dict[str, OpSpec], op_of: Callable[[str], Any]) 
         outs = (output,) if single_out else tuple(output)
         ctx.save_for_backward(*plan.saved_values(inputs, outs))
         ctx.nki_scalars = inputs
-        ctx.nki_out_meta = [(o.shape, o.dtype, o.device) for o in outs]
+        # Unused outputs' gradients arrive as None and are made here: autograd would make plain
+        # zeros, where a DTensor output's must be a DTensor on its mesh.
+        ctx.set_materialize_grads(False)
+        ctx.nki_out_meta = [(o.shape, o.dtype, o.device, getattr(o, "device_mesh", None)) for o in outs]
         if saved_outputs:
             ctx.mark_non_differentiable(*(outs[i] for i in saved_outputs))
 
@@ -84,8 +98,8 @@ def rule_for(spec: OpSpec, ops: dict[str, OpSpec], op_of: Callable[[str], Any]) 
         def gradient(i: int) -> Any:
             g = grads[i]
             if g is None:
-                shape, dtype, device = ctx.nki_out_meta[i]
-                g = torch.zeros(shape, dtype=dtype, device=device)
+                shape, dtype, device, mesh = ctx.nki_out_meta[i]
+                g = _zeros(shape, dtype, device, mesh)
             return g
 
         result = op_of(bwd.name)(*plan.arguments(ctx.saved_tensors, ctx.nki_scalars, gradient))

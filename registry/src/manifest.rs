@@ -4,6 +4,7 @@
 use crate::Registry;
 use nki_core::autodiff::BackwardPlan;
 use nki_core::contract::Contract;
+use nki_core::contract::sharding::Sharding;
 use nki_core::dtype::{DType, DTypeInfo, HOST_DTYPES, HostDType};
 use nki_core::kernel_def::ParamDef;
 use nki_core::op_info::{AutocastPolicy, ResolvedSample, ToleranceClass};
@@ -69,6 +70,10 @@ pub struct ManifestEntry {
     pub autocast: AutocastPolicy,
     /// The representative large arguments it is graded at, in one dtype.
     pub bench: Option<ResolvedSample>,
+    /// What each dimension symbol is when the op's tensors are split across devices
+    /// (independent, summed or whole), derived from the contract and the kernel's `shard(...)`
+    /// declarations: what DTensor sharding rules are registered from.
+    pub sharding: Sharding,
 }
 
 /// Every registered op, sorted by name, and the dtype names every layer spells.
@@ -86,7 +91,7 @@ pub struct Manifest {
 
 impl Manifest {
     /// The layout version (`MANIFEST_VERSION` in `torch_nki._manifest`).
-    pub const VERSION: u32 = 3;
+    pub const VERSION: u32 = 4;
 
     /// Builds the manifest of every kernel of `reg` (sorted by name).
     pub fn new(reg: &Registry) -> Manifest {
@@ -129,6 +134,7 @@ impl Manifest {
                         r.dtypes = b.bench_dtype(&d.contract).into_iter().collect();
                         r
                     }),
+                    sharding: d.contract.sharding(d.shard),
                 })
                 .collect();
         Manifest {

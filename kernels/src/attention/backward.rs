@@ -14,6 +14,7 @@ use super::*;
           v = grad_out, out = grad_out, lse in {f32})
         -> (grad_out, grad_out, grad_out),
     require(Dh <= 128, H % Hkv == 0, Sk >= 1, Sk <= 8192),
+    shard(whole(Sk, Dh), whole(S) if causal, together(H, Hkv)),
     tolerance(reduction(Sk)),
 )]
 #[allow(clippy::too_many_arguments)]

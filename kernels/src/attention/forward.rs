@@ -16,6 +16,7 @@ use super::*;
     dtype(q in {f32, bf16, f16}, k = q, v = q) -> (q, f32),
     require(Dh <= 128, H % Hkv == 0, Sk >= 1, Sk <= 8192),
     backward(flash_attention_backward, saves(q, k, v, out, lse)),
+    shard(whole(Sk, Dh), whole(S) if causal, together(H, Hkv)),
     replaces("aten::scaled_dot_product_attention", "*Attention"),
     reference("(F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True), torch.logsumexp((q.float() @ k.float().repeat_interleave(q.shape[1] // k.shape[1], 1).transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale) + (torch.full((q.shape[2], k.shape[2]), float('-inf')).triu(1) if causal else 0.0), -1))"),
     sample(q = [1, 2, 130, 64], k = [1, 2, 130, 64], v = [1, 2, 130, 64]),

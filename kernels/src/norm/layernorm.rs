@@ -27,6 +27,7 @@ use nki_core::prelude::*;
     dtype(x in {f32, bf16, f16}, weight = x, bias = x) -> (x, f32, f32),
     require(D >= 1, D <= 16384),
     backward(layernorm_backward, saves(x, weight, mean, rstd)),
+    shard(whole(D)),
     replaces("aten::layer_norm", "aten::native_layer_norm", "torch.nn.LayerNorm"),
     reference("F.layer_norm(x.float(), x.shape[-1:], None if weight is None else weight.float(), None if bias is None else bias.float(), eps).to(x.dtype)"),
     sample(x = [130, 96], weight = [96], bias = [96]),
@@ -444,6 +445,7 @@ fn add_to_row_sum(total: &Tile, data: &TileRegion, first: bool, op: BinOp) {
     dtype(grad_y in {f32, bf16, f16}, x = grad_y, weight = grad_y, mean in {f32}, rstd in {f32})
         -> (grad_y, grad_y, grad_y),
     require(D >= 1, D <= 16384),
+    shard(whole(D), reads(grad_bias: grad_y)),
     tolerance(reduction(D)),
 )]
 pub fn layernorm_backward(

@@ -19,6 +19,7 @@ use nki_core::prelude::*;
     dtype(x in {f32, bf16, f16}, weight = x) -> (x, f32),
     require(D >= 1, D <= 16384),
     backward(rmsnorm_backward, saves(x, weight, rstd)),
+    shard(whole(D)),
     replaces("torch.nn.RMSNorm", "*RMSNorm"),
     reference("(x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight"),
     sample(x = [130, 96], weight = [96]),
@@ -63,6 +64,7 @@ pub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> (Hbm, Hbm) {
     dtype(x in {f32, bf16, f16}, residual = x, weight = x) -> (x, x, f32),
     require(D >= 1, D <= 16384),
     backward(add_rmsnorm_backward, saves(h, weight, rstd)),
+    shard(whole(D)),
     replaces("rmsnorm(x + residual)"),
     reference("(x + residual, ((x + residual).to(dtype).float() * torch.rsqrt((x + residual).to(dtype).float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight)"),
     sample(x = [130, 96], residual = [130, 96], weight = [96]),
@@ -160,6 +162,7 @@ fn normalize_into(dst: &Tile, xt: &Tile, w: &Tile, eps: f32) -> Tile {
         -> (grad_x = [..B, D], grad_weight = [D]),
     dtype(grad_y in {f32, bf16, f16}, x = grad_y, weight = grad_y, rstd in {f32}) -> (grad_y, grad_y),
     require(D >= 1, D <= 16384),
+    shard(whole(D)),
     tolerance(reduction(D)),
 )]
 pub fn rmsnorm_backward(grad_y: &Hbm, x: &Hbm, weight: &Hbm, rstd: &Hbm) -> (Hbm, Hbm) {
@@ -177,6 +180,7 @@ pub fn rmsnorm_backward(grad_y: &Hbm, x: &Hbm, weight: &Hbm, rstd: &Hbm) -> (Hbm
     dtype(grad_h in {f32, bf16, f16}, grad_y = grad_h, h = grad_h, weight = grad_h, rstd in {f32})
         -> (grad_h, grad_h, grad_h),
     require(D >= 1, D <= 16384),
+    shard(whole(D)),
     tolerance(reduction(D)),
 )]
 pub fn add_rmsnorm_backward(

@@ -206,6 +206,7 @@ fn finish_head(
     dtype(grad_q_out in {f32, bf16, f16}, grad_k_out = grad_q_out, q = grad_q_out, k = grad_q_out, cos = grad_q_out, sin = grad_q_out)
         -> (grad_q_out, grad_q_out, grad_q_out, grad_q_out),
     require(D % 2 == 0),
+    shard(whole(D), together(H, Hkv), reads(grad_q: grad_q_out, cos, sin), reads(grad_k: grad_k_out, cos, sin)),
     tolerance(reduction(B)),
 )]
 pub fn rope_backward(

@@ -216,6 +216,7 @@ fn apply(xs: &[(&Hbm, &Hbm)], cos: &Hbm, sin: &Hbm) {
     dtype(q in {f32, bf16, f16}, k = q, cos = q, sin = q) -> (q, q),
     require(D % 2 == 0),
     backward(rope_backward, saves(q, k, cos, sin)),
+    shard(whole(D), reads(q_out: q, cos, sin), reads(k_out: k, cos, sin)),
     replaces("*.apply_rotary_pos_emb"),
     reference("(q * cos + torch.cat((-q[..., q.shape[-1] // 2:], q[..., : q.shape[-1] // 2]), dim=-1) * sin, k * cos + torch.cat((-k[..., k.shape[-1] // 2:], k[..., : k.shape[-1] // 2]), dim=-1) * sin)"),
     sample(q = [1, 2, 130, 64], k = [1, 1, 130, 64], cos = [130, 64], sin = [130, 64]),

@@ -18,6 +18,7 @@ use serde::Serialize;
 
 pub mod bind;
 pub mod namespace;
+pub mod sharding;
 pub mod symbolic;
 mod text;
 pub mod violation;

@@ -117,6 +117,10 @@ pub struct KernelDef {
     pub location: SourceLoc,
     /// The backward kernel and what the forward saves for it.
     pub backward: Option<BackwardDef>,
+    /// What the kernel declares about splitting its tensors across devices where the contract
+    /// cannot tell (`shard(...)`); the manifest exports the semantics derived with it
+    /// ([`Contract::sharding`]).
+    pub shard: &'static [crate::contract::sharding::ShardDecl],
     /// The ATen reference the outputs are compared against: a Python expression over the
     /// parameter names with `torch` and `F` (`torch.nn.functional`) in scope. Backward kernels
     /// have none: they are checked through their forward's gradients.

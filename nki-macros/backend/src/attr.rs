@@ -49,6 +49,8 @@ pub struct KernelAttr {
     pub autocast: Option<AutocastClause>,
     /// The `bench(...)` arguments: the representative large shape the op is graded at.
     pub bench: Option<SampleClause>,
+    /// The `shard(...)` declarations (empty without the clause).
+    pub shard: Vec<crate::shard::ShardItem>,
 }
 
 /// `shape(x = [N, D], ...) -> [N, D]`.
@@ -159,8 +161,8 @@ impl Requirement {
     }
 }
 
-const KEYS: &str = "`shape`, `dtype`, `require`, `replaces`, `backward`, `reference`, `sample`, `tolerance`, `autocast` or `bench`";
-const KEY_NAMES: [&str; 10] = [
+const KEYS: &str = "`shape`, `dtype`, `require`, `replaces`, `backward`, `reference`, `sample`, `tolerance`, `autocast`, `bench` or `shard`";
+const KEY_NAMES: [&str; 11] = [
     "shape",
     "dtype",
     "require",
@@ -171,6 +173,7 @@ const KEY_NAMES: [&str; 10] = [
     "tolerance",
     "autocast",
     "bench",
+    "shard",
 ];
 
 impl Parse for KernelAttr {
@@ -186,6 +189,7 @@ impl Parse for KernelAttr {
         let mut tolerance = None;
         let mut autocast = None;
         let mut bench = None;
+        let mut shard = None;
         while !input.is_empty() {
             let key: Ident = input.parse().map_err(|e| {
                 syn::Error::new(
@@ -246,6 +250,12 @@ impl Parse for KernelAttr {
                     }
                     bench = Some(parse_sample(&key, &content)?);
                 }
+                "shard" => {
+                    if shard.is_some() {
+                        return Err(duplicate(&key));
+                    }
+                    shard = Some(crate::shard::parse_shard(&content)?);
+                }
                 "autocast" => {
                     if autocast.is_some() {
                         return Err(duplicate(&key));
@@ -291,6 +301,7 @@ impl Parse for KernelAttr {
             backward_span,
             autocast,
             bench,
+            shard: shard.unwrap_or_default(),
         })
     }
 }

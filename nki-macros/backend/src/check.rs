@@ -55,8 +55,13 @@ impl<'a> Symbols<'a> {
             .map(|(_, k, i)| (*k, *i))
     }
 
+    /// Whether an input pattern binds `name` (a dimension or a sequence).
+    pub(crate) fn is_bound(&self, name: &Ident) -> bool {
+        self.get(name).is_some()
+    }
+
     /// `N, D, ..S`, for messages.
-    fn list(&self) -> String {
+    pub(crate) fn list(&self) -> String {
         if self.bound.is_empty() {
             return "nothing".to_string();
         }
@@ -340,6 +345,7 @@ pub fn check<'a>(attr: &'a KernelAttr, f: &'a KernelFn) -> syn::Result<Checked<'
     }
 
     let output_names = crate::op_check::check_op_clauses(attr, f, &symbols, &mut errors);
+    crate::shard::check(&attr.shard, f, &symbols, &output_names, &mut errors);
     errors.finish()?;
     Ok(Checked {
         inputs,

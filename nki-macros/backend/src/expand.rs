@@ -66,6 +66,7 @@ pub fn expand(f: &KernelFn, attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
         ::nki_core::loc::SourceLoc { file: ::core::file!(), line: ::core::line!(), column: ::core::column!() }
     };
     let trace = trace_fn(f);
+    let shard = crate::shard::expand(&attr.shard);
     quote! {
         #item
 
@@ -81,6 +82,7 @@ pub fn expand(f: &KernelFn, attr: &KernelAttr, c: &Checked<'_>) -> TokenStream {
             replaces: &[#(#replaces),*],
             location: #location,
             backward: #backward,
+            shard: #shard,
             #op_info
             trace: #trace,
         };

@@ -28,6 +28,7 @@ pub mod op_info;
 pub mod scalar;
 pub mod schema;
 pub mod shape_match;
+pub mod shard;
 pub mod signature;
 
 use proc_macro2::TokenStream;
