@@ -184,3 +184,24 @@ def test_a_kernel_may_return_an_argument_it_did_not_write() -> None:
     dummy = np.full((1,), 7, np.float32)
     np.testing.assert_array_equal(passthrough(dummy, np.ones((2, 2), np.float32)), dummy)
     np.testing.assert_array_equal(dummy, [7])
+
+
+def test_a_launched_kernel_may_write_an_argument_from_one_program_only() -> None:
+    @nki.jit
+    def update_cache(x, cache):
+        """Program 1 alone writes the cache (AWS's attention block updates its KV cache so);
+        both return it, with a result of their own."""
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        rows = x.shape[0] // nl.num_programs(0)
+        start = nl.program_id(0) * rows
+        nl.store(out[start : start + rows, :], value=nl.load(x[start : start + rows, :]))
+        if nl.program_id(0) == 1:
+            nl.store(cache[0:1, :], value=nl.load(x[0:1, :]))
+        return out, cache
+
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    cache = np.zeros((2, 8), np.float32)
+    out, new_cache = update_cache[2](x, cache)
+    np.testing.assert_array_equal(out, x)
+    np.testing.assert_array_equal(new_cache[0], x[0])
+    np.testing.assert_array_equal(new_cache[1], 0)

@@ -216,6 +216,21 @@ impl Recorder {
         Ok(id)
     }
 
+    /// Allocates an output in `shared_hbm` for the whole launch, in whichever program instance
+    /// asks first: not one of the tensors every instance must allocate alike (the copy a kernel
+    /// argument gets when one instance first writes it, which the others may never do).
+    pub fn launch_output(
+        &mut self,
+        shape: &[usize],
+        dtype: DType,
+        loc: SourceLoc,
+    ) -> Result<HbmId, NkiError> {
+        let hbm = self.record(loc, || shared_hbm(shape, dtype))?;
+        let id = hbm.id();
+        self.tensors.push(hbm);
+        Ok(id)
+    }
+
     /// Scratch device memory private to the current program instance (`nl.private_hbm`,
     /// `nl.hbm`); returns its tensor id. Every instance of a launch grid gets its own.
     pub fn scratch(

@@ -79,7 +79,7 @@ def trace_instances(
         trace.outputs = []
         result = body()
         outputs = result if isinstance(result, tuple | list) else (result,)
-        out_ids = [getattr(o, "id", None) for o in outputs]
+        out_ids = [_returned_key(o) for o in outputs]
         if first_ids is None:
             first, first_ids = result, out_ids
         elif out_ids != first_ids:
@@ -91,6 +91,20 @@ def trace_instances(
     for _ in opened:
         trace.native.close_loop()
     return first
+
+
+def _returned_key(value: Any) -> Any:
+    """What an instance returned, comparable across instances: an argument by its position
+    (its id changes when an instance first writes it: copy-on-write), an allocated tensor by
+    its id (every instance's ``nl.ndarray`` of one output gives the same id), a view by its
+    tensor's key and its walk."""
+    from torch_nki.nki._values import HbmTensor, HbmView
+
+    if isinstance(value, HbmTensor):
+        return ("argument", value.argument) if value.argument is not None else ("tensor", value.id)
+    if isinstance(value, HbmView):
+        return (_returned_key(value.tensor), value.offset, tuple(value.dims))
+    return ("other", getattr(value, "id", None))
 
 
 def _axis(function: str, axis: Any, trace: Trace) -> int:

@@ -36,7 +36,8 @@ def make_writable(value: Any, dma_copy: Any) -> None:
 
 def _copy_on_write(trace: Trace, tensor: HbmTensor, dma_copy: Any) -> None:
     file, line = location(3)
-    index = trace.native.output(list(tensor.shape), tensor.dtype.native, file, line)
+    # One copy for the whole launch, whichever program instance writes first.
+    index = trace.native.launch_output(list(tensor.shape), tensor.dtype.native, file, line)
     copy = HbmTensor(index, tensor.name, tensor.shape, tensor.dtype, trace)
     dma_copy(dst=copy, src=tensor)
     tensor.id = index

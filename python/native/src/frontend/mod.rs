@@ -203,6 +203,18 @@ impl Tracer {
         self.allocate_hbm(&shape, dtype_name, (file, line), Recorder::output)
     }
 
+    /// An output in `shared_hbm` for the whole launch (the copy of a kernel argument some
+    /// program instance writes: `Recorder::launch_output`); returns its tensor id.
+    fn launch_output(
+        &mut self,
+        shape: Vec<usize>,
+        dtype_name: &str,
+        file: &str,
+        line: u32,
+    ) -> PyResult<u32> {
+        self.allocate_hbm(&shape, dtype_name, (file, line), Recorder::launch_output)
+    }
+
     /// Scratch device memory private to the current program instance (`nl.private_hbm`,
     /// `nl.hbm`) of `shape`; returns its tensor id.
     fn scratch(
