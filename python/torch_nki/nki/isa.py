@@ -203,12 +203,13 @@ def _flatten_axis(name: str, arguments: dict[str, Any]) -> None:
 
 
 def _enum_members(arguments: dict[str, Any], enums: dict[str, type[enum.Enum]]) -> None:
-    """An int given for an enum keyword names the member of that value (``dge_mode=3`` is
-    ``nisa.dge_mode.none``: AWS's kernel library passes values); other ints are left for the
-    native check to refuse."""
+    """An int or a string given for an enum keyword names the member of that value
+    (``dge_mode=3`` is ``nisa.dge_mode.none``, ``perf_mode="double_row"`` is
+    ``nisa.matmul_perf_mode.double_row``: AWS's kernel library passes values); other values are
+    left for the native check to refuse."""
     for param, of in enums.items():
         value = arguments.get(param)
-        if isinstance(value, int) and not isinstance(value, bool | enum.Enum):
+        if isinstance(value, int | str) and not isinstance(value, bool | enum.Enum):
             with contextlib.suppress(ValueError):
                 arguments[param] = of(value)
 
