@@ -167,6 +167,13 @@ fn gelu_tanh_derivative(dst: &TileRegion, x: &TileRegion) {
     bench(gate = [8192, 4096], up = [8192, 4096]),
 )]
 pub fn silu_mul(gate: &Hbm, up: &Hbm) -> Hbm {
+    gated(gate, up, ActFn::Silu)
+}
+
+/// A gated product `act(gate) · up`, chunk by chunk: the activation on the scalar engine in
+/// fp32, the product on the vector engine rounded once into the output tile (`silu_mul`,
+/// `gelu_mul`).
+fn gated(gate: &Hbm, up: &Hbm, act: ActFn) -> Hbm {
     let dt = gate.dtype();
     let out = shared_hbm(gate.shape(), dt);
     let (gv, uv, ov) = (as_rows(gate), as_rows(up), as_rows(&out));
@@ -176,7 +183,7 @@ pub fn silu_mul(gate: &Hbm, up: &Hbm) -> Hbm {
         dma_copy(&g, block(&gv, r, &c));
         dma_copy(&u, block(&uv, r, &c));
         let s = sbuf([r.size, c.size], DType::F32);
-        activation(&s, ActFn::Silu, &g, None, 1.0);
+        activation(&s, act, &g, None, 1.0);
         tensor_tensor(&g, &s, &u, BinOp::Multiply);
         dma_copy(block(&ov, r, &c), &g);
     });
@@ -192,6 +199,21 @@ pub fn silu_mul(gate: &Hbm, up: &Hbm) -> Hbm {
     tolerance(elementwise),
 )]
 pub fn silu_mul_backward(grad_out: &Hbm, gate: &Hbm, up: &Hbm) -> (Hbm, Hbm) {
+    gated_backward((grad_out, gate, up), ActFn::Silu, |d, g| {
+        activation(d, ActFn::SiluDx, g, None, 1.0);
+    })
+}
+
+/// The gradients of `act(gate) · up`, chunk by chunk: `grad_up = grad_out · act(gate)` (the
+/// activation on the scalar engine, the product on the vector engine rounded once into the
+/// output tile) and `grad_gate = act'(gate) · (grad_out · up)` (`derivative` writes `act'` into
+/// an fp32 tile, the gradient's product with `up` runs on GpSimd, their product on the vector
+/// engine).
+fn gated_backward(
+    (grad_out, gate, up): (&Hbm, &Hbm, &Hbm),
+    act: ActFn,
+    derivative: impl Fn(&Tile, &Tile),
+) -> (Hbm, Hbm) {
     let dt = gate.dtype();
     let grad_gate = shared_hbm(gate.shape(), dt);
     let grad_up = shared_hbm(gate.shape(), dt);
@@ -205,17 +227,13 @@ pub fn silu_mul_backward(grad_out: &Hbm, gate: &Hbm, up: &Hbm) -> (Hbm, Hbm) {
             t
         };
         let (go, g, u) = (load(&ov), load(&gv), load(&uv));
-        // grad_up = grad_out · silu(gate): silu on the scalar engine, the product on the vector
-        // engine rounded once into the output tile.
         let s = sbuf([r.size, c.size], DType::F32);
-        activation(&s, ActFn::Silu, &g, None, 1.0);
+        activation(&s, act, &g, None, 1.0);
         let out_up = sbuf([r.size, c.size], dt);
         tensor_tensor(&out_up, &s, &go, BinOp::Multiply);
         dma_copy(block(&duv, r, &c), &out_up);
-        // grad_gate = silu'(gate) · (grad_out · up): `silu_dx` on the scalar engine, the
-        // gradient's product with `up` on GpSimd, their product on the vector engine.
         let d = sbuf([r.size, c.size], DType::F32);
-        activation(&d, ActFn::SiluDx, &g, None, 1.0);
+        derivative(&d, &g);
         let gu = sbuf([r.size, c.size], DType::F32);
         tensor_tensor(&gu, &go, &u, BinOp::Multiply).on(ElementwiseEngine::GpSimd);
         tensor_tensor(&g, &d, &gu, BinOp::Multiply);
@@ -249,21 +267,7 @@ pub fn gelu_mul(
     #[choices("none", "tanh")]
     approximate: &str,
 ) -> Hbm {
-    let func = gelu_fn(approximate);
-    let dt = gate.dtype();
-    let out = shared_hbm(gate.shape(), dt);
-    let (gv, uv, ov) = (as_rows(gate), as_rows(up), as_rows(&out));
-    let [rows, cols] = [gv.shape()[0], gv.shape()[1]];
-    for_each_chunk(rows, cols, |r, c| {
-        let (g, u) = (sbuf([r.size, c.size], dt), sbuf([r.size, c.size], dt));
-        dma_copy(&g, block(&gv, r, &c));
-        dma_copy(&u, block(&uv, r, &c));
-        let s = sbuf([r.size, c.size], DType::F32);
-        activation(&s, func, &g, None, 1.0);
-        tensor_tensor(&g, &s, &u, BinOp::Multiply);
-        dma_copy(block(&ov, r, &c), &g);
-    });
-    out
+    gated(gate, up, gelu_fn(approximate))
 }
 
 /// Gradients of `gelu_mul`: `grad_gate = grad_out · up · gelu'(gate)` and
@@ -283,39 +287,13 @@ pub fn gelu_mul_backward(
     #[choices("none", "tanh")]
     approximate: &str,
 ) -> (Hbm, Hbm) {
-    let func = gelu_fn(approximate);
-    let dt = gate.dtype();
-    let grad_gate = shared_hbm(gate.shape(), dt);
-    let grad_up = shared_hbm(gate.shape(), dt);
-    let (ov, gv, uv) = (as_rows(grad_out), as_rows(gate), as_rows(up));
-    let (dgv, duv) = (as_rows(&grad_gate), as_rows(&grad_up));
-    let [rows, cols] = [gv.shape()[0], gv.shape()[1]];
-    for_each_chunk(rows, cols, |r, c| {
-        let load = |v: &HbmView| {
-            let t = sbuf([r.size, c.size], dt);
-            dma_copy(&t, block(v, r, &c));
-            t
-        };
-        let (go, g, u) = (load(&ov), load(&gv), load(&uv));
-        // grad_up = grad_out · gelu(gate), rounded once into the output tile.
-        let s = sbuf([r.size, c.size], DType::F32);
-        activation(&s, func, &g, None, 1.0);
-        let out_up = sbuf([r.size, c.size], dt);
-        tensor_tensor(&out_up, &s, &go, BinOp::Multiply);
-        dma_copy(block(&duv, r, &c), &out_up);
-        // grad_gate = gelu'(gate) · (grad_out · up).
-        let d = sbuf([r.size, c.size], DType::F32);
+    gated_backward((grad_out, gate, up), gelu_fn(approximate), |d, g| {
         if approximate == "tanh" {
             gelu_tanh_derivative(&d.region(), &g.region());
         } else {
-            activation(&d, ActFn::GeluDx, &g, None, 1.0);
+            activation(d, ActFn::GeluDx, g, None, 1.0);
         }
-        let gu = sbuf([r.size, c.size], DType::F32);
-        tensor_tensor(&gu, &go, &u, BinOp::Multiply).on(ElementwiseEngine::GpSimd);
-        tensor_tensor(&g, &d, &gu, BinOp::Multiply);
-        dma_copy(block(&dgv, r, &c), &g);
-    });
-    (grad_gate, grad_up)
+    })
 }
 
 /// The scalar engine's GELU for `approximate` (`"tanh"`, else the exact form).
