@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from torch_nki import testing
+from torch_nki._extension_checks import check_kernels
 from torch_nki.errors import UnknownOpError
 
 __all__ = [
@@ -128,16 +129,10 @@ def register_adapter(adapter: Adapter) -> Adapter:
         raise TypeError(f"torch_nki.register_adapter: expected an Adapter, got {type(adapter).__name__}")
     if not isinstance(adapter.kind, str) or not adapter.kind:
         raise TypeError(f"{where}: kind must be a non-empty str")
-    if not adapter.kernels or not all(isinstance(k, str) for k in adapter.kernels):
-        raise TypeError(f"{where}: kernels must be a non-empty tuple of op names, got {adapter.kernels!r}")
     for field in ("recognise", "forward", "example"):
         if not callable(getattr(adapter, field)):
             raise TypeError(f"{where}: {field} must be callable")
-    for kernel in adapter.kernels:
-        try:
-            testing.op_spec(kernel)
-        except UnknownOpError as err:
-            raise UnknownOpError(f"{where}: kernel {kernel!r} is not a registered op ({err})") from err
+    check_kernels(where, adapter.kernels)
     with _lock:
         if any(a.kind == adapter.kind for a in _ADAPTERS):
             raise ValueError(f"{where}: a kind of that name is already registered; unregister it first")

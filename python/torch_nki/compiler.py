@@ -37,8 +37,7 @@ from typing import Any, TypeGuard
 import torch
 from torch import fx
 
-from torch_nki import testing
-from torch_nki.errors import UnknownOpError
+from torch_nki._extension_checks import check_kernels
 
 __all__ = [
     "Pattern",
@@ -221,15 +220,9 @@ def register_pattern(pattern: Pattern) -> Pattern:
         )
     if not isinstance(pattern.name, str) or not pattern.name:
         raise TypeError(f"{where}: name must be a non-empty str")
-    if not pattern.kernels or not all(isinstance(k, str) for k in pattern.kernels):
-        raise TypeError(f"{where}: kernels must be a non-empty tuple of op names, got {pattern.kernels!r}")
     if not callable(pattern.rewrite):
         raise TypeError(f"{where}: rewrite must be callable")
-    for kernel in pattern.kernels:
-        try:
-            testing.op_spec(kernel)
-        except UnknownOpError as err:
-            raise UnknownOpError(f"{where}: kernel {kernel!r} is not a registered op ({err})") from err
+    check_kernels(where, pattern.kernels)
     with _lock:
         if any(p.name == pattern.name for p in _PATTERNS):
             raise ValueError(f"{where}: a pattern of that name is already registered; unregister it first")
