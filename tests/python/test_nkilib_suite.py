@@ -113,6 +113,19 @@ def test_causes_group_failures_that_differ_only_in_numbers_and_paths() -> None:
     assert nkilib_suite.cause(one) == nkilib_suite.cause(two) == "AssertionError: N of N elements differ (…)"
 
 
+def test_a_memory_error_anywhere_is_the_cause() -> None:
+    # A negative test whose inputs could not be allocated: the harness's AssertionError (the
+    # kernel's own check never ran) is not torch-nki's failure.
+    text = (
+        "E   numpy._core._exceptions._ArrayMemoryError: Unable to allocate 3.58 GiB for an array\n"
+        "    assert_kernel_validation_exception(expected_validation_error, e)\n"
+        "E   AssertionError"
+    )
+    cause = nkilib_suite.cause(text)
+    assert cause.startswith("numpy._core._exceptions._ArrayMemoryError: Unable to allocate")
+    assert nkilib_suite.kind(cause) == "memory limit"
+
+
 _CONFTEST = """
 def pytest_addoption(parser):
     parser.addoption("--test-mode")

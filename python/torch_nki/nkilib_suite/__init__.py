@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torch_nki.nkilib_suite import _kinds
 from torch_nki.nkilib_suite._kinds import MEMORY, TORCH_NKI, UPSTREAM, kind
 
 SHIMS = Path(__file__).parent / "shims"
@@ -108,10 +109,14 @@ _NOISE = [
 
 def cause(message: str) -> str:
     """A failure's cause: the innermost exception line of its message with addresses, paths
-    and numbers blanked, so failures of one cause group together."""
+    and numbers blanked, so failures of one cause group together. A memory error anywhere in
+    the message is the cause (a negative test whose inputs could not be allocated ends in the
+    harness's ``AssertionError`` that the kernel's own check did not fire)."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     errors = [line for line in lines if re.match(r"^(E\s+)?[\w.]*(Error|Exception|Exit)\b", line)]
-    text = (errors[-1] if errors else lines[0] if lines else "no message").removeprefix("E").strip()
+    memory = [line for line in errors if _kinds.is_memory(line)]
+    innermost = memory[-1] if memory else errors[-1] if errors else lines[0] if lines else "no message"
+    text = innermost.removeprefix("E").strip()
     for pattern, replacement in _NOISE:
         text = pattern.sub(replacement, text)
     return text[:200]

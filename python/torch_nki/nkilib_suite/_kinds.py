@@ -43,10 +43,15 @@ UPSTREAM_DEFECTS: list[tuple[re.Pattern[str], str]] = [
 _MEMORY = re.compile(r"MemoryError|Unable to allocate|can't allocate memory|Cannot allocate memory")
 
 
+def is_memory(text: str) -> bool:
+    """Whether ``text`` reports an allocation the run's memory limit refused."""
+    return bool(_MEMORY.search(text))
+
+
 def kind(cause: str) -> str:
     """Whose failure a cause is: :data:`UPSTREAM`, :data:`MEMORY` or :data:`TORCH_NKI`."""
     if any(pattern.search(cause) for pattern, _ in UPSTREAM_DEFECTS):
         return UPSTREAM
-    if _MEMORY.search(cause):
+    if is_memory(cause):
         return MEMORY
     return TORCH_NKI
