@@ -54,3 +54,20 @@ def test_double_row_needs_a_pair_as_the_major_free_dim() -> None:
     s, m = _inputs((8, 32))
     with pytest.raises(ValueError, match=r"takes stationary as \[K/2, 2, free\].*got \[8, 32\]"):
         nki.simulate(_kernel("double_row", (8, 32)))(s, m)
+
+
+def test_double_row_takes_float8_operands_only() -> None:
+    @nki.jit
+    def bf16_double_row(s, m):
+        out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+        st, mv = nl.load(s), nl.load(m)
+        acc = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=st, moving=mv, perf_mode="double_row")
+        nl.store(out, value=nl.copy(acc))
+        return out
+
+    s, m = (x.astype(ml_dtypes.bfloat16) for x in _inputs())
+    with pytest.raises(
+        ValueError, match=r"double_row takes stationary in float8_e4m3, float8_e5m2 on trn2, got bfloat16"
+    ):
+        nki.simulate(bf16_double_row)(s, m)
