@@ -76,6 +76,7 @@ def _method_calls() -> dict[str, Callable[[], object]]:
         "Tracer.__new__": _tracer,
         "Tracer.output": lambda: _tracer().output([4, 4], "f32", "k.py", 1),
         "Tracer.scratch": lambda: _tracer().scratch([4, 4], "f32", "k.py", 1),
+        "Tracer.launch_output": lambda: _tracer().launch_output([4, 4], "f32", "k.py", 1),
         "Tracer.tile": lambda: _tracer().tile(4, 4, "f32", "sbuf", "k.py", 1),
         "Tracer.open_loop": lambda: _tracer().open_loop(1, "affine", "k.py", 1),
         "Tracer.close_loop": _closing,

@@ -64,7 +64,8 @@ def test_a_core_that_never_reaches_the_barrier_is_a_simulation_error() -> None:
     @nki.jit(target="trn2")
     def lonely(x):
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-        nl.store(out, value=nl.load(x))
+        row = nl.program_id(0)
+        nl.store(out[row : row + 1, :], value=nl.load(x[row : row + 1, :]))
         if nl.program_id(0) == 0:
             nisa.core_barrier(data=out, cores=(0, 1))
         return out
@@ -82,7 +83,10 @@ def test_mismatched_exchanges_and_single_core_sends_are_errors() -> None:
         t = nl.load(x)
         u = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
         nisa.sendrecv(src=t, dst=u, send_to_rank=nl.program_id(0), recv_from_rank=0, pipe_id=0)
-        nl.store(out, value=u)
+        # Each core stores its own rows: two cores writing one row would race.
+        rows = x.shape[0] // nl.num_programs(0)
+        first = nl.program_id(0) * rows
+        nl.store(out[first : first + rows, :], value=u[first : first + rows, :])
         return out
 
     with pytest.raises(SimulationError, match=r"core 1 receives from core 0, but core 0 sends to core 0"):

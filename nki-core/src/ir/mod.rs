@@ -280,6 +280,14 @@ pub enum Stmt {
     },
 }
 
+impl Stmt {
+    /// Whether this statement is an instruction at which the cores of a logical NeuronCore
+    /// meet ([`Op::synchronises_cores`]).
+    pub fn synchronises_cores(&self) -> bool {
+        matches!(self, Stmt::Inst(inst) if inst.op.synchronises_cores())
+    }
+}
+
 /// A traced kernel, specialised to one signature.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Program {

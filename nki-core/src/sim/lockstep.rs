@@ -22,24 +22,13 @@ use crate::isa::LNC_CORES;
 /// Whether `s` is an instruction at which the cores of a logical NeuronCore meet: a
 /// `core_barrier` of both cores, or a `sendrecv`.
 pub(super) fn is_sync(s: &Stmt) -> bool {
-    match s {
-        Stmt::Inst(inst) => is_sync_op(&inst.op),
-        _ => false,
-    }
-}
-
-fn is_sync_op(op: &Op) -> bool {
-    match op {
-        Op::CoreBarrier { cores, .. } => cores.len() > 1,
-        Op::SendRecv { .. } => true,
-        _ => false,
-    }
+    s.synchronises_cores()
 }
 
 /// Whether any statement of `body`, at any depth, synchronises cores.
 fn contains_sync(body: &[Stmt]) -> bool {
     body.iter().any(|s| match s {
-        Stmt::Inst(inst) => is_sync_op(&inst.op),
+        Stmt::Inst(inst) => inst.op.synchronises_cores(),
         Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => contains_sync(body),
         Stmt::Alloc { .. } => false,
     })

@@ -3,6 +3,7 @@
 //! Every violation names its rule, the limit, the actual value, the instruction and the kernel
 //! source line. Unlike NKI's own simulator, capacity (SBUF bytes, PSUM banks) is checked.
 
+mod core_race;
 mod dependence;
 mod footprint;
 mod gather;
@@ -136,7 +137,9 @@ pub fn validate_with_warnings(program: &Program) -> Result<Vec<ValidationWarning
     each_instruction(program, check_regions)?;
     each_instruction(program, check_instruction)?;
     check_liveness(program)?;
-    dependence::check(program)
+    let mut warnings = dependence::check(program)?;
+    warnings.extend(core_race::check(program)?);
+    Ok(warnings)
 }
 
 /// `check` on every instruction in program order; the first violation.

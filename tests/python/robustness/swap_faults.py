@@ -1,13 +1,14 @@
 """swap is all or nothing per instance: a verification that raises reverts the instance, a
-model on the meta device is left as it was, and an unverified look-alike (Gemma's RMSNorm,
-x̂·(1 + w)) is reverted instead of changing the output silently."""
+model on the meta device is left as it was, and an unverified look-alike (an RMSNorm-shaped
+module computing x̂·(2 + w), which no kind computes) is reverted instead of changing the output
+silently."""
 
 import torch
 
 import torch_nki
 
 
-class GemmaRMSNorm(torch.nn.Module):
+class LookAlikeRMSNorm(torch.nn.Module):
     def __init__(self, d: int) -> None:
         super().__init__()
         self.weight = torch.nn.Parameter(torch.zeros(d))
@@ -17,10 +18,10 @@ class GemmaRMSNorm(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fail:
             raise RuntimeError("fails on a later call")
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1 + self.weight)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (2 + self.weight)
 
 
-model = torch.nn.Sequential(torch.nn.Linear(16, 16), GemmaRMSNorm(16))
+model = torch.nn.Sequential(torch.nn.Linear(16, 16), LookAlikeRMSNorm(16))
 x = torch.randn(3, 16)
 with torch.no_grad():
     want = model(x)

@@ -106,6 +106,16 @@ impl Op {
         any
     }
 
+    /// Whether the cores of a logical NeuronCore meet at this instruction: a `core_barrier`
+    /// across more than one core, or a `sendrecv`.
+    pub fn synchronises_cores(&self) -> bool {
+        match self {
+            Op::CoreBarrier { cores, .. } => cores.len() > 1,
+            Op::SendRecv { .. } => true,
+            _ => false,
+        }
+    }
+
     /// HBM accesses the instruction reads and writes, as `(access, is_write)`.
     pub fn hbm_accesses(&self) -> Vec<(&HbmAccess, bool)> {
         let mut v = Vec::new();

@@ -1,0 +1,330 @@
+//! `core-race`: the program instances of a launch grid run at the same time (the two cores of a
+//! logical NeuronCore under LNC=2, or NeuronCores of an SPMD launch), sharing HBM. Between two
+//! synchronisations (`core_barrier` across the cores, `sendrecv`) nothing orders one
+//! instance's accesses against another's, so two instances writing one element of a shared
+//! HBM tensor, or one reading an element another writes, is a race: what the device computes
+//! depends on timing, while the simulator, running instances in program-id order, shows one
+//! outcome. Such a pair is a validation error naming both instructions and lines.
+//!
+//! Each instance's body is cut into epochs at its top-level synchronisations (the lockstep run
+//! requires every instance to meet the same ones, `sim/lockstep.rs`); the accesses of epoch `e`
+//! of every instance are compared with those of epoch `e` of every other, element by element
+//! ([`super::footprint`], every iteration of the loops inside). Not checked: an instance's
+//! private scratch (`nl.private_hbm`, its own), kernel inputs (read only), accesses at a
+//! runtime offset and inside device loops (a [`ValidationWarning`] when a tensor another
+//! instance writes is reached so), and the whole-tensor copy of an argument into the output
+//! standing for it (how the NKI frontend makes a written argument copy-on-write; the device
+//! writes the argument in place). When every instance makes the same accesses between two
+//! synchronisations (a kernel that ignores `nl.program_id`, launched on both cores), the
+//! instances write the same values: that is a warning that the work is done twice, not a race.
+
+use std::collections::BTreeMap;
+
+use super::footprint::{Budget, Touch, Use, each_assignment, first_conflict, hbm_runs};
+use super::violation;
+use crate::affine::LoopVar;
+use crate::error::{NkiError, ValidationWarning};
+use crate::ir::{HbmAccess, HbmId, HbmKind, Instruction, LoopKind, Op, Program, Stmt};
+use crate::loc::SourceLoc;
+
+/// The rule's name.
+pub(super) const RULE: &str = "core-race";
+
+/// The search's bounds per tensor and epoch.
+const BUDGET: Budget = Budget {
+    touches: 1 << 21,
+    comparisons: 1 << 24,
+};
+
+/// One HBM access of one instance in one epoch.
+struct Access<'p> {
+    access: &'p HbmAccess,
+    write: bool,
+    inst: &'p Instruction,
+    /// The loops inside the instance around the instruction.
+    loops: Vec<LoopVar>,
+    /// Inside a device loop (its trip count exists only at run time).
+    device: bool,
+}
+
+/// Checks the program's launch-grid instances for races on shared HBM (see the module doc).
+pub(super) fn check(program: &Program) -> Result<Vec<ValidationWarning>, NkiError> {
+    let mut instances = Vec::new();
+    collect_instances(program, &program.body, &mut instances);
+    if instances.len() < 2 {
+        return Ok(Vec::new());
+    }
+    // epoch -> tensor -> (instance, access)
+    let mut epochs: Vec<BTreeMap<HbmId, Vec<(u32, Access<'_>)>>> = Vec::new();
+    for (i, body) in instances.iter().enumerate() {
+        let mut epoch = 0;
+        for s in body.iter() {
+            if s.synchronises_cores() {
+                epoch += 1;
+                continue;
+            }
+            if epochs.len() <= epoch {
+                epochs.resize_with(epoch + 1, BTreeMap::new);
+            }
+            let mut found = Vec::new();
+            collect_accesses(program, s, &mut Vec::new(), false, &mut found);
+            for a in found {
+                epochs[epoch]
+                    .entry(a.access.tensor)
+                    .or_default()
+                    .push((i as u32, a));
+            }
+        }
+    }
+    let mut warnings = Vec::new();
+    for tensors in &epochs {
+        if same_work(tensors, instances.len()) {
+            // Every instance makes the same accesses: a kernel that ignores nl.program_id.
+            if let Some((_, a)) = tensors.values().flatten().find(|(_, a)| a.write) {
+                warnings.push(ValidationWarning {
+                    rule: RULE,
+                    message: format!(
+                        "every program instance of the launch makes the same HBM accesses (the \
+                         kernel ignores nl.program_id): the {} instances compute the same work \
+                         and write the same elements, which costs {}x the time of one",
+                        instances.len(),
+                        instances.len()
+                    ),
+                    loc: a.inst.loc,
+                });
+            }
+            continue;
+        }
+        for (&tensor, accesses) in tensors {
+            check_tensor(program, tensor, accesses, &mut warnings)?;
+        }
+    }
+    Ok(warnings)
+}
+
+/// Whether every one of `instances` makes the same shared-HBM accesses in this epoch, from the
+/// same lines in the same order (the same work done on each core).
+fn same_work(tensors: &BTreeMap<HbmId, Vec<(u32, Access<'_>)>>, instances: usize) -> bool {
+    type Key<'a> = (SourceLoc, &'a HbmAccess, bool);
+    let mut per_instance: Vec<Vec<Key<'_>>> = vec![Vec::new(); instances];
+    for accesses in tensors.values() {
+        for (i, a) in accesses {
+            per_instance[*i as usize].push((a.inst.loc, a.access, a.write));
+        }
+    }
+    per_instance.windows(2).all(|w| w[0] == w[1]) && !per_instance[0].is_empty()
+}
+
+/// The bodies of the innermost grid scopes (one per instance), in program-id order.
+fn collect_instances<'p>(program: &Program, body: &'p [Stmt], out: &mut Vec<&'p [Stmt]>) {
+    for s in body {
+        if let Stmt::Loop { var, body } = s
+            && matches!(program.loops[var.0 as usize].kind, LoopKind::Grid { .. })
+        {
+            let before = out.len();
+            collect_instances(program, body, out);
+            if out.len() == before {
+                out.push(body);
+            }
+        }
+    }
+}
+
+/// The shared-HBM accesses of `s`, with the loops around each.
+fn collect_accesses<'p>(
+    program: &Program,
+    s: &'p Stmt,
+    loops: &mut Vec<LoopVar>,
+    device: bool,
+    out: &mut Vec<Access<'p>>,
+) {
+    match s {
+        Stmt::Inst(inst) => {
+            if is_argument_copy(program, &inst.op) {
+                return;
+            }
+            for (access, write) in inst.op.hbm_accesses() {
+                let kind = program.hbm[access.tensor.0 as usize].kind;
+                if matches!(kind, HbmKind::Input | HbmKind::PrivateScratch) {
+                    continue;
+                }
+                out.push(Access {
+                    access,
+                    write,
+                    inst,
+                    loops: loops.clone(),
+                    device,
+                });
+            }
+        }
+        Stmt::Loop { var, body } => {
+            loops.push(*var);
+            for s in body {
+                collect_accesses(program, s, loops, device, out);
+            }
+            loops.pop();
+        }
+        Stmt::DeviceLoop { body, .. } => {
+            for s in body {
+                collect_accesses(program, s, loops, true, out);
+            }
+        }
+        Stmt::Alloc { .. } => {}
+    }
+}
+
+/// A `dma_copy` of a whole input into a whole output of its shape: the copy the NKI frontend
+/// gives an argument some instance writes (the device writes the argument in place).
+fn is_argument_copy(program: &Program, op: &Op) -> bool {
+    let Op::DmaCopy { .. } = op else {
+        return false;
+    };
+    let accesses = op.hbm_accesses();
+    let [(a, a_write), (b, b_write)] = accesses.as_slice() else {
+        return false;
+    };
+    let (src, dst) = match (a_write, b_write) {
+        (false, true) => (a, b),
+        (true, false) => (b, a),
+        _ => return false,
+    };
+    let (sd, dd) = (
+        &program.hbm[src.tensor.0 as usize],
+        &program.hbm[dst.tensor.0 as usize],
+    );
+    sd.kind == HbmKind::Input
+        && dd.kind == HbmKind::Output
+        && sd.shape == dd.shape
+        && src.np * src.nf == sd.numel()
+        && dst.np * dst.nf == dd.numel()
+}
+
+/// The first race on one tensor in one epoch, if any.
+fn check_tensor(
+    program: &Program,
+    tensor: HbmId,
+    accesses: &[(u32, Access<'_>)],
+    warnings: &mut Vec<ValidationWarning>,
+) -> Result<(), NkiError> {
+    let writers: Vec<u32> = accesses
+        .iter()
+        .filter(|(_, a)| a.write)
+        .map(|(i, _)| *i)
+        .collect();
+    if writers.is_empty() || accesses.iter().all(|(i, _)| writers.iter().all(|w| w == i)) {
+        // Nothing written, or only one instance touches what it writes.
+        return Ok(());
+    }
+    let name = &program.hbm[tensor.0 as usize].name;
+    if let Some((_, a)) = accesses
+        .iter()
+        .find(|(_, a)| a.access.dynamic.is_some() || a.device)
+    {
+        warnings.push(ValidationWarning {
+            rule: RULE,
+            message: format!(
+                "{} at {} {} {name} at a runtime offset or in a device loop, and another \
+                 program instance writes {name} between the same synchronisations: whether \
+                 they race is not decided",
+                a.inst.op.name(),
+                a.inst.loc,
+                if a.write { "writes" } else { "reads" },
+            ),
+            loc: a.inst.loc,
+        });
+        return Ok(());
+    }
+    let trips: Vec<usize> = program.loops.iter().map(|l| l.trip).collect();
+    let mut values = vec![0i64; program.loops.len()];
+    let mut touches = Vec::new();
+    let mut runs = Vec::new();
+    for (k, (instance, a)) in accesses.iter().enumerate() {
+        let kind = if a.write { Use::Write } else { Use::Read };
+        let fits = each_assignment(&a.loops, &trips, &mut values, BUDGET.touches, &mut |x| {
+            runs.clear();
+            hbm_runs(a.access, a.access.offset.eval(x), &mut runs);
+            touches.extend(runs.iter().map(|&(lo, hi)| Touch {
+                lo,
+                hi,
+                iteration: *instance,
+                access: k as u32,
+                kind,
+            }));
+        });
+        if !fits || touches.len() > BUDGET.touches {
+            warnings.push(undecided(a.inst, name));
+            return Ok(());
+        }
+    }
+    match first_conflict(touches, BUDGET) {
+        Err(()) => {
+            warnings.push(undecided(accesses[0].1.inst, name));
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Ok(Some((x, y))) => Err(race(program, tensor, accesses, x, y)),
+    }
+}
+
+fn undecided(inst: &Instruction, name: &str) -> ValidationWarning {
+    ValidationWarning {
+        rule: RULE,
+        message: format!(
+            "the program instances reach {name} in more places than the race check enumerates: \
+             whether they race is not decided"
+        ),
+        loc: inst.loc,
+    }
+}
+
+fn race(
+    program: &Program,
+    tensor: HbmId,
+    accesses: &[(u32, Access<'_>)],
+    x: Touch,
+    y: Touch,
+) -> NkiError {
+    let (first, second) = if x.iteration <= y.iteration {
+        (x, y)
+    } else {
+        (y, x)
+    };
+    let (fa, sa) = (
+        &accesses[first.access as usize].1,
+        &accesses[second.access as usize].1,
+    );
+    let decl = &program.hbm[tensor.0 as usize];
+    let element = first.lo.max(second.lo);
+    let verb = |w: bool| if w { "writes" } else { "reads" };
+    let why = if fa.write && sa.write {
+        "two instances write the same element"
+    } else {
+        "one instance reads what another writes"
+    };
+    violation(
+        RULE,
+        "no element of a shared tensor written by one program instance and touched by another \
+         between two synchronisations",
+        format!(
+            "instances {} and {} share element {element} of {}",
+            first.iteration, second.iteration, decl.name
+        ),
+        format!("{} / {}", fa.inst.op.name(), sa.inst.op.name()),
+        format!(
+            "program instance {} {} element {element} of {} ({} at {}) and instance {} {} it \
+             ({} at {}) with no core_barrier between: {why}, and the instances run at the same \
+             time on the device. Give each instance its own region (split by \
+             nl.program_id), or put a nisa.core_barrier between the accesses",
+            first.iteration,
+            verb(fa.write),
+            decl.name,
+            fa.inst.op.name(),
+            fa.inst.loc,
+            second.iteration,
+            verb(sa.write),
+            sa.inst.op.name(),
+            sa.inst.loc
+        ),
+        sa.inst.loc,
+    )
+}

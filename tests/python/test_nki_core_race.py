@@ -1,0 +1,91 @@
+"""``core-race``: program instances of a launch grid run at the same time on the device, so two
+instances writing one element of a shared HBM tensor, or one reading what another writes, with
+no synchronisation between, is a ValidationError naming both instructions and lines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import torch_nki.nki.isa as nisa
+import torch_nki.nki.language as nl
+from torch_nki import nki
+from torch_nki.errors import ValidationError
+
+
+@nki.jit(target="trn2")
+def own_rows(x):
+    """Each instance copies its own rows: no race."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    rows = x.shape[0] // nl.num_programs(0)
+    first = nl.program_id(0) * rows
+    nl.store(out[first : first + rows, :], value=nl.load(x[first : first + rows, :]))
+    return out
+
+
+@nki.jit(target="trn2")
+def both_write_row_zero(x):
+    """Each instance copies its rows, and both also write row 0."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    rows = x.shape[0] // nl.num_programs(0)
+    first = nl.program_id(0) * rows
+    t = nl.load(x[first : first + rows, :])
+    nl.store(out[first : first + rows, :], value=t)
+    nl.store(out[0:1, :], value=t[0:1, :])
+    return out
+
+
+@nki.jit(target="trn2")
+def reads_the_other_half(x):
+    """Instance 1 reads what instance 0 writes, before (or without) a barrier."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    if nl.program_id(0) == 0:
+        nl.store(out[0:1, :], value=nl.load(x[0:1, :]))
+    else:
+        copied = nl.load(out[0:1, :])
+        nl.store(out[1:2, :], value=copied)
+    return out
+
+
+@nki.jit(target="trn2")
+def reads_the_other_half_after_a_barrier(x):
+    """The same exchange through HBM, ordered by a core_barrier: no race."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    if nl.program_id(0) == 0:
+        nl.store(out[0:1, :], value=nl.load(x[0:1, :]))
+    nisa.core_barrier(data=out, cores=(0, 1))
+    if nl.program_id(0) == 1:
+        nl.store(out[1:2, :], value=nl.load(out[0:1, :]))
+    return out
+
+
+def test_instances_on_their_own_regions_do_not_race() -> None:
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    np.testing.assert_array_equal(own_rows[2](x), x)
+
+
+def test_two_instances_writing_one_element_race() -> None:
+    with pytest.raises(ValidationError) as caught:
+        both_write_row_zero[2](np.ones((4, 4), np.float32))
+    err = caught.value
+    assert err.rule == "core-race"
+    assert "program instance 0 writes element 0 of out0" in str(err)
+    assert "instance 1 writes it" in str(err)
+    line = both_write_row_zero.fn.__code__.co_firstlineno
+    assert f"test_nki_core_race.py:{line + 7}" in str(err)
+
+
+def test_reading_what_another_instance_writes_without_a_barrier_races() -> None:
+    with pytest.raises(ValidationError, match=r"\[core-race\].*one instance reads what another writes"):
+        reads_the_other_half[2](np.ones((2, 4), np.float32))
+
+
+def test_a_barrier_between_the_write_and_the_read_orders_them() -> None:
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    got = reads_the_other_half_after_a_barrier[2](x)
+    np.testing.assert_array_equal(got, np.stack([x[0], x[0]]))
+
+
+def test_one_instance_alone_never_races() -> None:
+    x = np.ones((4, 4), np.float32)
+    np.testing.assert_array_equal(both_write_row_zero(x), x)
