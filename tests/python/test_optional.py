@@ -35,6 +35,7 @@ def _spec() -> Any:
             "samples": [],
             "tolerance": {"kind": "elementwise"},
             "autocast": "keep",
+            "sharding": {"dims": [], "additive": [], "reads": []},
         }
     )
 
