@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -365,7 +366,22 @@ def _with_parents(common: argparse.ArgumentParser) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``torch-nki`` and ``python -m torch_nki``; returns the exit code."""
+    """Entry point of ``torch-nki`` and ``python -m torch_nki``; returns the exit code. ``-v``
+    turns verbose mode on for the command and the processes it starts, and off again after it
+    (a caller running several commands in one process keeps its own setting)."""
+    from torch_nki import _quiet
+
+    previous = os.environ.get(_quiet.VERBOSE_ENV)
+    try:
+        return _main(argv)
+    finally:
+        if previous is None:
+            os.environ.pop(_quiet.VERBOSE_ENV, None)
+        else:
+            os.environ[_quiet.VERBOSE_ENV] = previous
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="torch-nki", description="NKI kernels in Rust, as torch.ops.neuron.*"
     )

@@ -49,12 +49,23 @@ def test_output_written_to_the_descriptors_is_captured(
     assert (out, err) == ("", "[torch-nki] captured from a C library:\nERROR: from C on stderr\n")
 
 
-def test_an_exception_in_the_block_restores_the_descriptors(capfd: pytest.CaptureFixture[str]) -> None:
+def test_an_exception_in_the_block_restores_the_descriptors(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(_quiet.VERBOSE_ENV, "0")
     with pytest.raises(RuntimeError, match="inside"), _quiet.captured("a failing call"):
         os.write(2, b"noise\n")
         raise RuntimeError("inside")
     os.write(2, b"restored\n")
     assert capfd.readouterr().err == "restored\n"
+
+
+def test_the_cli_leaves_verbose_mode_as_it_found_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch_nki import cli
+
+    monkeypatch.delenv(_quiet.VERBOSE_ENV, raising=False)
+    assert cli.main(["-v", "list"]) == 0
+    assert _quiet.VERBOSE_ENV not in os.environ
 
 
 def _foreign(stderr: str) -> list[str]:
