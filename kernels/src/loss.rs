@@ -260,7 +260,7 @@ pub fn cross_entropy_backward(
     let iota_cols = sbuf([PMAX, chunks[0].1], DType::F32);
     iota(&iota_cols, 0, 0, 1);
     let per_row = reduction == "none";
-    for_each_tile(n, PMAX, |rows| {
+    for_each_program_tile(n, PMAX, |rows| {
         let r = rows.size;
         let (t, valid) = load_targets(target, &rows, ignore_index);
         // g = grad · valid (/ count for "mean"), per row.

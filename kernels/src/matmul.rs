@@ -242,9 +242,10 @@ fn gemm(
             BLOCK_N
         };
         let per_block = BLOCK_N / GEMM_MOVING_FMAX;
-        for_each_tile(n, held_n, |hb| {
+        let (split_n, split_m) = split_blocks(n.div_ceil(held_n));
+        split_n(n, held_n, &mut |hb| {
             let mv = transposed_block(b, &hb.start, &pieces(hb.size, GEMM_MOVING_FMAX));
-            for_each_tile(m, BLOCK_M, |mb| {
+            split_m(m, BLOCK_M, &mut |mb| {
                 let st = stationary(&mb);
                 for (j, (c0, cols)) in pieces(hb.size, BLOCK_N).into_iter().enumerate() {
                     let nb = TileSpan {
@@ -267,10 +268,29 @@ fn gemm(
             });
         });
     } else {
-        for_each_tile(m, BLOCK_M, |mb| {
+        let (split_m, split_n) = split_blocks(m.div_ceil(BLOCK_M));
+        split_m(m, BLOCK_M, &mut |mb| {
             let st = stationary(&mb);
-            for_each_tile(n, BLOCK_N, |nb| output_block(&mb, &nb, st.as_ref(), None));
+            split_n(n, BLOCK_N, &mut |nb| {
+                output_block(&mb, &nb, st.as_ref(), None)
+            });
         });
+    }
+}
+
+/// Tiles `0..total` by `tile`, running `body` on each (the shape of [`for_each_tile`]).
+type Tiler = fn(usize, usize, &mut dyn FnMut(TileSpan));
+
+/// Which of two nested block loops splits its blocks across the cores of the launch: the outer
+/// one when it has a block for every core (each core then holds only its own outer blocks'
+/// operands), the inner one otherwise (a single row or column block still uses every core).
+fn split_blocks(outer_blocks: usize) -> (Tiler, Tiler) {
+    let every: Tiler = |total, tile, body| for_each_tile(total, tile, body);
+    let shared: Tiler = |total, tile, body| for_each_program_tile(total, tile, body);
+    if outer_blocks >= num_programs(&[0]) {
+        (shared, every)
+    } else {
+        (every, shared)
     }
 }
 
@@ -412,7 +432,7 @@ fn column_sums(out: &HbmView, g: &HbmView) {
     let dt = g.dtype();
     let ones = sbuf([m.min(PMAX), 1], dt);
     memset(&ones, 1.0);
-    for_each_tile(n, PSUM_BANK_FMAX * PSUM_BANKS, |blk| {
+    for_each_program_tile(n, PSUM_BANK_FMAX * PSUM_BANKS, |blk| {
         let banks: Vec<(usize, usize)> = pieces(blk.size, PSUM_BANK_FMAX);
         let accs: Vec<Tile> = banks
             .iter()

@@ -194,7 +194,7 @@ pub fn softmax(x: &Hbm) -> Hbm {
     // Rows whose fp32 exponentials fit the keep budget keep them from the statistics pass and
     // rescale them: one exponential per element on the scalar engine instead of two.
     let keep_exps = keeps_rows(d, DType::F32, 1);
-    for_each_tile(n, PMAX, |rows| {
+    for_each_program_tile(n, PMAX, |rows| {
         if keep_exps {
             rescaled_softmax(&xv, &ov, &rows, &chunks, dt);
             return;
@@ -268,7 +268,7 @@ pub fn softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
     let grad_x = shared_hbm(y.shape(), dt);
     let [gv, yv, dv] = [grad_y, y, &grad_x].map(|t| t.reshape(&[n, d]));
     let chunks = column_chunks(d);
-    for_each_tile(n, PMAX, |rows| {
+    for_each_program_tile(n, PMAX, |rows| {
         let dot = sbuf([rows.size, 1], DType::F32);
         let keep = keeps_rows(d, dt, 2);
         let mut kept = vec![None; chunks.len()];
@@ -343,7 +343,7 @@ pub fn log_softmax(x: &Hbm) -> Hbm {
     let out = shared_hbm(x.shape(), dt);
     let (xv, ov) = (x.reshape(&[n, d]), out.reshape(&[n, d]));
     let chunks = column_chunks(d);
-    for_each_tile(n, PMAX, |rows| {
+    for_each_program_tile(n, PMAX, |rows| {
         let (neg_max, sum, mut kept) = row_statistics(&xv, &rows, &chunks, dt);
         // shift = −max − log(sum), per row.
         let shift = sbuf([rows.size, 1], DType::F32);
@@ -374,7 +374,7 @@ pub fn log_softmax_backward(grad_y: &Hbm, y: &Hbm) -> Hbm {
     let grad_x = shared_hbm(y.shape(), dt);
     let [gv, yv, dv] = [grad_y, y, &grad_x].map(|t| t.reshape(&[n, d]));
     let chunks = column_chunks(d);
-    for_each_tile(n, PMAX, |rows| {
+    for_each_program_tile(n, PMAX, |rows| {
         let total = sbuf([rows.size, 1], DType::F32);
         let keep = keeps_rows(d, dt, 1);
         let mut kept = vec![None; chunks.len()];

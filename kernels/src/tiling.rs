@@ -39,20 +39,29 @@ pub(crate) fn as_rows(t: &Hbm) -> HbmView {
     t.reshape(&[rows, cols])
 }
 
-/// Runs `body(rows, cols)` over `[rows, cols]` tiles of a `[total_rows, total_cols]` view:
-/// rows tiled 128 to the partitions, columns in chunks of [`CHUNK`], ragged tails included.
+/// Runs `body(rows, cols)` over this program's `[rows, cols]` tiles of a
+/// `[total_rows, total_cols]` view: rows tiled 128 to the partitions and shared out across the
+/// cores of the launch ([`for_each_row_tile`]), columns in chunks of [`CHUNK`], ragged tails
+/// included.
 pub(crate) fn for_each_chunk(
     total_rows: usize,
     total_cols: usize,
     mut body: impl FnMut(&TileSpan, TileSpan),
 ) {
-    for_each_tile(total_rows, PMAX, |r| {
+    for_each_row_tile(total_rows, |r| {
         for_each_tile(total_cols, CHUNK, |c| body(&r, c));
     });
 }
 
+/// Runs `body` over this program's 128-row tiles of `0..total_rows`: the row tiles (the ragged
+/// last one included) are split across the cores of the launch ([`for_each_program_tile`]).
+pub(crate) fn for_each_row_tile(total_rows: usize, body: impl FnMut(TileSpan)) {
+    for_each_program_tile(total_rows, PMAX, body);
+}
+
 /// Writes zeros to every element of `out`, viewed as `[rows, cols]` of its last dimension:
-/// what a sum over no rows gives (the weight gradients of an empty batch).
+/// what a sum over no rows gives (the weight gradients of an empty batch, a kernel's only
+/// work then), split across the cores of the launch.
 pub(crate) fn fill_zeros(out: &Hbm) {
     let (rows, cols) = rows_of(out);
     if rows == 0 || cols == 0 {
@@ -61,12 +70,21 @@ pub(crate) fn fill_zeros(out: &Hbm) {
     let view = out.reshape(&[rows, cols]);
     let zeros = sbuf([rows.min(PMAX), cols.min(CHUNK)], out.dtype());
     memset(&zeros, 0.0);
-    for_each_chunk(rows, cols, |r, c| {
+    // Split across the cores of the launch by row tiles, or by column chunks for one row tile:
+    // the kernels fill sums over an empty batch, with no other work.
+    let store = |r: &TileSpan, c: TileSpan| {
         dma_copy(
             block(&view, r, &c),
             zeros.region().slice(0, r.size, 0, c.size),
         );
-    });
+    };
+    if rows > PMAX {
+        for_each_program_tile(rows, PMAX, |r| for_each_tile(cols, CHUNK, |c| store(&r, c)));
+    } else {
+        for_each_tile(rows, PMAX, |r| {
+            for_each_program_tile(cols, CHUNK, |c| store(&r, c))
+        });
+    }
 }
 
 /// The `[r, c]` block of a row view.

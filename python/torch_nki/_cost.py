@@ -50,6 +50,15 @@ class CostReport:
     instructions: int
     text: str = field(repr=False)
     trace_json: str = field(repr=False)
+    core_ns: tuple[float, ...] = ()
+    """With a launch grid spread over the physical cores of a logical NeuronCore (LNC=2 on Trn2
+    and Trn3): each core's estimated time, ns (``total_ns`` is the largest); empty on one core."""
+
+    @property
+    def cores(self) -> int:
+        """How many physical cores the kernel's launch uses (1 for a kernel that does not split
+        its work by program id, or on Trn1)."""
+        return max(1, len(self.core_ns))
 
     def __str__(self) -> str:
         return self.text
@@ -103,6 +112,7 @@ def report(op: str, text: str, summary: str, trace: str) -> CostReport:
         instructions=s["instructions"],
         text=text,
         trace_json=trace,
+        core_ns=tuple(float(ns) for ns in s.get("core_ns", ())),
     )
 
 

@@ -38,7 +38,8 @@ DISPATCH_KEY = "PrivateUse1"
 
 @dataclass(frozen=True)
 class CompiledKernel:
-    """One signature's generated source and the ``@nki.jit`` function loaded from it."""
+    """One signature's generated source and the ``@nki.jit`` function loaded from it (launched
+    on the source's ``LAUNCH_GRID`` when it sets one)."""
 
     op: str
     source: str
@@ -84,10 +85,10 @@ class NeuronDevice:
         if found is not None:
             return found
         source = sig.emit(self.target)
-        from torch_nki.nki import load_source
+        from torch_nki.nki import launchable, load_source
 
         module = load_source(source, op, nki_module=self.nki)
-        compiled = CompiledKernel(op, source, getattr(module, op))
+        compiled = CompiledKernel(op, source, launchable(module, op))
         with self._lock:
             return self._kernels.setdefault(key, compiled)
 

@@ -11,8 +11,10 @@ from torch_nki import testing
 HEADER = """# Ops
 
 Generated from the registry by `torch-nki table -o docs/ops.md` (do not edit; a test checks it is
-current). Grades are the cost model's estimates for one Trn2 NeuronCore at each op's `bench(...)`
-shape in bf16 (a backward kernel at its forward's), not measurements; CPU simulator times next to
+current). Grades are the cost model's estimates for one Trn2 logical NeuronCore (LNC=2: two
+physical cores sharing HBM) at each op's `bench(...)` shape in bf16 (a backward kernel at its
+forward's), not measurements; each grade says how many of the two cores the kernel's launch uses
+(a kernel that does not split its work by program id runs on one). CPU simulator times next to
 ATen's are in [bench.md](bench.md).
 
 | op | contract | dtypes | backward | replaces | grade (trn2) |
@@ -33,8 +35,9 @@ def _grade(op: str, target: str) -> str:
     report = torch_nki.cost(op, *sample.args, target=target)
     us = report.total_ns / 1e3
     time = f"{us / 1e3:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
+    cores = f"{report.cores} core{'s' if report.cores > 1 else ''}"
     grade = (
-        f"{time}, {report.bound}-bound, {report.roofline_fraction:.0%} of roofline, "
+        f"{time} on {cores}, {report.bound}-bound, {report.roofline_fraction:.0%} of roofline, "
         f"{report.hbm_roofline_fraction:.0%} of HBM roofline"
     )
     if report.flops:

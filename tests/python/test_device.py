@@ -25,14 +25,23 @@ class RecordingNki(types.ModuleType):
         self.calls: list[list[tuple[int, ...]]] = []
 
     def jit(self, fn: Any) -> Any:
-        kernel = nki.jit(fn)
         self.jitted.append(fn.__name__)
+        return _Recorded(nki.jit(fn), self.calls)
 
-        def call(*tensors: torch.Tensor) -> Any:
-            self.calls.append([tuple(t.shape) for t in tensors])
-            return kernel(*tensors)
 
-        return call
+class _Recorded:
+    """A jitted kernel that records each call's shapes, launched as NKI launches one
+    (``kernel(...)`` or ``kernel[grid](...)``)."""
+
+    def __init__(self, kernel: Any, calls: list[list[tuple[int, ...]]]) -> None:
+        self.kernel, self.calls = kernel, calls
+
+    def __getitem__(self, grid: Any) -> _Recorded:
+        return _Recorded(self.kernel[grid], self.calls)
+
+    def __call__(self, *tensors: torch.Tensor) -> Any:
+        self.calls.append([tuple(t.shape) for t in tensors])
+        return self.kernel(*tensors)
 
 
 def _has_device_kernel(op: str) -> bool:

@@ -44,8 +44,17 @@ def test_emit_is_stable_and_follows_the_signature() -> None:
     x, w = torch.empty(300, 64, device="meta"), torch.empty(64, device="meta")
     a = torch_nki.emit("rmsnorm", x, w)
     assert a == torch_nki.emit("rmsnorm", x, w, eps=1e-6)
-    assert "nl.affine_range(2)" in a and "x[256:300, 0:64]" in a  # two full row tiles, then the tail
     assert torch_nki.emit("rmsnorm", x.to(torch.bfloat16), w.to(torch.bfloat16)) != a
+    # One core (Trn1): two full row tiles in one loop, then the tail.
+    one = torch_nki.emit("rmsnorm", x, w, target="trn1")
+    assert "LAUNCH_GRID" not in one
+    assert "nl.affine_range(2)" in one and "x[256:300, 0:64]" in one
+    # A Trn2 logical core: launched on both cores, core 0 taking the first row tile, core 1 the
+    # second and the tail.
+    assert "LAUNCH_GRID = (2,)" in a
+    core0, core1 = a.split("if nl.program_id(0) == 0:")[1].split("if nl.program_id(0) == 1:")
+    assert "nl.affine_range(1)" in core0 and "x[256:300, 0:64]" not in core0
+    assert "nl.affine_range(1)" in core1 and "x[256:300, 0:64]" in core1
 
 
 def test_emit_errors_name_the_problem() -> None:

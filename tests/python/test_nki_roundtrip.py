@@ -56,8 +56,7 @@ def _kernel_name(op: str) -> str:
 def test_generated_source_traces_back_to_the_same_program_and_bits(op: str, index: int) -> None:
     sample = _samples(op)[index]
     source = torch_nki.emit(op, *sample.args)
-    module = nki.load_source(source, op)
-    kernel = getattr(module, _kernel_name(op))
+    kernel = nki.launchable(nki.load_source(source, op), _kernel_name(op))
     # An NKI kernel takes index inputs as int32 (the torch op narrows torch's int64).
     tensors = [t.to(INDEX_DOWNCAST.get(t.dtype, t.dtype)) for t in sample.tensors]
 
@@ -85,7 +84,7 @@ def test_a_changed_source_is_caught() -> None:
     source = torch_nki.emit("rmsnorm", x, w)
     changed = source.replace("op0=nl.multiply", "op0=nl.add", 1)
     assert changed != source
-    kernel = nki.load_source(changed, "rmsnorm").rmsnorm
+    kernel = nki.launchable(nki.load_source(changed, "rmsnorm"), "rmsnorm")
     rust = torch_nki._native.Signature("rmsnorm", [[130, 96], [96]], ["f32", "f32"], [1e-6]).program("trn2")
     difference = rust.difference(kernel.trace(x, w))
     assert difference is not None and "differs" in difference and "<nki:rmsnorm:" in difference
@@ -95,7 +94,7 @@ def test_cli_emitted_rmsnorm_runs_to_the_ops_bits(tmp_path: Path) -> None:
     out = tmp_path / "rmsnorm_nki.py"
     argv = ["emit", "rmsnorm", "--shape", "x=300x1000", "--shape", "weight=1000", "--dtype", "bf16"]
     assert cli.main([*argv, "-o", str(out)]) == 0
-    kernel = nki.load_source(out.read_text(), "rmsnorm").rmsnorm
+    kernel = nki.launchable(nki.load_source(out.read_text(), "rmsnorm"), "rmsnorm")
     x = torch.rand(300, 1000, dtype=torch.bfloat16) * 4 - 2
     weight = torch.rand(1000, dtype=torch.bfloat16)
     y, _rstd = kernel(x, weight)

@@ -44,7 +44,11 @@ pub fn flash_attention_backward(
     let mask = causal.then(causal_mask);
     let group = d.group();
     let tiles = d.key_tiles();
-    affine_range(d.b * d.hkv, |bg| {
+    // The cores of the launch split the KV heads: a KV head's dK and dV sum over its query
+    // heads and tiles, so they stay on one core.
+    let kv_heads = kv_head_share(&d);
+    affine_range(kv_heads.len(), |i| {
+        let bg = offset(i, kv_heads.start);
         let kv_row0 = bg.clone() * d.sk;
         let heads = KvHead::load(&kv, &vv, &kv_row0, d, true);
         let v_t = heads.v_t.as_ref().expect("vᵀ is held");
@@ -55,7 +59,7 @@ pub fn flash_attention_backward(
         // Query heads and tiles accumulate into dK and dV: in order.
         sequential_range(group, |r| {
             let head_row0 = (bg.clone() * group + r) * d.s;
-            for_each_query_tile(d.s, PMAX, causal, true, |rows| {
+            for_each_query_tile(d.s, PMAX, 0..d.s.div_ceil(PMAX), causal, true, |rows| {
                 let row0 = head_row0.clone() + rows.start.clone();
                 let qs = rows.size;
                 let qn = load_rows(&qv, row0.clone(), qs);

@@ -46,11 +46,26 @@ pub fn flash_attention(
     let lv = lse.reshape(&[d.b * d.h * d.s, 1]);
     let mask = causal.then(causal_mask);
     let group = d.group();
-    affine_range(d.b * d.hkv, |bg| {
+    // The cores of the launch split the KV heads, or with fewer KV heads than cores, each KV
+    // head's query tiles.
+    let split_heads = d.b * d.hkv >= num_programs(&[0]);
+    let kv_heads = if split_heads {
+        kv_head_share(&d)
+    } else {
+        0..d.b * d.hkv
+    };
+    let query_tiles = d.s.div_ceil(QUERY_GROUP);
+    affine_range(kv_heads.len(), |i| {
+        let bg = offset(i, kv_heads.start);
         let heads = KvHead::load(&kv, &vv, &(bg.clone() * d.sk), d, false);
         affine_range(group, |r| {
             let head_row0 = (bg.clone() * group + r) * d.s;
-            for_each_query_tile(d.s, QUERY_GROUP, causal, false, |rows| {
+            let tiles = if split_heads {
+                0..query_tiles
+            } else {
+                program_share(query_tiles)
+            };
+            for_each_query_tile(d.s, QUERY_GROUP, tiles, causal, false, |rows| {
                 // The group's 128-row tiles, interleaved by `attend`.
                 let subs: Vec<(usize, usize)> = spans(rows.size, PMAX).collect();
                 let q_ts: Vec<Tile> = subs

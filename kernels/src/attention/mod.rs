@@ -38,6 +38,7 @@ pub use forward::*;
 use crate::tiling::spans;
 pub(crate) use crate::tiling::transposed;
 use nki_core::prelude::*;
+use std::ops::Range;
 
 /// Keys per score piece of the forward: one fp32 PSUM bank of scores per query row.
 const KEY_BLOCK: usize = PSUM_BANK_FMAX;
@@ -120,43 +121,55 @@ fn resolve_scale(scale: Option<f32>, dh: usize) -> f32 {
     scale.unwrap_or(1.0 / (dh as f32).sqrt())
 }
 
-/// Query row tiles of `tile` rows: one loop for a non-causal kernel (`sequential` when
-/// iterations accumulate into shared SBUF), or unrolled so each tile knows which keys it
-/// attends.
+/// Query row tiles `tiles` of `0..s` cut into `tile` rows (the last one ragged): one loop for a
+/// non-causal kernel (`sequential` when iterations accumulate into shared SBUF), or unrolled so
+/// each tile knows which keys it attends.
 fn for_each_query_tile(
     s: usize,
     tile: usize,
+    tiles: Range<usize>,
     unroll: bool,
     sequential: bool,
     mut body: impl FnMut(TileSpan),
 ) {
+    let span = |q: usize| TileSpan {
+        start: AffineExpr::from(q * tile),
+        size: tile.min(s - q * tile),
+    };
     if unroll {
-        for q0 in (0..s).step_by(tile) {
-            body(TileSpan {
-                start: AffineExpr::from(q0),
-                size: tile.min(s - q0),
-            });
-        }
+        tiles.for_each(|q| body(span(q)));
         return;
     }
     let full = s / tile;
+    let (first, end) = (tiles.start, tiles.end.min(full));
     let mut run = |i: AffineExpr| {
         body(TileSpan {
-            start: i * tile,
+            start: offset(i, first) * tile,
             size: tile,
         })
     };
-    if sequential {
-        sequential_range(full, &mut run);
-    } else {
-        affine_range(full, &mut run);
+    if first < end {
+        if sequential {
+            sequential_range(end - first, &mut run);
+        } else {
+            affine_range(end - first, &mut run);
+        }
     }
-    if !s.is_multiple_of(tile) {
-        body(TileSpan {
-            start: AffineExpr::from(full * tile),
-            size: s % tile,
-        });
+    if !s.is_multiple_of(tile) && tiles.contains(&full) {
+        body(span(full));
     }
+}
+
+/// Loop index `i` counted from `first`.
+fn offset(i: AffineExpr, first: usize) -> AffineExpr {
+    if first == 0 { i } else { i + first }
+}
+
+/// The KV heads (`b · Hkv` of them) this program works on, split across the cores of the launch
+/// ([`program_share`]); every KV head's work (its query heads, their query tiles) is then one
+/// core's.
+fn kv_head_share(d: &Dims) -> Range<usize> {
+    program_share(d.b * d.hkv)
 }
 
 /// The first query row of an unrolled tile.

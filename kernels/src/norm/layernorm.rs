@@ -86,7 +86,7 @@ pub fn layernorm(
         ),
     };
     let chunks = column_chunks(d);
-    for_each_tile(n, group * PMAX, |span| {
+    for_each_program_tile(n, group * PMAX, |span| {
         let tiles: Vec<(usize, usize)> = spans(span.size, PMAX).collect();
         // Stage A: load; mean and variance on the vector engine (`bn_stats` per 512 columns,
         // combined by `bn_aggr`).

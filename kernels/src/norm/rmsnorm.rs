@@ -41,7 +41,7 @@ pub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> (Hbm, Hbm) {
         rstd_out.reshape(&[n, 1]),
     );
     let w = broadcast_weight(weight, n, d);
-    for_each_tile(n, PMAX, |rows| {
+    for_each_program_tile(n, PMAX, |rows| {
         let xt = sbuf([rows.size, d], x.dtype());
         dma_copy(&xt, xv.clone().rows(rows.start.clone(), rows.size));
         let rstd = normalize_in_place(&xt, &w, eps);
@@ -95,7 +95,7 @@ pub fn add_rmsnorm(
     // does not wait for `h`'s store to finish reading the tile.
     let own_y =
         (3 * d * dt.size_bytes() + (CHUNK + 8) * 4) <= current_target().sbuf_bytes_per_partition();
-    for_each_tile(n, PMAX, |rows| {
+    for_each_program_tile(n, PMAX, |rows| {
         let ht = sbuf([rows.size, d], dt);
         dma_copy(&ht, xv.clone().rows(rows.start.clone(), rows.size));
         for &(c0, cols) in &chunks {

@@ -227,7 +227,7 @@ pub fn rope_backward(
     let (rows, width) = (s / per_row, per_row * d);
     let placement = Placement::new(width, d, dt);
     let eye = placement.sums_in_psum.then(|| identity(dt));
-    for_each_tile(rows, PMAX, |pos| {
+    for_each_program_tile(rows, PMAX, |pos| {
         let (ct, rsin) = position_tables(cos, sin, width, &pos, true);
         let sums = [0, 1].map(|_| HeadSum::new(pos.size, width, eye.as_ref()));
         // The heads software-pipelined one deep: head j + 1's swaps and products are issued
@@ -235,7 +235,7 @@ pub fn rope_backward(
         // vector engine and GpSimd form head j + 1's products.
         for (g, x, out) in [(grad_q_out, q, &grad_q), (grad_k_out, k, &grad_k)] {
             let view = |t: &Hbm, head: &AffineExpr| head_rows(t, width, rows, &pos, head);
-            for_each_head_group(g.numel() / (s * d).max(1), |heads| {
+            for_each_head_group(0..g.numel() / (s * d).max(1), |heads| {
                 let start = |head: &AffineExpr| {
                     start_head(view(g, head), view(x, head), &ct, &rsin, d, placement)
                 };

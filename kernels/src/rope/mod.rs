@@ -15,6 +15,7 @@ mod backward;
 pub use backward::*;
 
 use nki_core::prelude::*;
+use std::ops::Range;
 
 /// Most positions one tile row holds (see [`positions_per_row`]).
 const MAX_POSITIONS_PER_ROW: usize = 16;
@@ -149,18 +150,19 @@ fn position_tables(
 /// with 16, 620 µs with 32, 608 µs with all 160 heads unrolled).
 const HEADS_PER_GROUP: usize = 32;
 
-/// Calls `body` with the heads of a `[heads, …]` tensor in groups of [`HEADS_PER_GROUP`]: the
-/// full groups in a sequential loop (the backward's sums run in head order), then the remaining
-/// heads.
-fn for_each_head_group(heads: usize, mut body: impl FnMut(&[AffineExpr])) {
-    let groups = heads / HEADS_PER_GROUP;
+/// Calls `body` with heads `heads` of a `[heads, …]` tensor in groups of [`HEADS_PER_GROUP`]:
+/// the full groups in a sequential loop (the backward's sums run in head order), then the
+/// remaining heads.
+fn for_each_head_group(heads: Range<usize>, mut body: impl FnMut(&[AffineExpr])) {
+    let groups = heads.len() / HEADS_PER_GROUP;
+    let first = heads.start as i64;
     sequential_range(groups, |group| {
         let listed: Vec<AffineExpr> = (0..HEADS_PER_GROUP)
-            .map(|k| group.clone() * HEADS_PER_GROUP + k as i64)
+            .map(|k| group.clone() * HEADS_PER_GROUP + first + k as i64)
             .collect();
         body(&listed);
     });
-    let rest: Vec<AffineExpr> = (groups * HEADS_PER_GROUP..heads)
+    let rest: Vec<AffineExpr> = (heads.start + groups * HEADS_PER_GROUP..heads.end)
         .map(|h| AffineExpr::from(h as i64))
         .collect();
     body(&rest);
@@ -174,12 +176,18 @@ fn head_rows(t: &Hbm, width: usize, rows: usize, pos: &TileSpan, head: &AffineEx
 }
 
 /// Rotates every `[B·H, S, D]` head of each `(x, out)`, a head's positions viewed
-/// [`positions_per_row`] to a row and tiled 128 rows at a time.
+/// [`positions_per_row`] to a row and tiled 128 rows at a time. The heads of each tensor are
+/// split across the cores of the launch ([`program_share`]): every core loads the position
+/// tables, and decoding (one position) still splits.
 fn apply(xs: &[(&Hbm, &Hbm)], cos: &Hbm, sin: &Hbm) {
     let (s, d) = (cos.dim(0), cos.dim(1));
     let dt = cos.dtype();
     let per_row = positions_per_row(s, d, MAX_ROW_BYTES / dt.size_bytes());
     let (rows, width) = (s / per_row, per_row * d);
+    let shares: Vec<Range<usize>> = xs
+        .iter()
+        .map(|(x, _)| program_share(x.numel() / (s * d).max(1)))
+        .collect();
     for_each_tile(rows, PMAX, |pos| {
         let (ct, rsin) = position_tables(cos, sin, width, &pos, false);
         // The heads listed, software-pipelined one deep: head j + 1's products are issued
@@ -202,8 +210,8 @@ fn apply(xs: &[(&Hbm, &Hbm)], cos: &Hbm, sin: &Hbm) {
                 dma_copy(head_rows(out, width, rows, &pos, head), &yt);
             }
         };
-        for &(x, out) in xs {
-            for_each_head_group(x.numel() / (s * d).max(1), |heads| pipeline(heads, x, out));
+        for (&(x, out), share) in xs.iter().zip(&shares) {
+            for_each_head_group(share.clone(), |heads| pipeline(heads, x, out));
         }
     });
 }

@@ -82,13 +82,15 @@ impl Emitter<'_> {
         };
         let _ = write!(
             self.out,
-            "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n{numpy}\n\n"
+            "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n{numpy}\n"
         );
         if !p.grid.is_empty() {
-            // The launch grid: call the kernel as `kernel[LAUNCH_GRID](...)`.
+            // The launch grid: call the kernel as `kernel[LAUNCH_GRID](...)`. One blank line
+            // after the imports before a statement, two before a definition (isort's layout).
             let dims: Vec<String> = p.grid.iter().map(usize::to_string).collect();
-            let _ = write!(self.out, "LAUNCH_GRID = {}\n\n\n", tuple(&dims));
+            let _ = write!(self.out, "LAUNCH_GRID = {}\n\n", tuple(&dims));
         }
+        self.out.push('\n');
         let params: Vec<String> = p
             .hbm
             .iter()

@@ -125,20 +125,23 @@ pub struct CostReport {
     pub total_ns: f64,
     /// Per engine and DMA queue (queues with no work are left out), in track order.
     pub engines: Vec<EngineUse>,
-    /// Bytes read from HBM.
+    /// Bytes read from HBM, by every core of the launch.
     pub hbm_read_bytes: f64,
-    /// Bytes written to HBM.
+    /// Bytes written to HBM, by every core of the launch.
     pub hbm_write_bytes: f64,
     /// The HBM traffic no kernel for this op can avoid: every tensor the program touches read
     /// (inputs) or written (outputs) once, bytes.
     pub hbm_compulsory_bytes: f64,
-    /// That traffic at peak HBM bandwidth over the estimated time: the op's HBM roofline
+    /// That traffic at the peak HBM bandwidth of the cores the launch runs on (each physical
+    /// core's share, times the cores a launch grid spreads over) over the estimated time: the
+    /// op's HBM roofline
     /// fraction (a kernel that reads its inputs twice stays below 50% however well its
     /// transfers overlap, where `roofline_fraction` would count the repeated reads as work).
     pub hbm_roofline_fraction: f64,
-    /// Tensor-engine FLOPs.
+    /// Tensor-engine FLOPs, of every core of the launch.
     pub flops: f64,
-    /// Each resource's time if it ran at peak with nothing else in the way, ns.
+    /// Each resource's time if it ran at peak with nothing else in the way (on the slowest core,
+    /// for its share of the work), ns.
     pub min_ns: Vec<(Resource, f64)>,
     /// The resource with the largest such time.
     pub bound: Resource,
@@ -170,9 +173,10 @@ pub fn estimate_with(program: &Program, table: CostTable) -> CostReport {
 /// The instances of a launch grid are distributed round robin over the cores in program-id
 /// order (instance `k` on core `k % cores`), each core running its instances one after the
 /// other on its own engines and DMA queues; the estimate is the slowest core's, and the report
-/// (engines, slices, work, critical path) is that core's schedule, with every core's time in
-/// [`CostReport::core_ns`]. A program without a grid is one instance on core 0. The cores'
-/// shared HBM bandwidth is not modelled: each core has its own queues at full rate.
+/// (engines, slices, critical path, peak-rate times) is that core's schedule, with every core's
+/// time in [`CostReport::core_ns`]; HBM bytes and FLOPs are every core's summed. A program
+/// without a grid is one instance on core 0. Each physical core has its share of the chip's HBM
+/// bandwidth (its queues at the per-core rate), so a launch over two cores has twice one core's.
 pub fn estimate_on_cores(program: &Program, table: CostTable, cores: usize) -> CostReport {
     let cores = cores.clamp(1, program.program_count().max(1));
     let mut runs: Vec<(f64, schedule::Scheduler<'_>)> = (0..cores)
@@ -193,6 +197,13 @@ pub fn estimate_on_cores(program: &Program, table: CostTable, cores: usize) -> C
         .enumerate()
         .max_by(|a, b| a.1.0.total_cmp(&b.1.0))
         .map_or(0, |(i, _)| i);
+    // HBM traffic and FLOPs are the launch's, every core's summed.
+    let launch_sum = |f: fn(&schedule::Work) -> f64| runs.iter().map(|(_, s)| f(&s.work)).sum();
+    let (hbm_read, hbm_write, flops): (f64, f64, f64) = (
+        launch_sum(|w| w.hbm_read),
+        launch_sum(|w| w.hbm_write),
+        launch_sum(|w| w.flops),
+    );
     let (total_ns, s) = runs.swap_remove(slowest);
     let (slices, work) = (s.slices, s.work);
     let mut engines: Vec<EngineUse> = Vec::new();
@@ -225,7 +236,9 @@ pub fn estimate_on_cores(program: &Program, table: CostTable, cores: usize) -> C
     let fraction = |ns: f64| if total_ns > 0.0 { ns / total_ns } else { 0.0 };
     let roofline_fraction = fraction(bound_ns);
     let hbm_compulsory_bytes = compulsory_bytes(program);
-    let hbm_roofline_fraction = fraction(hbm_compulsory_bytes / table.dma_peak_bytes_per_s() * 1e9);
+    // The cores of a logical NeuronCore each bring their share of the chip's HBM bandwidth.
+    let hbm_peak = table.dma_peak_bytes_per_s() * cores as f64;
+    let hbm_roofline_fraction = fraction(hbm_compulsory_bytes / hbm_peak * 1e9);
     let mut critical_path = Vec::new();
     let mut cur = slices
         .iter()
@@ -242,11 +255,11 @@ pub fn estimate_on_cores(program: &Program, table: CostTable, cores: usize) -> C
         target: program.target,
         total_ns,
         engines,
-        hbm_read_bytes: work.hbm_read,
-        hbm_write_bytes: work.hbm_write,
+        hbm_read_bytes: hbm_read,
+        hbm_write_bytes: hbm_write,
         hbm_compulsory_bytes,
         hbm_roofline_fraction,
-        flops: work.flops,
+        flops,
         min_ns,
         bound,
         roofline_fraction,
@@ -337,8 +350,8 @@ impl fmt::Display for CostReport {
             let cores: Vec<String> = self.core_ns.iter().map(|&t| time_text(t)).collect();
             writeln!(
                 f,
-                "  launch grid over {} physical cores (instances round robin): {}; the figures \
-                 below are the slowest core's",
+                "  launch grid over {} physical cores (instances round robin): {}; HBM traffic \
+                 and FLOPs below are the launch's, the rest the slowest core's",
                 self.core_ns.len(),
                 cores.join(", ")
             )?;

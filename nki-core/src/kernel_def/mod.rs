@@ -11,7 +11,8 @@ use crate::contract::{Contract, ContractViolation, OutputMeta, Qualified, Tensor
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::Program;
-use crate::lang::{Hbm, InputSpec, trace};
+use crate::lang::instances::trace_on_cores_at;
+use crate::lang::{Hbm, InputSpec};
 use crate::loc::SourceLoc;
 use crate::op_info::{AutocastPolicy, Sample, ToleranceClass};
 use crate::target::Target;
@@ -446,20 +447,28 @@ impl KernelDef {
             }
         }
         let trace_fn = self.trace;
-        let program = trace(self.name, sig.target, &inputs, |handles| {
-            let mut h = handles.iter();
-            let values = slots
-                .iter()
-                .map(|s| match s {
-                    Slot::Scalar(v) => ArgValue::Scalar(*v),
-                    Slot::Absent => ArgValue::Absent,
-                    Slot::Tensor => {
-                        ArgValue::Tensor(h.next().expect("one handle per present tensor").clone())
-                    }
-                })
-                .collect();
-            trace_fn(&KernelArgs::new(values))
-        })?;
+        let cores = sig.target.default_lnc();
+        let program = trace_on_cores_at(
+            self.name,
+            sig.target,
+            cores,
+            &inputs,
+            |handles| {
+                let mut h = handles.iter();
+                let values = slots
+                    .iter()
+                    .map(|s| match s {
+                        Slot::Scalar(v) => ArgValue::Scalar(*v),
+                        Slot::Absent => ArgValue::Absent,
+                        Slot::Tensor => ArgValue::Tensor(
+                            h.next().expect("one handle per present tensor").clone(),
+                        ),
+                    })
+                    .collect();
+                trace_fn(&KernelArgs::new(values))
+            },
+            self.location,
+        )?;
         let actual: Vec<OutputMeta> = program
             .outputs
             .iter()

@@ -45,6 +45,12 @@ pub(crate) struct Builder {
     /// for every instance ([`trace_grid`]), or the concrete id of the instance being traced
     /// (the frontend). Empty without a grid.
     pub(crate) program_id: Vec<AffineExpr>,
+    /// The launch-wide HBM tensors of a grid traced instance by instance.
+    pub(crate) instance_hbm: crate::lang::instances::InstanceHbm,
+    /// Whether the kernel asked for its concrete program id (`program_id` or
+    /// [`crate::lang::program_share`] in a grid traced instance by instance): whether its
+    /// instances may differ.
+    pub(crate) reads_program_id: bool,
     blocks: Vec<Vec<Stmt>>,
     /// Loops whose bodies are being recorded, innermost last (`blocks` has one more entry).
     open_loops: Vec<OpenLoop>,
@@ -72,6 +78,13 @@ impl Builder {
     pub(crate) fn fail(&mut self, loc: SourceLoc, message: String) {
         if self.error.is_none() {
             self.error = Some(NkiError::Trace { message, loc });
+        }
+    }
+
+    /// Records `e` as the trace's error unless one is recorded already.
+    pub(crate) fn record_error(&mut self, e: NkiError) {
+        if self.error.is_none() {
+            self.error = Some(e);
         }
     }
 
@@ -141,6 +154,8 @@ impl Builder {
             device_loops: Vec::new(),
             grid: Vec::new(),
             program_id: Vec::new(),
+            instance_hbm: Default::default(),
+            reads_program_id: false,
             blocks: vec![Vec::new()],
             open_loops: Vec::new(),
             error: None,
@@ -203,6 +218,11 @@ impl Builder {
     }
 
     /// Closes the innermost open loop (static or device); `false` when no loop is open.
+    /// How many loops are open.
+    pub(crate) fn open_loop_depth(&self) -> usize {
+        self.open_loops.len()
+    }
+
     pub(crate) fn close_loop(&mut self) -> bool {
         let Some(open) = self.open_loops.pop() else {
             return false;
@@ -321,7 +341,7 @@ pub struct InputSpec {
     pub dtype: DType,
 }
 
-struct ResetOnDrop;
+pub(crate) struct ResetOnDrop;
 
 impl Drop for ResetOnDrop {
     fn drop(&mut self) {
@@ -360,13 +380,26 @@ pub fn trace_grid(
     inputs: &[InputSpec],
     kernel: impl FnOnce(&[Hbm]) -> Vec<Hbm>,
 ) -> Result<Program, NkiError> {
+    traced_grid(name, target, grid, inputs, kernel, SourceLoc::caller()).map(|(p, _)| p)
+}
+
+/// [`trace_grid`], also saying whether the kernel asked for its program id or its share of the
+/// work ([`crate::lang::program_share`]).
+pub(crate) fn traced_grid(
+    name: &str,
+    target: Target,
+    grid: &[usize],
+    inputs: &[InputSpec],
+    kernel: impl FnOnce(&[Hbm]) -> Vec<Hbm>,
+    loc: SourceLoc,
+) -> Result<(Program, bool), NkiError> {
     if let Some(axis) = grid.iter().position(|&n| n == 0) {
         return Err(NkiError::Trace {
             message: format!(
                 "kernel {name}: launch grid {grid:?} has no programs along axis {axis}; every \
                  axis needs at least one"
             ),
-            loc: SourceLoc::caller(),
+            loc,
         });
     }
     let nested = BUILDER.with(|b| b.borrow().is_some());
@@ -377,7 +410,6 @@ pub fn trace_grid(
     }
     let (mut builder, handles) = Builder::new(target, inputs);
     builder.grid = grid.to_vec();
-    let loc = SourceLoc::caller();
     for (axis, &n) in grid.iter().enumerate() {
         let var = builder.open_loop(n, LoopKind::Grid { axis }, loc);
         builder.program_id.push(AffineExpr::var(var));
@@ -402,7 +434,8 @@ pub fn trace_grid(
         }
     }
     let ids: Vec<HbmId> = outputs.iter().map(Hbm::id).collect();
-    builder.finish(name, &ids)
+    let reads_program_id = builder.reads_program_id;
+    Ok((builder.finish(name, &ids)?, reads_program_id))
 }
 
 /// The message of a caught panic payload.

@@ -31,6 +31,7 @@ pub fn program_id(axis: usize) -> AffineExpr {
     let loc = SourceLoc::caller();
     with_builder(|b| {
         if let Some(id) = b.program_id.get(axis) {
+            b.reads_program_id = true;
             return id.clone();
         }
         if b.grid.is_empty() && axis == 0 {

@@ -122,10 +122,25 @@ impl Hbm {
     }
 }
 
-/// Allocates an output tensor in `nl.shared_hbm`. Return it from the kernel.
+/// Allocates an output tensor in `nl.shared_hbm`. Return it from the kernel. In a grid traced
+/// instance by instance, the instances after the first get the first one's tensor back (see
+/// [`crate::lang::instances`]).
 #[track_caller]
 pub fn shared_hbm(shape: &[usize], dtype: DType) -> Hbm {
-    allocate(HbmKind::Output, "out", shape, dtype, SourceLoc::caller())
+    let loc = SourceLoc::caller();
+    if let Some(id) = with_builder(|b| b.first_instance_hbm(shape, dtype, loc)) {
+        return Hbm::new(id, shape.to_vec(), dtype);
+    }
+    let hbm = allocate(HbmKind::Output, "out", shape, dtype, loc);
+    with_builder(|b| b.note_instance_hbm(hbm.id()));
+    hbm
+}
+
+/// A `shared_hbm` output of the whole launch allocated by whichever program instance asks
+/// first: not one of the tensors every instance allocates alike (the copy a kernel argument
+/// gets when one instance first writes it, which the others may never do).
+pub(crate) fn launch_hbm(shape: &[usize], dtype: DType, loc: SourceLoc) -> Hbm {
+    allocate(HbmKind::Output, "out", shape, dtype, loc)
 }
 
 /// Allocates scratch device memory private to the program (`nl.private_hbm`, alias `nl.hbm`):
@@ -167,6 +182,9 @@ fn allocate(kind: HbmKind, prefix: &str, shape: &[usize], dtype: DType, loc: Sou
 pub fn shared_constant(shape: &[usize], dtype: DType, values: &[f32]) -> Hbm {
     let loc = SourceLoc::caller();
     let id = with_builder(|b| {
+        if let Some(id) = b.first_instance_hbm(shape, dtype, loc) {
+            return id;
+        }
         let numel: usize = shape.iter().product();
         if values.len() != numel {
             b.fail(
@@ -182,7 +200,7 @@ pub fn shared_constant(shape: &[usize], dtype: DType, values: &[f32]) -> Hbm {
             dtype.write(&mut bytes, i, *v);
         }
         let n = b.hbm.iter().filter(|d| d.kind == HbmKind::Constant).count();
-        b.add_hbm(HbmDecl {
+        let id = b.add_hbm(HbmDecl {
             name: format!("const{n}"),
             kind: HbmKind::Constant,
             shape: shape.to_vec(),
@@ -190,7 +208,9 @@ pub fn shared_constant(shape: &[usize], dtype: DType, values: &[f32]) -> Hbm {
             loc: Some(loc),
             domain: None,
             values: Some(bytes),
-        })
+        });
+        b.note_instance_hbm(id);
+        id
     });
     Hbm::new(id, shape.to_vec(), dtype)
 }

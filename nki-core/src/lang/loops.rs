@@ -40,20 +40,54 @@ pub struct TileSpan {
 /// a multiple of `tile`) the ragged last tile traced once more with a constant start. This is
 /// how NKI 0.2+ kernels handle ragged sizes without masks.
 #[track_caller]
-pub fn for_each_tile(total: usize, tile: usize, mut body: impl FnMut(TileSpan)) {
-    let loc = SourceLoc::caller();
+pub fn for_each_tile(total: usize, tile: usize, body: impl FnMut(TileSpan)) {
     let tile = tile.max(1);
+    tiles_in(
+        total,
+        tile,
+        0..total.div_ceil(tile),
+        SourceLoc::caller(),
+        body,
+    );
+}
+
+/// [`for_each_tile`] over this program's tiles only: the tiles of `0..total` (the ragged last
+/// one included) are split across the program instances of the launch, each taking a
+/// contiguous run ([`crate::lang::program_share`]), so a kernel launched on both cores of a
+/// logical NeuronCore does each tile once. One program takes every tile.
+#[track_caller]
+pub fn for_each_program_tile(total: usize, tile: usize, body: impl FnMut(TileSpan)) {
+    let tile = tile.max(1);
+    let share = crate::lang::program_share(total.div_ceil(tile));
+    tiles_in(total, tile, share, SourceLoc::caller(), body);
+}
+
+/// Tiles `tiles` of `0..total` cut into `tile`-wide pieces: the full ones as one affine loop
+/// at `loc`, then the ragged last one if `tiles` reaches it.
+fn tiles_in(
+    total: usize,
+    tile: usize,
+    tiles: std::ops::Range<usize>,
+    loc: SourceLoc,
+    mut body: impl FnMut(TileSpan),
+) {
     let full = total / tile;
-    if full > 0 {
-        record_loop(full, LoopKind::Affine, loc, |v| {
+    let (first, end) = (tiles.start, tiles.end.min(full));
+    if first < end {
+        record_loop(end - first, LoopKind::Affine, loc, |v| {
+            let index = if first == 0 {
+                AffineExpr::var(v)
+            } else {
+                AffineExpr::var(v) + first
+            };
             body(TileSpan {
-                start: AffineExpr::var(v) * tile,
+                start: index * tile,
                 size: tile,
             })
         });
     }
     let rem = total % tile;
-    if rem > 0 {
+    if rem > 0 && tiles.contains(&full) {
         body(TileSpan {
             start: AffineExpr::from(full * tile),
             size: rem,

@@ -1,11 +1,12 @@
 //! The tracing machinery behind the tile language: the thread-local program builder
-//! ([`context`]), the launch grid ([`grid`]), HBM tensors and views ([`hbm`]), tiles ([`tile`]), registers ([`register`])
+//! ([`context`]), the launch grid ([`grid`], traced instance by instance in [`instances`]), HBM tensors and views ([`hbm`]), tiles ([`tile`]), registers ([`register`])
 //! and loops ([`loops`]).
 //! Kernel authors use them through [`crate::language`] and [`crate::isa`] (or the prelude).
 
 pub mod context;
 pub mod grid;
 pub mod hbm;
+pub mod instances;
 pub mod loops;
 pub mod recorder;
 pub mod register;
@@ -14,8 +15,10 @@ pub mod tile;
 pub use context::{InputSpec, current_target, trace, trace_grid};
 pub use grid::{num_programs, program_id, program_ndim};
 pub use hbm::{Hbm, HbmView, ViewDim, private_hbm, shared_constant, shared_hbm};
+pub use instances::{program_share, trace_instances, trace_on_cores};
 pub use loops::{
-    TileSpan, affine_range, dynamic_range, for_each_tile, sequential_range, while_loop,
+    TileSpan, affine_range, dynamic_range, for_each_program_tile, for_each_tile, sequential_range,
+    while_loop,
 };
 pub use recorder::Recorder;
 pub use register::Register;

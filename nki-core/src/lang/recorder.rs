@@ -11,7 +11,9 @@ use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{HbmId, LoopControl, LoopKind, Program, RegisterId};
 use crate::lang::context::{BUILDER, Builder, InputSpec, with_builder};
-use crate::lang::hbm::{Hbm, HbmView, ViewDim, private_hbm, shared_constant, shared_hbm};
+use crate::lang::hbm::{
+    Hbm, HbmView, ViewDim, launch_hbm, private_hbm, shared_constant, shared_hbm,
+};
 use crate::loc::{SourceLoc, with_location};
 use crate::target::Target;
 
@@ -20,13 +22,6 @@ pub struct Recorder {
     name: String,
     builder: Option<Builder>,
     tensors: Vec<Hbm>,
-    /// Launch-grid instances opened so far ([`Recorder::open_grid_axis`] on the last axis).
-    instances: usize,
-    /// The HBM tensors (outputs, constants) the first instance allocated, in order; later
-    /// instances get these back for their own allocations ([`Recorder::output`]).
-    first_instance_hbm: Vec<HbmId>,
-    /// How many of those the current instance has allocated.
-    instance_hbm: usize,
 }
 
 impl Recorder {
@@ -37,9 +32,6 @@ impl Recorder {
             name: name.to_string(),
             builder: Some(builder),
             tensors,
-            instances: 0,
-            first_instance_hbm: Vec::new(),
-            instance_hbm: 0,
         }
     }
 
@@ -67,88 +59,28 @@ impl Recorder {
     /// [`LoopKind::Grid`] loop; close it with [`Recorder::close_loop`]). Opening the last
     /// axis starts a program instance: the `shared_hbm` tensors it allocates are the first
     /// instance's, in the order that one allocated them (one set of outputs, shared by every
-    /// instance). Axes are opened outermost first, ids in order.
+    /// instance; see [`crate::lang::instances`]). Axes are opened outermost first, ids in order.
     pub fn open_grid_axis(
         &mut self,
         axis: usize,
         index: usize,
         loc: SourceLoc,
     ) -> Result<(), NkiError> {
-        let b = self.builder.as_mut().expect("not inside record");
-        let Some(&size) = b.grid.get(axis) else {
-            return Err(NkiError::Internal(format!(
-                "kernel {}: grid axis {axis} opened, but the grid is {:?}",
-                self.name, b.grid
-            )));
-        };
-        if index >= size {
-            return Err(NkiError::Internal(format!(
-                "kernel {}: program id {index} along axis {axis} of a grid {:?}",
-                self.name, b.grid
-            )));
-        }
-        b.program_id[axis] = AffineExpr::constant(index as i64);
-        b.open_loop(1, LoopKind::Grid { axis }, loc);
-        if axis + 1 == b.grid.len() {
-            self.instances += 1;
-            self.instance_hbm = 0;
-        }
-        Ok(())
+        let name = self.name.clone();
+        self.builder
+            .as_mut()
+            .expect("not inside record")
+            .open_instance_axis(&name, axis, index, loc)
     }
 
-    /// In an instance after the first, the next tensor the first instance allocated, checked
-    /// against what this one allocates (same shape and dtype): `None` in the first instance.
-    fn shared_with_first_instance(
-        &mut self,
-        shape: &[usize],
-        dtype: DType,
-        loc: SourceLoc,
-    ) -> Result<Option<HbmId>, NkiError> {
-        if self.instances <= 1 {
-            return Ok(None);
+    /// Keeps a tensor just allocated for [`Recorder::view`], which finds tensors by id (a
+    /// tensor handed back to a later grid instance is kept already); returns its id.
+    fn keep(&mut self, hbm: Hbm) -> HbmId {
+        let id = hbm.id();
+        if id.0 as usize == self.tensors.len() {
+            self.tensors.push(hbm);
         }
-        let n = self.instance_hbm;
-        self.instance_hbm += 1;
-        let first = self.first_instance_hbm.get(n).copied();
-        let same = first.and_then(|id| {
-            let d = &self.builder().hbm[id.0 as usize];
-            (d.shape == shape && d.dtype == dtype).then_some(id)
-        });
-        match (first, same) {
-            (_, Some(id)) => Ok(Some(id)),
-            (None, _) => Err(NkiError::Trace {
-                message: format!(
-                    "kernel {}: program instance {} allocates shared_hbm tensor #{n} \
-                     ({shape:?} {dtype}), but the first instance allocated only {n}; every \
-                     instance must allocate the same outputs",
-                    self.name,
-                    self.instances - 1
-                ),
-                loc,
-            }),
-            (Some(id), None) => {
-                let d = &self.builder().hbm[id.0 as usize];
-                Err(NkiError::Trace {
-                    message: format!(
-                        "kernel {}: program instance {} allocates shared_hbm tensor #{n} as \
-                         {shape:?} {dtype}, but the first instance allocated it as {:?} {}; \
-                         every instance must allocate the same outputs",
-                        self.name,
-                        self.instances - 1,
-                        d.shape,
-                        d.dtype
-                    ),
-                    loc,
-                })
-            }
-        }
-    }
-
-    /// Remembers a tensor the first instance of a grid allocated.
-    fn note_instance_hbm(&mut self, id: HbmId) {
-        if self.instances == 1 {
-            self.first_instance_hbm.push(id);
-        }
+        id
     }
 
     /// The kernel's name.
@@ -206,14 +138,8 @@ impl Recorder {
         dtype: DType,
         loc: SourceLoc,
     ) -> Result<HbmId, NkiError> {
-        if let Some(id) = self.shared_with_first_instance(shape, dtype, loc)? {
-            return Ok(id);
-        }
         let hbm = self.record(loc, || shared_hbm(shape, dtype))?;
-        let id = hbm.id();
-        self.tensors.push(hbm);
-        self.note_instance_hbm(id);
-        Ok(id)
+        Ok(self.keep(hbm))
     }
 
     /// Allocates an output in `shared_hbm` for the whole launch, in whichever program instance
@@ -225,10 +151,8 @@ impl Recorder {
         dtype: DType,
         loc: SourceLoc,
     ) -> Result<HbmId, NkiError> {
-        let hbm = self.record(loc, || shared_hbm(shape, dtype))?;
-        let id = hbm.id();
-        self.tensors.push(hbm);
-        Ok(id)
+        let hbm = self.record(loc, || launch_hbm(shape, dtype, loc))?;
+        Ok(self.keep(hbm))
     }
 
     /// Scratch device memory private to the current program instance (`nl.private_hbm`,
@@ -240,9 +164,7 @@ impl Recorder {
         loc: SourceLoc,
     ) -> Result<HbmId, NkiError> {
         let hbm = self.record(loc, || private_hbm(shape, dtype))?;
-        let id = hbm.id();
-        self.tensors.push(hbm);
-        Ok(id)
+        Ok(self.keep(hbm))
     }
 
     /// A `shared_constant` holding `values` (one per element, row-major); returns its id.
@@ -253,14 +175,8 @@ impl Recorder {
         values: &[f32],
         loc: SourceLoc,
     ) -> Result<HbmId, NkiError> {
-        if let Some(id) = self.shared_with_first_instance(shape, dtype, loc)? {
-            return Ok(id);
-        }
         let hbm = self.record(loc, || shared_constant(shape, dtype, values))?;
-        let id = hbm.id();
-        self.tensors.push(hbm);
-        self.note_instance_hbm(id);
-        Ok(id)
+        Ok(self.keep(hbm))
     }
 
     /// A strided view of tensor `id`: element `[i0, i1, ...]` of the view is flat element

@@ -69,6 +69,7 @@ __all__ = [
     "isa",
     "jit",
     "language",
+    "launchable",
     "load_source",
     "observe",
     "packed",
@@ -523,3 +524,12 @@ def load_source(source: str, name: str = "nki_kernel", nki_module: Any = None) -
     with as_nki(nki_module):
         exec(code, module.__dict__)
     return module
+
+
+def launchable(module: types.ModuleType, name: str) -> Any:
+    """Kernel ``name`` of a module :func:`load_source` made from ``torch_nki.emit``'s source,
+    as that source says to launch it: ``kernel[LAUNCH_GRID]`` when it sets a launch grid (a
+    kernel split across the cores of a logical NeuronCore), the kernel itself otherwise."""
+    kernel = getattr(module, name)
+    grid = getattr(module, "LAUNCH_GRID", None)
+    return kernel if grid is None else kernel[grid]

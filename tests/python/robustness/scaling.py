@@ -15,7 +15,8 @@ def seconds(rows: int) -> float:
     x = torch.empty(rows, 2**16, device="meta")
     start = time.perf_counter()
     report = torch_nki.cost("add", x, x)
-    assert report.instructions == rows // 128 * 32 * 4, report.instructions
+    # Every core of the launch takes its share of the row tiles; the report is the slowest core's.
+    assert report.instructions * report.cores == rows // 128 * 32 * 4, report.instructions
     return time.perf_counter() - start
 
 
