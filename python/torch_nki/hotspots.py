@@ -433,8 +433,11 @@ def _module_rows(
     whole = sum(totals.values()) or 1.0
     rows = []
     for name, self_us in totals.items():
-        module = modules[name]
-        kernel, reason, device_us = _match_module(module, captured.get(name))
+        module = modules.get(name)
+        if module is None:  # a range of events recorded elsewhere
+            kernel, reason, device_us = None, "not a module of the profiled model", None
+        else:
+            kernel, reason, device_us = _match_module(module, captured.get(name))
         # Its ops' times, each from where it came (cost model where a kernel takes the op).
         total, source = device.get(name), " + ".join(sorted(sources.get(name, ())))
         if kernel is not None and device_us is not None and not times.measured:
@@ -443,7 +446,7 @@ def _module_rows(
             Hotspot(
                 "module",
                 name,
-                qualified_name(module),
+                qualified_name(module) if module is not None else "",
                 calls[name],
                 self_us / 1e3,
                 self_us / whole,

@@ -287,7 +287,10 @@ def _compute(op: str, tensors: list[Arg], args: list[Arg]) -> tuple[str, float, 
     read = float(sum(t.bytes for t in tensors))
     shapes = [t.shape for t in tensors if t.shape is not None]
     if op in MATMUL or op == "aten::linear":
-        a, b = (shapes[1], shapes[2]) if op in {"aten::addmm", "aten::baddbmm"} else (shapes[0], shapes[1])
+        first = 1 if op in {"aten::addmm", "aten::baddbmm"} else 0
+        if len(shapes) < first + 2:
+            return None
+        a, b = shapes[first], shapes[first + 1]
         if op == "aten::linear":
             b = tuple(reversed(b)) if len(b) == 2 else b
         flops, out = _matmul(a, b)

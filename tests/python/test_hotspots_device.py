@@ -163,3 +163,30 @@ def test_device_time_a_neuron_host_reports_is_used_instead() -> None:
     (row,) = hotspots.hotspot_rows(plain)[1]
     assert row.device_source == "roofline"
     assert row.device_total_us == pytest.approx(_us(0, 3 * 512 * 512 * 4, 4))
+
+
+def test_a_module_sums_its_own_ops_measured_or_estimated() -> None:
+    # A module range holding a matmul and an add: its row sums their device times.
+    def events(**kw: Any) -> list[FunctionEvent]:
+        block = _event(0, "nki.module::block", 0, 700, [], [], **kw)
+        mm = _event(1, "aten::mm", 10, 500, [[512, 512], [512, 512]], ["float"] * 2, **kw)
+        add = _event(2, "aten::add", 500, 600, [[512, 512], [512, 512], []], ["float"] * 2 + ["Scalar"], **kw)
+        for op in (mm, add):
+            op.set_cpu_parent(block)
+            block.append_cpu_child(op)
+        return [block, mm, add]
+
+    modules = {"block": torch.nn.Identity()}
+    plain = events()
+    (row,), ops = hotspots.hotspot_rows(plain, modules)
+    assert (row.name, row.calls, row.kernel) == ("block", 1, None)
+    assert row.self_ms == pytest.approx(0.7)  # its own ops included, submodules excluded
+    assert row.device_source == "cost model + roofline"  # mm has a kernel, add the roofline
+    assert row.device_total_us == pytest.approx(sum(h.device_total_us or 0.0 for h in ops))
+
+    measured = events(use_device="neuron")
+    measured[1].append_kernel("nki_matmul", 0, 70.0)
+    measured[2].append_kernel("nki_add", 0, 90.0)
+    device = _event(3, "nki_add", 500, 590, [], [], use_device="neuron", device_type=DeviceType.PrivateUse1)
+    (row,), _ = hotspots.hotspot_rows([*measured, device], modules)
+    assert (row.device_total_us, row.device_source) == (160.0, "measured")
