@@ -209,12 +209,18 @@ def _copy_dir() -> Path:
 def _content_addressed_copy(library: _library_check.Library) -> Path:
     """A copy of ``library`` at a path named by its digest: a new file, so ``dlopen`` maps it
     afresh instead of returning the build it mapped from the original path."""
-    dst = _copy_dir() / library.digest[:32] / library.path.name
-    if not dst.exists():
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        partial = dst.with_name(dst.name + ".partial")
-        shutil.copyfile(library.path, partial)
-        os.replace(partial, dst)
+    try:
+        dst = _copy_dir() / library.digest[:32] / library.path.name
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            partial = dst.with_name(dst.name + ".partial")
+            shutil.copyfile(library.path, partial)
+            os.replace(partial, dst)
+    except OSError as err:
+        raise PluginError(
+            f"torch_nki.load: cannot copy {library.path} to a fresh path to load its new build "
+            f"({err}); set TMPDIR to a writable directory, or restart Python to load it"
+        ) from err
     return dst
 
 
@@ -245,7 +251,7 @@ def load(path: str | os.PathLike[str], namespace: str = NAMESPACE) -> LoadedModu
         builds = _images.get(name, {})
         image = builds.get(checked.digest)
         if image is not None:  # these contents were mapped before (maybe from another path)
-            done = _loaded.get(image.library.path)
+            done = next((m for m in _loaded.values() if m.registration.native is image.module), None)
             if done is not None:
                 if done.namespace != namespace:
                     raise PluginError(

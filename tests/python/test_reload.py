@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def _y(*args: torch.Tensor) -> torch.Tensor:
     return torch.ops.nki_reload.residual_rmsnorm(*args)[1]
 
 
-def test_an_edited_crate_reloads_and_runs_its_new_code(crate: Path) -> None:
+def test_an_edited_crate_reloads_and_runs_its_new_code(crate: Path, tmp_path: Path) -> None:
     g = torch.Generator().manual_seed(0)
     x, r, w = torch.rand(5, 8, generator=g), torch.rand(5, 8, generator=g), torch.rand(8, generator=g)
     first = torch_nki.load(crate, namespace=NS)
@@ -100,12 +101,19 @@ def test_an_edited_crate_reloads_and_runs_its_new_code(crate: Path) -> None:
     _y(xg, r, w).sum().backward()
     assert xg.grad is not None and torch.isfinite(xg.grad).all()
 
-    # Back to the first source: the first build (still mapped) is registered again.
+    # Back to the first source: the first build (still mapped) is registered again; the second
+    # build, from another path, is then refused while the first is loaded.
+    kept = tmp_path / "second" / second.path.name
+    kept.parent.mkdir()
+    shutil.copy(second.path, kept)
     plugins.unload(second)
     _edit(crate, EDITED_LINE, SCALE_LINE)
     third = torch_nki.load(crate, namespace=NS)
-    assert third.mapped is None
+    assert third.mapped is None and third.registration.native is first.registration.native
     torch.testing.assert_close(_y(x, r, w), before)
+    clash = f"{kept} defines module {LIB}, already loaded from {first.path} with other contents"
+    with pytest.raises(torch_nki.PluginError, match=re.escape(clash)):
+        torch_nki.load(kept, namespace=NS)
 
 
 def test_a_changed_schema_is_refused_naming_both(crate: Path) -> None:
