@@ -11,11 +11,19 @@ The package's own module and every module ``torch_nki.load`` brings in go throug
 :func:`register`, so their ops behave the same. An op name that is already defined in the
 namespace is refused before anything is registered, naming both definitions.
 
+:func:`unregister` removes an op's kernels but keeps its definition (its schema), with a kernel
+that raises :class:`~torch_nki.errors.PluginError` saying it was unloaded: handles to the op that
+callers still hold (``torch.ops`` lookups, graphs ``torch.compile`` captured) point into the
+dispatcher's definition, which would dangle if it were removed. Registering an op of the same
+name and schema again (a rebuilt crate loaded after ``unload``) takes the kept definition over,
+so those handles run the new kernels; another schema under that name is refused.
+
 The low-level ``Library``/``define``/``impl`` path costs about half of ``custom_op`` per call.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +51,7 @@ class Registration:
     ops: dict[str, OpSpec]
     namespace: str = NAMESPACE
     libs: list[torch.library.Library] = field(default_factory=list)
+    """The libraries holding its kernels (destroyed by :func:`unregister`)."""
     fast: bool = False
     """Whether its ops have the fast C++ kernels (see :mod:`torch_nki._fast`)."""
 
@@ -58,6 +67,23 @@ class Registration:
 
 _lock = threading.Lock()
 _registrations: dict[tuple[str, str], Registration] = {}
+
+
+@dataclass
+class _Definition:
+    """An op definition (its schema) made by a registration; it outlives the registration."""
+
+    schema: str
+    owner: str
+    """The module that defined it, or last registered kernels for it."""
+    lib: torch.library.Library
+    """The library holding the ``define`` (kept alive, never destroyed)."""
+    unloaded: torch.library.Library | None = None
+    """While no registration owns it: the library of its kernel that raises the unloaded error."""
+
+
+_definitions: dict[str, _Definition] = {}
+"""Every op this module defined, by ``ns::name``."""
 
 
 def registrations() -> list[Registration]:
@@ -97,15 +123,19 @@ def _twin_schema(schema: str, prefix: str) -> str:
 
 
 def _register_op(
-    lib: torch.library.Library, spec: OpSpec, ops: dict[str, OpSpec], native: ModuleType, fast: bool
+    lib: torch.library.Library,
+    define: Callable[[str], None],
+    spec: OpSpec,
+    ops: dict[str, OpSpec],
+    native: ModuleType,
+    fast: bool,
 ) -> None:
-    tags = (torch.Tag.pt2_compliant_tag,)
     ns = spec.namespace
     kernel_name, kernel_schema = spec.forward_op or (spec.name, spec.schema)
     cpu_kernel = make_cpu_kernel(spec, native)
     fake_kernel = make_fake_kernel(spec, native)
     rule = autograd.rule_for(spec, ops, lambda name: _op(ns, name))
-    lib.define(kernel_schema, tags=tags)
+    define(kernel_schema)
     torch.library.register_fake(f"{ns}::{kernel_name}", fake_kernel, lib=lib)
     # The Python autograd kernel serves every backend; on CPU the fast path overrides it with a
     # C++ kernel that defers to the grad twin when a gradient can be needed.
@@ -114,9 +144,9 @@ def _register_op(
     )
     if fast:
         slow, grad = SLOW_PREFIX + kernel_name, GRAD_PREFIX + kernel_name
-        lib.define(_twin_schema(kernel_schema, SLOW_PREFIX), tags=tags)
+        define(_twin_schema(kernel_schema, SLOW_PREFIX))
         lib.impl(slow, cpu_kernel, "CPU")
-        lib.define(_twin_schema(kernel_schema, GRAD_PREFIX), tags=tags)
+        define(_twin_schema(kernel_schema, GRAD_PREFIX))
         torch.library.register_fake(f"{ns}::{grad}", fake_kernel, lib=lib)
         lib.impl(grad, autograd.make_autograd_kernel(spec, grad, rule), "Autograd", with_keyset=True)
         _fast.register(f"{ns}::{kernel_name}", native, spec.name, f"{ns}::{slow}", f"{ns}::{grad}")
@@ -124,7 +154,7 @@ def _register_op(
         lib.impl(kernel_name, cpu_kernel, "CPU")
     register_autocast(lib, spec, kernel_name)
     if spec.forward_op is not None:
-        lib.define(spec.schema, tags=tags)
+        define(spec.schema)
         lib.impl(spec.name, _public_outputs(spec, kernel_name), "CompositeImplicitAutograd")
 
 
@@ -159,12 +189,67 @@ def _check_clashes(specs: tuple[OpSpec, ...], namespace: str, source: str) -> No
                     f"{reg.native.__name__} (defined at {other.location}); load it into another "
                     "namespace or rename the kernel"
                 )
+            kept = _definitions.get(f"{namespace}::{name}")
+            if kept is not None:
+                _check_kept(kept, spec, namespace, name, source)
+                continue
             if _defined(namespace, name):
                 raise PluginError(
                     f"torch_nki: cannot register {namespace}::{name} from {source} (defined at "
                     f"{spec.location}): torch.ops.{namespace}.{name} already exists; load it into "
                     "another namespace or rename the kernel"
                 )
+
+
+def _defined_schemas(spec: OpSpec, fast: bool) -> dict[str, str]:
+    """Every op name registering ``spec`` defines, with its schema."""
+    kernel_name, kernel_schema = spec.forward_op or (spec.name, spec.schema)
+    out = {kernel_name: kernel_schema}
+    if fast:
+        out[SLOW_PREFIX + kernel_name] = _twin_schema(kernel_schema, SLOW_PREFIX)
+        out[GRAD_PREFIX + kernel_name] = _twin_schema(kernel_schema, GRAD_PREFIX)
+    if spec.forward_op is not None:
+        out[spec.name] = spec.schema
+    return out
+
+
+def _check_kept(kept: _Definition, spec: OpSpec, namespace: str, name: str, source: str) -> None:
+    """Refuses to take over a kept definition whose schema is not the new one's."""
+    schema = _defined_schemas(spec, fast=False).get(name)
+    if schema is not None and schema != kept.schema:
+        raise PluginError(
+            f"torch_nki: cannot register {namespace}::{name} from {source} (defined at "
+            f"{spec.location}): {namespace}::{name} was defined by {kept.owner} as `{kept.schema}`, "
+            f"and this build's schema is `{schema}`; a process cannot redefine an op that callers "
+            "may still hold (torch.ops handles, compiled graphs): restart Python to use the new "
+            "schema, or load the crate into another namespace"
+        )
+
+
+def _unloaded_kernel(qualname: str, owner: str) -> Callable[..., Any]:
+    def unloaded(*args: Any, **kwargs: Any) -> Any:
+        raise PluginError(
+            f"{qualname} was unloaded (torch_nki.plugins.unload of {owner}); load its crate again "
+            "with torch_nki.load to call it"
+        )
+
+    return unloaded
+
+
+def _take_over(qualname: str, schema: str, owner: str, tags: tuple[Any, ...], namespace: str) -> None:
+    """Defines ``qualname``, or takes over the definition kept since its registration was removed."""
+    kept = _definitions.get(qualname)
+    if kept is None:
+        defs = torch.library.Library(namespace, "FRAGMENT")
+        defs.define(schema, tags=tags)
+        _definitions[qualname] = _Definition(schema, owner, defs)
+        return
+    if kept.schema != schema:  # a twin whose op's schema was checked: cannot differ
+        raise PluginError(f"torch_nki: {qualname} was defined as `{kept.schema}`, not `{schema}`")
+    if kept.unloaded is not None:
+        kept.unloaded._destroy()
+        kept.unloaded = None
+    kept.owner = owner
 
 
 def register(native: ModuleType, namespace: str = NAMESPACE, source: str | None = None) -> Registration:
@@ -183,9 +268,15 @@ def register(native: ModuleType, namespace: str = NAMESPACE, source: str | None 
         by_name = {s.name: s for s in specs}
         lib = torch.library.Library(namespace, "FRAGMENT")
         fast = hasattr(native, "_fast_api") and _fast.load()
+        tags = (torch.Tag.pt2_compliant_tag,)
+
+        def define(schema: str) -> None:
+            name = schema.split("(", 1)[0]
+            _take_over(f"{namespace}::{name}", schema, native.__name__, tags, namespace)
+
         for spec in specs:
             try:
-                _register_op(lib, spec, by_name, native, fast)
+                _register_op(lib, define, spec, by_name, native, fast)
             except Exception as err:
                 raise RuntimeError(
                     f"torch_nki: could not register {spec.qualname} (defined at {spec.location}): {err}"
@@ -199,7 +290,11 @@ def register(native: ModuleType, namespace: str = NAMESPACE, source: str | None 
 
 
 def unregister(reg: Registration) -> None:
-    """Removes every op ``reg`` registered (``torch.ops.<namespace>.<name>`` stops existing)."""
+    """Removes the kernels of every op ``reg`` registered; calling one of its ops then raises
+    :class:`~torch_nki.errors.PluginError` saying it was unloaded, until a registration of the
+    same name and schema takes it over (see the module documentation). Graphs
+    ``torch.compile`` captured are dropped (``torch._dynamo.reset()``): they were traced with
+    the old kernels' fake kernels."""
     with _lock:
         if reg.fast:
             for spec in reg.ops.values():
@@ -207,4 +302,20 @@ def unregister(reg: Registration) -> None:
         for lib in reg.libs:
             lib._destroy()
         reg.libs.clear()
-        _registrations.pop((reg.native.__name__, reg.namespace), None)
+        owner = reg.native.__name__
+        for spec in reg.ops.values():
+            for name in _defined_schemas(spec, reg.fast):
+                qualname = f"{reg.namespace}::{name}"
+                kept = _definitions.get(qualname)
+                if kept is None or kept.unloaded is not None:
+                    continue
+                stub = torch.library.Library(reg.namespace, "FRAGMENT")
+                stub.impl(name, _unloaded_kernel(qualname, owner), "CompositeImplicitAutograd")
+                kept.unloaded = stub
+        _registrations.pop((owner, reg.namespace), None)
+    from torch_nki import distributed
+
+    distributed.on_unregistration(reg)
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None:
+        dynamo.reset()

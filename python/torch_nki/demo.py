@@ -2,7 +2,8 @@
 ``torch.compile(fullgraph=True)``, compared with its ATen reference and timed against it.
 
 The ops, shapes, references and tolerances come from the registry (``torch_nki.testing``): a
-new kernel shows up here without editing this file.
+new kernel shows up here without editing this file, and so do the kernels of crates loaded with
+``torch_nki.load`` (``torch-nki --load PATH demo``).
 """
 
 from __future__ import annotations
@@ -68,11 +69,13 @@ def run(compile: bool = True, repeat: int = 15) -> int:
     """Runs every op with a reference in fp32 and bf16 (where its contract allows); prints a
     table; returns 0 if every check passed."""
     failures = 0
-    header = f"{'op':10} {'dtype':9} {'shapes':26} {'mode':8} {'max abs err':>12} {'result':6}"
+    ops = testing.ops_with_reference()  # loaded crates' too, as ns::name
+    width = max([10, *(len(op) for op in ops)])
+    header = f"{'op':{width}} {'dtype':9} {'shapes':26} {'mode':8} {'max abs err':>12} {'result':6}"
     print(header + f" {'neuron':>11} {'aten':>11} {'neuron/aten':>11}")
     print("-" * (len(header) + 36))
-    for op in testing.ops_with_reference():
-        packet = getattr(torch.ops.neuron, op)
+    for op in ops:
+        packet = testing.torch_op(op)
 
         def neuron(*args: Any, packet: Any = packet) -> Any:
             return packet(*args)
@@ -98,7 +101,7 @@ def run(compile: bool = True, repeat: int = 15) -> int:
                 ok = _within(sample, actual, expected)
                 failures += not ok
                 line = (
-                    f"{op:10} {str(dtype)[6:]:9} {_shape_text(sample):26} {mode:8} {err:12.3e} "
+                    f"{op:{width}} {str(dtype)[6:]:9} {_shape_text(sample):26} {mode:8} {err:12.3e} "
                     f"{'PASS' if ok else 'FAIL':6}"
                 )
                 t_neuron, t_aten = median_times(

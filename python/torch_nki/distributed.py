@@ -160,6 +160,15 @@ def on_registration(reg: Registration) -> None:
         register(reg)
 
 
+def on_unregistration(reg: Registration) -> None:
+    """Called when ``reg``'s kernels are removed: its ops' strategies are registered again for
+    whatever takes their definitions over (a rebuilt crate's contracts)."""
+    with _lock:
+        for spec in reg.ops.values():
+            for name in _overload_names(reg, spec):
+                _done.pop(f"{spec.namespace}::{name}", None)
+
+
 class _Loader(importlib.abc.Loader):
     """Runs DTensor's own loader, then registers every op's strategy."""
 

@@ -1,5 +1,13 @@
-"""``torch_nki.profile``: run a model under ``torch.profiler``, rank its hotspots by self time per
-module instance and per ATen op, and say which kernel could take each one.
+"""``torch_nki.profile``: run a model under ``torch.profiler``, rank its hotspots per module
+instance and per ATen op by their estimated Trn2 device time (next to their CPU self time), and
+say which kernel could take each one.
+
+Device time per row: the cost model's estimate of the matching kernel where a kernel takes the
+row, else the roofline estimate of its ATen ops (:mod:`torch_nki.roofline`: FLOPs and bytes at
+the target's peak rates), marked as such. Where torch reports device time for a ``neuron``
+device (the profiler's ``PrivateUse1`` events on a TorchNeuron host), that measured time is used
+instead. An ATen op called inside another one that has an estimate (``aten::addmm`` inside
+``aten::linear``) is counted in its caller's row, not twice.
 
 A module instance matches when an adapter (:mod:`torch_nki.adapters`) recognises its structure
 and one of its kernels' ``replaces`` patterns names its class; the adapter is then run on the
@@ -21,11 +29,11 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torch_nki import _quiet, testing
+from torch_nki import _device_time, _quiet, testing
 from torch_nki.adapters import adapters_for, qualified_name
 from torch_nki.errors import NkiError
 
-__all__ = ["Captured", "Hotspot", "HotspotReport", "profile", "record_neuron_calls"]
+__all__ = ["Captured", "Hotspot", "HotspotReport", "hotspot_rows", "profile", "record_neuron_calls"]
 
 _MODULE_PREFIX = "nki.module::"
 
@@ -59,6 +67,16 @@ class Hotspot:
     """Why nothing matches, or the pattern that did (``*RMSNorm``)."""
     device_us: float | None = None
     """The cost model's Trn2 estimate for one call of the matching neuron ops, µs."""
+    device_total_us: float | None = None
+    """Device time over all profiled calls, µs: measured on a ``neuron`` device, else the cost
+    model's estimate of the matching kernel, else the roofline estimate of the row's ATen ops
+    (``None``: no estimate)."""
+    device_source: str = ""
+    """Where ``device_total_us`` comes from: ``measured``, ``cost model``, ``roofline``, ``in
+    <op>`` for an ATen op counted in the op that called it; a module without a kernel sums its
+    ATen ops' (``cost model + roofline`` when some of them have a kernel)."""
+    device_share: float = 0.0
+    """Of the total device time of rows of this kind."""
 
 
 @dataclass
@@ -78,22 +96,25 @@ class HotspotReport:
         return [h for h in self.modules if h.kernel is not None]
 
     def to_markdown(self, top: int = 20) -> str:
-        """The report as Markdown tables (modules, then ATen ops), ``top`` rows each."""
+        """The report as Markdown tables (modules, then ATen ops), ``top`` rows each, ranked by
+        device time: ``trn2 µs`` over all profiled calls and its share, where it comes from
+        (``measured``, ``cost model``, ``roofline``, ``in <op>``), then CPU self time and share."""
         lines = [f"# Hotspots of `{self.model}` ({self.steps} steps)", ""]
         for title, rows in (("Module instances", self.modules), ("ATen ops", self.ops)):
             lines += [
                 f"## {title}",
                 "",
-                "| # | name | what | calls | self ms | share | kernel | trn2 est. |",
-                "|---|---|---|---|---|---|---|---|",
+                "| # | name | what | calls | trn2 µs | trn2 share | from | cpu self ms | cpu share "
+                "| kernel |",
+                "|---|---|---|---|---|---|---|---|---|---|",
             ]
             for i, h in enumerate(rows[:top], 1):
                 kernel = f"`{h.kernel}` ({h.reason})" if h.kernel else f"no kernel: {h.reason}"
                 kernel = kernel.replace("|", "\\|")
-                device = f"{h.device_us:.1f} µs" if h.device_us is not None else "—"
+                device = f"{h.device_total_us:.1f}" if h.device_total_us is not None else "—"
                 lines.append(
-                    f"| {i} | `{h.name}` | {h.target} | {h.calls} | {h.self_ms:.3f} | {h.share:.0%} "
-                    f"| {kernel} | {device} |"
+                    f"| {i} | `{h.name}` | {h.target} | {h.calls} | {device} | {h.device_share:.0%} "
+                    f"| {h.device_source or '—'} | {h.self_ms:.3f} | {h.share:.0%} | {kernel} |"
                 )
             lines.append("")
         return "\n".join(lines)
@@ -265,7 +286,7 @@ def profile(
     returns the ranked hotspots: self time per module instance and per ATen op, the matching
     kernel with its contract checked on the real shapes, and the cost model's Trn2 estimate.
 
-    The inputs of each module instance's first call are captured for
+    The inputs of each module instance's first call (the warm-up call) are captured for
     :func:`torch_nki.swap`'s verification. A progress bar goes to stderr; what the profiler's
     C++ side prints when it starts and stops is captured (shown with ``TORCH_NKI_VERBOSE=1``).
     ``steps`` must be at least 1 (``ValueError`` otherwise).
@@ -280,9 +301,10 @@ def profile(
     def before(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         name = names[module]
         if not profiling:
+            # Captured in the warm-up call: the clones are not profiled as the model's ops.
+            if name not in captured:
+                captured[name] = Captured(_detach(args), {k: _detach(v) for k, v in kwargs.items()})
             return
-        if name not in captured:
-            captured[name] = Captured(_detach(args), {k: _detach(v) for k, v in kwargs.items()})
         r = torch.profiler.record_function(_MODULE_PREFIX + name)
         r.__enter__()
         ranges.setdefault(id(module), []).append(r)
@@ -303,6 +325,9 @@ def profile(
             model(*example_inputs, **example_kwargs)  # warm-up (first-call costs), not profiled
         profiling = True
         activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch._C._get_privateuse1_backend_name() == _device_time.NEURON:
+            # A TorchNeuron host: the device's own times, used instead of the estimates.
+            activities.append(torch.profiler.ProfilerActivity.PrivateUse1)
         prof = torch.profiler.profile(activities=activities, record_shapes=True)
         # Kineto logs to the process's descriptors when it starts and stops (`USDT: ...
         # profiler_start`, `ERROR: ... gpuGetDeviceCount failed` without a GPU): captured, so only
@@ -321,77 +346,149 @@ def profile(
         for h in handles:
             h.remove()
     by_name = {n: m for m, n in names.items()}
-    return HotspotReport(
-        model=type(model).__name__,
-        steps=steps,
-        modules=_module_rows(prof, by_name, captured),
-        ops=_op_rows(prof),
-        captured=captured,
+    modules, ops = hotspot_rows(list(prof.events()), by_name, captured)
+    return HotspotReport(model=type(model).__name__, steps=steps, modules=modules, ops=ops, captured=captured)
+
+
+class _Matcher:
+    """Matches ATen op rows to kernels, once per op and input shapes."""
+
+    def __init__(self) -> None:
+        self.replacing = _replacing()
+        self.found: dict[tuple[str, str], tuple[str | None, str, float | None]] = {}
+
+    def match(self, event: Any) -> tuple[str | None, str, float | None]:
+        key = (str(event.name), str(event.input_shapes))
+        found = self.found.get(key)
+        if found is None:
+            shapes = [list(s) for s in event.input_shapes if isinstance(s, list | tuple)]
+            found = self.found[key] = _match_op(event.name, shapes, self.replacing)
+        return found
+
+    def kernel_us(self, event: Any) -> float | None:
+        return self.match(event)[2]
+
+
+def _rank(rows: list[Hotspot]) -> list[Hotspot]:
+    """Rows by device time (those without an estimate last), then CPU self time; shares set."""
+    whole = sum(h.device_total_us or 0.0 for h in rows) or 1.0
+    for h in rows:
+        h.device_share = (h.device_total_us or 0.0) / whole
+    rows.sort(key=lambda h: (h.device_total_us is not None, h.device_total_us or 0.0, h.self_ms))
+    rows.reverse()
+    return rows
+
+
+def hotspot_rows(
+    events: list[Any],
+    modules: dict[str, torch.nn.Module] | None = None,
+    captured: dict[str, Captured] | None = None,
+    target: str = "trn2",
+) -> tuple[list[Hotspot], list[Hotspot]]:
+    """The module and ATen op rows of a profile's events (``prof.events()``; module instances
+    are ``record_function`` ranges named ``nki.module::<name>``, ``modules`` maps their names
+    to the instances), each ranked by device time (see the module documentation)."""
+    matcher = _Matcher()
+    times = _device_time.DeviceTimes(events, matcher.kernel_us, target)
+    return (
+        _module_rows(events, modules or {}, captured or {}, times),
+        _op_rows(events, matcher, times),
     )
 
 
 def _module_rows(
-    prof: Any, modules: dict[str, torch.nn.Module], captured: dict[str, Captured]
+    events: list[Any], modules: dict[str, torch.nn.Module], captured: dict[str, Captured], times: Any
 ) -> list[Hotspot]:
     totals: dict[str, float] = {}
     calls: dict[str, int] = {}
+    device: dict[str, float | None] = {}
+    sources: dict[str, set[str]] = {}
 
-    def nearest_modules(evt: Any) -> Iterator[Any]:
+    def own(evt: Any) -> Iterator[Any]:
+        """The nearest module ranges and the ATen ops outside them, below ``evt``."""
         for child in evt.cpu_children:
             if child.name.startswith(_MODULE_PREFIX):
                 yield child
             else:
-                yield from nearest_modules(child)
+                if _device_time.is_aten(child):
+                    yield child
+                yield from own(child)
 
-    for evt in prof.events():
+    for evt in events:
         if not evt.name.startswith(_MODULE_PREFIX):
             continue
         name = evt.name[len(_MODULE_PREFIX) :]
-        inner = sum(c.cpu_time_total for c in nearest_modules(evt))
+        below = list(own(evt))
+        inner = sum(c.cpu_time_total for c in below if c.name.startswith(_MODULE_PREFIX))
         totals[name] = totals.get(name, 0.0) + max(evt.cpu_time_total - inner, 0.0)
         calls[name] = calls.get(name, 0) + 1
+        for op in below:
+            if op.name.startswith(_MODULE_PREFIX):
+                continue
+            us, source = times.of(op)
+            if us is not None:
+                device[name] = (device.get(name) or 0.0) + us
+                if not source.startswith("in "):
+                    sources.setdefault(name, set()).add(source)
     whole = sum(totals.values()) or 1.0
     rows = []
     for name, self_us in totals.items():
-        module = modules[name]
-        kernel, reason, device = _match_module(module, captured.get(name))
+        module = modules.get(name)
+        if module is None:  # a range of events recorded elsewhere
+            kernel, reason, device_us = None, "not a module of the profiled model", None
+        else:
+            kernel, reason, device_us = _match_module(module, captured.get(name))
+        # Its ops' times, each from where it came (cost model where a kernel takes the op).
+        total, source = device.get(name), " + ".join(sorted(sources.get(name, ())))
+        if kernel is not None and device_us is not None and not times.measured:
+            total, source = device_us * calls[name], "cost model"
         rows.append(
             Hotspot(
                 "module",
                 name,
-                qualified_name(module),
+                qualified_name(module) if module is not None else "",
                 calls[name],
                 self_us / 1e3,
                 self_us / whole,
                 kernel,
                 reason,
-                device,
+                device_us,
+                total,
+                source,
             )
         )
-    rows.sort(key=lambda h: h.self_ms, reverse=True)
-    return rows
+    return _rank(rows)
 
 
-def _op_rows(prof: Any) -> list[Hotspot]:
-    replacing = _replacing()
+def _op_rows(events: list[Any], matcher: _Matcher, times: Any) -> list[Hotspot]:
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for evt in events:
+        if _device_time.is_aten(evt):
+            groups.setdefault((str(evt.name), str(evt.input_shapes)), []).append(evt)
+    whole = sum(e.self_cpu_time_total for g in groups.values() for e in g) or 1.0
     rows = []
-    averages = [e for e in prof.key_averages(group_by_input_shape=True) if e.key.startswith("aten::")]
-    whole = sum(e.self_cpu_time_total for e in averages) or 1.0
-    for e in averages:
-        shapes = [list(s) for s in e.input_shapes if isinstance(s, list | tuple)]
-        kernel, reason, device = _match_op(e.key, shapes, replacing)
+    for (name, _), group in groups.items():
+        first = group[0]
+        shapes = [list(s) for s in first.input_shapes if isinstance(s, list | tuple)]
+        kernel, reason, device_us = matcher.match(first)
+        self_us = sum(e.self_cpu_time_total for e in group)
+        per_call = [times.of(e) for e in group]
+        known = [us for us, _ in per_call if us is not None]
+        total = sum(known) if known else None
+        source = next((src for us, src in per_call if us is not None), "")
         rows.append(
             Hotspot(
                 "aten",
-                e.key,
+                name,
                 str(shapes),
-                e.count,
-                e.self_cpu_time_total / 1e3,
-                e.self_cpu_time_total / whole,
+                len(group),
+                self_us / 1e3,
+                self_us / whole,
                 kernel,
                 reason,
-                device,
+                device_us,
+                total,
+                source,
             )
         )
-    rows.sort(key=lambda h: h.self_ms, reverse=True)
-    return rows
+    return _rank(rows)

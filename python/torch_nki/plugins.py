@@ -9,10 +9,17 @@ nki-core and module protocol as this package, and registers every kernel as
 ``torch.ops.<namespace>.<name>`` (``neuron`` by default) with the same CPU, fake, autograd and
 autocast kernels as the built-in ops. Loaded ops are listed by :func:`torch_nki.ops` and
 ``torch-nki list`` and raise :class:`torch_nki.NkiError` subclasses.
+
+After editing a crate, :func:`unload` its module and :func:`load` it again: the rebuilt library
+is mapped from a content-addressed copy (``dlopen`` of a path already mapped, or of another name
+for the same file, returns the library mapped first, so the process would keep running the old
+code) and its ops replace the old ones. A rebuilt library is refused while the old one is still
+loaded: one module name holds one library's ops at a time.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.machinery
 import importlib.util
 import json
@@ -20,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +53,9 @@ class LoadedModule:
     """The library file."""
     namespace: str
     registration: Registration
+    mapped: Path | None = None
+    """The file the process mapped, when it is not ``path``: a content-addressed copy, for a
+    build loaded after another build of the same module was unloaded."""
 
     @property
     def ops(self) -> list[str]:
@@ -52,10 +63,21 @@ class LoadedModule:
         return sorted(self.registration.op_names())
 
 
+@dataclass
+class _Image:
+    """One build of a module mapped into the process (it stays mapped after ``unload``)."""
+
+    library: _library_check.Library
+    """The file as first checked (its path is the one ``load`` reports for these contents)."""
+    module: ModuleType
+    """The imported module, registered again when the same build is loaded again."""
+
+
 _lock = threading.RLock()
 _loaded: dict[Path, LoadedModule] = {}
-_mapped: dict[str, _library_check.Library] = {}
-"""Every library imported so far, by module name (it stays mapped after ``unload``)."""
+_images: dict[str, dict[str, _Image]] = {}
+"""Every build imported so far: module name → contents digest → image."""
+_copies: list[Path] = []
 
 
 def loaded() -> list[LoadedModule]:
@@ -115,10 +137,7 @@ def _module_name(library: Path) -> str:
     return name.removeprefix("lib") if library.suffix in (".so", ".dylib") else name
 
 
-def _import(library: Path) -> ModuleType:
-    name = _module_name(library)
-    if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(library):
-        return sys.modules[name]
+def _import(library: Path, name: str) -> ModuleType:
     loader = importlib.machinery.ExtensionFileLoader(name, str(library))
     spec = importlib.util.spec_from_file_location(name, library, loader=loader)
     if spec is None:
@@ -150,32 +169,59 @@ def _refuse_versions(library: Path, theirs: tuple[int, str]) -> None:
     )
 
 
-def _same_module(library: _library_check.Library, name: str) -> Path:
-    """The path to import ``library`` from: its own, or the path the same contents were first
-    mapped from under module name ``name``. Another library under a name already mapped (a
-    rebuilt crate, a different crate with the same [lib] name) is a clash."""
-    first = _mapped.get(name)
-    if first is None:
-        other = sys.modules.get(name)
-        if other is not None:
-            raise PluginError(
-                f"torch_nki.load: {library.path} defines module {name}, but a module of that name is "
-                f"already imported from {getattr(other, '__file__', None) or 'elsewhere'}; give the "
-                "crate another [lib] name"
-            )
-        return library.path
-    if first.digest != library.digest:
-        change = (
-            "was rebuilt since it was loaded"
-            if first.path == library.path
-            else f"defines module {name}, already loaded from {first.path} with other contents"
-        )
+def _refuse_sys_module(library: Path, name: str) -> None:
+    """Refuses a module name Python already imported from something ``load`` did not map."""
+    other = sys.modules.get(name)
+    if other is not None:
         raise PluginError(
-            f"torch_nki.load: {library.path} {change}; a process holds one library per module name "
-            "and would keep running the first one's code: restart Python to load the new one, or give "
-            "the crate another [lib] name"
+            f"torch_nki.load: {library} defines module {name}, but a module of that name is "
+            f"already imported from {getattr(other, '__file__', None) or 'elsewhere'}; give the "
+            "crate another [lib] name"
         )
-    return first.path
+
+
+def _refuse_while_loaded(library: _library_check.Library, name: str) -> None:
+    """Refuses another build of module ``name`` while a build of it is loaded, naming both files."""
+    live = next((m for m in _loaded.values() if m.name == name), None)
+    if live is None:
+        return
+    change = (
+        "was rebuilt since it was loaded"
+        if live.path == library.path
+        else f"defines module {name}, already loaded from {live.path} with other contents"
+    )
+    raise PluginError(
+        f"torch_nki.load: {library.path} {change}; a process holds one library per module name "
+        f"and would keep running the loaded one's code: unload it first (torch_nki.plugins.unload, "
+        f"its ops in torch.ops.{live.namespace}) to load the new build in its place, or give the "
+        "crate another [lib] name"
+    )
+
+
+def _copy_dir() -> Path:
+    """This process's directory of content-addressed library copies (removed at exit)."""
+    if not _copies:
+        _copies.append(Path(tempfile.mkdtemp(prefix="torch-nki-builds-")))
+        atexit.register(shutil.rmtree, _copies[0], True)
+    return _copies[0]
+
+
+def _content_addressed_copy(library: _library_check.Library) -> Path:
+    """A copy of ``library`` at a path named by its digest: a new file, so ``dlopen`` maps it
+    afresh instead of returning the build it mapped from the original path."""
+    try:
+        dst = _copy_dir() / library.digest[:32] / library.path.name
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            partial = dst.with_name(dst.name + ".partial")
+            shutil.copyfile(library.path, partial)
+            os.replace(partial, dst)
+    except OSError as err:
+        raise PluginError(
+            f"torch_nki.load: cannot copy {library.path} to a fresh path to load its new build "
+            f"({err}); set TMPDIR to a writable directory, or restart Python to load it"
+        ) from err
+    return dst
 
 
 def _check_versions(module: ModuleType, library: Path) -> None:
@@ -190,7 +236,8 @@ def _check_versions(module: ModuleType, library: Path) -> None:
 def load(path: str | os.PathLike[str], namespace: str = NAMESPACE) -> LoadedModule:
     """Loads a kernel module (a built library, or a crate directory to build) and registers its
     kernels as ``torch.ops.<namespace>.<name>``. Loading the same library into the same
-    namespace again returns the first load."""
+    namespace again returns the first load; a rebuilt library of a module that was unloaded is
+    mapped afresh and runs its new code (see the module documentation)."""
     if not namespace.isidentifier():
         raise PluginError(f"torch_nki.load: namespace {namespace!r} is not a Python identifier")
     source = Path(path).resolve()
@@ -201,27 +248,52 @@ def load(path: str | os.PathLike[str], namespace: str = NAMESPACE) -> LoadedModu
         # Read and checked before it is mapped: a damaged file is an error, not a SIGBUS.
         name = _module_name(library)
         checked = _library_check.check(library, name, Path(_native.__file__ or ""))
-        library = _same_module(checked, name)
-        done = _loaded.get(library)
-        if done is not None:
-            if done.namespace != namespace:
-                raise PluginError(
-                    f"torch_nki.load: {library} is already loaded into torch.ops.{done.namespace}"
-                )
-            return done
+        builds = _images.get(name, {})
+        image = builds.get(checked.digest)
+        if image is not None:  # these contents were mapped before (maybe from another path)
+            done = next((m for m in _loaded.values() if m.registration.native is image.module), None)
+            if done is not None:
+                if done.namespace != namespace:
+                    raise PluginError(
+                        f"torch_nki.load: {image.library.path} is already loaded into "
+                        f"torch.ops.{done.namespace}"
+                    )
+                return done
+            _refuse_while_loaded(checked, name)
+            return _register(image, namespace)
+        _refuse_while_loaded(checked, name)
+        if builds:
+            mapped = _content_addressed_copy(checked)
+        else:
+            _refuse_sys_module(library, name)
+            mapped = library
         _check_marker(checked)
-        module = _import(library)
-        _mapped.setdefault(name, checked)
+        module = _import(mapped, name)
         _check_versions(module, library)
-        registration = register(module, namespace, source=str(library))
-        result = LoadedModule(module.__name__, library, namespace, registration)
-        _loaded[library] = result
-        return result
+        image = _Image(checked, module)
+        builds[checked.digest] = image
+        _images[name] = builds
+        return _register(image, namespace)
+
+
+def _register(image: _Image, namespace: str) -> LoadedModule:
+    """Registers ``image``'s module in ``namespace`` (the module name it is known by in
+    ``sys.modules`` is now this build's)."""
+    module, path = image.module, image.library.path
+    registration = register(module, namespace, source=str(path))
+    sys.modules[module.__name__] = module
+    file = Path(module.__file__ or path)
+    result = LoadedModule(module.__name__, path, namespace, registration, None if file == path else file)
+    _loaded[path] = result
+    return result
 
 
 def unload(module: LoadedModule) -> None:
-    """Removes the ops ``module`` registered (the library stays mapped in the process, and can
-    be loaded again into the same namespace)."""
+    """Removes the kernels of the ops ``module`` registered: calling one raises
+    :class:`~torch_nki.PluginError` saying it was unloaded. The library stays mapped in the
+    process; loading the crate again (rebuilt or not, into any namespace) registers its ops
+    again, and handles to the old ops (``torch.ops`` lookups, compiled graphs) run the new
+    kernels. An op whose schema changed is refused (restart Python for it)."""
     with _lock:
         if _loaded.get(module.path) is module:
             unregister(module.registration)

@@ -45,6 +45,7 @@ __all__ = [
     "reference",
     "sample_inputs",
     "tolerances",
+    "torch_op",
     "uniform",
 ]
 
@@ -85,14 +86,33 @@ def _torch_op(spec: OpSpec, name: str) -> Any:
     return getattr(getattr(torch.ops, spec.namespace), name)
 
 
+def torch_op(op: str) -> Any:
+    """The ``torch.ops`` packet of kernel ``op`` (``name``, or ``ns::name`` outside ``neuron``)."""
+    spec = op_spec(op)
+    return _torch_op(spec, spec.name)
+
+
+def _registered(keep: Callable[[OpSpec], bool]) -> list[str]:
+    """Every registered kernel ``keep`` accepts, as :func:`op_spec` takes it: the package's and
+    those of every loaded kernel crate (the registry, in registration order), each group sorted."""
+    from torch_nki._register import registrations
+
+    torch_nki._registration()
+    out: list[str] = []
+    for reg in registrations():
+        out += sorted(_qualified(spec, name) for name, spec in reg.ops.items() if keep(spec))
+    return out
+
+
 def ops_with_reference() -> list[str]:
-    """Kernels that declare an ATen reference (every forward kernel), sorted."""
-    return sorted(name for name, spec in torch_nki._registration().ops.items() if spec.reference)
+    """Kernels that declare an ATen reference (every forward kernel): the package's, sorted,
+    then those of each loaded kernel crate (``ns::name`` outside ``neuron``)."""
+    return _registered(lambda spec: bool(spec.reference))
 
 
 def backward_kernels() -> list[str]:
-    """Kernels that are the backward of another, sorted."""
-    return sorted(name for name, spec in torch_nki._registration().ops.items() if spec.backward_of)
+    """Kernels that are the backward of another, in the order of :func:`ops_with_reference`."""
+    return _registered(lambda spec: bool(spec.backward_of))
 
 
 @dataclass(frozen=True)
@@ -280,7 +300,8 @@ def bench_inputs(
     sample = bench_input(op, make=make, dtype=dtype)
     if sample is not None:
         return sample, None
-    forward_op = op_spec(op).backward_of
+    spec = op_spec(op)
+    forward_op = _qualified(spec, spec.backward_of) if spec.backward_of else None
     forward = bench_input(forward_op, make=make, dtype=dtype) if forward_op else None
     if forward is None:
         return None

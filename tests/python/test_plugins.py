@@ -39,7 +39,9 @@ def loaded(library: Path) -> Iterator[plugins.LoadedModule]:
     yield module
     plugins.unload(module)  # the other suites see exactly the built-in ops
     assert not any(op.startswith(f"{NS}::") for op in torch_nki.ops())
-    assert not torch._C._dispatch_has_kernel(f"{NS}::residual_rmsnorm")
+    # The definition stays (handles to it must not dangle); its kernels are gone.
+    with pytest.raises(torch_nki.PluginError, match=rf"^{NS}::residual_rmsnorm was unloaded \(torch_nki"):
+        getattr(torch.ops, NS).residual_rmsnorm(torch.ones(1, 1), torch.ones(1, 1), torch.ones(1))
 
 
 def test_loading_registers_the_crates_kernels(
@@ -178,6 +180,25 @@ def test_a_crates_own_module_kind_and_graph_pattern_swap_in() -> None:
     finally:
         torch_nki.unregister_adapter(kind.kind)
         torch_nki.unregister_pattern(pattern.name)
+
+
+def test_cli_commands_include_the_loaded_crates_ops(
+    loaded: plugins.LoadedModule, library: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--load`` ops run in ``demo`` and are rows of ``table``, next to the built-in ones."""
+    assert cli.main(["--load", f"{library}={NS}", "demo", "--no-compile", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    demo_rows = [line.split() for line in out.splitlines() if line.startswith(f"{NS}::")]
+    assert [row[:2] for row in demo_rows] == [
+        [f"{NS}::residual_rmsnorm", "float32"],
+        [f"{NS}::residual_rmsnorm", "bfloat16"],
+    ]
+    assert all("eager" in row and "PASS" in row for row in demo_rows)
+    assert any(line.startswith("rmsnorm ") for line in out.splitlines())  # the built-in ones too
+    assert cli.main(["table"]) == 0
+    table = capsys.readouterr().out
+    for op in loaded.registration.ops:
+        assert f"| `{NS}::{op}` |" in table
 
 
 @pytest.mark.usefixtures("loaded")

@@ -43,8 +43,12 @@ def kinds(model: torch.nn.Module) -> dict[str, int]:
 def test_profile_ranks_and_matches_hotspots(ids: torch.Tensor) -> None:
     model = tiny_llama()
     report = torch_nki.profile(model, ids, steps=2)
-    assert [h.self_ms for h in report.modules] == sorted((h.self_ms for h in report.modules), reverse=True)
+    # Ranked by estimated Trn2 time (rows without an estimate last), CPU self time beside it.
+    device = [-1.0 if h.device_total_us is None else h.device_total_us for h in report.modules]
+    assert device == sorted(device, reverse=True)
+    assert all(h.device_source for h in report.modules if h.device_total_us is not None)
     assert abs(sum(h.share for h in report.modules) - 1.0) < 1e-6
+    assert abs(sum(h.device_share for h in report.modules) - 1.0) < 1e-6
     by_kind: dict[str, int] = {}
     for h in report.matched:
         kind = h.kernel.split(":")[0] if h.kernel else ""

@@ -19,6 +19,8 @@
 //! - `Tracer`, `Program`, `nki_api()`, `nki_spec_json()`: the NKI Python frontend's native half (see
 //!   [`frontend`]).
 //! - `versions()`: the module protocol and nki-core versions, which must match the host's.
+//! - `peaks(target)`: the target's peak tensor-engine FLOP/s and HBM bandwidth, read from the
+//!   cost model's table (the profile's roofline estimates of ATen ops use them).
 //!
 //! Each function (and each class's methods) is declared once, with `#[entry_point]` (see
 //! [`guard`]): that adds the panic guard, the registration [`init_module`] performs and its name
@@ -67,6 +69,25 @@ fn huge_pages() -> PyResult<bool> {
 #[entry_point]
 fn versions() -> PyResult<(u32, &'static str)> {
     Ok((PROTOCOL_VERSION, nki_core::VERSION))
+}
+
+/// The peak rates of `target`'s NeuronCore, read from the cost model's table (nothing here
+/// changes it): `(tensor-engine FLOP/s for 16-bit operands, tensor-engine FLOP/s for fp32,
+/// HBM bytes/s over every DMA queue)`. The profile's roofline estimates of ATen ops use them.
+/// An unknown target is a `ValueError` naming the known ones.
+#[entry_point]
+fn peaks(target: &str) -> PyResult<(f64, f64, f64)> {
+    let t = nki_core::Target::from_name(target).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown target `{target}` (known: trn1, trn2, trn3)"
+        ))
+    })?;
+    let table = nki_core::cost::CostTable::for_target(t);
+    Ok((
+        table.tensor_peak_flops(DType::BF16),
+        table.tensor_peak_flops(DType::F32),
+        table.dma_peak_bytes_per_s(),
+    ))
 }
 
 use guard::entry_point;
