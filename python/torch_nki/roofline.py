@@ -1,8 +1,9 @@
 """Roofline estimates of ATen ops on a NeuronCore, for the ops no kernel of the registry takes.
 
 An op's estimated device time is the larger of its compute time and its memory time at the
-target's peak rates (one NeuronCore; the rates are the cost model's table, read through
-``torch_nki._native.peaks``)::
+target's peak rates (one logical NeuronCore as the compiler configures it by default: both
+physical cores of LNC=2 on Trn2/Trn3, as the library's kernels use them; each core's rates are
+the cost model's table, read through ``torch_nki._native.peaks``)::
 
     time = max(FLOPs / tensor-engine peak FLOP/s, bytes / HBM bytes/s)
 
@@ -47,7 +48,8 @@ __all__ = ["Arg", "Estimate", "Peaks", "args_of", "estimate", "peaks"]
 
 @dataclass(frozen=True)
 class Peaks:
-    """One NeuronCore's peak rates on a target (the cost model's table)."""
+    """One logical NeuronCore's peak rates on a target (the cost model's per-core table, times
+    the target's default cores per logical core)."""
 
     target: str
     tensor_flops_16: float

@@ -25,9 +25,10 @@ def _us(flops: float, nbytes: float, itemsize: int) -> float:
 
 
 def test_peaks_are_the_cost_models_table() -> None:
-    # 128 x 128 MACs per cycle at the tensor clock (fp32 a quarter); every DMA queue's bandwidth.
+    # 128 x 128 MACs per cycle at the tensor clock (fp32 a quarter) on each of the two cores of
+    # a Trn2 logical NeuronCore; every DMA queue's bandwidth.
     assert P.tensor_flops_32 == pytest.approx(P.tensor_flops_16 / 4)
-    assert P.tensor_flops_16 == pytest.approx(2 * 128 * 128 * 2.4e9)
+    assert P.tensor_flops_16 == pytest.approx(2 * 2 * 128 * 128 * 2.4e9)
     assert P.hbm_bytes_per_s > 1e11
     with pytest.raises(ValueError, match="unknown target `trn9`"):
         roofline.peaks("trn9")
@@ -130,7 +131,7 @@ def _event(
 
 def test_ranking_is_by_device_time_not_cpu_time() -> None:
     # On the CPU the matmul takes 20 ms and the multiply 1 ms; on the device the multiply of a
-    # 64 MiB tensor (read, written: 368 µs at the roofline) outweighs the 1024³ bf16 matmul.
+    # 64 MiB tensor (read, written: 184 µs at the roofline) outweighs the 1024³ bf16 matmul.
     mm = _event(1, "aten::bmm", 0, 20_000, [[1, 1024, 1024], [1, 1024, 1024]], ["c10::BFloat16"] * 2)
     mul = _event(2, "aten::mul", 20_000, 21_000, [[4096, 4096], []], ["float", "Scalar"])
     modules, ops = hotspots.hotspot_rows([mm, mul])

@@ -4,13 +4,15 @@
 //! `tests/reference/generate.py` does, [`fixtures`] loads the ATen outputs that script wrote,
 //! [`run::run_case`] runs a case through registry → compile cache → simulator, and [`report`]
 //! applies the tolerances and renders the report `tests/tests/accuracy.rs` snapshots;
-//! [`samples`] lists the signatures the kernels' samples declare; [`snapshots`] holds the settings
+//! [`samples`] lists the signatures the kernels' samples declare, [`programs`] runs a traced
+//! program on PRNG inputs; [`snapshots`] holds the settings
 //! every snapshot test shares ([`assert_snapshot!`]).
 
 #![warn(missing_docs)]
 
 pub mod fixtures;
 pub mod prng;
+pub mod programs;
 pub mod report;
 pub mod run;
 pub mod samples;

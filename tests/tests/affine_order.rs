@@ -4,63 +4,30 @@
 //! where an allowed reduction adds floats in another order (`nc_matmul` accumulating over K in
 //! PSUM rounds each partial sum): those outputs agree to fp32 rounding, and are listed.
 
-use nki_core::ir::{Program, unroll};
-use nki_core::sim::IterationOrder;
-use nki_core::sim::{SimOptions, simulate_to_vecs};
+use nki_core::ir::unroll;
+use nki_core::sim::{IterationOrder, SimOptions};
 use nki_core::validate::validate_with_warnings;
-use nki_core::{KernelDef, Signature, Target};
-use nki_kernels as _;
-use nki_registry::Registry;
-use nki_tests::prng;
+use nki_tests::programs::{program_inputs, run_program};
+use nki_tests::{Samples, sample_signatures};
 
-/// Every forward kernel's samples at each of their dtypes, and the backward each implies.
-fn programs() -> Vec<(&'static KernelDef, Signature)> {
-    let mut out = Vec::new();
-    for def in Registry::global().unwrap().kernels() {
-        for sample in def.samples {
-            for dtype in sample.dtypes_for(&def.contract) {
-                let Some(sig) = sample.signature(def, dtype, Target::Trn2) else {
-                    continue;
-                };
-                out.extend(def.backward_signature(&sig));
-                out.push((def, sig));
-            }
-        }
-    }
-    out
-}
-
-fn inputs(program: &Program) -> Vec<Vec<u8>> {
-    program
-        .inputs()
-        .enumerate()
-        .map(|(i, (_, d))| prng::encode(&prng::input_values(i as u64 * 7919 + 1, d), d.dtype))
-        .collect()
-}
-
-fn run(p: &Program, inputs: &[&[u8]], order: IterationOrder) -> Vec<Vec<f32>> {
-    let opts = SimOptions {
+fn run(p: &nki_core::ir::Program, inputs: &[Vec<u8>], order: IterationOrder) -> Vec<Vec<f32>> {
+    let options = SimOptions {
         order,
         ..SimOptions::default()
     };
-    let outs = simulate_to_vecs(p, inputs, opts).unwrap();
-    outs.iter()
-        .zip(&p.outputs)
-        .map(|(b, o)| prng::decode(b, p.hbm[o.0 as usize].dtype))
-        .collect()
+    run_program(p, inputs, options)
 }
 
 #[test]
 fn registry_kernels_have_no_affine_range_dependence_and_no_order_dependence() {
     let mut rounded = std::collections::BTreeSet::new();
-    for (def, sig) in programs() {
+    for (def, sig) in sample_signatures(Samples::Every) {
         let program = def.check(&sig).and_then(|c| c.trace()).unwrap();
         for p in [program.clone(), unroll(&program)] {
             let warnings =
                 validate_with_warnings(&p).unwrap_or_else(|e| panic!("{}: {e}", def.name));
             assert!(warnings.is_empty(), "{}: {warnings:?}", def.name);
-            let inputs = inputs(&p);
-            let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+            let inputs = program_inputs(&p);
             let reference = run(&p, &inputs, IterationOrder::Program);
             for order in [
                 IterationOrder::Reversed,

@@ -416,13 +416,24 @@ impl CheckedSignature<'_> {
     /// Traces the kernel body into a program for this signature. The traced outputs must have
     /// the shapes and dtypes the contract promises, and cover every element.
     pub fn trace(&self) -> Result<Program, NkiError> {
+        self.trace_on_cores(self.sig.target.default_lnc())
+    }
+
+    /// [`CheckedSignature::trace`] for a logical NeuronCore of `cores` physical cores (1 for
+    /// LNC=1): a kernel that splits its work by program id is launched on `cores` instances.
+    pub fn trace_on_cores(&self, cores: usize) -> Result<Program, NkiError> {
         let (this, sig, expected) = (self.def, &self.sig, &self.outputs);
-        this.trace_body(sig, expected)
+        this.trace_body(sig, expected, cores)
     }
 }
 
 impl KernelDef {
-    fn trace_body(&self, sig: &Signature, expected: &[OutputMeta]) -> Result<Program, NkiError> {
+    fn trace_body(
+        &self,
+        sig: &Signature,
+        expected: &[OutputMeta],
+        cores: usize,
+    ) -> Result<Program, NkiError> {
         let mut tensors = sig.tensors.iter();
         let mut scalars = sig.scalars.iter();
         let mut inputs = Vec::new();
@@ -447,7 +458,6 @@ impl KernelDef {
             }
         }
         let trace_fn = self.trace;
-        let cores = sig.target.default_lnc();
         let program = trace_on_cores_at(
             self.name,
             sig.target,

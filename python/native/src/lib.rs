@@ -71,10 +71,12 @@ fn versions() -> PyResult<(u32, &'static str)> {
     Ok((PROTOCOL_VERSION, nki_core::VERSION))
 }
 
-/// The peak rates of `target`'s NeuronCore, read from the cost model's table (nothing here
-/// changes it): `(tensor-engine FLOP/s for 16-bit operands, tensor-engine FLOP/s for fp32,
-/// HBM bytes/s over every DMA queue)`. The profile's roofline estimates of ATen ops use them.
-/// An unknown target is a `ValueError` naming the known ones.
+/// The peak rates of `target`'s logical NeuronCore in its default configuration (each physical
+/// core's rates from the cost model's table, nothing here changes it, times
+/// `Target::default_lnc`: two cores on Trn2/Trn3): `(tensor-engine FLOP/s for 16-bit operands,
+/// tensor-engine FLOP/s for fp32, HBM bytes/s over every DMA queue)`. The profile's roofline
+/// estimates of ATen ops use them, next to kernels that split across both cores. An unknown
+/// target is a `ValueError` naming the known ones.
 #[entry_point]
 fn peaks(target: &str) -> PyResult<(f64, f64, f64)> {
     let t = nki_core::Target::from_name(target).ok_or_else(|| {
@@ -83,10 +85,11 @@ fn peaks(target: &str) -> PyResult<(f64, f64, f64)> {
         ))
     })?;
     let table = nki_core::cost::CostTable::for_target(t);
+    let cores = t.default_lnc() as f64;
     Ok((
-        table.tensor_peak_flops(DType::BF16),
-        table.tensor_peak_flops(DType::F32),
-        table.dma_peak_bytes_per_s(),
+        cores * table.tensor_peak_flops(DType::BF16),
+        cores * table.tensor_peak_flops(DType::F32),
+        cores * table.dma_peak_bytes_per_s(),
     ))
 }
 
