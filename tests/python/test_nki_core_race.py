@@ -10,7 +10,7 @@ import pytest
 import torch_nki.nki.isa as nisa
 import torch_nki.nki.language as nl
 from torch_nki import nki
-from torch_nki.errors import ValidationError
+from torch_nki.errors import ValidationError, ValidationWarning
 
 
 @nki.jit(target="trn2")
@@ -57,6 +57,46 @@ def reads_the_other_half_after_a_barrier(x):
     if nl.program_id(0) == 1:
         nl.store(out[1:2, :], value=nl.load(out[0:1, :]))
     return out
+
+
+@nki.jit(target="trn2")
+def split_rows_and_replicated_sum(x):
+    """Each instance copies its own rows, and every instance stores the same row sums (work not
+    split, as nki-library's kernels leave some): the same stores from the same line."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    sums = nl.ndarray((x.shape[0], 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    rows = x.shape[0] // nl.num_programs(0)
+    first = nl.program_id(0) * rows
+    nl.store(out[first : first + rows, :], value=nl.load(x[first : first + rows, :]))
+    nl.store(sums, value=nl.sum(nl.load(x), axis=1, keepdims=True))
+    return out, sums
+
+
+@nki.jit(target="trn2")
+def split_rows_and_shared_accumulate(x):
+    """As above, but every instance adds ``x`` into the same output: a read-modify-write from both
+    cores, a race whatever the values."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    total = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    rows = x.shape[0] // nl.num_programs(0)
+    first = nl.program_id(0) * rows
+    nl.store(out[first : first + rows, :], value=nl.load(x[first : first + rows, :]))
+    nl.store(total, value=nl.load(x))
+    nl.store(total, value=nl.add(nl.load(total), nl.load(x)))
+    return out, total
+
+
+def test_the_same_stores_from_every_instance_are_a_warning() -> None:
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    with pytest.warns(ValidationWarning, match=r"every program instance stores the same elements of out1"):
+        out, sums = split_rows_and_replicated_sum[2](x)
+    np.testing.assert_array_equal(out, x)
+    np.testing.assert_allclose(sums, x.sum(axis=1, keepdims=True))
+
+
+def test_a_read_modify_write_from_every_instance_races() -> None:
+    with pytest.raises(ValidationError, match=r"\[core-race\].* of out1 "):
+        split_rows_and_shared_accumulate[2](np.ones((4, 4), np.float32))
 
 
 def test_instances_on_their_own_regions_do_not_race() -> None:

@@ -17,6 +17,9 @@
 //! writes the argument in place). When every instance makes the same accesses between two
 //! synchronisations (a kernel that ignores `nl.program_id`, launched on both cores), the
 //! instances write the same values: that is a warning that the work is done twice, not a race.
+//! So is one tensor that every instance only stores to, the same stores from the same lines (a
+//! kernel that splits some work but replicates these stores on every core), warned as stores
+//! that race but write what the other core writes when the cores compute the same values.
 
 use std::collections::BTreeMap;
 
@@ -96,7 +99,7 @@ pub(super) fn check(program: &Program) -> Result<Vec<ValidationWarning>, NkiErro
             continue;
         }
         for (&tensor, accesses) in tensors {
-            check_tensor(program, tensor, accesses, &mut warnings)?;
+            check_tensor(program, tensor, accesses, instances.len(), &mut warnings)?;
         }
     }
     Ok(warnings)
@@ -111,6 +114,22 @@ fn same_work(tensors: &BTreeMap<HbmId, Vec<(u32, Access<'_>)>>, instances: usize
         for (i, a) in accesses {
             per_instance[*i as usize].push((a.inst.loc, a.access, a.write));
         }
+    }
+    per_instance.windows(2).all(|w| w[0] == w[1]) && !per_instance[0].is_empty()
+}
+
+/// Whether every one of `instances` makes the same accesses to one tensor in this epoch, all of
+/// them writes, from the same lines in the same order: a store the kernel replicates on every
+/// core (nki-library's kernels do this when a launch on two cores does not split some work).
+/// The stores race, but each core stores what the other does when they compute the same values,
+/// so it is a warning rather than an error; a read among them (a read-modify-write) is a race.
+fn replicated_stores(accesses: &[(u32, Access<'_>)], instances: usize) -> bool {
+    if accesses.iter().any(|(_, a)| !a.write) {
+        return false;
+    }
+    let mut per_instance: Vec<Vec<(SourceLoc, &HbmAccess)>> = vec![Vec::new(); instances];
+    for (i, a) in accesses {
+        per_instance[*i as usize].push((a.inst.loc, a.access));
     }
     per_instance.windows(2).all(|w| w[0] == w[1]) && !per_instance[0].is_empty()
 }
@@ -204,6 +223,7 @@ fn check_tensor(
     program: &Program,
     tensor: HbmId,
     accesses: &[(u32, Access<'_>)],
+    instances: usize,
     warnings: &mut Vec<ValidationWarning>,
 ) -> Result<(), NkiError> {
     let writers: Vec<u32> = accesses
@@ -216,6 +236,22 @@ fn check_tensor(
         return Ok(());
     }
     let name = &program.hbm[tensor.0 as usize].name;
+    if replicated_stores(accesses, instances) {
+        let a = &accesses[0].1;
+        warnings.push(ValidationWarning {
+            rule: RULE,
+            message: format!(
+                "every program instance stores the same elements of {name} from the same \
+                 instructions ({} at {} first), none reading it: the stores race, which is \
+                 harmless only because (and when) the instances compute the same values, the \
+                 work of those stores done on every core",
+                a.inst.op.name(),
+                a.inst.loc
+            ),
+            loc: a.inst.loc,
+        });
+        return Ok(());
+    }
     if let Some((_, a)) = accesses
         .iter()
         .find(|(_, a)| a.access.dynamic.is_some() || a.device)
