@@ -1,5 +1,5 @@
 //! The timeline as Chrome trace event JSON: one process, one thread (track) per engine and DMA
-//! queue, named by metadata events; one complete (`"ph": "X"`) event per instruction with
+//! engine, named by metadata events; one complete (`"ph": "X"`) event per instruction with
 //! microsecond `ts`/`dur` and the kernel source line in `args`.
 
 use super::{CostReport, Engine};
@@ -32,16 +32,18 @@ pub(super) fn chrome_trace(r: &CostReport) -> String {
         }));
     }
     for s in &r.slices {
-        events.push(json!({
-            "name": s.name,
-            "cat": s.engine.to_string(),
-            "ph": "X",
-            "pid": 1,
-            "tid": tid(s.engine),
-            "ts": s.start_ns / 1e3,
-            "dur": (s.end_ns - s.start_ns) / 1e3,
-            "args": {"loc": s.loc.to_string()},
-        }));
+        for track in s.tracks() {
+            events.push(json!({
+                "name": s.name,
+                "cat": track.to_string(),
+                "ph": "X",
+                "pid": 1,
+                "tid": tid(track),
+                "ts": s.start_ns / 1e3,
+                "dur": (s.end_ns - s.start_ns) / 1e3,
+                "args": {"loc": s.loc.to_string()},
+            }));
+        }
     }
     json!({"traceEvents": events, "displayTimeUnit": "ns"}).to_string()
 }
