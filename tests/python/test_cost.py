@@ -46,7 +46,9 @@ def test_every_op_gets_an_estimate(op: str, target: str) -> None:
     # One event per instruction on each track it occupies: a DMA transfer is on every DMA engine
     # it spans (the same start, duration and line on each), a compute instruction on its engine.
     compute = [e for e in events if not e["cat"].startswith("dma")]
-    transfers = {(e["name"], e["ts"], e["dur"], e["args"]["loc"]) for e in events if e["cat"].startswith("dma")}
+    transfers = {
+        (e["name"], e["ts"], e["dur"], e["args"]["loc"]) for e in events if e["cat"].startswith("dma")
+    }
     assert len(compute) + len(transfers) <= report.instructions <= len(events)
 
 
