@@ -468,7 +468,7 @@ impl fmt::Display for CostReport {
         if queues > 0 {
             writeln!(
                 f,
-                "  dma     busy {:>10}  {:>5.1}%  over {queues} queues (mean per queue)",
+                "  dma     busy {:>10}  {:>5.1}%  over {queues} DMA engines (mean per engine)",
                 time_text(dma_busy / queues as f64),
                 100.0 * dma_busy / queues as f64 / self.total_ns.max(1e-9)
             )?;
