@@ -164,10 +164,10 @@ fn cost_and_codegen() {
         .filter(|s| s.name == "bn_stats")
         .collect();
     assert_eq!(stats.len(), 2);
-    // One fp32 input of 512 elements: 64 + 512 / 2 cycles at 0.96 GHz on Trn2.
+    // One fp32 input of 512 elements: max(64, 512 / 2) cycles at 0.96 GHz on Trn2.
     for s in &stats {
         assert_eq!(s.engine, Engine::Vector);
-        let want = (64.0 + 256.0) / 0.96;
+        let want = 256.0 / 0.96;
         assert!(((s.end_ns - s.start_ns) - want).abs() < 1e-6, "{s:?}");
     }
     let aggr: Vec<_> = report
@@ -175,9 +175,10 @@ fn cost_and_codegen() {
         .iter()
         .filter(|s| s.name == "bn_aggr")
         .collect();
-    // max(64, 13 · 12 / 3) cycles.
+    // max(64, 13 · 12 / 3) cycles, plus 100: it reads what bn_stats, the previous vector
+    // instruction, wrote.
     assert_eq!(aggr.len(), 1);
-    assert!(((aggr[0].end_ns - aggr[0].start_ns) - 64.0 / 0.96).abs() < 1e-6);
+    assert!(((aggr[0].end_ns - aggr[0].start_ns) - (64.0 + 100.0) / 0.96).abs() < 1e-6);
     let src = emit_nki(&p);
     assert!(
         src.contains("nisa.bn_stats(dst=t1[0:128, 6:12], data=t0[0:128, 512:1024])"),

@@ -5,9 +5,18 @@
 //! `nki_matmul_tiled_` 463 µs, `nki_matmul_fully_optimized_` 273 µs. Both kernels are written
 //! here in the tile language with the tutorial's tiling, costed on Trn1, and the estimates are
 //! printed beside the measurements (`cargo test -p nki-core --test calibration -- --nocapture`).
-//! The test fails when either estimate is more than 35% off or their ratio more than 20% off.
+//!
+//! The fully optimised kernel (tensor-bound, every operand read once in transfers of 2–4 KiB per
+//! partition) must be within ±20% of its measurement. The tiled kernel cannot be fitted from the
+//! documented constants, and the test says why instead: as written it reads 168 MB, which at the
+//! documented peak of 16 × 17 B/ns (the DMA overview's Trainium1 row) takes longer than the
+//! 463 µs the device took, so the measured program is not the written one (the legacy compiler
+//! that produced the measurement hoists loop-invariant loads and merges transfers, as NKIBench's
+//! published profile counters show). The model estimates the written instruction stream, so
+//! the test checks that the measurement is below the documented bandwidth floor of that stream,
+//! and that the estimate ranks the two kernels in the tutorial's order.
 
-use nki_core::cost::{CostReport, estimate};
+use nki_core::cost::{CostReport, CostTable, estimate};
 use nki_core::lang::{InputSpec, trace};
 use nki_core::prelude::*;
 
@@ -185,7 +194,7 @@ fn matmul_tutorial_estimates_match_trn1_measurements() {
     // Both compute the same product: 2·M·N·K tensor FLOPs.
     let flops = 2.0 * (M * N * K) as f64;
     assert_eq!((tiled.flops, optimized.flops), (flops, flops));
-    let off_tiled = line("nki_matmul_tiled_", TILED_NS, &tiled);
+    line("nki_matmul_tiled_", TILED_NS, &tiled);
     let off_opt = line(
         "nki_matmul_fully_optimized_",
         FULLY_OPTIMIZED_NS,
@@ -199,12 +208,19 @@ fn matmul_tutorial_estimates_match_trn1_measurements() {
         off_ratio * 100.0
     );
     assert!(
-        off_tiled.abs() <= 0.35,
-        "tiled estimate off by {off_tiled:+.2}"
-    );
-    assert!(
-        off_opt.abs() <= 0.35,
+        off_opt.abs() <= 0.20,
         "optimized estimate off by {off_opt:+.2}"
     );
-    assert!(off_ratio.abs() <= 0.20, "ratio off by {off_ratio:+.2}");
+    // The written tiled kernel's bytes at the documented peak take longer than the device took.
+    let table = CostTable::for_target(Target::Trn1);
+    let floor_ns =
+        (tiled.hbm_read_bytes + tiled.hbm_write_bytes) / table.dma_peak_bytes_per_s() * 1e9;
+    println!(
+        "tiled kernel's HBM bytes at the documented 272 GB/s: {:.1} µs (measured {:.1} µs)",
+        floor_ns / 1e3,
+        TILED_NS / 1e3
+    );
+    assert!(floor_ns > TILED_NS, "{floor_ns} ns");
+    assert!(tiled.total_ns >= floor_ns);
+    assert!(ratio > 1.0, "the tiled kernel ranks slower: {ratio}");
 }

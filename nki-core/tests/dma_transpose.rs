@@ -365,7 +365,7 @@ fn the_hardware_dge_limits_of_three_and_four_dims() {
 }
 
 #[test]
-fn runs_on_a_dma_queue_slower_than_a_load_and_emits_its_nki_call() {
+fn runs_on_all_dma_engines_no_faster_than_a_copy_and_emits_its_nki_call() {
     let p = transpose_program(&[64, 128], DType::BF16, false, Target::Trn2);
     let report = estimate(&p);
     let slice = |name: &str| {
@@ -380,10 +380,29 @@ fn runs_on_a_dma_queue_slower_than_a_load_and_emits_its_nki_call() {
     assert!(matches!(engine, Engine::Dma(_)), "{engine:?}");
     // The store moves the same bytes contiguously.
     let (_, store_ns) = slice("dma_copy");
-    assert!(
-        transpose_ns > 4.0 * store_ns,
-        "{transpose_ns} vs {store_ns}"
-    );
+    // At most 90% of a copy's throughput (the Trainium2 guide); this one is small enough to be
+    // latency-bound like the store.
+    assert!(transpose_ns >= store_ns, "{transpose_ns} vs {store_ns}");
+    let t = report
+        .slices
+        .iter()
+        .find(|s| s.name == "dma_transpose")
+        .unwrap();
+    assert_eq!(t.tracks().len(), 16);
+    // A large one streams at 90% of the rate: [128, 8192] bf16 is 2 MiB over 16 engines.
+    let big = estimate(&transpose_program(
+        &[8192, 128],
+        DType::BF16,
+        false,
+        Target::Trn2,
+    ));
+    let t = big
+        .slices
+        .iter()
+        .find(|s| s.name == "dma_transpose")
+        .unwrap();
+    let want = 2.0 * 1024.0 * 1024.0 / 16.0 / 0.9 / 23.0 + 52.0;
+    assert!((t.end_ns - t.start_ns - want).abs() < 1e-6, "{t:?}");
     let source = emit_nki(&p);
     assert!(
         source.contains("nisa.dma_transpose(dst=t0, src=x[0:64, 0:128], axes=(1, 0))"),

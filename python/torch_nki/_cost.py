@@ -43,7 +43,7 @@ class CostReport:
     min_ns: dict[str, float]
     """Each resource's time at its peak rate for the program's work, ns (the roofline)."""
     busy_ns: dict[str, float]
-    """Busy time per engine and DMA queue (``tensor``, ``vector``, ``scalar``, ``gpsimd``, ``dma0``...)."""
+    """Busy time per engine and DMA engine (``tensor``, ``vector``, ``scalar``, ``gpsimd``, ``dma0``...)."""
     hbm_read_bytes: float
     hbm_write_bytes: float
     flops: float
@@ -74,7 +74,7 @@ class CostReport:
         return self.busy_ns.get(engine, 0.0) / self.total_ns if self.total_ns else 0.0
 
     def write_trace(self, path: str | Path) -> Path:
-        """Writes the Chrome/Perfetto trace JSON (one track per engine and DMA queue)."""
+        """Writes the Chrome/Perfetto trace JSON (one track per engine and DMA engine)."""
         out = Path(path)
         out.write_text(self.trace_json)
         return out

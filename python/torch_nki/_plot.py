@@ -1,4 +1,4 @@
-"""The PNG chart of a cost estimate: one timeline row per engine and DMA queue, and the roofline.
+"""The PNG chart of a cost estimate: one timeline row per engine and DMA engine, and the roofline.
 
 Drawn from the report's Chrome trace (the same slices Perfetto shows) with matplotlib's
 non-interactive Agg backend, so it works on machines without a display. matplotlib is an

@@ -456,6 +456,11 @@ def _main(argv: Sequence[str] | None) -> int:
         metavar="SECONDS",
         help="run each file in a child Python, killed after this",
     )
+    from torch_nki import calibrate as calibrate_mod
+
+    calibrate_mod.add_arguments(
+        sub.add_parser("calibrate", help="compare the cost model with device measurements (a JSON of cases)")
+    )
     suite = sub.add_parser(
         "nkilib-suite",
         help="run aws-neuron/nki-library's own test suite (--test-mode simulation) on torch-nki",
@@ -496,6 +501,8 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "conformance":
         verbose = args.verbose_all or args.verbose
         return run_conformance(args.path, args.target, args.markdown, args.json, verbose, args.timeout)
+    if args.command == "calibrate":
+        return calibrate_mod.run(args)
     if args.command == "nkilib-suite":
         return run_nkilib_suite(args)
     if args.command == "swap":

@@ -6,9 +6,11 @@
 //! roofline fraction (the bound resource's time at peak over the estimated time), the HBM
 //! roofline fraction (each tensor moved once, at peak bandwidth, over the estimated time), the critical
 //! path, and a Chrome/Perfetto trace ([`CostReport::chrome_trace`]). Every figure is an
-//! **estimate**: nothing here has been timed on hardware, and the model does not see DMA
-//! descriptor generation, semaphore waits or instruction issue queues beyond a fixed cost per
-//! instruction.
+//! **estimate**: nothing here has been timed on hardware. What the model charges, and the
+//! documented source of each constant ([`CostTable`]), is in docs/cost-model.md: DMA transfers
+//! over ⌈partitions / 8⌉ of the 16 DMA engines on the documented throughput curve, the compute
+//! engines' `MIN_II` and dependent-instruction overheads, and the tensor engine's
+//! LoadStationary / MultiplyMoving pair.
 
 mod queue;
 mod schedule;
@@ -36,7 +38,7 @@ pub enum Engine {
     Scalar,
     /// GpSimd (`memset` on SBUF, `iota`, `tensor_tensor` placed there).
     GpSimd,
-    /// DMA queue `n`.
+    /// DMA engine `n` (0..16; each has 16 queues, which share its bandwidth).
     Dma(u8),
 }
 
@@ -72,6 +74,35 @@ pub struct Slice {
     /// The slice that determined its start (engine order or a dependency), for the critical path.
     #[serde(skip)]
     pub pred: Option<usize>,
+    /// For a DMA transfer, the DMA engines it keeps busy (bit `n` for engine `n`; `engine` is
+    /// the first of them); 0 for a compute instruction.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dma_engines: u16,
+    /// Which [`CostTable`] constants set its duration, and how much of it each did, ns.
+    #[serde(skip)]
+    pub charged: Charged,
+}
+
+/// The [`CostTable`] constants that set a slice's duration: its base time (the constant that
+/// bound it: a rate, or a minimum such as `min_ii_cycles`) and the overhead added for what came
+/// before it on its engine, each with its share in ns.
+pub type Charged = [(&'static str, f64); 2];
+
+fn is_zero(mask: &u16) -> bool {
+    *mask == 0
+}
+
+impl Slice {
+    /// The engines and DMA engines this instruction keeps busy.
+    pub fn tracks(&self) -> Vec<Engine> {
+        if self.dma_engines == 0 {
+            return vec![self.engine];
+        }
+        (0..16u8)
+            .filter(|e| self.dma_engines & (1 << e) != 0)
+            .map(Engine::Dma)
+            .collect()
+    }
 }
 
 /// A resource the roofline compares against.
@@ -208,16 +239,18 @@ pub fn estimate_on_cores(program: &Program, table: CostTable, cores: usize) -> C
     let (slices, work) = (s.slices, s.work);
     let mut engines: Vec<EngineUse> = Vec::new();
     for x in &slices {
-        match engines.iter_mut().find(|e| e.engine == x.engine) {
-            Some(e) => {
-                e.busy_ns += x.end_ns - x.start_ns;
-                e.instructions += 1;
+        for track in x.tracks() {
+            match engines.iter_mut().find(|e| e.engine == track) {
+                Some(e) => {
+                    e.busy_ns += x.end_ns - x.start_ns;
+                    e.instructions += 1;
+                }
+                None => engines.push(EngineUse {
+                    engine: track,
+                    busy_ns: x.end_ns - x.start_ns,
+                    instructions: 1,
+                }),
             }
-            None => engines.push(EngineUse {
-                engine: x.engine,
-                busy_ns: x.end_ns - x.start_ns,
-                instructions: 1,
-            }),
         }
     }
     engines.sort_by_key(|e| e.engine);
@@ -320,6 +353,44 @@ fn time_text(ns: f64) -> String {
 }
 
 impl CostReport {
+    /// The estimated time along the critical path, ns, by the [`CostTable`] constant that set
+    /// it (largest first): each slice's duration charged to the constants that set it, and the
+    /// wait for a DMA transfer's data after the engines finished it to `dma_latency_ns`. The
+    /// constants that dominate a kernel's estimate, for calibration.
+    pub fn critical_path_by_constant(&self) -> Vec<(&'static str, f64)> {
+        let mut by: Vec<(&'static str, f64)> = Vec::new();
+        let mut add = |name: &'static str, ns: f64| {
+            if ns <= 0.0 {
+                return;
+            }
+            match by.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, t)) => *t += ns,
+                None => by.push((name, ns)),
+            }
+        };
+        let mut previous: Option<&Slice> = None;
+        for s in &self.critical_path {
+            if let Some(p) = previous
+                && p.dma_engines != 0
+            {
+                add(
+                    "dma_latency_ns",
+                    (s.start_ns.min(p.done_ns) - p.end_ns).max(0.0),
+                );
+            }
+            for (name, ns) in s.charged {
+                add(name, ns);
+            }
+            previous = Some(s);
+        }
+        // The estimate ends when the last transfer's data lands.
+        if let Some(p) = previous.filter(|p| p.dma_engines != 0) {
+            add("dma_latency_ns", p.done_ns - p.end_ns);
+        }
+        by.sort_by(|a, b| b.1.total_cmp(&a.1));
+        by
+    }
+
     /// The tensor engine's time at peak for the program's matmuls over the estimated time: the
     /// grade of matmul-like kernels whatever their bound resource (flash attention spends
     /// vector and scalar time on the softmax around its matmuls).
@@ -410,7 +481,7 @@ impl fmt::Display for CostReport {
         if queues > 0 {
             writeln!(
                 f,
-                "  dma     busy {:>10}  {:>5.1}%  over {queues} queues (mean per queue)",
+                "  dma     busy {:>10}  {:>5.1}%  over {queues} DMA engines (mean per engine)",
                 time_text(dma_busy / queues as f64),
                 100.0 * dma_busy / queues as f64 / self.total_ns.max(1e-9)
             )?;

@@ -1,6 +1,7 @@
 //! The timeline as Chrome trace event JSON: one process, one thread (track) per engine and DMA
-//! queue, named by metadata events; one complete (`"ph": "X"`) event per instruction with
-//! microsecond `ts`/`dur` and the kernel source line in `args`.
+//! engine, named by metadata events; one complete (`"ph": "X"`) event per instruction with
+//! microsecond `ts`/`dur` and the kernel source line in `args` (a DMA transfer on its first DMA
+//! engine's track, with the number of engines it spans).
 
 use super::{CostReport, Engine};
 use serde_json::{Value, json};
@@ -31,7 +32,15 @@ pub(super) fn chrome_trace(r: &CostReport) -> String {
             "args": {"sort_index": tid(e.engine)},
         }));
     }
+    // One event per instruction, on its engine's track; a DMA transfer on the track of the
+    // first DMA engine it spans, with how many it spans (one event per engine would multiply a
+    // large kernel's trace by 16, and the first engine is busy for the whole transfer, so no
+    // two events of a track overlap).
     for s in &r.slices {
+        let mut args = json!({"loc": s.loc.to_string()});
+        if s.dma_engines != 0 {
+            args["dma_engines"] = json!(s.dma_engines.count_ones());
+        }
         events.push(json!({
             "name": s.name,
             "cat": s.engine.to_string(),
@@ -40,7 +49,7 @@ pub(super) fn chrome_trace(r: &CostReport) -> String {
             "tid": tid(s.engine),
             "ts": s.start_ns / 1e3,
             "dur": (s.end_ns - s.start_ns) / 1e3,
-            "args": {"loc": s.loc.to_string()},
+            "args": args,
         }));
     }
     json!({"traceEvents": events, "displayTimeUnit": "ns"}).to_string()

@@ -193,7 +193,10 @@ pub(crate) fn cost_outputs(report: &nki_core::cost::CostReport) -> (String, Stri
         "hbm_compulsory_bytes": report.hbm_compulsory_bytes,
         "hbm_roofline_fraction": report.hbm_roofline_fraction,
         "critical_path": report.critical_path.len(),
+        "critical_path_by_constant": report.critical_path_by_constant(),
         "instructions": report.slices.len(),
+        "dma_transfers": report.slices.iter().filter(|s| s.dma_engines != 0).count(),
+        "dma_peak_bytes_per_s": nki_core::cost::CostTable::for_target(report.target).dma_peak_bytes_per_s(),
     });
     if !report.core_ns.is_empty() {
         // A launch grid over several physical cores: each core's time (the estimate is the

@@ -53,6 +53,7 @@ from torch_nki.nki._registers import check_closed
 from torch_nki.nki._spec import SPEC
 from torch_nki.nki._trace import Trace, active, tracing, where
 from torch_nki.nki._values import DType, HbmTensor, HbmView
+from torch_nki.nki.perf import benchmark
 
 dtype = DType
 """``nki.dtype``: the type of ``nl.float32`` and the other element types (for annotations)."""
@@ -64,6 +65,7 @@ __all__ = [
     "Launch",
     "Program",
     "as_nki",
+    "benchmark",
     "default_target",
     "dtype",
     "isa",
