@@ -53,5 +53,8 @@ fn kernels_split_across_two_cores_compute_the_one_core_bits() {
         .map(|(n, _)| *n)
         .collect();
     println!("split across two cores: {cores:?}");
-    assert!(!cores.is_empty(), "no registry kernel splits its work across the cores");
+    assert!(
+        !cores.is_empty(),
+        "no registry kernel splits its work across the cores"
+    );
 }

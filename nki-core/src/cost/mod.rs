@@ -171,8 +171,8 @@ pub struct CostReport {
     pub hbm_roofline_fraction: f64,
     /// Tensor-engine FLOPs, of every core of the launch.
     pub flops: f64,
-    /// Each resource's time if it ran at peak with nothing else in the way (on the slowest core,
-    /// for its share of the work), ns.
+    /// Each resource's time if it ran at peak with nothing else in the way, ns: the launch's
+    /// work of that resource shared evenly by the cores it runs on.
     pub min_ns: Vec<(Resource, f64)>,
     /// The resource with the largest such time.
     pub bound: Resource,
@@ -204,8 +204,9 @@ pub fn estimate_with(program: &Program, table: CostTable) -> CostReport {
 /// The instances of a launch grid are distributed round robin over the cores in program-id
 /// order (instance `k` on core `k % cores`), each core running its instances one after the
 /// other on its own engines and DMA queues; the estimate is the slowest core's, and the report
-/// (engines, slices, critical path, peak-rate times) is that core's schedule, with every core's
-/// time in [`CostReport::core_ns`]; HBM bytes and FLOPs are every core's summed. A program
+/// (engines, slices, critical path) is that core's schedule, with every core's time in
+/// [`CostReport::core_ns`]; HBM bytes and FLOPs are every core's summed, and the peak-rate times
+/// are the launch's work shared evenly by its cores. A program
 /// without a grid is one instance on core 0. Each physical core has its share of the chip's HBM
 /// bandwidth (its queues at the per-core rate), so a launch over two cores has twice one core's.
 pub fn estimate_on_cores(program: &Program, table: CostTable, cores: usize) -> CostReport {
@@ -235,8 +236,16 @@ pub fn estimate_on_cores(program: &Program, table: CostTable, cores: usize) -> C
         launch_sum(|w| w.hbm_write),
         launch_sum(|w| w.flops),
     );
+    // The roofline of the launch on its cores: each resource's work at peak, shared by them.
+    let per_core = |f: fn(&schedule::Work) -> f64| launch_sum(f) / cores as f64;
+    let (tensor_min, vector_min, scalar_min, gpsimd_min) = (
+        per_core(|w| w.tensor_min_ns),
+        per_core(|w| w.vector_min_ns),
+        per_core(|w| w.scalar_min_ns),
+        per_core(|w| w.gpsimd_min_ns),
+    );
     let (total_ns, s) = runs.swap_remove(slowest);
-    let (slices, work) = (s.slices, s.work);
+    let slices = s.slices;
     let mut engines: Vec<EngineUse> = Vec::new();
     for x in &slices {
         for track in x.tracks() {
@@ -254,13 +263,13 @@ pub fn estimate_on_cores(program: &Program, table: CostTable, cores: usize) -> C
         }
     }
     engines.sort_by_key(|e| e.engine);
-    let bytes = work.hbm_read + work.hbm_write;
+    let bytes = (hbm_read + hbm_write) / cores as f64;
     let min_ns = vec![
         (Resource::Dma, bytes / table.dma_peak_bytes_per_s() * 1e9),
-        (Resource::Tensor, work.tensor_min_ns),
-        (Resource::Vector, work.vector_min_ns),
-        (Resource::Scalar, work.scalar_min_ns),
-        (Resource::GpSimd, work.gpsimd_min_ns),
+        (Resource::Tensor, tensor_min),
+        (Resource::Vector, vector_min),
+        (Resource::Scalar, scalar_min),
+        (Resource::GpSimd, gpsimd_min),
     ];
     let (bound, bound_ns) = min_ns
         .iter()
