@@ -393,21 +393,7 @@ pub(crate) fn traced_grid(
     kernel: impl FnOnce(&[Hbm]) -> Vec<Hbm>,
     loc: SourceLoc,
 ) -> Result<(Program, bool), NkiError> {
-    if let Some(axis) = grid.iter().position(|&n| n == 0) {
-        return Err(NkiError::Trace {
-            message: format!(
-                "kernel {name}: launch grid {grid:?} has no programs along axis {axis}; every \
-                 axis needs at least one"
-            ),
-            loc,
-        });
-    }
-    let nested = BUILDER.with(|b| b.borrow().is_some());
-    if nested {
-        return Err(NkiError::Internal(format!(
-            "kernel {name}: trace called while another trace is running on this thread"
-        )));
-    }
+    check_launch(name, grid, loc)?;
     let (mut builder, handles) = Builder::new(target, inputs);
     builder.grid = grid.to_vec();
     for (axis, &n) in grid.iter().enumerate() {
@@ -416,13 +402,7 @@ pub(crate) fn traced_grid(
     }
     BUILDER.with(|b| *b.borrow_mut() = Some(builder));
     let _reset = ResetOnDrop;
-    let outputs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel(&handles)))
-        .map_err(|p| {
-            NkiError::Internal(format!(
-                "kernel {name} panicked while tracing: {}",
-                panic_message(p.as_ref())
-            ))
-        })?;
+    let outputs = run_body(name, "", || kernel(&handles))?;
     let mut builder = BUILDER
         .with(|b| b.borrow_mut().take())
         .expect("the builder lives until the trace ends");
@@ -436,6 +416,41 @@ pub(crate) fn traced_grid(
     let ids: Vec<HbmId> = outputs.iter().map(Hbm::id).collect();
     let reads_program_id = builder.reads_program_id;
     Ok((builder.finish(name, &ids)?, reads_program_id))
+}
+
+/// Whether a launch of kernel `name` on `grid` can be traced here: every axis has a program,
+/// and no other trace is running on this thread.
+pub(crate) fn check_launch(name: &str, grid: &[usize], loc: SourceLoc) -> Result<(), NkiError> {
+    if let Some(axis) = grid.iter().position(|&n| n == 0) {
+        return Err(NkiError::Trace {
+            message: format!(
+                "kernel {name}: launch grid {grid:?} has no programs along axis {axis}; every \
+                 axis needs at least one"
+            ),
+            loc,
+        });
+    }
+    if BUILDER.with(|b| b.borrow().is_some()) {
+        return Err(NkiError::Internal(format!(
+            "kernel {name}: trace called while another trace is running on this thread"
+        )));
+    }
+    Ok(())
+}
+
+/// Runs a kernel body (the builder installed); a panic in it comes back as an internal error
+/// naming the kernel, with `what` (e.g. the program instance) after "while tracing".
+pub(crate) fn run_body(
+    name: &str,
+    what: &str,
+    body: impl FnOnce() -> Vec<Hbm>,
+) -> Result<Vec<Hbm>, NkiError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).map_err(|p| {
+        NkiError::Internal(format!(
+            "kernel {name} panicked while tracing{what}: {}",
+            panic_message(p.as_ref())
+        ))
+    })
 }
 
 /// The message of a caught panic payload.

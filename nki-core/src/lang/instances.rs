@@ -14,7 +14,9 @@ use crate::affine::AffineExpr;
 use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{HbmId, LoopKind, Program};
-use crate::lang::context::{BUILDER, Builder, InputSpec, ResetOnDrop, panic_message, with_builder};
+use crate::lang::context::{
+    BUILDER, Builder, InputSpec, ResetOnDrop, check_launch, run_body, with_builder,
+};
 use crate::lang::grid::grid_text;
 use crate::lang::hbm::Hbm;
 use crate::loc::SourceLoc;
@@ -145,21 +147,7 @@ fn instances_at(
         let traced = crate::lang::context::traced_grid(name, target, &[], inputs, kernel, loc);
         return traced.map(|(program, _)| program);
     }
-    if let Some(axis) = grid.iter().position(|&n| n == 0) {
-        return Err(NkiError::Trace {
-            message: format!(
-                "kernel {name}: launch grid {} has no programs along axis {axis}; every axis \
-                 needs at least one",
-                grid_text(grid)
-            ),
-            loc,
-        });
-    }
-    if BUILDER.with(|b| b.borrow().is_some()) {
-        return Err(NkiError::Internal(format!(
-            "kernel {name}: trace called while another trace is running on this thread"
-        )));
-    }
+    check_launch(name, grid, loc)?;
     let (mut builder, handles) = Builder::new(target, inputs);
     builder.grid = grid.to_vec();
     builder.program_id = vec![AffineExpr::constant(0); grid.len()];
@@ -175,13 +163,8 @@ fn instances_at(
                 }
             }
         });
-        let outputs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel(&handles)))
-            .map_err(|p| {
-            NkiError::Internal(format!(
-                "kernel {name} panicked while tracing program instance {ids:?}: {}",
-                panic_message(p.as_ref())
-            ))
-        })?;
+        let instance = format!(" program instance {ids:?}");
+        let outputs = run_body(name, &instance, || kernel(&handles))?;
         let outputs: Vec<HbmId> = outputs.iter().map(Hbm::id).collect();
         match &first {
             None => first = Some(outputs),
