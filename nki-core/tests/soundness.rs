@@ -9,8 +9,8 @@
 
 use nki_core::affine::{AffineExpr, LoopVar};
 use nki_core::ir::{
-    Buffer, DmaOperand, HbmAccess, HbmDecl, HbmId, HbmKind, Instruction, LoopDecl, LoopKind, Op,
-    Program, Stmt, TileDecl, TileId, TileRegion,
+    Buffer, DmaOperand, HbmAccess, HbmDecl, HbmId, HbmKind, Instruction, LoopDecl, LoopKind,
+    OobMode, Op, Program, Stmt, TileDecl, TileId, TileRegion,
 };
 use nki_core::loc::SourceLoc;
 use nki_core::sim::{HostTensor, HostTensorMut, SimOptions, parallel_loops, simulate};
@@ -117,6 +117,7 @@ fn program(writes: &[Write], trips: [usize; 2], rows: i64, cols: i64) -> Program
                     access: w.access.clone(),
                 },
                 src: DmaOperand::Tile { region },
+                oob_mode: OobMode::Error,
             },
             loc,
         }));

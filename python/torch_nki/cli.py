@@ -309,6 +309,22 @@ def run_nkilib_suite(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_nkilib_versus(args: argparse.Namespace) -> int:
+    """``torch-nki nkilib-versus``: the side-by-side estimates with nki-library's kernels."""
+    from torch_nki.nkilib_suite import versus
+
+    try:
+        rows = versus.compare(Path(args.path), target=args.target)
+    except FileNotFoundError as e:
+        print(f"torch-nki nkilib-versus: {e}")
+        return 2
+    text = versus.markdown(rows, args.target)
+    print(text, end="")
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    return 0
+
+
 def _seconds(text: str) -> float:
     """An argparse type: a number of seconds above 0."""
     try:
@@ -477,10 +493,20 @@ def _main(argv: Sequence[str] | None) -> int:
         type=_gibibytes,
         default=8,
         metavar="GIB",
-        help="address space each test process may map (a test beyond it fails with MemoryError; 0: no limit)",
+        help=(
+            "address space each test process may map beyond what it maps at start "
+            "(a test beyond it fails with MemoryError; 0: no limit)"
+        ),
     )
     suite.add_argument("--log", metavar="FILE", help="write pytest's output here")
     suite.add_argument("-o", "--output", metavar="FILE", help="also write the Markdown report here")
+    versus = sub.add_parser(
+        "nkilib-versus",
+        help="our kernels' estimates next to nki-library's counterparts (same cost model, shapes, dtypes)",
+    )
+    versus.add_argument("path", help="a checkout of aws-neuron/nki-library")
+    versus.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
+    versus.add_argument("-o", "--output", metavar="FILE", help="also write the Markdown table here")
     args = parser.parse_args(argv)
     if args.verbose_all or args.verbose:
         from torch_nki import _quiet
@@ -505,6 +531,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return calibrate_mod.run(args)
     if args.command == "nkilib-suite":
         return run_nkilib_suite(args)
+    if args.command == "nkilib-versus":
+        return run_nkilib_versus(args)
     if args.command == "swap":
         from torch_nki import workflow
 

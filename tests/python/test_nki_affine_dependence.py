@@ -14,7 +14,7 @@ import pytest
 import torch_nki.nki.isa as nisa
 import torch_nki.nki.language as nl
 from torch_nki import nki
-from torch_nki.errors import ValidationError
+from torch_nki.errors import ValidationError, ValidationWarning
 
 
 def _rand(*shape: int, seed: int = 0) -> np.ndarray:
@@ -86,6 +86,37 @@ def disjoint_columns(x):
         t = nl.load(x[:, j * 16 : (j + 1) * 16])
         nl.store(out[:, j * 16 : (j + 1) * 16], value=nl.multiply(t, 2.0))
     return out
+
+
+@nki.jit
+def rotating_buffers(x, stale):
+    """nki-library's multi-buffering: iteration ``i`` loads into buffer ``i % 2`` and reads it
+    back. With ``stale``, odd iterations read a column their own load did not write (the value
+    another iteration left there)."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    bufs = [nl.ndarray((x.shape[0], 32), dtype=x.dtype, buffer=nl.sbuf) for _ in range(2)]
+    for i in nl.affine_range(x.shape[1] // 32):  # loop
+        buf = bufs[i % 2]
+        width = 31 if stale and i % 2 else 32
+        nisa.dma_copy(dst=buf[:, 0:width], src=x[:, i * 32 : i * 32 + width])  # load
+        res = nl.ndarray((x.shape[0], 32), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=res, data=buf, op0=nl.multiply, operand0=2.0)  # use
+        nisa.dma_copy(dst=out[:, i * 32 : (i + 1) * 32], src=res)
+    return out
+
+
+def test_buffers_each_iteration_writes_before_reading_are_a_warning() -> None:
+    x = _rand(128, 128)
+    with pytest.warns(ValidationWarning, match="affine-range-dependence") as record:
+        np.testing.assert_array_equal(rotating_buffers(x, False), x * 2)
+    message = str(record[0].message)
+    assert f"affine_range at {_line_of(rotating_buffers, '# loop')}" in message
+    assert "iterations 0 and 2 both use" in message and "as scratch" in message
+    assert _line_of(rotating_buffers, "# load") in message
+    # A read of an element the iteration did not write itself sees another iteration's value.
+    with pytest.raises(ValidationError, match="one iteration reads what another writes") as info:
+        rotating_buffers(x, True)
+    assert _line_of(rotating_buffers, "# use") in str(info.value)
 
 
 def test_every_iteration_storing_one_row_is_an_error_naming_the_rule_and_lines() -> None:

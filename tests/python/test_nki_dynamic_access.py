@@ -58,6 +58,39 @@ def pick_targets(logits, targets):
     return out
 
 
+@nki.jit
+def gather_rows_skipping(table, idx, fill):
+    """``gather_rows`` with ``oob_mode=skip``: rows whose index is outside ``table`` keep
+    ``fill``."""
+    n, d = idx.shape[0], table.shape[1]
+    out = nl.ndarray((n, d), dtype=table.dtype, buffer=nl.shared_hbm)
+    it = nl.ndarray((n, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=it, src=idx)
+    rows = nl.ndarray((n, d), dtype=table.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=rows, value=fill)
+    src = table.ap([[d, n], [1, d]], 0, vector_offset=it, indirect_dim=0)
+    nisa.dma_copy(dst=rows, src=src, oob_mode=nisa.oob_mode.skip)
+    nisa.dma_copy(dst=out, src=rows)
+    return out
+
+
+@nki.jit
+def scatter_rows_skipping(updates, idx, rows):
+    """``scatter_rows`` with ``oob_mode=skip``: updates whose index is outside the output are
+    dropped."""
+    n, d = updates.shape
+    out = nl.ndarray((rows, d), dtype=updates.dtype, buffer=nl.shared_hbm)
+    zeros = nl.ndarray((rows, d), dtype=updates.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=zeros, value=0.0)
+    nisa.dma_copy(dst=out, src=zeros)
+    it = nl.ndarray((n, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=it, src=idx)
+    u = nl.load(updates)
+    dst = out.ap([[d, n], [1, d]], 0, vector_offset=it, indirect_dim=0)
+    nisa.dma_copy(dst=dst, src=u, oob_mode=nisa.oob_mode.skip)
+    return out
+
+
 def _table(rows: int, cols: int) -> np.ndarray:
     return np.random.default_rng(3).uniform(-1, 1, (rows, cols)).astype(np.float32)
 
@@ -77,6 +110,27 @@ def test_vector_offsets_scatter_rows() -> None:
     want[idx[:, 0]] = updates
     np.testing.assert_array_equal(scatter_rows(updates, idx, 7), want)
     nki_round_trip(scatter_rows, updates, idx, 7)
+
+
+def test_oob_mode_skip_skips_the_rows_whose_index_is_out_of_bounds() -> None:
+    table = _table(10, 6)
+    idx = np.array([[3], [10], [-1], [9], [1000]], dtype=np.int32)
+    want = np.full((5, 6), 7.0, np.float32)
+    want[[0, 3]] = table[[3, 9]]
+    np.testing.assert_array_equal(gather_rows_skipping(table, idx, 7.0), want)
+    source = nki_round_trip(gather_rows_skipping, table, idx, 7.0)
+    assert "oob_mode=nisa.oob_mode.skip" in source
+    # The default (`oob_mode.error`) is a simulation error naming the elements, and is not spelled.
+    with pytest.raises(SimulationError, match=r"out-of-bounds HBM access: elements \[60, 65\]"):
+        gather_rows(table, idx)
+    assert "oob_mode" not in nki_round_trip(gather_rows, table, idx[[0, 3]])
+
+    updates = _table(3, 5)
+    idx = np.array([[4], [7], [1]], dtype=np.int32)
+    want = np.zeros((7, 5), np.float32)
+    want[[4, 1]] = updates[[0, 2]]
+    np.testing.assert_array_equal(scatter_rows_skipping(updates, idx, 7), want)
+    nki_round_trip(scatter_rows_skipping, updates, idx, 7)
 
 
 def test_scalar_offsets_pick_one_element_per_row() -> None:

@@ -93,8 +93,9 @@ impl Spell for DgeMode {
 }
 
 impl Spell for OobMode {
+    /// Only `skip` is spelled: `error` is NKI's default.
     fn spell(&self, _: &Emitter<'_>, _: &Param) -> Option<String> {
-        Some(format!("nisa.oob_mode.{}", self.nki_name()))
+        (*self != OobMode::Error).then(|| format!("nisa.oob_mode.{}", self.nki_name()))
     }
 }
 

@@ -13,6 +13,21 @@ use crate::loc::SourceLoc;
 /// NKI documents: `src.dtype` → float32 → `dst.dtype`, rounding as a tile write does).
 #[track_caller]
 pub fn dma_copy(dst: impl Into<DmaArg>, src: impl Into<DmaArg>) {
+    dma_copy_with(dst, src, DmaCopyArgs::default());
+}
+
+/// The keyword arguments of `nisa.dma_copy` beyond `dst` and `src` that change what it does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DmaCopyArgs {
+    /// `oob_mode=`: with [`OobMode::Skip`], a row whose runtime offset (`scalar_offset=` /
+    /// `vector_offset=`) falls outside its tensor is not transferred, instead of failing the
+    /// simulation. A copy without a runtime offset has no such row.
+    pub oob_mode: OobMode,
+}
+
+/// `nisa.dma_copy(dst, src, oob_mode=...)`: [`dma_copy`] with its keyword arguments.
+#[track_caller]
+pub fn dma_copy_with(dst: impl Into<DmaArg>, src: impl Into<DmaArg>, args: DmaCopyArgs) {
     let loc = SourceLoc::caller();
     let (dst, src) = (dst.into(), src.into());
     with_builder(|b| {
@@ -66,7 +81,14 @@ pub fn dma_copy(dst: impl Into<DmaArg>, src: impl Into<DmaArg>) {
                 format!("dma_copy: dst has shape {ds:?} but src has shape {ss:?}"),
             );
         } else {
-            b.push_op(Op::DmaCopy { dst: d, src: s }, loc);
+            b.push_op(
+                Op::DmaCopy {
+                    dst: d,
+                    src: s,
+                    oob_mode: args.oob_mode,
+                },
+                loc,
+            );
         }
     });
 }

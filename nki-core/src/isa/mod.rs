@@ -47,7 +47,10 @@ pub use arithmetic::{
     CUMULATIVE_OPS, exponential, exponential_reduce, reciprocal, tensor_scalar_cumulative,
     tensor_scalar_reduce, tensor_tensor_scan,
 };
-pub use dma::{DmaTransposeArgs, TransposeSrc, dma_copy, dma_transpose, dma_transpose_axes};
+pub use dma::{
+    DmaCopyArgs, DmaTransposeArgs, TransposeSrc, dma_copy, dma_copy_with, dma_transpose,
+    dma_transpose_axes,
+};
 pub use elementwise::{
     RANGE_SELECT_COMPARISONS, TensorScalar, TensorTensor, iota, memset, range_select,
     scalar_tensor_tensor, scalar_tensor_tensor_reduce, tensor_copy, tensor_reduce, tensor_scalar,

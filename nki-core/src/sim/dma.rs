@@ -87,6 +87,13 @@ pub(crate) fn check_shapes(
     Ok(())
 }
 
+/// Whether every element an HBM access covers (for the current loop indices) is inside its
+/// tensor.
+pub(crate) fn in_bounds(ctx: &Ctx<'_, '_>, a: &HbmAccess) -> bool {
+    let (_, lo, hi) = flat_range(a, ctx.env);
+    lo >= 0 && hi < ctx.hbm[a.tensor.0 as usize].numel() as i64
+}
+
 /// One HBM side of a DMA: every element inside its tensor, and a written tensor an output.
 pub(crate) fn check_hbm_side(
     ctx: &Ctx<'_, '_>,
@@ -95,7 +102,7 @@ pub(crate) fn check_hbm_side(
 ) -> Result<(), NkiError> {
     let buf = ctx.hbm[a.tensor.0 as usize];
     let (_, lo, hi) = flat_range(a, ctx.env);
-    if lo < 0 || hi >= buf.numel() as i64 {
+    if !in_bounds(ctx, a) {
         return Err(ctx.err(format!(
             "out-of-bounds HBM access: elements [{lo}, {hi}] of a tensor with {} elements",
             buf.numel()

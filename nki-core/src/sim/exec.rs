@@ -101,10 +101,10 @@ fn run<'a: 'p, 'p>(
     s: &mut Scratch,
 ) -> Result<(), ExecError> {
     match &ctx.inst.op {
-        Op::DmaCopy { dst, src } if super::indirect::is_dynamic(dst, src) => {
-            super::indirect::dma_rows(ctx, store, dst, src, s)?
+        Op::DmaCopy { dst, src, oob_mode } if super::indirect::is_dynamic(dst, src) => {
+            super::indirect::dma_rows(ctx, store, dst, src, *oob_mode, s)?
         }
-        Op::DmaCopy { dst, src } => dma(ctx, store, dst, src, s)?,
+        Op::DmaCopy { dst, src, .. } => dma(ctx, store, dst, src, s)?,
         // The order it imposes is kept by the lockstep run of the instances (`lockstep.rs`).
         Op::CoreBarrier { .. } => {}
         // Outside a lockstep run there is one core: only an exchange with itself is defined.

@@ -3,12 +3,14 @@
 //! each row's offset is resolved from the index tile (an integer value, else a simulation
 //! error), and the row moves as a static one-row DMA, with that DMA's bounds, read-only and
 //! dtype rules: an index that sends a row outside its tensor is a simulation error naming the
-//! elements. A register offset (`scalar_offset=` a `VirtualRegister`) is read from the register
-//! file the same way. Rows move in order.
+//! elements, unless the copy says `oob_mode=nisa.oob_mode.skip`: then that row is not
+//! transferred (its destination row keeps what it held), as the `dma_copy` docs describe. A
+//! register offset (`scalar_offset=` a `VirtualRegister`) is read from the register file the
+//! same way. Rows move in order.
 
 use crate::NkiError;
-use crate::ir::{DmaOperand, DynamicOffset, HbmAccess, RegisterId, TileRegion};
-use crate::sim::dma::{check_shapes, dma, dma_shape};
+use crate::ir::{DmaOperand, DynamicOffset, HbmAccess, OobMode, RegisterId, TileRegion};
+use crate::sim::dma::{check_shapes, dma, dma_shape, in_bounds};
 use crate::sim::exec::{Ctx, ExecError};
 use crate::sim::rows::Scratch;
 use crate::sim::store::TileStore;
@@ -26,15 +28,31 @@ pub(crate) fn dma_rows<'a: 'p, 'p>(
     store: &mut TileStore<'p>,
     dst: &DmaOperand,
     src: &DmaOperand,
+    oob_mode: OobMode,
     s: &mut Scratch,
 ) -> Result<(), ExecError> {
     check_shapes(ctx, dst, src)?;
     for r in 0..dma_shape(dst)[0] {
         let d = row(ctx, store, dst, r)?;
         let sr = row(ctx, store, src, r)?;
+        if oob_mode == OobMode::Skip
+            && (dynamic_outside(ctx, dst, &d) || dynamic_outside(ctx, src, &sr))
+        {
+            continue;
+        }
         dma(ctx, store, &d, &sr, s)?;
     }
     Ok(())
+}
+
+/// Whether `side` has a runtime offset that puts its row `row` outside its tensor.
+fn dynamic_outside(ctx: &Ctx<'_, '_>, side: &DmaOperand, row: &DmaOperand) -> bool {
+    match (side, row) {
+        (DmaOperand::Hbm { access }, DmaOperand::Hbm { access: at }) => {
+            access.dynamic.is_some() && !in_bounds(ctx, at)
+        }
+        _ => false,
+    }
 }
 
 /// Row `r` of one side as a static one-row operand.

@@ -13,6 +13,14 @@
 //! touches the accumulator only to accumulate into it with one reduction. `sequential_range`
 //! (and Python `range`, `static_range`) loops are never checked.
 //!
+//! A tile every iteration uses as scratch — each iteration reads only elements it wrote itself,
+//! by an earlier instruction (nki-library's rotating buffers, `bufs[i % n]`) — carries no value
+//! from one iteration to another: two iterations writing it is a warning, not an error. The NKI
+//! 0.7 API docs define `affine_range` as an alias of `range` (fully unrolled, in order), so such
+//! reuse is right there; a compiler that overlapped the iterations would need a tile per
+//! iteration. A read of an element the iteration did not write first still sees another
+//! iteration's value: that stays an error.
+//!
 //! The test is exact and exhaustive over the iterations: each access's elements are
 //! enumerated as runs of consecutive elements ([`super::footprint`]) for every iteration, every
 //! iteration of the loops inside the body, and — when the accesses to one tensor move
@@ -313,6 +321,8 @@ fn check_resource(
     let trips = program.trips();
     let mut values = vec![0i64; program.loops.len()];
     let mut outcome: Result<Option<(Touch, Touch)>, String> = Ok(None);
+    // Whether some iteration reads elements it wrote itself first (the tile is its scratch).
+    let mut scratch = false;
     let free = match resource {
         Resource::Tile(t) => program.tiles[t.0 as usize].free,
         Resource::Hbm(_) => 0,
@@ -371,6 +381,9 @@ fn check_resource(
                 }
             }
         }
+        if let Resource::Tile(_) = resource {
+            scratch |= drop_private_reads(accesses, &mut touches);
+        }
         outcome = first_conflict(touches, BUDGET).map_err(|()| {
             format!(
                 "comparing its accesses to {name} takes more than {} steps",
@@ -386,6 +399,10 @@ fn check_resource(
     }
     match outcome {
         Ok(None) => Ok(()),
+        Ok(Some((a, b))) if scratch && a.kind == Use::Write && b.kind == Use::Write => {
+            warnings.push(reused_scratch(program, g, resource, accesses, a, b));
+            Ok(())
+        }
         Ok(Some((a, b))) => Err(dependence(program, g, resource, accesses, a, b)),
         Err(why) => {
             let inst = accesses.first().map(|a| a.inst);
@@ -394,6 +411,101 @@ fn check_resource(
             }
             Ok(())
         }
+    }
+}
+
+/// Drops the reads of a tile that an iteration makes of elements it wrote itself, by an earlier
+/// instruction of the same iteration: no other iteration's value can reach them, whatever the
+/// order. Returns whether any was dropped. (Tile footprints do not move with the loops inside an
+/// iteration, and a frontend iteration is unrolled, so "earlier in the body" is "earlier".)
+fn drop_private_reads(accesses: &[Access<'_>], touches: &mut Vec<Touch>) -> bool {
+    touches.sort_by_key(|t| (t.iteration, t.access, t.lo));
+    let before = touches.len();
+    let mut written: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut iteration = None;
+    let mut pending: Vec<(i64, i64)> = Vec::new();
+    let mut pending_inst: Option<*const Instruction> = None;
+    touches.retain(|t| {
+        let inst: *const Instruction = accesses[t.access as usize].inst;
+        if iteration != Some(t.iteration) {
+            iteration = Some(t.iteration);
+            written.clear();
+            pending.clear();
+        }
+        // An instruction's writes land after its own reads.
+        if pending_inst != Some(inst) {
+            for (lo, hi) in pending.drain(..) {
+                insert_run(&mut written, lo, hi);
+            }
+            pending_inst = Some(inst);
+        }
+        match t.kind {
+            Use::Write => {
+                pending.push((t.lo, t.hi));
+                true
+            }
+            Use::Read => !covered(&written, t.lo, t.hi),
+            Use::Accumulate(_) => true,
+        }
+    });
+    touches.len() != before
+}
+
+/// Adds the run `lo..=hi` to a set of disjoint runs (first element → last).
+fn insert_run(runs: &mut BTreeMap<i64, i64>, mut lo: i64, mut hi: i64) {
+    if let Some((&l, &h)) = runs.range(..=lo).next_back()
+        && h.saturating_add(1) >= lo
+    {
+        lo = l;
+        hi = hi.max(h);
+        runs.remove(&l);
+    }
+    while let Some((&l, &h)) = runs.range(lo..).next() {
+        if l > hi.saturating_add(1) {
+            break;
+        }
+        hi = hi.max(h);
+        runs.remove(&l);
+    }
+    runs.insert(lo, hi);
+}
+
+/// Whether the runs cover every element of `lo..=hi`.
+fn covered(runs: &BTreeMap<i64, i64>, lo: i64, hi: i64) -> bool {
+    runs.range(..=lo).next_back().is_some_and(|(_, &h)| h >= hi)
+}
+
+/// Two iterations write one element of a tile each of them uses as scratch (it reads only what
+/// it wrote itself): a warning, not an error.
+fn reused_scratch(
+    program: &Program,
+    g: &Group<'_>,
+    resource: Resource,
+    accesses: &[Access<'_>],
+    a: Touch,
+    b: Touch,
+) -> ValidationWarning {
+    let (first, second) = if a.iteration <= b.iteration {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let inst = accesses[second.access as usize].inst;
+    let at = element(program, resource, first.lo.max(second.lo));
+    ValidationWarning {
+        rule: RULE,
+        message: format!(
+            "affine_range at {}: iterations {} and {} both use {at} as scratch (each reads only \
+             what it wrote there itself; {} at {} writes it): right when the iterations run one \
+             after another, as NKI 0.7's affine_range (an alias of range) runs them; a compiler \
+             that overlaps them needs a tile per iteration",
+            g.loc,
+            first.iteration,
+            second.iteration,
+            inst.op.name(),
+            inst.loc,
+        ),
+        loc: inst.loc,
     }
 }
 

@@ -381,7 +381,7 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     {
         check_range_select(program, inst, on_true, bound0, bound1)?;
     }
-    if let Op::DmaCopy { dst, src } = &inst.op {
+    if let Op::DmaCopy { dst, src, .. } = &inst.op {
         for (role, side) in [("dst", dst), ("src", src)] {
             match side {
                 DmaOperand::Tile { region } if tile(region).buffer == Buffer::Psum => {

@@ -133,7 +133,7 @@ fn check_packed_operands(program: &Program, inst: &Instruction) -> Result<(), Nk
             inst.loc,
         ));
     }
-    if let Op::DmaCopy { dst, src } = &inst.op {
+    if let Op::DmaCopy { dst, src, .. } = &inst.op {
         let dtype = |side: &DmaOperand| match side {
             DmaOperand::Tile { region } => program.tiles[region.tile.0 as usize].dtype,
             DmaOperand::Hbm { access } => program.hbm[access.tensor.0 as usize].dtype,

@@ -16,8 +16,10 @@ import builtins
 import dataclasses
 import operator
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, ClassVar
+
+import numpy as _np
 
 from torch_nki._dtypes import KERNEL_DTYPES
 from torch_nki.nki._elementwise import (
@@ -315,12 +317,17 @@ def as_dtype(dtype: Any) -> DType:
     """An ``nl`` dtype from an ``nl`` dtype, a NumPy / torch dtype or its name."""
     if isinstance(dtype, DType):
         return dtype
+    given = dtype
+    if isinstance(dtype, type):
+        # A NumPy scalar type (``np.float32``, ``ml_dtypes.bfloat16``) names its dtype.
+        with suppress(TypeError):
+            dtype = _np.dtype(dtype)
     text = str(getattr(dtype, "name", dtype)).removeprefix("torch.")
     text = {"float": "float32", "half": "float16"}.get(text, text)
     for d, k in zip(DTYPES, KERNEL_DTYPES, strict=True):
         if text in (d.nki_name, d.native, k.torch_name):
             return d
-    raise TypeError(f"torch_nki.nki: dtype {dtype!r} is not an NKI dtype (known: {list(DTYPES)})")
+    raise TypeError(f"torch_nki.nki: dtype {given!r} is not an NKI dtype (known: {list(DTYPES)})")
 
 
 def ndarray(

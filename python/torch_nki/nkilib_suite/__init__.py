@@ -13,13 +13,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -199,17 +197,6 @@ def command(
     return args
 
 
-def _address_space_limit(gib: float) -> Callable[[], None]:
-    """A ``preexec_fn`` that caps the child's address space at ``gib`` GiB (inherited by the
-    processes it starts)."""
-    limit = int(gib * 2**30)
-
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-    return apply
-
-
 def run(
     checkout: Path,
     *,
@@ -225,12 +212,14 @@ def run(
     """Runs the suite of the nki-library ``checkout`` (``tests`` under it, ``-k select``,
     every ``every``-th test) and returns its :class:`Report`; pytest's output goes to
     ``log`` (default: discarded). Each pytest process (and each xdist worker) may map at most
-    ``memory_gib`` GiB (``None``: no limit), so a test that would exhaust the machine fails with
-    ``MemoryError`` instead of getting the run killed."""
+    ``memory_gib`` GiB beyond what it maps once started (``None``: no limit), so a test that would
+    exhaust the machine fails with ``MemoryError`` instead of getting the run killed."""
     if not (checkout / "test" / "conftest.py").is_file():
         raise FileNotFoundError(f"{checkout} is not an nki-library checkout (no test/conftest.py)")
     env = environment(checkout)
     env["TORCH_NKI_NKILIB_EVERY"] = str(every)
+    if memory_gib is not None:
+        env["TORCH_NKI_NKILIB_MEMORY_GIB"] = f"{memory_gib:g}"
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
         args = command(
@@ -244,7 +233,6 @@ def run(
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 check=False,
-                preexec_fn=None if memory_gib is None else _address_space_limit(memory_gib),
             )
         if not junit.exists():
             how = (

@@ -10,12 +10,17 @@ published tree lacks and fixes one bug of it, each documented in docs/nki-librar
   run, so simulation mode fails every test with an ``AttributeError`` at d2ad3a5: it defaults
   to ``None``;
 - ``TORCH_NKI_NKILIB_EVERY=N`` keeps every N-th collected test (a deterministic sample, for a
-  quick measurement) and deselects the rest."""
+  quick measurement) and deselects the rest;
+- ``TORCH_NKI_NKILIB_MEMORY_GIB=G`` lets each pytest process (the controller and every xdist
+  worker) map at most ``G`` GiB beyond what it maps when the plugin is configured (torch's
+  libraries alone reserve some 3 GiB of address space they never touch), so a test that would
+  exhaust the machine fails with ``MemoryError``."""
 
 from __future__ import annotations
 
 import enum
 import os
+import resource
 import sys
 import types
 from typing import Any
@@ -69,6 +74,30 @@ def _install_stand_ins() -> None:
 
 
 _install_stand_ins()
+
+
+def mapped_bytes() -> int:
+    """The address space this process maps now (``VmSize``), in bytes."""
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        return int(statm.read().split()[0]) * resource.getpagesize()
+
+
+def limit_memory(budget_gib: float) -> int:
+    """Caps this process's address space at what it maps now plus ``budget_gib`` GiB and returns
+    the cap. Only the soft limit moves, so a worker this process starts (which inherits it) can
+    set its own cap from its own start."""
+    cap = mapped_bytes() + int(budget_gib * 2**30)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    return cap
+
+
+def pytest_configure(config: Any) -> None:
+    budget = os.environ.get("TORCH_NKI_NKILIB_MEMORY_GIB")
+    if budget:
+        limit_memory(float(budget))
 
 
 def pytest_sessionstart(session: Any) -> None:

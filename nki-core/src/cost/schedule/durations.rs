@@ -26,7 +26,7 @@ impl Scheduler<'_> {
             (inputs * per_input).max(t.min_ii_cycles) / t.vector_ghz
         };
         match op {
-            Op::DmaCopy { dst, src } => {
+            Op::DmaCopy { dst, src, .. } => {
                 let (access, write) = match (dst, src) {
                     (DmaOperand::Hbm { access }, _) => (access, true),
                     (_, DmaOperand::Hbm { access }) => (access, false),

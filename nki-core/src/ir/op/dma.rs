@@ -14,6 +14,9 @@ macro_rules! dma_instructions {
         write dst: DmaOperand => dst,
         /// Source.
         read src: DmaOperand => src,
+        /// What a row whose runtime offset falls outside its tensor does: a simulation error,
+        /// or that row's transfer skipped.
+        param oob_mode: OobMode => oob_mode,
     },
     /// DMA engines (NeuronCore-v3 and newer): `dst` = `src` transposed. `src` has the shape
     /// `dims` (2 to 4 dims: `[a, b]`, `[a, b, c]` or `[a, b, c, d]`, the first its rows and the

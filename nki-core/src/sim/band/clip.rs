@@ -52,9 +52,10 @@ pub(crate) fn clip(
         },
     };
     Some(match op {
-        Op::DmaCopy { dst, src } => Op::DmaCopy {
+        Op::DmaCopy { dst, src, oob_mode } => Op::DmaCopy {
             dst: side(dst),
             src: side(src),
+            oob_mode: *oob_mode,
         },
         _ => op.map_operands(&mut |r| cut(r, cols, b0, local), &mut |e| e.clone()),
     })
@@ -80,7 +81,7 @@ pub(crate) fn clip_operands(
 mod tests {
     use super::*;
     use crate::affine::AffineExpr;
-    use crate::ir::{BinOp, ElementwiseEngine, HbmId, TileId};
+    use crate::ir::{BinOp, ElementwiseEngine, HbmId, OobMode, TileId};
 
     fn region(tile: u32, p0: usize, np: usize) -> TileRegion {
         TileRegion::rect(TileId(tile), p0, np, 3, 10)
@@ -131,10 +132,12 @@ mod tests {
                     free_dims: None,
                 },
             },
+            oob_mode: OobMode::Error,
         };
         let Some(Op::DmaCopy {
             dst: DmaOperand::Tile { region: r },
             src: DmaOperand::Hbm { access },
+            ..
         }) = clip(&op, (4, 12), 8, 16, &[true])
         else {
             panic!("the band has partitions 8..16")

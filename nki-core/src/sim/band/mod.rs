@@ -83,7 +83,7 @@ pub(crate) fn run_region<'a: 'p, 'p>(
     for s in run {
         if let Stmt::Inst(
             inst @ Instruction {
-                op: Op::DmaCopy { dst, src },
+                op: Op::DmaCopy { dst, src, .. },
                 ..
             },
         ) = s

@@ -251,6 +251,7 @@ impl Finder<'_> {
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { .. },
                 src: DmaOperand::Hbm { .. },
+                ..
             } => false,
             Op::DmaCopy {
                 src: DmaOperand::Hbm { access },
@@ -382,6 +383,7 @@ fn whole_run(
                 if let Op::DmaCopy {
                     dst: DmaOperand::Hbm { access },
                     src: DmaOperand::Tile { region },
+                    ..
                 } = op
                 {
                     stores

@@ -8,16 +8,21 @@ pub(super) const RECORDERS: &[(&str, Recorder)] =
 
 /// `nisa.dma_copy`.
 fn dma_copy(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyResult<()> {
-    // Which engine triggers the transfer, how its descriptors are made, its queue
-    // priority and the out-of-bounds mode of indirect accesses do not change the bytes
-    // a direct copy moves; the cost model does not tell them apart yet.
-    for unmodelled in ["priority", "oob_mode", "dge_mode", "engine"] {
+    // Which engine triggers the transfer, how its descriptors are made and its queue
+    // priority do not change the bytes a copy moves; the cost model does not tell them
+    // apart yet.
+    for unmodelled in ["priority", "dge_mode", "engine"] {
         a.value(unmodelled)?;
     }
+    let oob_mode = a.variant("oob_mode")?;
+    let args = isa::DmaCopyArgs {
+        oob_mode: OobMode::from_nki_name(&oob_mode)
+            .ok_or_else(|| a.unsupported(&format!("oob_mode=nisa.oob_mode.{oob_mode}")))?,
+    };
     let dst = tracer.dma_arg(&a.tensor("dst")?)?;
     let src = tracer.dma_arg(&a.tensor("src")?)?;
     a.finish()?;
-    tracer.at(file, line, || isa::dma_copy(dst, src))
+    tracer.at(file, line, || isa::dma_copy_with(dst, src, args))
 }
 
 /// `nisa.dma_transpose`.
