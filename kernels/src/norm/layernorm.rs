@@ -6,7 +6,7 @@
 //! update), in fp32: never `E[x²] − mean²`, so rows with a large offset keep their precision,
 //! as ATen's Welford-style moments do. The backward's sums run in 2048-column chunks in fp32.
 
-use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of};
+use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of, few_rows};
 use crate::tiling::{
     CHUNK, column_chunks, fill_zeros, identity, keeps_rows, psum_banks, rows_of, spans, transposed,
 };
@@ -16,7 +16,9 @@ use nki_core::prelude::*;
 /// variance, `weight` and `bias` optional), for `x` of any rank ≥ 1, as
 /// `F.layer_norm(x, x.shape[-1:], weight, bias, eps)`.
 ///
-/// Per row tile: `bn_stats` and `bn_aggr` on the vector engine give the mean and variance.
+/// Per row tile: `bn_stats` and `bn_aggr` on the vector engine give the mean and variance. A
+/// few long rows (up to 32, `D` a multiple of 128) spread their columns across the partitions
+/// instead (`few_rows`).
 /// bf16 rows with a weight and a bias held on chip are normalised through the tensor engine
 /// (`AffineOnPe`); otherwise `(x − mean) · weight` and `· rstd + bias` are two vector-engine
 /// `scalar_tensor_tensor`s (with only one of weight and bias, `(x − mean) · rstd` and then it),
@@ -36,6 +38,8 @@ use nki_core::prelude::*;
     sample(x = [5, 40], weight = None, bias = None),
     sample(x = [1, 1], weight = [1], bias = [1]),
     sample(x = [7], weight = [7], bias = [7]),
+    sample(x = [2, 3, 384], weight = [384], bias = [384]),
+    sample(x = [5, 256], weight = None, bias = [256], dtypes = {f32}),
     tolerance(reduction(D)),
     autocast(fp32),
     bench(x = [8192, 4096], weight = [4096], bias = [4096]),
@@ -54,6 +58,10 @@ pub fn layernorm(
         shared_hbm(stat_shape, DType::F32),
         shared_hbm(stat_shape, DType::F32),
     );
+    if few_rows::spreads(n, d) {
+        layernorm_few_rows(x, [weight, bias], eps, &out, [&mean_out, &rstd_out]);
+        return (out, mean_out, rstd_out);
+    }
     let (xv, ov) = (x.reshape(&[n, d]), out.reshape(&[n, d]));
     let (mv, rv) = (mean_out.reshape(&[n, 1]), rstd_out.reshape(&[n, 1]));
     // Row tiles are processed in groups, each stage issued for every tile of the group before
@@ -221,6 +229,83 @@ pub fn layernorm(
         }
     });
     (out, mean_out, rstd_out)
+}
+
+/// `layernorm` of a few long rows, their columns spread across the partitions ([`few_rows`]):
+/// per row, the mean from the partitions' partial sums (totalled by the ones matmul), then the
+/// variance the same way from `(x − mean)²`, and `(x − mean) · rstd · weight + bias` in fp32,
+/// rounded once, written back in the same layout.
+fn layernorm_few_rows(
+    x: &Hbm,
+    [weight, bias]: [Option<&Hbm>; 2],
+    eps: f32,
+    out: &Hbm,
+    [mean_out, rstd_out]: [&Hbm; 2],
+) {
+    let (n, d) = rows_of(x);
+    let c = d / PMAX;
+    let w = weight.map(|w| few_rows::spread_vector(w, d));
+    let b = bias.map(|b| few_rows::spread_vector(b, d));
+    let ones = few_rows::ones();
+    few_rows::for_each_row_group(n, |rows| {
+        let m = rows.size;
+        let xt = sbuf([PMAX, m * c], x.dtype());
+        dma_copy(&xt, few_rows::spread_rows(x, &rows, d));
+        let (sums, sums_rows) = few_rows::row_totals(&xt, m, ActFn::Identity, None, &ones);
+        let (neg_mean, mean_rows) = (sbuf([PMAX, m], DType::F32), sbuf([m, 1], DType::F32));
+        tensor_scalar(&neg_mean, &sums, BinOp::Multiply, -1.0 / d as f32);
+        tensor_scalar(&mean_rows, &sums_rows, BinOp::Multiply, 1.0 / d as f32);
+        let (squares, squares_rows) =
+            few_rows::row_totals(&xt, m, ActFn::Square, Some(&neg_mean), &ones);
+        let (rstd, rstd_rows) = (sbuf([PMAX, m], DType::F32), sbuf([m, 1], DType::F32));
+        for (t, sum) in [(&rstd, &squares), (&rstd_rows, &squares_rows)] {
+            tensor_scalar(t, sum, BinOp::Multiply, 1.0 / d as f32).then(BinOp::Add, eps);
+            activation(t, ActFn::Rsqrt, t, None, 1.0);
+        }
+        dma_copy(few_rows::row_statistic(mean_out, &rows), &mean_rows);
+        dma_copy(few_rows::row_statistic(rstd_out, &rows), &rstd_rows);
+        let scratch = sbuf([PMAX, c], DType::F32);
+        for r in 0..m {
+            let (row, neg_mean_r, rstd_r) =
+                (xt.cols(r * c, c), neg_mean.cols(r, 1), rstd.cols(r, 1));
+            match (&w, &b) {
+                (Some(w), Some(b)) => {
+                    let add = BinOp::Add;
+                    scalar_tensor_tensor(
+                        &scratch,
+                        row.clone(),
+                        add,
+                        neg_mean_r,
+                        BinOp::Multiply,
+                        w,
+                    );
+                    scalar_tensor_tensor(row, &scratch, BinOp::Multiply, rstd_r, BinOp::Add, b);
+                }
+                (Some(w), None) => {
+                    let add = BinOp::Add;
+                    scalar_tensor_tensor(
+                        &scratch,
+                        row.clone(),
+                        add,
+                        neg_mean_r,
+                        BinOp::Multiply,
+                        w,
+                    );
+                    tensor_scalar(row, &scratch, BinOp::Multiply, rstd_r);
+                }
+                (None, Some(b)) => {
+                    tensor_scalar(&scratch, row.clone(), BinOp::Add, neg_mean_r)
+                        .then(BinOp::Multiply, rstd_r);
+                    tensor_tensor(row, &scratch, b, BinOp::Add);
+                }
+                (None, None) => {
+                    tensor_scalar(row.clone(), row, BinOp::Add, neg_mean_r)
+                        .then(BinOp::Multiply, rstd_r);
+                }
+            }
+        }
+        dma_copy(few_rows::spread_rows(out, &rows, d), &xt);
+    });
 }
 
 /// One row tile's statistics between the forward's pipeline stages.

@@ -2,6 +2,7 @@
 //! the tiling pieces they share: the broadcast weight, row-tile column chunks, and the
 //! cross-row reductions of their weight and bias gradients on the tensor engine.
 
+mod few_rows;
 pub mod layernorm;
 mod one_pass;
 pub mod rmsnorm;

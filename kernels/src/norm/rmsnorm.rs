@@ -1,7 +1,7 @@
 //! RMSNorm and the fused residual add + RMSNorm of Llama-style decoder layers, forward and
 //! backward.
 
-use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of, reciprocal_rms};
+use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of, few_rows, reciprocal_rms};
 use crate::tiling::{CHUNK, column_chunks, fill_zeros, rows_of};
 use nki_core::prelude::*;
 
@@ -9,7 +9,8 @@ use nki_core::prelude::*;
 /// (LlamaRMSNorm's `[B, S, H]` directly).
 ///
 /// Rows (all leading dims flattened) are tiled 128 to the partitions with a ragged last tile;
-/// the whole row stays on the free dim. The weight is loaded once, broadcast across
+/// the whole row stays on the free dim. A few long rows (up to 32, `D` a multiple of 128: a
+/// decode step) spread their columns across the partitions instead (`few_rows`). The weight is loaded once, broadcast across
 /// partitions. Statistics are computed in fp32 on the scalar engine (square with a free-dim sum
 /// reduction, 2048 columns at a time so the fp32 scratch stays small: an f32 row of 16384 fits
 /// Trn1's SBUF); the result is rounded once to the input dtype. `rstd = rsqrt(mean(x²) + eps)`
@@ -27,6 +28,7 @@ use nki_core::prelude::*;
     sample(x = [2, 65, 96], weight = [96], eps = 1e-5),
     sample(x = [1, 1], weight = [1]),
     sample(x = [7], weight = [7]),
+    sample(x = [3, 256], weight = [256]),
     tolerance(reduction(D)),
     autocast(promote),
     bench(x = [8192, 4096], weight = [4096]),
@@ -35,6 +37,10 @@ pub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> (Hbm, Hbm) {
     let (n, d) = rows_of(x);
     let out = shared_hbm(x.shape(), x.dtype());
     let rstd_out = shared_hbm(&x.shape()[..x.shape().len() - 1], DType::F32);
+    if few_rows::spreads(n, d) {
+        rmsnorm_few_rows(x, weight, eps, &out, &rstd_out);
+        return (out, rstd_out);
+    }
     let (xv, ov, rv) = (
         x.reshape(&[n, d]),
         out.reshape(&[n, d]),
@@ -49,6 +55,39 @@ pub fn rmsnorm(x: &Hbm, weight: &Hbm, #[default(1e-6)] eps: f32) -> (Hbm, Hbm) {
         dma_copy(rv.clone().rows(rows.start, rows.size), &rstd);
     });
     (out, rstd_out)
+}
+
+/// `rmsnorm` of a few long rows, their columns spread across the partitions ([`few_rows`]):
+/// per row, `Σ x²` from each partition's share totalled by the ones matmul, `rstd` from it, and
+/// `x · rstd · w` written back in the same layout.
+fn rmsnorm_few_rows(x: &Hbm, weight: &Hbm, eps: f32, out: &Hbm, rstd_out: &Hbm) {
+    let (n, d) = rows_of(x);
+    let c = d / PMAX;
+    let w = few_rows::spread_vector(weight, d);
+    let ones = few_rows::ones();
+    few_rows::for_each_row_group(n, |rows| {
+        let m = rows.size;
+        let xt = sbuf([PMAX, m * c], x.dtype());
+        dma_copy(&xt, few_rows::spread_rows(x, &rows, d));
+        let (sums, sums_rows) = few_rows::row_totals(&xt, m, ActFn::Square, None, &ones);
+        let (rstd, rstd_rows) = (sbuf([PMAX, m], DType::F32), sbuf([m, 1], DType::F32));
+        for (t, sum) in [(&rstd, &sums), (&rstd_rows, &sums_rows)] {
+            tensor_scalar(t, sum, BinOp::Multiply, 1.0 / d as f32).then(BinOp::Add, eps);
+            activation(t, ActFn::Rsqrt, t, None, 1.0);
+        }
+        dma_copy(few_rows::row_statistic(rstd_out, &rows), &rstd_rows);
+        for r in 0..m {
+            scalar_tensor_tensor(
+                xt.cols(r * c, c),
+                xt.cols(r * c, c),
+                BinOp::Multiply,
+                rstd.cols(r, 1),
+                BinOp::Multiply,
+                &w,
+            );
+        }
+        dma_copy(few_rows::spread_rows(out, &rows, d), &xt);
+    });
 }
 
 /// The fused residual add and RMSNorm of a Llama-style decoder layer:
