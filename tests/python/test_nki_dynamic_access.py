@@ -11,7 +11,7 @@ import pytest
 import torch_nki.nki.isa as nisa
 import torch_nki.nki.language as nl
 from torch_nki import nki
-from torch_nki.errors import SimulationError, TraceError
+from torch_nki.errors import SimulationError, TraceError, ValidationError
 
 from refs import nki_round_trip
 
@@ -91,6 +91,27 @@ def scatter_rows_skipping(updates, idx, rows):
     return out
 
 
+def gather_transpose(skip):
+    """The API docs' indirect transpose: rows of ``src`` picked by ``idx``, transposed
+    (``src[idx].T``); with ``skip``, out-of-bounds indices leave their column at ``-1``."""
+
+    @nki.jit
+    def kernel(src, idx):
+        rows, width = idx.shape[0], src.shape[1]
+        out = nl.ndarray((width, rows), dtype=src.dtype, buffer=nl.shared_hbm)
+        it = nl.ndarray((rows, 1), dtype=nl.uint32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=it, src=idx)
+        got = nl.ndarray((width, rows), dtype=src.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=got, value=-1.0)
+        view = src.ap(pattern=[[width, rows], [1, width]], vector_offset=it, indirect_dim=0)
+        mode = nisa.oob_mode.skip if skip else nisa.oob_mode.error
+        nisa.dma_transpose(dst=got, src=view, axes=(1, 0), oob_mode=mode)
+        nisa.dma_copy(dst=out, src=got)
+        return out
+
+    return kernel
+
+
 def _table(rows: int, cols: int) -> np.ndarray:
     return np.random.default_rng(3).uniform(-1, 1, (rows, cols)).astype(np.float32)
 
@@ -131,6 +152,25 @@ def test_oob_mode_skip_skips_the_rows_whose_index_is_out_of_bounds() -> None:
     want[[4, 1]] = updates[[0, 2]]
     np.testing.assert_array_equal(scatter_rows_skipping(updates, idx, 7), want)
     nki_round_trip(scatter_rows_skipping, updates, idx, 7)
+
+
+def test_indirect_transpose_gathers_rows_then_transposes() -> None:
+    import ml_dtypes
+
+    src = _table(40, 64).astype(ml_dtypes.bfloat16)
+    idx = np.random.default_rng(5).integers(0, 40, (32, 1)).astype(np.uint32)
+    np.testing.assert_array_equal(gather_transpose(False)(src, idx), src[idx[:, 0]].T)
+    assert "vector_offset=t0, indirect_dim=0" in nki_round_trip(gather_transpose(False), src, idx)
+    # oob_mode=skip: the columns of out-of-bounds indices keep what dst held.
+    idx[[3, 17], 0] = 4000
+    want = src[np.minimum(idx[:, 0], 39)].T.astype(np.float32)
+    want[:, [3, 17]] = -1.0
+    np.testing.assert_array_equal(gather_transpose(True)(src, idx).astype(np.float32), want)
+    with pytest.raises(SimulationError, match="out-of-bounds HBM access"):
+        gather_transpose(False)(src, idx)
+    # The docs' constraints: a 2-byte dtype (and rows a multiple of 16, the last dim <= 128).
+    with pytest.raises(ValidationError, match=r"dma-transpose-indirect.*2-byte dtype"):
+        gather_transpose(False)(_table(40, 64), idx % 40)
 
 
 def test_scalar_offsets_pick_one_element_per_row() -> None:

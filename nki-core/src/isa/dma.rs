@@ -204,13 +204,27 @@ pub fn dma_transpose(
         let fail = |b: &mut Builder, m: String| b.fail(loc, format!("{inst}: {m}"));
         let (operand, dims) = match src.arg {
             DmaArg::Hbm(v) => match v.to_access() {
-                Ok(access) if access.dynamic.is_some() => {
+                // The indirect transpose: `vector_offset` rows gathered, then transposed.
+                Ok(access)
+                    if access
+                        .dynamic
+                        .as_deref()
+                        .is_some_and(|d| !matches!(d, DynamicOffset::Vector { .. })) =>
+                {
                     return fail(
                         b,
-                        "src: a runtime offset (scalar_offset / vector_offset) is a dma_copy \
-                         feature; transpose the copied tile"
+                        "src: the indirect transpose gathers rows by vector_offset; a \
+                         scalar_offset source is a dma_copy feature (transpose the copied tile)"
                             .into(),
                     );
+                }
+                Ok(access)
+                    if let Some(m) = access
+                        .dynamic
+                        .as_deref()
+                        .and_then(|d| dynamic_problem(b, d, access.np)) =>
+                {
+                    return fail(b, format!("src: {m}"));
                 }
                 Ok(access) if access.free_dims.is_some() => {
                     return fail(

@@ -4,7 +4,7 @@
 
 use crate::NkiError;
 use crate::dtype::DType;
-use crate::ir::{DmaOperand, HbmAccess, Op, TileRegion};
+use crate::ir::{DmaOperand, HbmAccess, OobMode, Op, TileRegion};
 use crate::sim::exec::{Ctx, ExecError, copy_row};
 use crate::sim::hbm::HbmBuffer;
 use crate::sim::rounding::{round_into, round_into_in_place};
@@ -117,14 +117,23 @@ pub(crate) fn check_hbm_side(
 /// Executes `dma_transpose`: the source read whole as `[dims[0], rest]` (from HBM through its
 /// access pattern, or from its tile region), each element moved to its place in the permuted
 /// shape, then the destination's rows written (so a source in `dst`'s own tile is read before
-/// it is overwritten). A direct transpose has no indirect indices, so `oob_mode` has nothing to
-/// act on, and `priority` / `dge_mode` do not change the bytes moved.
+/// it is overwritten). The indirect transpose (a `vector_offset` source) gathers its rows first,
+/// each resolved as `dma_copy` resolves them ([`super::indirect`]); with `oob_mode=skip` a row
+/// outside its tensor is not moved, and the `dst` elements it would fill keep what they held.
+/// `priority` / `dge_mode` do not change the bytes moved.
 pub(crate) fn dma_transpose(
     ctx: &Ctx<'_, '_>,
     store: &mut TileStore<'_>,
     op: &Op,
 ) -> Result<(), ExecError> {
-    let Op::DmaTranspose { dst, src, dims, .. } = op else {
+    let Op::DmaTranspose {
+        dst,
+        src,
+        dims,
+        oob_mode,
+        ..
+    } = op
+    else {
         unreachable!("called for dma_transpose");
     };
     let axes = crate::isa::dma_transpose_axes(dims.len())
@@ -148,10 +157,30 @@ pub(crate) fn dma_transpose(
             .into());
     }
     let mut vals = Vec::with_capacity(rows * free);
+    // Source rows an indirect transpose skips (`oob_mode=skip`): their elements of `dst` keep
+    // what they held.
+    let mut skipped = vec![false; rows];
     match src {
         DmaOperand::Tile { region } => {
             for r in 0..rows {
                 vals.extend_from_slice(store.row(region, r)?);
+            }
+        }
+        DmaOperand::Hbm { access } if access.dynamic.is_some() => {
+            let buf = ctx.hbm[access.tensor.0 as usize];
+            for (r, skip) in skipped.iter_mut().enumerate() {
+                let DmaOperand::Hbm { access: at } = super::indirect::row(ctx, store, src, r)?
+                else {
+                    unreachable!("an HBM side's row is an HBM access");
+                };
+                if *oob_mode == OobMode::Skip && !in_bounds(ctx, &at) {
+                    *skip = true;
+                    vals.extend(std::iter::repeat_n(0.0, free));
+                    continue;
+                }
+                check_hbm_side(ctx, &at, false)?;
+                let base = at.offset.eval(ctx.env);
+                vals.extend((0..free as i64).map(|f| buf.read((base + f * at.f_stride) as usize)));
             }
         }
         DmaOperand::Hbm { access } => {
@@ -174,10 +203,12 @@ pub(crate) fn dma_transpose(
         stride *= out_dims[i];
     }
     let mut out = vec![0.0f32; vals.len()];
+    let mut keep = vec![false; vals.len()];
     let mut index = vec![0usize; dims.len()];
     for &v in &vals {
         let at: usize = index.iter().zip(&out_stride).map(|(i, s)| i * s).sum();
         out[at] = v;
+        keep[at] = skipped[index[0]];
         // The next source index, the last dim fastest.
         for d in (0..dims.len()).rev() {
             index[d] += 1;
@@ -188,8 +219,11 @@ pub(crate) fn dma_transpose(
         }
     }
     let dt = store.dtype(dst.tile);
-    for (p, chunk) in out.chunks(dst.nf.max(1)).enumerate() {
-        round_into(store.row_mut(dst, p)?, dt, |i| chunk[i]);
+    let width = dst.nf.max(1);
+    for (p, (chunk, kept)) in out.chunks(width).zip(keep.chunks(width)).enumerate() {
+        let row = store.row_mut(dst, p)?;
+        let held: Vec<f32> = row.to_vec();
+        round_into(row, dt, |i| if kept[i] { held[i] } else { chunk[i] });
     }
     Ok(())
 }

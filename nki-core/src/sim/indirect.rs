@@ -56,7 +56,7 @@ fn dynamic_outside(ctx: &Ctx<'_, '_>, side: &DmaOperand, row: &DmaOperand) -> bo
 }
 
 /// Row `r` of one side as a static one-row operand.
-fn row(
+pub(crate) fn row(
     ctx: &Ctx<'_, '_>,
     store: &TileStore<'_>,
     side: &DmaOperand,

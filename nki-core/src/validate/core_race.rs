@@ -19,11 +19,15 @@
 //! instances write the same values: that is a warning that the work is done twice, not a race.
 //! So is one tensor that every instance only stores to, the same stores from the same lines (a
 //! kernel that splits some work but replicates these stores on every core), warned as stores
-//! that race but write what the other core writes when the cores compute the same values.
+//! that race but write what the other core writes when the cores compute the same values, and
+//! so are such stores each instance then reads back (every element written by one instruction,
+//! read only after the reading instance's own store of it).
 
 use std::collections::BTreeMap;
 
-use super::footprint::{Budget, Touch, Use, each_assignment, first_conflict, hbm_runs};
+use super::footprint::{
+    Budget, Touch, Use, covered, each_assignment, first_conflict, hbm_runs, insert_run,
+};
 use super::violation;
 use crate::affine::LoopVar;
 use crate::error::{NkiError, ValidationWarning};
@@ -40,6 +44,7 @@ const BUDGET: Budget = Budget {
 };
 
 /// One HBM access of one instance in one epoch.
+#[derive(Clone)]
 struct Access<'p> {
     access: &'p HbmAccess,
     write: bool,
@@ -127,11 +132,88 @@ fn replicated_stores(accesses: &[(u32, Access<'_>)], instances: usize) -> bool {
     if accesses.iter().any(|(_, a)| !a.write) {
         return false;
     }
-    let mut per_instance: Vec<Vec<(SourceLoc, &HbmAccess)>> = vec![Vec::new(); instances];
+    same_sequence(accesses, instances)
+}
+
+/// Whether every one of `instances` makes the same accesses to one tensor in this epoch, from the
+/// same lines in the same order.
+fn same_sequence(accesses: &[(u32, Access<'_>)], instances: usize) -> bool {
+    let mut per_instance: Vec<Vec<(SourceLoc, &HbmAccess, bool)>> = vec![Vec::new(); instances];
     for (i, a) in accesses {
-        per_instance[*i as usize].push((a.inst.loc, a.access));
+        per_instance[*i as usize].push((a.inst.loc, a.access, a.write));
     }
     per_instance.windows(2).all(|w| w[0] == w[1]) && !per_instance[0].is_empty()
+}
+
+/// [`replicated_stores`] that each instance then reads back: every instance makes the same
+/// stores to one tensor in this epoch (same lines, same order), each element written by one
+/// instruction only (so every core writes it the same value when the cores compute the same
+/// values), and each instance reads only elements it stored itself, after storing them.
+/// Whenever the other core's store lands, the read sees the value its own store wrote: a
+/// warning, like the stores alone. A read-modify-write (an element written by two
+/// instructions, or read before the instance's own store) stays a race.
+fn replicated_stores_read_back(
+    program: &Program,
+    accesses: &[(u32, Access<'_>)],
+    instances: usize,
+) -> bool {
+    let stores: Vec<(u32, Access<'_>)> = accesses
+        .iter()
+        .filter(|(_, a)| a.write)
+        .map(|(i, a)| (*i, a.clone()))
+        .collect();
+    if !same_sequence(&stores, instances)
+        || accesses
+            .iter()
+            .any(|(_, a)| a.device || a.access.dynamic.is_some())
+    {
+        return false;
+    }
+    let trips: Vec<usize> = program.loops.iter().map(|l| l.trip).collect();
+    let mut values = vec![0i64; program.loops.len()];
+    let mut runs = Vec::new();
+    let mut writes: Vec<(i64, i64, usize)> = Vec::new();
+    for instance in 0..instances as u32 {
+        let mut written: BTreeMap<i64, i64> = BTreeMap::new();
+        let mut touched = 0usize;
+        for (k, (_, a)) in accesses.iter().filter(|(i, _)| *i == instance).enumerate() {
+            let mut mine = Vec::new();
+            let fits = each_assignment(&a.loops, &trips, &mut values, BUDGET.touches, &mut |x| {
+                runs.clear();
+                hbm_runs(a.access, a.access.offset.eval(x), &mut runs);
+                mine.extend(runs.iter().copied());
+            });
+            touched += mine.len();
+            if !fits || touched > BUDGET.touches {
+                return false;
+            }
+            if !a.write {
+                if !mine.iter().all(|&(lo, hi)| covered(&written, lo, hi)) {
+                    return false;
+                }
+                continue;
+            }
+            if instance == 0 {
+                writes.extend(mine.iter().map(|&(lo, hi)| (lo, hi, k)));
+            }
+            for (lo, hi) in mine {
+                insert_run(&mut written, lo, hi);
+            }
+        }
+    }
+    // No element written by two instructions: a sweep over the runs by first element, the
+    // furthest-reaching run so far standing for every earlier one (any overlap of two runs of
+    // different instructions is found when the later-starting one is reached).
+    writes.sort_unstable();
+    let mut reach: Option<(i64, usize)> = None;
+    for &(lo, hi, k) in &writes {
+        match reach {
+            Some((end, owner)) if lo <= end && owner != k => return false,
+            Some((end, _)) if hi <= end => {}
+            _ => reach = Some((hi, k)),
+        }
+    }
+    true
 }
 
 /// The bodies of the innermost grid scopes (one per instance), in program-id order.
@@ -236,6 +318,23 @@ fn check_tensor(
         return Ok(());
     }
     let name = &program.hbm[tensor.0 as usize].name;
+    if replicated_stores_read_back(program, accesses, instances)
+        && let Some((_, a)) = accesses.iter().find(|(_, a)| !a.write)
+    {
+        warnings.push(ValidationWarning {
+            rule: RULE,
+            message: format!(
+                "every program instance stores the same elements of {name} from the same \
+                 instructions, then reads back what it stored ({} at {} first): the stores race, \
+                 which is harmless only because (and when) the instances compute the same \
+                 values, the work of those stores done on every core",
+                a.inst.op.name(),
+                a.inst.loc
+            ),
+            loc: a.inst.loc,
+        });
+        return Ok(());
+    }
     if replicated_stores(accesses, instances) {
         let a = &accesses[0].1;
         warnings.push(ValidationWarning {

@@ -35,7 +35,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::footprint::{
-    Budget, Reduction, Touch, Use, each_assignment, first_conflict, hbm_runs, tile_runs,
+    Budget, Reduction, Touch, Use, covered, each_assignment, first_conflict, hbm_runs, insert_run,
+    tile_runs,
 };
 use super::violation;
 use crate::affine::LoopVar;
@@ -449,30 +450,6 @@ fn drop_private_reads(accesses: &[Access<'_>], touches: &mut Vec<Touch>) -> bool
         }
     });
     touches.len() != before
-}
-
-/// Adds the run `lo..=hi` to a set of disjoint runs (first element → last).
-fn insert_run(runs: &mut BTreeMap<i64, i64>, mut lo: i64, mut hi: i64) {
-    if let Some((&l, &h)) = runs.range(..=lo).next_back()
-        && h.saturating_add(1) >= lo
-    {
-        lo = l;
-        hi = hi.max(h);
-        runs.remove(&l);
-    }
-    while let Some((&l, &h)) = runs.range(lo..).next() {
-        if l > hi.saturating_add(1) {
-            break;
-        }
-        hi = hi.max(h);
-        runs.remove(&l);
-    }
-    runs.insert(lo, hi);
-}
-
-/// Whether the runs cover every element of `lo..=hi`.
-fn covered(runs: &BTreeMap<i64, i64>, lo: i64, hi: i64) -> bool {
-    runs.range(..=lo).next_back().is_some_and(|(_, &h)| h >= hi)
 }
 
 /// Two iterations write one element of a tile each of them uses as scratch (it reads only what

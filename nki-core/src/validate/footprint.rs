@@ -6,6 +6,8 @@
 //! strided one a run per element), so two runs overlapping is two accesses sharing an element:
 //! the search is exact, and bounded (see [`Budget`]).
 
+use std::collections::BTreeMap;
+
 use crate::ir::{BinOp, HbmAccess, TileRegion};
 
 /// How an access uses the elements it touches.
@@ -217,6 +219,30 @@ pub(super) fn first_conflict(
         active.push(t);
     }
     Ok(None)
+}
+
+/// Adds the run `lo..=hi` to a set of disjoint runs (first element → last).
+pub(super) fn insert_run(runs: &mut BTreeMap<i64, i64>, mut lo: i64, mut hi: i64) {
+    if let Some((&l, &h)) = runs.range(..=lo).next_back()
+        && h.saturating_add(1) >= lo
+    {
+        lo = l;
+        hi = hi.max(h);
+        runs.remove(&l);
+    }
+    while let Some((&l, &h)) = runs.range(lo..).next() {
+        if l > hi.saturating_add(1) {
+            break;
+        }
+        hi = hi.max(h);
+        runs.remove(&l);
+    }
+    runs.insert(lo, hi);
+}
+
+/// Whether the runs cover every element of `lo..=hi`.
+pub(super) fn covered(runs: &BTreeMap<i64, i64>, lo: i64, hi: i64) -> bool {
+    runs.range(..=lo).next_back().is_some_and(|(_, &h)| h >= hi)
 }
 
 #[cfg(test)]

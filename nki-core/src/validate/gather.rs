@@ -166,6 +166,60 @@ fn index_dtype(
     ))
 }
 
+/// The indirect transpose's constraints the docs list that a trace can break here: `dge_mode`
+/// unknown or swdge, a 2-byte dtype, the last dim at most 128, rows a multiple of 16, Trn2 or
+/// newer. (Its indices are a `vector_offset` tile, checked where the view is made.)
+fn check_indirect_transpose(
+    program: &Program,
+    dims: &[usize],
+    dtype: DType,
+    dge_mode: DgeMode,
+    fail: &dyn Fn(&'static str, String, String, String) -> Result<(), NkiError>,
+) -> Result<(), NkiError> {
+    if !matches!(dge_mode, DgeMode::Unknown | DgeMode::Swdge) {
+        return fail(
+            "dma-transpose-dge-mode",
+            "unknown or swdge".into(),
+            dge_mode.nki_name().into(),
+            format!(
+                "the indirect dma_transpose (a vector_offset source) takes dge_mode unknown or \
+                 swdge, got {}",
+                dge_mode.nki_name()
+            ),
+        );
+    }
+    let last = dims.last().copied().unwrap_or(0);
+    let problem = if dtype.size_bytes() != 2 {
+        Some(("2-byte dtype".to_string(), dtype.to_string()))
+    } else if last > 128 {
+        Some(("last dim of at most 128".into(), format!("last dim {last}")))
+    } else if !dims[0].is_multiple_of(16) {
+        Some((
+            "row count that is a multiple of 16".into(),
+            format!("{} rows", dims[0]),
+        ))
+    } else if program.target.nc_version() < NcVersion::Gen3 {
+        Some((
+            "Trn2 or newer target".into(),
+            program.target.name().to_string(),
+        ))
+    } else {
+        None
+    };
+    match problem {
+        Some((limit, actual)) => fail(
+            "dma-transpose-indirect",
+            limit.clone(),
+            actual.clone(),
+            format!(
+                "the indirect dma_transpose (a vector_offset source {dims:?}) needs a {limit}; \
+                 got {actual}"
+            ),
+        ),
+        None => Ok(()),
+    }
+}
+
 fn check_dma_transpose(
     program: &Program,
     inst: &Instruction,
@@ -206,7 +260,12 @@ fn check_dma_transpose(
             );
         }
     }
-    if let DmaOperand::Hbm { access } = src {
+    // The indirect transpose (a `vector_offset` source) is bounds-checked row by row when it
+    // runs; a direct source here.
+    let indirect = matches!(src, DmaOperand::Hbm { access } if access.dynamic.is_some());
+    if let DmaOperand::Hbm { access } = src
+        && !indirect
+    {
         check_hbm_bounds(program, access, inst)?;
     }
     let src_dtype = match src {
@@ -225,7 +284,10 @@ fn check_dma_transpose(
             ),
         );
     }
-    // Every source here is direct (no indirect indices): "the only valid dge_modes are unknown
+    if indirect {
+        return check_indirect_transpose(program, dims, src_dtype, dge_mode, &fail);
+    }
+    // A direct source (no indirect indices): "the only valid dge_modes are unknown
     // and hwdge"; swdge is the indirect transpose. `none` (descriptors made statically, no DGE)
     // is accepted too: the docs do not list it, but AWS's kernel library passes it, and the
     // bytes moved are the same.

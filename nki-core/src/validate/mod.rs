@@ -61,6 +61,7 @@ pub const RULES: &[&str] = &[
     "dma-transpose-dtype",
     "dma-transpose-dge-mode",
     "dma-transpose-oob-mode",
+    "dma-transpose-indirect",
     "dma-transpose-hwdge",
     "dma-priority-target",
     "gather-dtype",
