@@ -8,7 +8,7 @@
 #   2. for each PY (default: the setup's virtualenv, $TORCH_NKI_VENV or <repo>/.venv),
 #      scripts/tie_wheel.py, run by PY, compiles the fast C++ kernels against PY's torch and
 #      writes DIR/torch_nki-<version>+torch<X.Y>-cp310-abi3-linux_x86_64.whl, which requires
-#      torch==X.Y.* (DIR defaults to <repo>/dist). The path of each wheel is printed last.
+#      torch==X.Y.* (DIR defaults to <repo>/dist), and prints its path.
 #
 # Building needs cargo, maturin (the setup's virtualenv has it; or $MATURIN) and a C++20
 # compiler; installing and running the wheels needs none of them. The wheels are tagged
@@ -29,7 +29,7 @@ while [[ $# -gt 0 ]]; do
     case "$1" in
         --python) [[ $# -ge 2 ]] || usage; pythons+=("$2"); shift 2 ;;
         --out) [[ $# -ge 2 ]] || usage; out="$2"; shift 2 ;;
-        -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "build_wheel.sh: unknown argument $1" >&2; usage ;;
     esac
 done
@@ -37,7 +37,7 @@ if [[ ${#pythons[@]} -eq 0 ]]; then
     pythons=("$venv/bin/python")
 fi
 for py in "${pythons[@]}"; do
-    if ! "$py" -c 'import torch' >/dev/null 2>&1; then
+    if [[ -z "$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null)" ]]; then
         echo "build_wheel.sh: $py cannot import torch (each --python needs the torch to build against)" >&2
         exit 1
     fi
