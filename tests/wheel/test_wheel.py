@@ -124,17 +124,9 @@ def test_autograd_through_an_aot_eager_graph() -> None:
 
 
 def test_swap_on_a_tiny_llama() -> None:
-    transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(
-        vocab_size=128,
-        hidden_size=64,
-        intermediate_size=160,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    )
-    model = transformers.LlamaForCausalLM(config).eval()
-    ids = torch.randint(0, 128, (2, 17))
+    from torch_nki import workflow
+
+    model, ids = workflow.build("llama-tiny", torch.float32)
     with torch.no_grad():
         before = model(ids).logits
         report = torch_nki.profile(model, ids)
