@@ -190,7 +190,7 @@ def load() -> bool:
                 others = _prebuilt_for_other_torch() if path is None else []
                 if path is None and others and _compiler() is None:
                     raise RuntimeError(
-                        f"this torch-nki wheel's are built for torch {' and '.join(others)}, this is "
+                        f"this torch-nki wheel has them built for torch {' and '.join(others)}, this is "
                         f"torch {torch.__version__}, and no C++ compiler is on PATH to build them: "
                         f"install the torch-nki wheel built for torch {torch_minor()}"
                     )
