@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up the Python side of torch-nki from a fresh clone, idempotently:
 #   1. a virtualenv at $TORCH_NKI_VENV (default: <repo>/.venv), created with `python3 -m venv` if missing;
-#   2. torch, numpy, ml_dtypes, pytest, maturin, ruff and mypy (pinned: $MYPY_VERSION) from PyPI (pip skips what
-#      is already installed);
+#   2. what constraints/dev.in lists (torch, numpy, ml_dtypes, matplotlib, pytest, maturin, ruff,
+#      mypy, transformers) from PyPI, at the versions constraints/dev.txt pins (`bash
+#      scripts/lock.sh` refreshes them); pip skips what is already installed at those versions;
 #   3. the native module and the `torch_nki` package, built in release mode and installed editable
 #      (`maturin develop --release`), which also installs the `torch-nki` console script and the
 #      `torch.backends` entry point that makes `import torch` register torch.ops.neuron.*.
@@ -19,10 +20,6 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${TORCH_NKI_VENV:-$repo/.venv}"
 python="${PYTHON:-python3}"
-
-# The type checker scripts/test.sh runs over python/torch_nki, pinned so that a new release's
-# rules cannot fail a build that passed.
-MYPY_VERSION=2.4.1
 
 say() { printf '==> %s\n' "$*"; }
 
@@ -46,8 +43,11 @@ torch_args=()
 if [[ -n "${TORCH_INDEX_URL:-}" ]]; then
     torch_args=(--extra-index-url "$TORCH_INDEX_URL")
 fi
-say "installing torch, numpy, ml_dtypes, matplotlib, pytest, maturin, ruff, mypy $MYPY_VERSION, transformers${TORCH_INDEX_URL:+ (torch index: $TORCH_INDEX_URL)}"
-"$vpy" -m pip install --quiet --disable-pip-version-check "${torch_args[@]}" torch numpy ml_dtypes matplotlib pytest maturin ruff "mypy==$MYPY_VERSION" transformers
+# Pinned (constraints/dev.txt) so that a new release of torch, transformers or a linter cannot
+# change a build that passed until the pins are refreshed on purpose.
+say "installing constraints/dev.in at the versions of constraints/dev.txt${TORCH_INDEX_URL:+ (torch index: $TORCH_INDEX_URL)}"
+"$vpy" -m pip install --quiet --disable-pip-version-check "${torch_args[@]}" \
+    -r "$repo/constraints/dev.in" -c "$repo/constraints/dev.txt"
 
 if [[ "${TORCH_NKI_SKIP_BUILD:-0}" == "1" ]]; then
     say "TORCH_NKI_SKIP_BUILD=1: not building the native module"

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine (scripts/setup.sh) and runs every test the project has:
 # rustfmt and clippy, cargo tests (unit, integration, trybuild, insta snapshots, README doctest),
-# the ATen fixture freshness check, ruff, mypy over python/torch_nki, and the pytest suites.
+# the ATen fixture freshness check, ruff, mypy over python/torch_nki and scripts/tie_wheel.py, the
+# pytest suites, then the wheels (scripts/wheel_smoke.sh: one per torch minor from
+# constraints/smoke-torch*.txt, each installed in a fresh virtualenv and tested there without the
+# toolchain on PATH, the older minors also with the smoke suite; about 6 min per minor, mostly
+# downloading torch). TORCH_NKI_SKIP_WHEELS=1 skips the wheels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -21,10 +25,10 @@ cargo clippy --manifest-path examples/kernel-crate/Cargo.toml --all-targets -- -
 step "cargo test (unit, integration, trybuild, insta, doctests)"
 cargo test --workspace
 step "ruff"
-ruff check python tests examples
-ruff format --check python tests examples
-step "mypy (python/torch_nki, configured in python/pyproject.toml)"
-mypy --config-file python/pyproject.toml python/torch_nki
+ruff check python tests examples scripts
+ruff format --check python tests examples scripts
+step "mypy (python/torch_nki and scripts/tie_wheel.py, configured in python/pyproject.toml)"
+mypy --config-file python/pyproject.toml python/torch_nki scripts/tie_wheel.py
 step "ATen reference fixtures are reproducible"
 python tests/reference/generate.py --check
 step "pytest"
@@ -36,4 +40,12 @@ if [ "$rc" -eq 5 ]; then
     echo "pytest collected no tests: the suite is missing" >&2
     exit 1
 fi
-exit "$rc"
+if [ "$rc" -ne 0 ]; then
+    exit "$rc"
+fi
+if [[ "${TORCH_NKI_SKIP_WHEELS:-0}" == "1" ]]; then
+    step "wheels: skipped (TORCH_NKI_SKIP_WHEELS=1)"
+    exit 0
+fi
+step "wheels: built per torch minor, installed in fresh virtualenvs, tested there (scripts/wheel_smoke.sh)"
+bash scripts/wheel_smoke.sh

@@ -1,12 +1,15 @@
 """The fast path: C++ dispatcher kernels (``csrc/fast_ops.cpp``) that run the common case of an
 op call without Python, calling the native module's Rust kernels through its C ABI.
 
-The library is compiled against the installed torch (``torch-nki fast``, or ``python -m
-torch_nki fast``, at install; ``scripts/setup.sh`` does it), or on the first import that finds
-none (about 10 s, once per torch version; needs a C++20 compiler, ``$CXX`` or ``c++``).
-Without it — no compiler, or ``TORCH_NKI_FAST=0`` — the ops run the same Python kernels, only
-slower per call; the reason is reported once as a ``RuntimeWarning``. See docs/design-notes.md
-for the measurements behind it.
+A wheel built by ``scripts/build_wheel.sh`` carries the library prebuilt for the torch minor
+version it pins (``_fast_ops-torch<X.Y>-<hash>.so`` in the package; :func:`build_prebuilt`), and
+uses it with no compiler. Otherwise the library is compiled against the installed torch
+(``torch-nki fast``, or ``python -m torch_nki fast``, at install; ``scripts/setup.sh`` does it),
+or on the first import that finds none (about 10 s, once per torch version; needs a C++20
+compiler, ``$CXX`` or ``c++``). Without it — a wheel's library for another torch minor and no
+compiler, a failed build, or ``TORCH_NKI_FAST=0`` — the ops run the same Python kernels, only
+slower per call; the reason is reported once, as a one-line ``RuntimeWarning``. See
+docs/design-notes.md for the measurements behind it.
 
 The C ABI between the two is defined once, in Rust (``python/native/src/fast/abi.rs``): the
 C++ source includes ``fast_abi.h``, which the native module generates (``_fast_abi_header()``)
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,15 +45,49 @@ _lock = threading.Lock()
 _state: dict[str, Any] = {"loaded": None, "reason": None}
 
 
-def _flags() -> list[str]:
+PREBUILT_RPATH = "$ORIGIN/../torch/lib"
+"""Where a wheel's prebuilt library finds torch's libraries: the ``torch`` package beside the
+``torch_nki`` one in site-packages (torch has loaded them already when it is imported)."""
+
+
+def _flags(rpath: str | None = None) -> list[str]:
     from torch.utils import cpp_extension
 
     abi = int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))
     flags = ["-O2", "-std=c++20", "-fPIC", "-shared", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
     flags += [f"-I{p}" for p in cpp_extension.include_paths()]
     for lib_dir in cpp_extension.library_paths():
-        flags += [f"-L{lib_dir}", f"-Wl,-rpath,{lib_dir}"]
+        flags += [f"-L{lib_dir}", f"-Wl,-rpath,{rpath or lib_dir}"]
     return [*flags, "-lc10", "-ltorch_cpu"]
+
+
+def torch_minor(version: str | None = None) -> str:
+    """``X.Y`` of a torch version string (default: the installed torch's)."""
+    text = torch.__version__ if version is None else version
+    match = re.match(r"(\d+)\.(\d+)", str(text))
+    if match is None:
+        raise ValueError(f"torch version {text!r} does not start with MAJOR.MINOR")
+    return f"{match[1]}.{match[2]}"
+
+
+def _source_digest() -> str:
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(SOURCE.read_bytes())
+    digest.update(header().encode())
+    return digest.hexdigest()
+
+
+def prebuilt_name(minor: str | None = None) -> str:
+    """The file name of a wheel's prebuilt library for torch ``minor`` (default: the installed
+    torch's) and this package's kernel source and ABI."""
+    return f"_fast_ops-torch{minor or torch_minor()}-{_source_digest()}.so"
+
+
+def _prebuilt_for_other_torch() -> list[str]:
+    """The torch minors whose prebuilt library (of this source) the package carries."""
+    pattern = re.compile(rf"_fast_ops-torch(\d+\.\d+)-{_source_digest()}\.so")
+    found = (pattern.fullmatch(p.name) for p in SOURCE.parent.parent.glob("_fast_ops-torch*.so"))
+    return sorted(m[1] for m in found if m is not None)
 
 
 def header() -> str:
@@ -72,7 +110,11 @@ def _candidates() -> list[Path]:
 
 
 def library_path() -> Path | None:
-    """The compiled library for this torch and source, if it exists."""
+    """The compiled library for this torch and source, if it exists: the wheel's prebuilt one
+    for this torch minor, else one compiled on this machine."""
+    prebuilt = SOURCE.parent.parent / prebuilt_name()
+    if prebuilt.is_file():
+        return prebuilt
     name = _name()
     for d in _candidates():
         if (d / name).is_file():
@@ -80,35 +122,57 @@ def library_path() -> Path | None:
     return None
 
 
+def _compiler() -> str | None:
+    return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+
+
+def _compile(compiler: str, dest: Path, flags: list[str], verbose: bool) -> Path:
+    """Compiles the library to ``dest`` (atomically: concurrent builders all succeed)."""
+    with tempfile.TemporaryDirectory(prefix="torch-nki-fast-") as include:
+        (Path(include) / HEADER).write_text(header())
+        fd, tmp = tempfile.mkstemp(prefix=".fast_ops-", suffix=".so", dir=dest.parent)
+        os.close(fd)
+        cmd = [compiler, str(SOURCE), "-o", tmp, f"-I{include}", *flags]
+        if verbose:
+            print(" ".join(cmd), file=sys.stderr)
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            os.unlink(tmp)
+            tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
+            raise RuntimeError(f"compiling {SOURCE.name} failed:\n{tail}")
+        os.replace(tmp, dest)
+        return dest
+
+
 def build(verbose: bool = False) -> Path:
     """Compiles the library for the installed torch (into the package directory when it is
     writable, else the user cache) and returns its path."""
-    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    compiler = _compiler()
     if compiler is None:
         raise RuntimeError("no C++ compiler found (set $CXX)")
     name = _name()
     errors = []
-    with tempfile.TemporaryDirectory(prefix="torch-nki-fast-") as include:
-        (Path(include) / HEADER).write_text(header())
-        for d in _candidates():
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=".fast_ops-", suffix=".so", dir=d)
-                os.close(fd)
-            except OSError as err:
-                errors.append(f"{d}: {err}")
-                continue
-            cmd = [compiler, str(SOURCE), "-o", tmp, f"-I{include}", *_flags()]
-            if verbose:
-                print(" ".join(cmd), file=sys.stderr)
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                os.unlink(tmp)
-                tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
-                raise RuntimeError(f"compiling {SOURCE.name} failed:\n{tail}")
-            os.replace(tmp, d / name)  # atomic: concurrent builders all succeed
-            return d / name
+    for d in _candidates():
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            if not os.access(d, os.W_OK):
+                raise PermissionError(f"{d} is not writable")
+        except OSError as err:
+            errors.append(f"{d}: {err}")
+            continue
+        return _compile(compiler, d / name, _flags(), verbose)
     raise RuntimeError("no writable directory for the fast library: " + "; ".join(errors))
+
+
+def build_prebuilt(directory: Path, verbose: bool = False) -> Path:
+    """Compiles the library for the installed torch into ``directory`` under
+    :func:`prebuilt_name`, linked to find torch's libraries relative to itself
+    (:data:`PREBUILT_RPATH`), for a wheel to carry (``scripts/build_wheel.sh``)."""
+    compiler = _compiler()
+    if compiler is None:
+        raise RuntimeError("no C++ compiler found (set $CXX)")
+    directory.mkdir(parents=True, exist_ok=True)
+    return _compile(compiler, directory / prebuilt_name(), _flags(PREBUILT_RPATH), verbose)
 
 
 def load() -> bool:
@@ -122,7 +186,15 @@ def load() -> bool:
             reason = f"${DISABLE_ENV}=0"
         else:
             try:
-                path = library_path() or build()
+                path = library_path()
+                others = _prebuilt_for_other_torch() if path is None else []
+                if path is None and others and _compiler() is None:
+                    raise RuntimeError(
+                        f"this torch-nki wheel has them built for torch {' and '.join(others)}, this is "
+                        f"torch {torch.__version__}, and no C++ compiler is on PATH to build them: "
+                        f"install the torch-nki wheel built for torch {torch_minor()}"
+                    )
+                path = path or build()
                 torch.ops.load_library(str(path))
                 version = int(torch.ops.torch_nki_fast.abi_version())
                 if version != _native.FAST_ABI_VERSION:
@@ -132,11 +204,15 @@ def load() -> bool:
         _state["loaded"] = reason is None
         _state["reason"] = reason
         if reason is not None and reason != f"${DISABLE_ENV}=0":
-            warnings.warn(
-                f"torch_nki: the fast C++ kernels are unavailable ({reason}); ops run their Python "
-                "kernels (correct, but more overhead per call)",
+            # One line: no source line under it (the caller's would say nothing).
+            lines = reason.splitlines() or [""]
+            text = lines[0] + (" [...]; `torch-nki fast` prints all of it" if len(lines) > 1 else "")
+            warnings.warn_explicit(
+                f"the fast C++ kernels are unavailable ({text}); ops run their Python kernels "
+                "(correct, but more overhead per call)",
                 RuntimeWarning,
-                stacklevel=2,
+                filename="torch_nki",
+                lineno=0,
             )
         return reason is None
 
