@@ -64,7 +64,7 @@ def test_a_read_only_array_is_left_alone_and_the_result_returned() -> None:
     np.testing.assert_array_equal(out, 0)
 
 
-def test_the_copy_on_write_is_one_dma_at_the_first_writes_line() -> None:
+def test_the_copy_on_write_is_one_dma_recorded_at_the_first_writes_line() -> None:
     program = accumulate.trace(np.ones((4, 8), np.float32), np.ones((4, 8), np.float32))
     text = program.emit()
     assert text.count("nisa.dma_copy") == 4  # the copy, two loads, the store
@@ -205,3 +205,27 @@ def test_a_launched_kernel_may_write_an_argument_from_one_program_only() -> None
     np.testing.assert_array_equal(out, x)
     np.testing.assert_array_equal(new_cache[0], x[0])
     np.testing.assert_array_equal(new_cache[1], 0)
+
+
+def test_an_argument_one_core_writes_after_an_exchange_reads_as_passed_on_the_other() -> None:
+    @nki.jit(target="trn2")
+    def attend_then_update(cache, new):
+        """AWS's attention block's order: each core reads its half of the cache, the cores
+        exchange, then core 0 alone writes the cache. Core 1, traced after core 0's write,
+        reads the cache before that write in time: it must see the cache as passed."""
+        pid = nl.program_id(0)
+        rows = cache.shape[0] // 2
+        out = nl.ndarray(cache.shape, dtype=cache.dtype, buffer=nl.shared_hbm)
+        mine = nl.load(cache[pid * rows : (pid + 1) * rows, :])
+        theirs = nl.ndarray(mine.shape, dtype=mine.dtype, buffer=nl.sbuf)
+        nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
+        nl.store(out[pid * rows : (pid + 1) * rows, :], value=mine)
+        if pid == 0:
+            nl.store(cache, value=nl.load(new))
+        return out, cache
+
+    cache = np.arange(32, dtype=np.float32).reshape(4, 8)
+    new = np.full((4, 8), -1, np.float32)
+    out, updated = attend_then_update[2](cache.copy(), new)
+    np.testing.assert_array_equal(out, cache)
+    np.testing.assert_array_equal(updated, new)

@@ -52,6 +52,12 @@ pub(crate) struct Builder {
     /// instances may differ.
     pub(crate) reads_program_id: bool,
     blocks: Vec<Vec<Stmt>>,
+    /// While set, statements go to the launch's prologue: the top-level block, before every
+    /// program instance and anything else recorded, at this index (the prologue's length so
+    /// far). See [`Builder::set_launch_prologue`].
+    prologue: Option<usize>,
+    /// The prologue's length: the statements inserted at the top of the top-level block.
+    prologue_len: usize,
     /// Loops whose bodies are being recorded, innermost last (`blocks` has one more entry).
     open_loops: Vec<OpenLoop>,
     error: Option<NkiError>,
@@ -89,10 +95,25 @@ impl Builder {
     }
 
     pub(crate) fn push_stmt(&mut self, s: Stmt) {
+        if let Some(at) = self.prologue {
+            self.blocks[0].insert(at, s);
+            self.prologue = Some(at + 1);
+            self.prologue_len = at + 1;
+            return;
+        }
         self.blocks
             .last_mut()
             .expect("a block is always open while tracing")
             .push(s);
+    }
+
+    /// Starts (`true`) or ends recording into the launch's prologue: statements recorded in
+    /// between go to the top of the program, after earlier prologue statements and before
+    /// everything else, whichever loop or program instance is open. What the whole launch
+    /// must see before any instance runs goes there (the frontend's copy of a kernel argument
+    /// that one instance writes: an instance traced before the write reads the copy too).
+    pub(crate) fn set_launch_prologue(&mut self, on: bool) {
+        self.prologue = on.then_some(self.prologue_len);
     }
 
     /// Records an instruction; returns where it sits, for amending it right after. A tile
@@ -106,6 +127,12 @@ impl Builder {
             self.fail(loc, message);
         }
         self.push_stmt(Stmt::Inst(Instruction { op, loc }));
+        if let Some(at) = self.prologue {
+            return StmtRef {
+                depth: 0,
+                index: at - 1,
+            };
+        }
         let depth = self.blocks.len() - 1;
         StmtRef {
             depth,
@@ -157,6 +184,8 @@ impl Builder {
             instance_hbm: Default::default(),
             reads_program_id: false,
             blocks: vec![Vec::new()],
+            prologue: None,
+            prologue_len: 0,
             open_loops: Vec::new(),
             error: None,
         };

@@ -131,6 +131,18 @@ impl Recorder {
         }
     }
 
+    /// Starts (`true`) or ends recording into the launch's prologue: what is recorded in
+    /// between goes to the top of the program, before every program instance (after what the
+    /// prologue holds already), whichever loop or instance is open. The frontend records the
+    /// copy of a kernel argument some instance writes there, so that instances traced before
+    /// that write, which read the copy too, see it made.
+    pub fn set_launch_prologue(&mut self, on: bool) {
+        self.builder
+            .as_mut()
+            .expect("not inside record")
+            .set_launch_prologue(on);
+    }
+
     /// Allocates an output tensor in `shared_hbm` (as `nl.ndarray(..., buffer=nl.shared_hbm)`).
     pub fn output(
         &mut self,

@@ -5,12 +5,19 @@ The Program IR keeps kernel inputs read-only. The first instruction that writes 
 makes it copy-on-write: a ``shared_hbm`` output of the argument's shape and dtype is allocated,
 one ``dma_copy`` copies the argument into it, and from then on every view of the argument
 (those made earlier included) names that output. The kernel therefore reads what it wrote, and
-what it read before the first write was the argument as passed. After the run the argument's
+what it read before the first write was the argument as passed.
+
+The copy goes to the launch's prologue, the top of the program before every program instance,
+not to where the first write is: under ``kernel[2]`` the instances are traced one after the
+other, so when instance 0 writes an argument, instance 1 (traced after) reads the copy from its
+start, and it must hold the argument by then. (At the first write, the copy would run in
+instance 0's stream after a synchronisation that instance 1's earlier reads come before, and
+those reads would see a tensor not yet written.) After the run the argument's
 final contents are copied back into the caller's array (NumPy arrays and torch tensors are
 updated in place, as on the device), and a kernel that returns the argument returns them.
 
 The copy is one more DMA in the instruction stream (and in the cost estimate) than the device
-runs; ``Kernel.trace`` records it at the line of the first write. It moves the argument over all
+runs; ``Kernel.trace`` records it with the line of the first write. It moves the argument over all
 128 partitions when its element count allows (as ``[128, numel / 128]``), so the estimate
 charges it as one full-bandwidth copy rather than a one-partition transfer."""
 
@@ -47,11 +54,15 @@ def _copy_on_write(trace: Trace, tensor: HbmTensor, dma_copy: Any) -> None:
     numel = 1
     for n in tensor.shape:
         numel *= n
-    if numel % _PARTITIONS == 0 and numel > _PARTITIONS:
-        rows = (_PARTITIONS, numel // _PARTITIONS)
-        dma_copy(dst=copy.reshape(rows), src=tensor.reshape(rows))
-    else:
-        dma_copy(dst=copy, src=tensor)
+    trace.native.launch_prologue(True)
+    try:
+        if numel % _PARTITIONS == 0 and numel > _PARTITIONS:
+            rows = (_PARTITIONS, numel // _PARTITIONS)
+            dma_copy(dst=copy.reshape(rows), src=tensor.reshape(rows))
+        else:
+            dma_copy(dst=copy, src=tensor)
+    finally:
+        trace.native.launch_prologue(False)
     tensor.id = index
     tensor.written = True
     trace.written_inputs.append(tensor)

@@ -215,6 +215,13 @@ impl Tracer {
         self.allocate_hbm(&shape, dtype_name, (file, line), Recorder::launch_output)
     }
 
+    /// Starts (`True`) or ends recording into the launch's prologue, the top of the program
+    /// before every program instance (`Recorder::set_launch_prologue`).
+    fn launch_prologue(&mut self, on: bool) -> PyResult<()> {
+        self.recorder()?.set_launch_prologue(on);
+        Ok(())
+    }
+
     /// Scratch device memory private to the current program instance (`nl.private_hbm`,
     /// `nl.hbm`) of `shape`; returns its tensor id.
     fn scratch(
