@@ -229,3 +229,19 @@ def test_an_argument_one_core_writes_after_an_exchange_reads_as_passed_on_the_ot
     out, updated = attend_then_update[2](cache.copy(), new)
     np.testing.assert_array_equal(out, cache)
     np.testing.assert_array_equal(updated, new)
+
+
+def test_a_kernel_may_return_a_reshaped_argument_it_did_not_write() -> None:
+    @nki.jit
+    def unsqueezed(x, cache):
+        """Returns its output and the cache seen with a head dim (AWS's attention block
+        returns its KV caches so, written or not)."""
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x))
+        return out, cache.reshape((cache.shape[0], 1, cache.shape[1]))
+
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    cache = np.arange(6, dtype=np.float32).reshape(3, 2)
+    out, same = unsqueezed(x, cache)
+    np.testing.assert_array_equal(out, x)
+    np.testing.assert_array_equal(same, cache.reshape(3, 1, 2))

@@ -270,7 +270,14 @@ impl Builder {
     }
 
     /// The finished program: `outputs` must be `shared_hbm` tensors; every loop must be closed.
-    pub(crate) fn finish(mut self, name: &str, outputs: &[HbmId]) -> Result<Program, NkiError> {
+    /// `loc` is the kernel's: where an error about its outputs points when the tensor has no
+    /// line of its own (an input).
+    pub(crate) fn finish(
+        mut self,
+        name: &str,
+        outputs: &[HbmId],
+        loc: SourceLoc,
+    ) -> Result<Program, NkiError> {
         if let Some(e) = self.take_error(name) {
             return Err(e);
         }
@@ -294,7 +301,7 @@ impl Builder {
                          shared_hbm",
                         decl.name
                     ),
-                    decl.loc.unwrap_or_else(SourceLoc::caller),
+                    decl.loc.unwrap_or(loc),
                 ));
             }
             if outputs[..i].contains(o) {
@@ -305,7 +312,7 @@ impl Builder {
                         decl.name,
                         outputs[..i].iter().position(|p| p == o).unwrap_or(0)
                     ),
-                    SourceLoc::caller(),
+                    decl.loc.unwrap_or(loc),
                 ));
             }
         }
@@ -444,7 +451,7 @@ pub(crate) fn traced_grid(
     }
     let ids: Vec<HbmId> = outputs.iter().map(Hbm::id).collect();
     let reads_program_id = builder.reads_program_id;
-    Ok((builder.finish(name, &ids)?, reads_program_id))
+    Ok((builder.finish(name, &ids, loc)?, reads_program_id))
 }
 
 /// Whether a launch of kernel `name` on `grid` can be traced here: every axis has a program,

@@ -205,7 +205,7 @@ fn instances_at(
     let builder = BUILDER
         .with(|b| b.borrow_mut().take())
         .expect("the builder lives until the trace ends");
-    builder.finish(name, &first.unwrap_or_default())
+    builder.finish(name, &first.unwrap_or_default(), loc)
 }
 
 /// Traces a kernel for a logical NeuronCore of `cores` physical cores: one program, and if the

@@ -263,9 +263,11 @@ impl Recorder {
     }
 
     /// The finished program, returning `outputs` (tensors allocated with [`Recorder::output`]).
-    pub fn finish(mut self, outputs: &[HbmId]) -> Result<Program, NkiError> {
+    /// `loc` is the kernel's (its `def` line): where an error about the returned tensors points
+    /// when the tensor has no line of its own.
+    pub fn finish(mut self, outputs: &[HbmId], loc: SourceLoc) -> Result<Program, NkiError> {
         let builder = self.builder.take().expect("not inside record");
-        builder.finish(&self.name, outputs)
+        builder.finish(&self.name, outputs, loc)
     }
 }
 
@@ -326,7 +328,7 @@ mod tests {
             .unwrap();
         r.record(at(7), || dma_copy(dst, &tile)).unwrap();
         r.close_loop().unwrap();
-        let p = r.finish(&[out]).unwrap();
+        let p = r.finish(&[out], at(1)).unwrap();
         assert_eq!(p.loops.len(), 1);
         assert_eq!(p.loops[0].loc, at(3));
         let Stmt::Loop { var: v, body } = &p.body[0] else {
@@ -369,7 +371,7 @@ mod tests {
         let panic = r.record(at(5), || panic!("boom")).unwrap_err();
         assert!(panic.to_string().contains("boom"), "{panic}");
         assert!(r.close_loop().is_err());
-        assert_eq!(r.finish(&[]).unwrap().instruction_count(), 1);
+        assert_eq!(r.finish(&[], at(1)).unwrap().instruction_count(), 1);
     }
 
     #[test]
@@ -420,13 +422,15 @@ mod tests {
         let mut r = Recorder::new("k", Target::Trn2, &[input(&[4, 8])]);
         r.open_loop(2, LoopKind::Sequential, at(1));
         assert!(
-            r.finish(&[])
+            r.finish(&[], at(1))
                 .unwrap_err()
                 .to_string()
                 .contains("still open")
         );
         let r = Recorder::new("k", Target::Trn2, &[input(&[4, 8])]);
-        let e = r.finish(&[HbmId(0)]).unwrap_err().to_string();
-        assert!(e.contains("returned input `x`"), "{e}");
+        let e = r.finish(&[HbmId(0)], at(9)).unwrap_err();
+        assert!(e.to_string().contains("returned input `x`"), "{e}");
+        // An input has no line of its own: the error points at the kernel.
+        assert!(e.to_string().contains("kernel.py:9"), "{e}");
     }
 }

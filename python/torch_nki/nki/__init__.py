@@ -226,7 +226,11 @@ class Kernel:
             # `must_alias_input` outputs are) is returned through its copy-on-write output.
             returned = result if isinstance(result, tuple | list) else (result,)
             for value in returned:
-                if isinstance(value, HbmTensor) and value.trace is t and value.argument is not None:
+                if (
+                    isinstance(value, HbmView)
+                    and value.tensor.trace is t
+                    and value.tensor.argument is not None
+                ):
                     make_writable(value, isa.FUNCTIONS["dma_copy"])
             check_closed(t)
         outputs = () if result is None else result if isinstance(result, tuple | list) else (result,)
@@ -249,7 +253,8 @@ class Kernel:
             if w.id not in results:
                 results.append(w.id)
             self._written.append((w.argument, results.index(w.id)))
-        return t.native.finish(results)
+        code = self.fn.__code__
+        return t.native.finish(results, code.co_filename, code.co_firstlineno)
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
         try:

@@ -432,15 +432,18 @@ impl Tracer {
         Ok(index.map(|r| r.0))
     }
 
-    /// Ends the trace: the program returning tensors `outputs`.
-    fn finish(&mut self, outputs: Vec<u32>) -> PyResult<Program> {
+    /// Ends the trace: the program returning tensors `outputs`; `file:line` is the kernel's
+    /// `def`, where an error about what it returned points.
+    fn finish(&mut self, outputs: Vec<u32>, file: &str, line: u32) -> PyResult<Program> {
         let recorder = self
             .recorder
             .take()
             .ok_or_else(|| PyRuntimeError::new_err("this trace has already finished"))?;
         let name = recorder.name().to_string();
         let ids: Vec<HbmId> = outputs.into_iter().map(HbmId).collect();
-        let program = recorder.finish(&ids).map_err(|e| to_py_err(e, &name))?;
+        let program = recorder
+            .finish(&ids, python_loc(file, line))
+            .map_err(|e| to_py_err(e, &name))?;
         // Every element of every output stored (docs/design-notes.md, "Output coverage").
         nki_core::coverage::check_traced_output_coverage(&program, python_loc("<kernel>", 0))
             .map_err(|e| to_py_err(e, &name))?;
