@@ -167,6 +167,42 @@ fn iota_writes_an_affine_function_of_the_region_indices_in_the_dst_dtype() {
 }
 
 #[test]
+fn iota_pattern_walks_several_progressions_as_nested_loops() {
+    let p = trace("iota_nested", Target::Trn2, &[], |_| {
+        let out = shared_hbm(&[2, 6], DType::I32);
+        let t = sbuf([2, 6], DType::I32);
+        // Columns in transposed order: f = 2·i + j holds 7 + 10·p + i + 3·j.
+        iota_pattern(&t, 7, 10, &[(1, 3), (3, 2)]);
+        dma_copy(&out, &t);
+        vec![out]
+    })
+    .unwrap();
+    validate(&p).unwrap();
+    let outs = nki_core::sim::simulate_to_vecs(&p, &[], Default::default()).unwrap();
+    for r in 0..2 {
+        for i in 0..3 {
+            for j in 0..2 {
+                let got = DType::I32.read(&outs[0], r * 6 + 2 * i + j);
+                assert_eq!(got, (7 + 10 * r + i + 3 * j) as f32, "[{r}, {i}, {j}]");
+            }
+        }
+    }
+    let err = trace("iota_short", Target::Trn2, &[], |_| {
+        let out = shared_hbm(&[2, 6], DType::I32);
+        let t = sbuf([2, 6], DType::I32);
+        iota_pattern(&t, 0, 0, &[(1, 4)]);
+        dma_copy(&out, &t);
+        vec![out]
+    })
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("iota: pattern covers 4 elements per partition but dst has 6"),
+        "{err}"
+    );
+}
+
+#[test]
 fn range_select_gathers_one_column_per_row_with_range_start_and_max_reduce() {
     let (p, n) = (128, 300);
     for dtype in [DType::F32, DType::BF16] {

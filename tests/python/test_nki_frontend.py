@@ -399,6 +399,35 @@ def test_range_select_needs_trn2_and_iota_cannot_write_psum() -> None:
     assert info.value.location == _line_of(iota_into_psum, "# psum")
 
 
+@nki.jit
+def iota_patterns(x):
+    """Three iota patterns over a (4, 12) tile, stored side by side: several progressions
+    (columns in transposed order), one written as two (it is one), and a one-column one."""
+    out = nl.ndarray((4, 25), dtype=nl.int32, buffer=nl.shared_hbm)
+    t = nl.ndarray((4, 25), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=t[:, 0:12], pattern=[[1, 3], [3, 4]], offset=100, channel_multiplier=1000)
+    nisa.iota(dst=t[:, 12:24], pattern=[[4, 3], [1, 4]], offset=-5, channel_multiplier=0)
+    nisa.iota(dst=t[:, 24:25], pattern=[[7, 1]], offset=9, channel_multiplier=2)
+    nl.store(out, value=t)
+    return out
+
+
+def test_iota_patterns_of_several_progressions_walk_the_free_elements_as_nested_loops() -> None:
+    got = nki.simulate(iota_patterns)(np.zeros((4, 25), np.float32))
+    p = np.arange(4)[:, None]
+    outer, inner = np.meshgrid(np.arange(3), np.arange(4), indexing="ij")
+    transposed = (100 + outer * 1 + inner * 3).reshape(-1)
+    np.testing.assert_array_equal(got[:, 0:12], 1000 * p + transposed)
+    np.testing.assert_array_equal(got[:, 12:24], np.broadcast_to(np.arange(12) - 5, (4, 12)))
+    np.testing.assert_array_equal(got[:, 24], 9 + 2 * np.arange(4))
+    program = nki.trace(iota_patterns, np.zeros((4, 25), np.float32))
+    source = program.emit()
+    assert "pattern=[[1, 3], [3, 4]]" in source
+    assert "pattern=[[1, 12]]" in source  # [[4, 3], [1, 4]] is one progression
+    again = nki.trace(nki.load_source(source, "iota_patterns").iota_patterns, np.zeros((4, 25), np.float32))
+    assert again.difference(program) is None
+
+
 def test_iota_and_range_select_operand_errors() -> None:
     def kernel(body: Any) -> Any:
         @nki.jit
@@ -412,8 +441,6 @@ def test_iota_and_range_select_operand_errors() -> None:
         return nki.simulate(k)
 
     x = _rand(8, 16)
-    with pytest.raises(NotImplementedError, match="not one arithmetic progression"):
-        kernel(lambda t: nisa.iota(dst=t, pattern=[[1, 4], [1, 4]], offset=0))(x)
     with pytest.raises(ValueError, match="covers 12 elements per partition but dst has 16"):
         kernel(lambda t: nisa.iota(dst=t, pattern=[[1, 12]], offset=0))(x)
     with pytest.raises(TypeError, match="offset must be an int"):

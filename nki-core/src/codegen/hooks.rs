@@ -9,8 +9,8 @@
 //!   and `keepdims=True` (the IR's destination is a `(P, 1)` column); into a `(P, K)`
 //!   destination, `data` is spelled with its groups as outer dims and `axis` names the last
 //!   dims that make up a group;
-//! - `iota`, `affine_select`: the one-dimensional `pattern` `[[step, nf]]` walks `dst`'s free
-//!   elements;
+//! - `iota`: its `pattern` entries `[[step, num], ...]`; `affine_select`: the one-dimensional
+//!   `pattern` `[[step, nf]]` walks `dst`'s free elements;
 //! - `tensor_copy_predicated`: `src` is the immediate `imm` when the IR has no source tile;
 //! - `exponential`: `reduce_cmd` is `load_reduce` when the row sums start from a `reduce_init`
 //!   other than 0, and `reduce_init` is written only with `reduce_res`;
@@ -92,10 +92,15 @@ fn free_axes(r: &TileRegion) -> String {
 }
 
 fn pattern(_: &Emitter<'_>, op: &Op, kw: &mut Kwargs) {
-    let (Op::Iota { dst, step, .. } | Op::AffineSelect { dst, step, .. }) = op else {
-        return;
+    let entries: Vec<String> = match op {
+        Op::Iota { pattern, .. } => pattern
+            .iter()
+            .map(|d| format!("[{}, {}]", d.step, d.num))
+            .collect(),
+        Op::AffineSelect { dst, step, .. } => vec![format!("[{step}, {}]", dst.nf)],
+        _ => return,
     };
-    kw.set("pattern", Some(format!("[[{step}, {}]]", dst.nf)));
+    kw.set("pattern", Some(format!("[{}]", entries.join(", "))));
 }
 
 fn tensor_copy_predicated(_: &Emitter<'_>, op: &Op, kw: &mut Kwargs) {

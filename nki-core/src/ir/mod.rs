@@ -24,7 +24,9 @@ pub use access::{DynamicOffset, HbmAccess};
 pub use groups::{AffineRun, affine_runs};
 pub use hoist::hoist_escaping_allocs;
 pub use math::{ActFn, BinOp, to_bits32};
-pub use op::{DgeMode, ElementwiseEngine, OobMode, Op, ScalarOperand, TransposeEngine};
+pub use op::{
+    DgeMode, ElementwiseEngine, IotaDim, OobMode, Op, ScalarOperand, TransposeEngine, iota_offsets,
+};
 pub use operand::{Access, Operand, OperandMap, OperandUse, Param};
 pub use region::{FreeDim, TilePattern, TileRegion, reduced_free_dims};
 pub use register::{

@@ -5,8 +5,8 @@
 //! [`Param`] does the same for the plain fields: which ALU operators an instruction uses.
 
 use super::{
-    ActFn, BinOp, DgeMode, DmaOperand, DynamicOffset, ElementwiseEngine, HbmAccess, OobMode,
-    RegisterId, RegisterValue, ScalarOperand, TileRegion, TransposeEngine,
+    ActFn, BinOp, DgeMode, DmaOperand, DynamicOffset, ElementwiseEngine, HbmAccess, IotaDim,
+    OobMode, RegisterId, RegisterValue, ScalarOperand, TileRegion, TransposeEngine,
 };
 use crate::affine::AffineExpr;
 
@@ -76,7 +76,8 @@ no_operators!(
     ElementwiseEngine,
     TransposeEngine,
     DgeMode,
-    OobMode
+    OobMode,
+    IotaDim
 );
 
 /// An optional plain value names what its value names.

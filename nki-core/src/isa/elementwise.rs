@@ -3,7 +3,9 @@
 //! `range_select`.
 
 use super::{column_ok, reduce_ok, same_shape, scalar_ok};
-use crate::ir::{BinOp, ElementwiseEngine, Instruction, Op, ScalarOperand, Stmt, TileRegion};
+use crate::ir::{
+    BinOp, ElementwiseEngine, Instruction, IotaDim, Op, ScalarOperand, Stmt, TileRegion,
+};
 use crate::lang::context::{StmtRef, with_builder};
 use crate::loc::SourceLoc;
 
@@ -367,24 +369,64 @@ pub fn memset(dst: impl Into<TileRegion>, value: f32) {
 /// `nisa.iota(dst, pattern=[[step, nf]], offset, channel_multiplier)` on the GpSimd engine:
 /// fills `dst` with `offset + channel_multiplier·p + step·f`, where `p` and `f` are the
 /// partition and free index within `dst` (so `dst[0, 0] = offset`). The values are computed in
-/// int32 and written in `dst`'s dtype (i32, or a float type: rounded like every write). NKI's
-/// `pattern` is the one-dimensional `[[step, nf]]` over `dst`'s free size, so only its `step`
-/// is a parameter here (last, after `offset` and `channel_multiplier`). `dst` must be in SBUF
-/// (GpSimd cannot reach PSUM; checked by [`crate::validate`]).
+/// int32 and written in `dst`'s dtype (i32, or a float type: rounded like every write). This is
+/// the one-progression pattern `[[step, nf]]` over `dst`'s free size ([`iota_pattern`] takes
+/// several). `dst` must be in SBUF (GpSimd cannot reach PSUM; checked by [`crate::validate`]).
 #[track_caller]
 pub fn iota(dst: impl Into<TileRegion>, offset: i32, channel_multiplier: i32, step: i32) {
     let loc = SourceLoc::caller();
     let dst = dst.into();
+    let pattern = vec![IotaDim { step, num: dst.nf }];
+    record_iota(loc, dst, offset, channel_multiplier, pattern);
+}
+
+/// `nisa.iota(dst, pattern, offset, channel_multiplier)` with NKI's whole `pattern`: entries
+/// `(step, num)`, outermost first, that the free elements of `dst` walk as nested loops
+/// (`[(8, 4), (1, 8)]` over 32 free elements gives `0..8, 8..16, ...`; `[(1, 4), (4, 8)]` the
+/// transposed order). The sizes' product must be `dst`'s free size (a trace error otherwise).
+#[track_caller]
+pub fn iota_pattern(
+    dst: impl Into<TileRegion>,
+    offset: i32,
+    channel_multiplier: i32,
+    pattern: &[(i32, usize)],
+) {
+    let loc = SourceLoc::caller();
+    let dst = dst.into();
+    let pattern = pattern
+        .iter()
+        .map(|&(step, num)| IotaDim { step, num })
+        .collect();
+    record_iota(loc, dst, offset, channel_multiplier, pattern);
+}
+
+fn record_iota(
+    loc: SourceLoc,
+    dst: TileRegion,
+    offset: i32,
+    channel_multiplier: i32,
+    pattern: Vec<IotaDim>,
+) {
     with_builder(|b| {
+        let covered: usize = pattern.iter().map(|d| d.num).product();
+        if covered != dst.nf {
+            return b.fail(
+                loc,
+                format!(
+                    "iota: pattern covers {covered} elements per partition but dst has {}",
+                    dst.nf
+                ),
+            );
+        }
         b.push_op(
             Op::Iota {
                 dst,
                 offset,
                 channel_multiplier,
-                step,
+                pattern,
             },
             loc,
-        )
+        );
     });
 }
 

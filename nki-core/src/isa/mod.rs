@@ -52,7 +52,7 @@ pub use dma::{
     dma_transpose_axes,
 };
 pub use elementwise::{
-    RANGE_SELECT_COMPARISONS, TensorScalar, TensorTensor, iota, memset, range_select,
+    RANGE_SELECT_COMPARISONS, TensorScalar, TensorTensor, iota, iota_pattern, memset, range_select,
     scalar_tensor_tensor, scalar_tensor_tensor_reduce, tensor_copy, tensor_reduce, tensor_scalar,
     tensor_tensor,
 };

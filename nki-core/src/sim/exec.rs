@@ -379,14 +379,15 @@ fn run<'a: 'p, 'p>(
             dst,
             offset,
             channel_multiplier,
-            step,
+            pattern,
         } => {
             let dt = store.dtype(dst.tile);
+            let free = crate::ir::iota_offsets(pattern);
             for r in 0..dst.np {
                 // int32 arithmetic, wrapping as the engine's does, then the write's rounding.
                 let base = offset.wrapping_add(channel_multiplier.wrapping_mul(r as i32));
                 round_into(store.row_mut(dst, r)?, dt, |f| {
-                    base.wrapping_add(step.wrapping_mul(f as i32)) as f32
+                    base.wrapping_add(free[f]) as f32
                 });
             }
         }

@@ -9,9 +9,10 @@
 macro_rules! index_instructions {
     ([$next:ident $(, $rest:ident)*] $($acc:tt)*) => { $next! { [$($rest),*] $($acc)*
 
-    /// GpSimd engine: `dst[p, f] = offset + channel_multiplier·p + step·f` for partition `p`
-    /// and free index `f` within the destination region, computed in int32 and written in
-    /// `dst`'s dtype (`nisa.iota` with a one-dimensional pattern `[[step, nf]]`).
+    /// GpSimd engine: `dst[p, f] = offset + channel_multiplier·p + Σ_d i_d·step_d` for
+    /// partition `p` and free index `f` within the destination region, `f` walking the
+    /// `pattern` entries `[step_d, num_d]` as nested loops (outermost first, `f = (…(i_0·num_1
+    /// + i_1)·num_2 …)`), computed in int32 and written in `dst`'s dtype (`nisa.iota`).
     Iota = "iota" {
         /// Destination, in SBUF.
         write dst: TileRegion => dst,
@@ -19,8 +20,8 @@ macro_rules! index_instructions {
         param offset: i32 => offset,
         /// Added per partition.
         param channel_multiplier: i32 => channel_multiplier,
-        /// Added per free element.
-        param step: i32 => _,
+        /// The free pattern `[[step, num], ...]`, its sizes' product `dst`'s free size.
+        param pattern: Vec<IotaDim> => _,
     } explicit offset & channel_multiplier,
     /// GpSimd engine: within each group of 16 partitions (one GpSimd core), the group's indices
     /// (`index`'s 16 partitions flattened partition first, the first `num_valid_indices` of

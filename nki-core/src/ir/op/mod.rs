@@ -38,7 +38,9 @@ use registers::registers_instructions;
 use select::select_instructions;
 use tensor::tensor_instructions;
 
-pub use params::{DgeMode, ElementwiseEngine, OobMode, ScalarOperand, TransposeEngine};
+pub use params::{
+    DgeMode, ElementwiseEngine, IotaDim, OobMode, ScalarOperand, TransposeEngine, iota_offsets,
+};
 
 dma_instructions! {
     [

@@ -99,6 +99,31 @@ impl DgeMode {
     }
 }
 
+/// One `[step, num]` entry of `nisa.iota`'s `pattern` (outermost first): `num` values `step`
+/// apart. The free elements of the destination region, in order, walk the entries as nested
+/// loops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct IotaDim {
+    /// Added per step of this entry.
+    pub step: i32,
+    /// How many steps (the entry's size).
+    pub num: usize,
+}
+
+/// The per-free-element offsets of an iota `pattern` (`Σ index_d · step_d` for flat free index
+/// `f`, int32 wrapping as the engine's arithmetic), `Π num_d` of them.
+pub fn iota_offsets(pattern: &[IotaDim]) -> Vec<i32> {
+    let mut offsets = vec![0i32];
+    for d in pattern {
+        let mut next = Vec::with_capacity(offsets.len() * d.num);
+        for &o in &offsets {
+            next.extend((0..d.num).map(|i| o.wrapping_add(d.step.wrapping_mul(i as i32))));
+        }
+        offsets = next;
+    }
+    offsets
+}
+
 /// What a DMA does with an out-of-bounds index of an indirect access: NKI's `nisa.oob_mode`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]

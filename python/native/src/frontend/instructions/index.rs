@@ -16,10 +16,13 @@ pub(super) const RECORDERS: &[(&str, Recorder)] = &[
 /// `nisa.iota`.
 fn iota(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyResult<()> {
     let dst = a.tile("dst")?;
-    let step = iota_step(a, dst.nf)?;
+    let dims = iota_dims(a, dst.nf)?;
     let (offset, multiplier) = (a.int32("offset")?, a.int32("channel_multiplier")?);
     a.finish()?;
-    tracer.at(file, line, || isa::iota(dst, offset, multiplier, step))
+    tracer.at(file, line, || match dims.as_slice() {
+        [(step, _)] => isa::iota(dst, offset, multiplier, *step),
+        _ => isa::iota_pattern(dst, offset, multiplier, &dims),
+    })
 }
 
 /// `nisa.local_gather`.

@@ -152,10 +152,22 @@ fn exponential_reduction(a: &Args<'_>) -> PyResult<Option<(TileRegion, ScalarOpe
     }
 }
 
-/// The one step of an `iota` pattern (`[[step, num], ...]`, outermost first) over `free`
-/// elements: dimensions of size 1 drop out, and an outer dimension whose step is the inner
-/// one's step times its size continues it.
+/// The one step of a `pattern` (`[[step, num], ...]`, outermost first) over `free` elements
+/// that must be one arithmetic progression (`affine_select`'s), as [`iota_dims`] simplifies it.
 fn iota_step(a: &Args<'_>, free: usize) -> PyResult<i32> {
+    match iota_dims(a, free)?.as_slice() {
+        [(step, _)] => Ok(*step),
+        _ => Err(
+            a.unsupported("pattern= that is not one arithmetic progression over the free elements")
+        ),
+    }
+}
+
+/// `pattern=[[step, num], ...]` (outermost first) as `(step, num)` entries whose sizes multiply
+/// to `free`, simplified without changing a value: entries of one element dropped, and an
+/// entry merged into the one inside it when it continues that one's progression (`[[8, 4], [1,
+/// 8]]` is `[[1, 32]]`), so a one-progression pattern is one entry however it was written.
+fn iota_dims(a: &Args<'_>, free: usize) -> PyResult<Vec<(i32, usize)>> {
     let pattern = a.value("pattern")?;
     let bad = || a.type_error("pattern", "[[step, num], ...] of int32s", &pattern);
     let dims: Vec<Vec<i32>> = pattern.extract().map_err(|_| bad())?;
@@ -166,6 +178,9 @@ fn iota_step(a: &Args<'_>, free: usize) -> PyResult<i32> {
             _ => Err(bad()),
         })
         .collect::<PyResult<_>>()?;
+    if dims.iter().any(|&(_, n)| n < 0) {
+        return Err(a.value_error("pattern sizes must be non-negative".into()));
+    }
     let total: i64 = dims.iter().map(|&(_, n)| i64::from(n)).product();
     if total != free as i64 {
         return Err(a.value_error(format!(
@@ -174,19 +189,21 @@ fn iota_step(a: &Args<'_>, free: usize) -> PyResult<i32> {
     }
     // With one element per partition the step is never applied: keep the innermost one given
     // (what generated code writes for a one-column tile), so a round trip finds the same value.
-    let (mut step, mut size) = (dims.last().map_or(0, |d| d.0), 1i64);
-    for &(outer, num) in dims.iter().rev().filter(|d| d.1 != 1) {
-        if size == 1 {
-            (step, size) = (outer, i64::from(num));
-        } else if i64::from(outer) == i64::from(step) * size {
-            size *= i64::from(num);
-        } else {
-            return Err(a.unsupported(
-                "pattern= that is not one arithmetic progression over the free elements",
-            ));
+    let mut merged: Vec<(i32, usize)> = Vec::new();
+    for &(step, num) in dims.iter().rev().filter(|d| d.1 != 1) {
+        let num = num as usize;
+        match merged.last_mut() {
+            Some((inner, size)) if i64::from(step) == i64::from(*inner) * *size as i64 => {
+                *size *= num;
+            }
+            _ => merged.push((step, num)),
         }
     }
-    Ok(step)
+    if merged.is_empty() {
+        merged.push((dims.last().map_or(0, |d| d.0), 1));
+    }
+    merged.reverse();
+    Ok(merged)
 }
 
 fn tensor_reduce_axis(a: &Args<'_>) -> PyResult<usize> {
