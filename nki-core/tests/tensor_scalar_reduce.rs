@@ -50,7 +50,7 @@ fn tensor_scalar_reduce_program(
             tensor_reduce(&res, reduce_op, &tmp, 1, false);
             tensor_copy(&y, &tmp);
         } else {
-            tensor_scalar_reduce(&y, &x, op0, &c, reduce_op, &res, None, false);
+            tensor_scalar_reduce(&y, &x, op0, &c, reduce_op, &res, false, None, false);
         }
         dma_copy(&result, &y);
         dma_copy(&reduced, &res);
@@ -101,7 +101,17 @@ fn tensor_scalar_reduce_load_reduce_negate_and_nan() {
             let init: Option<ScalarOperand> =
                 init.map(|v| if v.is_nan() { (&col).into() } else { v.into() });
             let res = sbuf([2, 1], DType::F32);
-            tensor_scalar_reduce(&t, &t, BinOp::Multiply, 2.0, reduce_op, &res, init, negate);
+            tensor_scalar_reduce(
+                &t,
+                &t,
+                BinOp::Multiply,
+                2.0,
+                reduce_op,
+                &res,
+                false,
+                init,
+                negate,
+            );
             dma_copy(&result, &res);
             vec![result]
         })
@@ -141,6 +151,7 @@ fn tensor_scalar_reduce_operands_are_checked_when_traced() {
                 &c,
                 reduce_op,
                 &res,
+                false,
                 Some((&init).into()),
                 false,
             );
@@ -209,6 +220,7 @@ fn tensor_scalar_reduce_costs_one_min_ii_more_than_tensor_scalar_and_emits_its_k
             0.5,
             BinOp::Maximum,
             &res,
+            false,
             Some(2.0.into()),
             true,
         );

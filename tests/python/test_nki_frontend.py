@@ -628,14 +628,6 @@ def test_scalar_tensor_tensor_errors() -> None:
 
         return k
 
-    with pytest.raises(NotImplementedError, match=r"nisa\.scalar_tensor_tensor\(reverse0=True\)"):
-        nki.simulate(
-            kernel(
-                lambda t: nisa.scalar_tensor_tensor(
-                    dst=t, data=t, op0=nl.subtract, operand0=1.0, op1=nl.add, operand1=t, reverse0=True
-                )
-            )
-        )(x)
     shapes = r"scalar_tensor_tensor: operand1 has shape \[8, 8\] but dst has shape \[8, 16\]"
     with pytest.raises(TraceError, match=shapes):
         nki.simulate(

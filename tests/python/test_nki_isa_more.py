@@ -244,8 +244,6 @@ def test_tensor_scalar_reduce_keywords_it_does_not_implement_name_themselves() -
         _one(lambda t: tsr(t), target="trn2")(x)
     with pytest.raises(NotImplementedError, match=r"reduce_cmd=nisa\.reduce_cmd\.reduce \(the accumulator"):
         _one(lambda t: tsr(t, reduce_res=res(), reduce_cmd=nisa.reduce_cmd.reduce), target="trn2")(x)
-    with pytest.raises(NotImplementedError, match=r"reverse0=True"):
-        _one(lambda t: tsr(t, reduce_res=res(), reverse0=True), target="trn2")(x)
     with pytest.raises(ValueError, match="load_reduce needs reduce_init"):
         _one(lambda t: tsr(t, reduce_res=res(), reduce_cmd=nisa.reduce_cmd.load_reduce), target="trn2")(x)
     with pytest.raises(ValueError, match="reduce_init is only set with"):

@@ -104,10 +104,11 @@ def test_an_engine_the_instruction_does_not_run_on_is_a_value_error() -> None:
 
 
 def test_unimplemented_values_and_instructions_name_themselves() -> None:
-    kernel = _one_call(
-        lambda t, x: nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0, reverse0=True)  # here
-    )
-    with pytest.raises(NotImplementedError, match=r"nisa\.tensor_scalar\(reverse0=True\)") as info:
+    def body(t: Any, x: Any) -> None:
+        nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.add, operand0=1.0, reduce_op=nl.add)  # here
+
+    kernel = _one_call(body)
+    with pytest.raises(NotImplementedError, match=r"nisa\.tensor_scalar_reduce\(reduce_res=None") as info:
         nki.simulate(kernel)(_rand(4, 4))
     assert _line_of(test_unimplemented_values_and_instructions_name_themselves, "# here") in str(info.value)
 

@@ -106,8 +106,8 @@ fn record_exponential(
 /// rounded to `dst`. The reduction starts from `reduce_op`'s identity (`reset_reduce`) or, with
 /// `reduce_init` (`load_reduce`: an immediate or a `(P, 1)` column), is `reduce_init <reduce_op>
 /// the row's reduction`; `reduce_res_negate` negates what is written (the reduction itself is
-/// unchanged). Costs one more fixed vector-engine overhead than `tensor_scalar` (NKI's
-/// estimate).
+/// unchanged); `reverse0` computes `operand0 <op0> data` instead. Costs one more fixed
+/// vector-engine overhead than `tensor_scalar` (NKI's estimate).
 #[track_caller]
 #[allow(clippy::too_many_arguments)]
 pub fn tensor_scalar_reduce(
@@ -117,6 +117,7 @@ pub fn tensor_scalar_reduce(
     operand0: impl Into<ScalarOperand>,
     reduce_op: BinOp,
     reduce_res: impl Into<TileRegion>,
+    reverse0: bool,
     reduce_init: Option<ScalarOperand>,
     reduce_res_negate: bool,
 ) {
@@ -139,6 +140,7 @@ pub fn tensor_scalar_reduce(
                     data,
                     op0,
                     operand0,
+                    reverse0,
                     reduce_op,
                     reduce_res,
                     reduce_init,

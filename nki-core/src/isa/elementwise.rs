@@ -100,12 +100,41 @@ pub struct TensorScalar {
 }
 
 impl TensorScalar {
+    /// Swaps `op0`'s operands: `operand0 <op0> data` (NKI's `reverse0=True`). Chain it directly
+    /// on the `tensor_scalar(...)` call, before [`TensorScalar::then`].
+    #[track_caller]
+    pub fn reverse0(self) -> TensorScalar {
+        let loc = SourceLoc::caller();
+        with_builder(|b| match self.at.and_then(|at| b.stmt_mut(at)) {
+            Some(Stmt::Inst(Instruction {
+                op: Op::TensorScalar { reverse0, .. },
+                loc: recorded,
+            })) if *recorded == self.loc => *reverse0 = true,
+            Some(_) => b.fail(
+                loc,
+                "tensor_scalar(...).reverse0(): chain it directly on the `tensor_scalar` call"
+                    .into(),
+            ),
+            None => {} // the tensor_scalar itself failed and was reported
+        });
+        self
+    }
+
+    /// [`TensorScalar::then`] with `op1`'s operands swapped: `operand1 <op1> (data <op0>
+    /// operand0)` (NKI's `reverse1=True`).
+    #[track_caller]
+    pub fn then_reversed(self, op1: BinOp, operand1: impl Into<ScalarOperand>) {
+        self.chain(SourceLoc::caller(), op1, operand1.into(), true);
+    }
+
     /// Adds `<op1> operand1` after `op0` (NKI's `op1=`, `operand1=`). Chain it directly on the
     /// `tensor_scalar(...)` call.
     #[track_caller]
     pub fn then(self, op1: BinOp, operand1: impl Into<ScalarOperand>) {
-        let loc = SourceLoc::caller();
-        let operand1 = operand1.into();
+        self.chain(SourceLoc::caller(), op1, operand1.into(), false);
+    }
+
+    fn chain(self, loc: SourceLoc, op1: BinOp, operand1: ScalarOperand, reversed: bool) {
         with_builder(|b| {
             let Some(at) = self.at else {
                 return; // the tensor_scalar itself failed and was reported
@@ -136,8 +165,14 @@ impl TensorScalar {
                     op: op @ Op::TensorScalar { .. },
                     ..
                 })) => {
-                    if let Op::TensorScalar { op1: slot, .. } = op {
+                    if let Op::TensorScalar {
+                        op1: slot,
+                        reverse1,
+                        ..
+                    } = op
+                    {
                         *slot = Some((op1, operand1));
+                        *reverse1 = reversed;
                     }
                     crate::isa::operators::operator_problem(&tiles, op)
                 }
@@ -169,7 +204,9 @@ fn record_tensor_scalar(
                     data,
                     op0,
                     operand0,
+                    reverse0: false,
                     op1: None,
+                    reverse1: false,
                 },
                 loc,
             )
@@ -198,7 +235,39 @@ pub fn scalar_tensor_tensor(
         data.into(),
         (op0, operand0.into()),
         (op1, operand1.into()),
-        None,
+        ScalarTensorTensorArgs::default(),
+    );
+}
+
+/// The optional keywords of `nisa.scalar_tensor_tensor`, for
+/// [`scalar_tensor_tensor_with`]; the default is NKI's.
+#[derive(Clone, Debug, Default)]
+pub struct ScalarTensorTensorArgs {
+    /// `operand0 <op0> data` instead of `data <op0> operand0` (NKI's `reverse0`).
+    pub reverse0: bool,
+    /// `operand1 <op1> first` instead of `first <op1> operand1` (NKI's `reverse1`).
+    pub reverse1: bool,
+    /// `reduce_op` and `reduce_res`, as in [`scalar_tensor_tensor_reduce`].
+    pub reduce: Option<(BinOp, TileRegion)>,
+}
+
+/// [`scalar_tensor_tensor`] with the optional keywords: the operand orders and the row
+/// reduction.
+#[track_caller]
+pub fn scalar_tensor_tensor_with(
+    dst: impl Into<TileRegion>,
+    data: impl Into<TileRegion>,
+    (op0, operand0): (BinOp, ScalarOperand),
+    (op1, operand1): (BinOp, TileRegion),
+    args: ScalarTensorTensorArgs,
+) {
+    record_scalar_tensor_tensor(
+        SourceLoc::caller(),
+        dst.into(),
+        data.into(),
+        (op0, operand0),
+        (op1, operand1),
+        args,
     );
 }
 
@@ -226,7 +295,10 @@ pub fn scalar_tensor_tensor_reduce(
         data.into(),
         (op0, operand0.into()),
         (op1, operand1.into()),
-        Some((reduce_op, reduce_res.into())),
+        ScalarTensorTensorArgs {
+            reduce: Some((reduce_op, reduce_res.into())),
+            ..Default::default()
+        },
     );
 }
 
@@ -236,8 +308,13 @@ fn record_scalar_tensor_tensor(
     data: TileRegion,
     (op0, operand0): (BinOp, ScalarOperand),
     (op1, operand1): (BinOp, TileRegion),
-    reduce: Option<(BinOp, TileRegion)>,
+    args: ScalarTensorTensorArgs,
 ) {
+    let ScalarTensorTensorArgs {
+        reverse0,
+        reverse1,
+        reduce,
+    } = args;
     with_builder(|b| {
         let inst = "scalar_tensor_tensor";
         let np = data.np;
@@ -255,8 +332,10 @@ fn record_scalar_tensor_tensor(
                     data,
                     op0,
                     operand0,
+                    reverse0,
                     op1,
                     operand1,
+                    reverse1,
                     reduce,
                 },
                 loc,

@@ -52,9 +52,9 @@ pub use dma::{
     dma_transpose_axes,
 };
 pub use elementwise::{
-    RANGE_SELECT_COMPARISONS, TensorScalar, TensorTensor, iota, iota_pattern, memset, range_select,
-    scalar_tensor_tensor, scalar_tensor_tensor_reduce, tensor_copy, tensor_reduce, tensor_scalar,
-    tensor_tensor,
+    RANGE_SELECT_COMPARISONS, ScalarTensorTensorArgs, TensorScalar, TensorTensor, iota,
+    iota_pattern, memset, range_select, scalar_tensor_tensor, scalar_tensor_tensor_reduce,
+    scalar_tensor_tensor_with, tensor_copy, tensor_reduce, tensor_scalar, tensor_tensor,
 };
 pub use gather::{LOCAL_GATHER_ELEMS_PER_INDEX, local_gather, nc_n_gather};
 pub use gpsimd::{

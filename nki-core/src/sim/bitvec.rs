@@ -42,7 +42,15 @@ pub(crate) fn tensor_scalar(
     (dst, data): (&TileRegion, &TileRegion),
     (op0, operand0): (BinOp, &ScalarOperand),
     op1: Option<(BinOp, &ScalarOperand)>,
+    (reverse0, reverse1): (bool, bool),
 ) -> Result<(), ExecError> {
+    let oriented = |op: BinOp, reverse: bool, x: u32, v: u32| {
+        if reverse {
+            bits(op, v, x)
+        } else {
+            bits(op, x, v)
+        }
+    };
     let dt = store.dtype(dst.tile);
     let v0: Vec<u32> = column_values(store, operand0, dst.np)?
         .into_iter()
@@ -54,9 +62,9 @@ pub(crate) fn tensor_scalar(
     };
     rows1(store, dst, data, s, ctx.split, |r, out, x| {
         for (i, o) in out.iter_mut().enumerate() {
-            let mut v = bits(op0, to_bits32(x[i]), v0[r]);
+            let mut v = oriented(op0, reverse0, to_bits32(x[i]), v0[r]);
             if let Some((op1, v1)) = &second {
-                v = bits(*op1, v, to_bits32(v1[r]));
+                v = oriented(*op1, reverse1, v, to_bits32(v1[r]));
             }
             *o = dt.from_bits32(v);
         }

@@ -4,7 +4,7 @@
 
 use crate::dtype::DType;
 use crate::error::NkiError;
-use crate::ir::{Instruction, Op, ScalarOperand, TileRegion};
+use crate::ir::{BinOp, Instruction, Op, ScalarOperand, TileRegion};
 use crate::sim::bitvec;
 use crate::sim::dma::dma;
 use crate::sim::hbm::HbmBuffer;
@@ -159,12 +159,15 @@ fn run<'a: 'p, 'p>(
             data,
             op0,
             operand0,
+            reverse0,
             op1,
             operand1,
+            reverse1,
             reduce: None,
         } => {
             let dt = store.dtype(dst.tile);
             let v0 = column_values(store, operand0, dst.np)?;
+            let reversed = *reverse0 || *reverse1;
             rows2(
                 store,
                 dst,
@@ -175,6 +178,11 @@ fn run<'a: 'p, 'p>(
                 #[inline(always)]
                 |r, out, x, y| {
                     let v0 = v0[r];
+                    if reversed {
+                        let stages = ((*op0, *reverse0), (*op1, *reverse1));
+                        round_into(out, dt, |i| two_stages(stages, x[i], v0, y[i]));
+                        return;
+                    }
                     with_op!(*op0, |f0| with_op!(*op1, |f1| {
                         round_into(out, dt, |i| f1(f0(x[i], v0), y[i]))
                     }))
@@ -187,12 +195,15 @@ fn run<'a: 'p, 'p>(
             data,
             op0,
             operand0,
+            reverse0,
             op1,
             operand1,
+            reverse1,
             reduce: Some((reduce_op, res)),
         } => {
             let dt = store.dtype(dst.tile);
             let v0 = column_values(store, operand0, dst.np)?;
+            let reversed = *reverse0 || *reverse1;
             let reduced = rows2(
                 store,
                 dst,
@@ -203,9 +214,14 @@ fn run<'a: 'p, 'p>(
                 #[inline(always)]
                 |r, out, x, y| {
                     let v0 = v0[r];
-                    with_op!(*op0, |f0| with_op!(*op1, |f1| {
-                        round_into(out, DType::F32, |i| f1(f0(x[i], v0), y[i]))
-                    }));
+                    if reversed {
+                        let stages = ((*op0, *reverse0), (*op1, *reverse1));
+                        round_into(out, DType::F32, |i| two_stages(stages, x[i], v0, y[i]));
+                    } else {
+                        with_op!(*op0, |f0| with_op!(*op1, |f1| {
+                            round_into(out, DType::F32, |i| f1(f0(x[i], v0), y[i]))
+                        }));
+                    }
                     // As for activation: the engine reduces the fp32 results, before they are
                     // rounded to dst.
                     let total = reduce_row(*reduce_op, out);
@@ -220,17 +236,30 @@ fn run<'a: 'p, 'p>(
             data,
             op0,
             operand0,
+            reverse0,
             op1,
+            reverse1,
         } if op0.is_bitvec() => {
             let second = op1.as_ref().map(|(op, o)| (*op, o));
-            bitvec::tensor_scalar(ctx, store, s, (dst, data), (*op0, operand0), second)?;
+            let reverse = (*reverse0, *reverse1);
+            bitvec::tensor_scalar(
+                ctx,
+                store,
+                s,
+                (dst, data),
+                (*op0, operand0),
+                second,
+                reverse,
+            )?;
         }
         Op::TensorScalar {
             dst,
             data,
             op0,
             operand0,
+            reverse0,
             op1,
+            reverse1,
         } => {
             let dt = store.dtype(dst.tile);
             let v0 = column_values(store, operand0, dst.np)?;
@@ -238,6 +267,7 @@ fn run<'a: 'p, 'p>(
                 Some((op, o)) => Some((*op, column_values(store, o, dst.np)?)),
                 None => None,
             };
+            let reversed = *reverse0 || *reverse1;
             rows1(
                 store,
                 dst,
@@ -247,6 +277,16 @@ fn run<'a: 'p, 'p>(
                 #[inline(always)]
                 |r, out, x| {
                     let v0 = v0[r];
+                    if reversed {
+                        let first = |x: f32| oriented(*op0, *reverse0, x, v0);
+                        match &second {
+                            None => round_into(out, dt, |i| first(x[i])),
+                            Some((op1, v1)) => round_into(out, dt, |i| {
+                                oriented(*op1, *reverse1, first(x[i]), v1[r])
+                            }),
+                        }
+                        return;
+                    }
                     match &second {
                         None => with_op!(*op0, |f0| round_into(out, dt, |i| f0(x[i], v0))),
                         Some((op1, v1)) => {
@@ -534,4 +574,26 @@ fn run<'a: 'p, 'p>(
         }
     }
     Ok(())
+}
+
+/// `x <op> operand`, or `operand <op> x` when `reverse` (NKI's `reverse0` / `reverse1`).
+#[inline(always)]
+pub(crate) fn oriented(op: BinOp, reverse: bool, x: f32, operand: f32) -> f32 {
+    with_op!(op, |f| if reverse {
+        f(operand, x)
+    } else {
+        f(x, operand)
+    })
+}
+
+/// `scalar_tensor_tensor`'s two stages with their operand orders: `(x <op0> v0) <op1> y`, each
+/// stage's operands swapped when its flag is set.
+#[inline(always)]
+fn two_stages(
+    ((op0, reverse0), (op1, reverse1)): ((BinOp, bool), (BinOp, bool)),
+    x: f32,
+    v0: f32,
+    y: f32,
+) -> f32 {
+    oriented(op1, reverse1, oriented(op0, reverse0, x, v0), y)
 }

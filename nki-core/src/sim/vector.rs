@@ -60,6 +60,7 @@ pub(crate) fn tensor_scalar_reduce(
         data,
         op0,
         operand0,
+        reverse0,
         reduce_op,
         reduce_res,
         reduce_init,
@@ -83,7 +84,14 @@ pub(crate) fn tensor_scalar_reduce(
         #[inline(always)]
         |r, out, x| {
             let v0 = v0[r];
-            with_op!(*op0, |f0| round_into(out, DType::F32, |i| f0(x[i], v0)));
+            if *reverse0 {
+                let op0 = *op0;
+                round_into(out, DType::F32, |i| {
+                    super::exec::oriented(op0, true, x[i], v0)
+                });
+            } else {
+                with_op!(*op0, |f0| round_into(out, DType::F32, |i| f0(x[i], v0)));
+            }
             // The fp32 results reduced before they are rounded to dst, as for the other fused
             // reductions; reduce_init is folded in last.
             let row = reduce_row(*reduce_op, out);

@@ -32,8 +32,12 @@ macro_rules! elementwise_instructions {
         param op0: BinOp => op0,
         /// First operand.
         read operand0: ScalarOperand => operand0,
+        /// `operand0 <op0> data` instead of `data <op0> operand0`.
+        param reverse0: bool => reverse0,
         /// Optional second operator and operand.
         read op1: Option<(BinOp, ScalarOperand)> => (op1, operand1),
+        /// `operand1 <op1> first` instead of `first <op1> operand1`.
+        param reverse1: bool => reverse1,
     },
     /// Vector engine: `dst = (data <op0> operand0) <op1> operand1`, a [`Op::TensorScalar`]
     /// whose second operand is a full tile: `operand0` broadcasts along the free dim,
@@ -49,10 +53,14 @@ macro_rules! elementwise_instructions {
         param op0: BinOp => op0,
         /// First operand: an immediate or a `(P, 1)` column.
         read operand0: ScalarOperand => operand0,
+        /// `operand0 <op0> data` instead of `data <op0> operand0`.
+        param reverse0: bool => reverse0,
         /// Second operator, applied to the first result and `operand1`.
         param op1: BinOp => op1,
         /// Second operand, `data`'s shape.
         read operand1: TileRegion => operand1,
+        /// `operand1 <op1> first` instead of `first <op1> operand1`.
+        param reverse1: bool => reverse1,
         /// Optional free-dim reduction of the result: operator and `(P, 1)` destination.
         write reduce: Option<(BinOp, TileRegion)>
             => (reduce_op, reduce_res, reduce_cmd) via reset_reduce,

@@ -49,6 +49,8 @@ macro_rules! reduce_instructions {
         param op0: BinOp => op0,
         /// Its operand: an immediate or a `(P, 1)` column.
         read operand0: ScalarOperand => operand0,
+        /// `operand0 <op0> data` instead of `data <op0> operand0`.
+        param reverse0: bool => reverse0,
         /// The reduction operator (add, multiply, maximum, minimum).
         param reduce_op: BinOp => reduce_op,
         /// `(P, 1)` destination of the row reductions.

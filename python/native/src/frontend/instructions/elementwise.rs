@@ -59,11 +59,20 @@ fn tensor_scalar(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> Py
         (None, None) => None,
         _ => return Err(a.value_error("op1 and operand1 go together".into())),
     };
+    let (reverse0, reverse1) = (a.flag("reverse0")?, a.flag("reverse1")?);
+    if reverse1 && second.is_none() {
+        return Err(a.value_error("reverse1=True needs op1 and operand1".into()));
+    }
     a.finish()?;
     tracer.at(file, line, || {
-        let recorded = isa::tensor_scalar(dst, data, op0, operand0);
-        if let Some((op1, operand1)) = second {
-            recorded.then(op1, operand1);
+        let mut recorded = isa::tensor_scalar(dst, data, op0, operand0);
+        if reverse0 {
+            recorded = recorded.reverse0();
+        }
+        match second {
+            Some((op1, operand1)) if reverse1 => recorded.then_reversed(op1, operand1),
+            Some((op1, operand1)) => recorded.then(op1, operand1),
+            None => {}
         }
     })
 }
@@ -73,13 +82,14 @@ fn scalar_tensor_tensor(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32
     let (dst, data) = (a.tile("dst")?, a.tile("data")?);
     let (op0, operand0) = (binop(a, "op0")?, scalar(a.scalar("operand0")?));
     let (op1, operand1) = (binop(a, "op1")?, a.tile("operand1")?);
-    let reduce = reduction(a)?;
+    let args = isa::ScalarTensorTensorArgs {
+        reverse0: a.flag("reverse0")?,
+        reverse1: a.flag("reverse1")?,
+        reduce: reduction(a)?,
+    };
     a.finish()?;
-    tracer.at(file, line, || match reduce {
-        Some((op, res)) => {
-            isa::scalar_tensor_tensor_reduce(dst, data, op0, operand0, op1, operand1, op, res)
-        }
-        None => isa::scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1),
+    tracer.at(file, line, || {
+        isa::scalar_tensor_tensor_with(dst, data, (op0, operand0), (op1, operand1), args)
     })
 }
 

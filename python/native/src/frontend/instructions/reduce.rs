@@ -72,10 +72,12 @@ fn tensor_scalar_reduce(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32
             )));
         }
     };
-    let negate = a.flag("reduce_res_negate")?;
+    let (negate, reverse0) = (a.flag("reduce_res_negate")?, a.flag("reverse0")?);
     a.finish()?;
     tracer.at(file, line, || {
-        isa::tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, res, init, negate)
+        isa::tensor_scalar_reduce(
+            dst, data, op0, operand0, reduce_op, res, reverse0, init, negate,
+        )
     })
 }
 
