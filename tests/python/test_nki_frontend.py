@@ -95,18 +95,6 @@ def test_unsupported_api_names_the_call_and_line() -> None:
     assert _line_of(uses_arange, "# unsupported") in str(info.value)
 
     @nki.jit
-    def transposing_matmul(x):
-        out = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.shared_hbm)
-        a = nl.load(x)
-        acc = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=acc, stationary=a, moving=a, is_transpose=True)  # unsupported
-        return out
-
-    with pytest.raises(NotImplementedError, match=r"nisa\.nc_matmul\(is_transpose=True\)") as info:
-        nki.simulate(transposing_matmul)(_rand(4, 4))
-    assert _line_of(transposing_matmul, "# unsupported") in str(info.value)
-
-    @nki.jit
     def selecting(x):
         t = nl.load(x)
         nisa.core_barrier(data=t, cores=[0, 1])  # a tile

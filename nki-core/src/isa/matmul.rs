@@ -33,9 +33,38 @@ pub fn nc_matmul_tiled(
     tiling: MatmulTiling,
     accumulate: bool,
 ) {
-    let loc = SourceLoc::caller();
-    let (dst, stationary, moving) = (dst.into(), stationary.into(), moving.into());
+    let operands = (dst.into(), stationary.into(), moving.into());
+    record_nc_matmul(SourceLoc::caller(), operands, tiling, accumulate, false);
+}
+
+/// [`nc_matmul_tiled`] in the tensor engine's transpose mode (NKI's `is_transpose=True`): on
+/// NeuronCore-v3 and newer a product with a zero factor is exactly zero and a sum of one
+/// product is that product, so `moving` an identity transposes `stationary` bit for bit (NaN,
+/// infinities and `-0.0` included), where an ordinary matmul would spread a NaN or infinity
+/// through its zero products. The NKI docs define the mode by that use (an identity `moving`)
+/// and say no more; what any other `moving` gives is this rule, torch-nki's. On NeuronCore-v2
+/// the flag only marks the instruction for the profiler, so there it records an ordinary
+/// matmul (and codegen for Trn1 writes no flag).
+#[track_caller]
+pub fn nc_matmul_is_transpose(
+    dst: impl Into<TileRegion>,
+    (stationary, moving): (impl Into<TileRegion>, impl Into<TileRegion>),
+    tiling: MatmulTiling,
+    accumulate: bool,
+) {
+    let operands = (dst.into(), stationary.into(), moving.into());
+    record_nc_matmul(SourceLoc::caller(), operands, tiling, accumulate, true);
+}
+
+fn record_nc_matmul(
+    loc: SourceLoc,
+    (dst, stationary, moving): (TileRegion, TileRegion, TileRegion),
+    tiling: MatmulTiling,
+    accumulate: bool,
+    is_transpose: bool,
+) {
     with_builder(|b| {
+        let is_transpose = is_transpose && b.target.nc_version() >= nki_spec::NcVersion::Gen3;
         let ([k1, m], [k2, n]) = (stationary.shape(), moving.shape());
         if k1 != k2 {
             b.fail(
@@ -61,6 +90,7 @@ pub fn nc_matmul_tiled(
                     tile_position: tiling.tile_position,
                     tile_size: tiling.tile_size,
                     accumulate,
+                    is_transpose,
                 },
                 loc,
             );

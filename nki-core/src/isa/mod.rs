@@ -61,7 +61,9 @@ pub use gpsimd::{
     GPSIMD_CORE_PARTITIONS, TOPK_K_MAX, TOPK_N_MAX, TOPK_N_MIN, nonzero_with_count,
     sequence_bounds, topk,
 };
-pub use matmul::{MatmulTiling, nc_matmul, nc_matmul_tiled, nc_transpose, nc_transpose_on};
+pub use matmul::{
+    MatmulTiling, nc_matmul, nc_matmul_is_transpose, nc_matmul_tiled, nc_transpose, nc_transpose_on,
+};
 pub use multicore::{LNC_CORES, core_barrier, sendrecv};
 pub use mx::{
     MX_GROUP_PARTITIONS, MX_SCALE_OFFSETS, mx_scale_partitions, mx_scale_row, nc_matmul_mx,

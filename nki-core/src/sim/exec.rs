@@ -553,6 +553,14 @@ fn run<'a: 'p, 'p>(
             stationary,
             moving,
             accumulate,
+            is_transpose: true,
+            ..
+        } => super::matmul::transpose_mode(ctx, store, dst, stationary, moving, *accumulate)?,
+        Op::NcMatmul {
+            dst,
+            stationary,
+            moving,
+            accumulate,
             ..
         } => matmul(ctx, store, dst, stationary, moving, *accumulate)?,
         Op::NcTranspose { dst, data, .. } => {

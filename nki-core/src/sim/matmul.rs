@@ -95,6 +95,51 @@ pub(crate) fn matmul(
     Ok(result?)
 }
 
+/// Executes one `nc_matmul` in transpose mode (`is_transpose`, NeuronCore-v3+): each output
+/// element is the fp32 sum, in contraction order, of the products whose `moving` factor is not
+/// zero, starting from the first of them (no `0.0 +` in front, so a lone `-0.0` or NaN keeps
+/// its bits); with none, `+0.0`. An identity `moving` therefore transposes `stationary` bit for
+/// bit. Added to `dst` when `accumulate`, then rounded to `dst`'s dtype like every matmul.
+pub(crate) fn transpose_mode(
+    ctx: &Ctx<'_, '_>,
+    store: &mut TileStore<'_>,
+    dst: &TileRegion,
+    st: &TileRegion,
+    mv: &TileRegion,
+    accumulate: bool,
+) -> Result<(), ExecError> {
+    if dst.tile == st.tile || dst.tile == mv.tile {
+        return Err(ctx
+            .err("nc_matmul destination aliases an operand".into())
+            .into());
+    }
+    let (k, m, n) = (st.np, st.nf, mv.nf);
+    let rows = |region: &TileRegion, store: &TileStore<'_>| -> Result<Vec<Vec<f32>>, StoreError> {
+        (0..region.np)
+            .map(|r| store.row(region, r).map(<[f32]>::to_vec))
+            .collect()
+    };
+    let (a, b) = (rows(st, store)?, rows(mv, store)?);
+    let dt = store.dtype(dst.tile);
+    for i in 0..m {
+        let out = store.row_mut(dst, i)?;
+        for (j, o) in out.iter_mut().enumerate().take(n) {
+            let mut sum: Option<f32> = None;
+            for l in 0..k {
+                let y = b[l][j];
+                if y != 0.0 {
+                    let p = a[l][i] * y;
+                    sum = Some(sum.map_or(p, |s| s + p));
+                }
+            }
+            let value = sum.unwrap_or(0.0);
+            *o = if accumulate { *o + value } else { value };
+        }
+        crate::sim::rounding::round_into_in_place(out, dt);
+    }
+    Ok(())
+}
+
 /// A row-major operand: row `r` starts at `data[r * stride]`.
 #[derive(Clone, Copy)]
 struct Operand<'a> {

@@ -31,6 +31,11 @@ macro_rules! tensor_instructions {
         param tile_size: Vec<usize> => tile_size,
         /// Add into `dst` instead of overwriting it.
         param accumulate: bool => accumulate,
+        /// Transpose mode (NeuronCore-v3+): products with a zero factor are exactly zero, so
+        /// an identity `moving` moves `stationary`'s bits through, NaN, infinities and `-0.0`
+        /// included. (On NeuronCore-v2 NKI's flag only marks the instruction for the profiler:
+        /// it is recorded as an ordinary matmul there, this `false`.)
+        param is_transpose: bool => is_transpose,
     } reads dst when accumulate,
     /// Tensor engine: `dst (+)= Σ_k Σ_lane (stationary · 2^stationary_scale)ᵀ ·
     /// (moving · 2^moving_scale)`, contracting over the partitions and the four lanes of each

@@ -267,9 +267,12 @@ impl Finder<'_> {
                 dst,
                 stationary,
                 moving,
+                is_transpose,
                 ..
             } => {
+                // Transpose mode runs whole, on its own path (sim/matmul.rs).
                 self.fused_matmul
+                    && !*is_transpose
                     && stationary.nf <= SMALL_M
                     && dst.tile != stationary.tile
                     && dst.tile != moving.tile

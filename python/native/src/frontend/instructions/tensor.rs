@@ -21,7 +21,13 @@ fn nc_matmul(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyResu
         tile_size: pair(a, "tile_size")?,
     };
     let accumulate = accumulate(tracer, a, &dst)?;
+    let is_transpose = a.flag("is_transpose")?;
     if a.variant("perf_mode")? == "double_row" {
+        if is_transpose {
+            return Err(a.value_error(
+                "perf_mode=double_row cannot be combined with is_transpose=True".into(),
+            ));
+        }
         let target = tracer.recorder()?.target();
         let halves = double_row_halves(a, target, &tiling, (&stationary, &moving))?;
         a.finish()?;
@@ -33,7 +39,11 @@ fn nc_matmul(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyResu
     }
     a.finish()?;
     tracer.at(file, line, || {
-        isa::nc_matmul_tiled(dst, (stationary, moving), tiling, accumulate)
+        if is_transpose {
+            isa::nc_matmul_is_transpose(dst, (stationary, moving), tiling, accumulate)
+        } else {
+            isa::nc_matmul_tiled(dst, (stationary, moving), tiling, accumulate)
+        }
     })
 }
 
