@@ -113,7 +113,7 @@ pub(crate) fn transpose_mode(
             .err("nc_matmul destination aliases an operand".into())
             .into());
     }
-    let (k, m, n) = (st.np, st.nf, mv.nf);
+    let (m, n) = (st.nf, mv.nf);
     let rows = |region: &TileRegion, store: &TileStore<'_>| -> Result<Vec<Vec<f32>>, StoreError> {
         (0..region.np)
             .map(|r| store.row(region, r).map(<[f32]>::to_vec))
@@ -125,10 +125,10 @@ pub(crate) fn transpose_mode(
         let out = store.row_mut(dst, i)?;
         for (j, o) in out.iter_mut().enumerate().take(n) {
             let mut sum: Option<f32> = None;
-            for l in 0..k {
-                let y = b[l][j];
+            for (stationary_row, moving_row) in a.iter().zip(&b) {
+                let y = moving_row[j];
                 if y != 0.0 {
-                    let p = a[l][i] * y;
+                    let p = stationary_row[i] * y;
                     sum = Some(sum.map_or(p, |s| s + p));
                 }
             }
