@@ -18,10 +18,10 @@
 pub use crate::lang::context::current_target;
 pub use crate::lang::grid::{num_programs, program_id, program_ndim};
 pub use crate::lang::hbm::{Hbm, HbmView, ViewDim, private_hbm, shared_constant, shared_hbm};
-pub use crate::lang::instances::program_share;
+pub use crate::lang::instances::{program_instance, program_share, share_of};
 pub use crate::lang::loops::{
-    TileSpan, affine_range, dynamic_range, for_each_program_tile, for_each_tile, sequential_range,
-    while_loop,
+    TileSpan, affine_range, dynamic_range, for_each_program_tile, for_each_tile, for_each_tile_in,
+    sequential_range, while_loop,
 };
 pub use crate::lang::register::Register;
 pub use crate::lang::tile::{Tile, psum, sbuf};
