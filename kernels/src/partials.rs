@@ -118,7 +118,9 @@ fn rows_of_tiles(tiles: Range<usize>, rows: usize) -> Range<usize> {
 /// Stores this program's share of the columns of `src` (`[p, w]`, a result every core of the
 /// launch holds, such as [`sum_row_shares`]'s totals) into `dst` (`[p, w]`): on two cores each
 /// stores its half ([`program_share`] of the columns; for one column, the last core stores it),
-/// so every element is written once. One program stores everything.
+/// so every element is written once. One program stores everything. The store carries the
+/// caller's line.
+#[track_caller]
 pub(crate) fn store_share(dst: HbmView, src: impl Into<TileRegion>) {
     let src: TileRegion = src.into();
     let share = program_share(src.nf);
