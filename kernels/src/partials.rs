@@ -91,10 +91,9 @@ pub(crate) fn sum_row_shares(
             };
             add(first, second)
         }
-        (_, [first, second]) => add(first, second),
-        // One share: its partials are the totals.
-        (_, [only]) => only.clone(),
-        (_, shares) => unreachable!("at most two shares of rows, got {}", shares.len()),
+        // Every share here: added in order, share 0 first (one share: its partials).
+        (_, [first, rest @ ..]) => rest.iter().fold(first.clone(), |sum, p| add(&sum, p)),
+        (_, []) => unreachable!("a program computes at least one share"),
     };
     columns
         .iter()
