@@ -26,6 +26,7 @@ pub mod elementwise;
 pub mod loss;
 pub mod matmul;
 pub mod norm;
+mod partials;
 pub mod rope;
 pub mod softmax;
 mod tiling;

@@ -10,15 +10,18 @@
 //! apply. `lse − picked` is the row's loss; rows whose target is `ignore_index` give 0 (selected,
 //! not multiplied, so a NaN in an ignored row stays out as in ATen) and are not counted. The
 //! sum and the count of counted rows are reduced over the partitions by the tensor engine into
-//! one PSUM accumulator across all row tiles (`ones[rows]ᵀ · [loss, valid]`), so `mean` is
-//! `sum / count` (NaN when every row is ignored, as ATen). The row `lse` and the count are saved
-//! for the backward, which recomputes the softmax from `lse` in one pass.
+//! one PSUM accumulator across the row tiles (`ones[rows]ᵀ · [loss, valid]`); the row tiles are
+//! split across the cores of a logical NeuronCore, whose partial sums are exchanged and added
+//! in one order ([`crate::partials`]), so `mean` is `sum / count`, divided once after the
+//! combine (NaN when every row is ignored, as ATen). The row `lse` and the count are saved for
+//! the backward, which recomputes the softmax from `lse` in one pass.
 //!
 //! Targets arrive as int32 (torch's int64 is converted at the boundary with a range check);
 //! the kernel declares them class indices in `[0, V)` or `ignore_index`, which the simulator
 //! checks on the data. Engines compare them in fp32 (exact below 2^24); the contract takes
 //! vocabularies up to 256k classes (`V <= 262144`, 128 chunks per row).
 
+use crate::partials::{store_share, sum_row_shares};
 use crate::softmax::{load, online_statistics};
 use crate::tiling::column_chunks;
 use nki_core::prelude::*;
@@ -147,74 +150,73 @@ pub fn cross_entropy(
     let iota_cols = column_index(chunks[0].1, trn1);
     let ones = sbuf([n.clamp(1, PMAX), 1], DType::F32);
     memset(&ones, 1.0);
-    // [Σ loss, Σ valid] over every row tile.
-    let totals = psum([1, 2], DType::F32);
-    memset(&totals, 0.0);
-    for_each_tile(n, PMAX, |rows| {
-        let r = rows.size;
-        let (t, valid) = load_targets(target, &rows, ignore_index);
-        let picked = sbuf([r, 1], DType::F32);
-        let pick = match &iota_cols {
-            Some(iota) => Pick::Clamp { iota },
-            None => {
-                let end = sbuf([r, 1], DType::F32);
-                tensor_scalar(&end, &t, BinOp::Add, 1.0);
-                Pick::Select {
-                    end,
-                    selected: sbuf([r, chunks[0].1], dt),
+    // [Σ loss, Σ valid] over the row tiles, split across the cores and combined in one order.
+    let sums = sum_row_shares(n, &[[1, 2]], |share, totals| {
+        for_each_tile_in(share, PMAX, |rows| {
+            let r = rows.size;
+            let (t, valid) = load_targets(target, &rows, ignore_index);
+            let picked = sbuf([r, 1], DType::F32);
+            let pick = match &iota_cols {
+                Some(iota) => Pick::Clamp { iota },
+                None => {
+                    let end = sbuf([r, 1], DType::F32);
+                    tensor_scalar(&end, &t, BinOp::Add, 1.0);
+                    Pick::Select {
+                        end,
+                        selected: sbuf([r, chunks[0].1], dt),
+                    }
                 }
-            }
-        };
-        let (neg_max, sum) = online_statistics(&xv, &rows, &chunks, dt, |i, xt| {
-            let (c0, cols) = chunks[i];
-            let part = if i == 0 {
-                picked.clone()
-            } else {
-                sbuf([r, 1], DType::F32)
             };
-            match &pick {
-                Pick::Select { end, selected } => range_select(
-                    selected.cols(0, cols),
-                    xt,
-                    BinOp::GreaterEqual,
-                    BinOp::Less,
-                    &t,
-                    end,
-                    Some(part.region()),
-                    BinOp::Maximum,
-                    c0 as f32,
-                    f32::NEG_INFINITY,
-                ),
-                Pick::Clamp { iota } => {
-                    let clamp = target_clamp(iota, &t, r, (c0, cols));
-                    tensor_tensor(&clamp, xt, &clamp, BinOp::Minimum);
-                    tensor_reduce(&part, BinOp::Maximum, &clamp, 1, false);
+            let (neg_max, sum) = online_statistics(&xv, &rows, &chunks, dt, |i, xt| {
+                let (c0, cols) = chunks[i];
+                let part = if i == 0 {
+                    picked.clone()
+                } else {
+                    sbuf([r, 1], DType::F32)
+                };
+                match &pick {
+                    Pick::Select { end, selected } => range_select(
+                        selected.cols(0, cols),
+                        xt,
+                        BinOp::GreaterEqual,
+                        BinOp::Less,
+                        &t,
+                        end,
+                        Some(part.region()),
+                        BinOp::Maximum,
+                        c0 as f32,
+                        f32::NEG_INFINITY,
+                    ),
+                    Pick::Clamp { iota } => {
+                        let clamp = target_clamp(iota, &t, r, (c0, cols));
+                        tensor_tensor(&clamp, xt, &clamp, BinOp::Minimum);
+                        tensor_reduce(&part, BinOp::Maximum, &clamp, 1, false);
+                    }
                 }
-            }
-            if i > 0 {
-                tensor_tensor(&picked, &picked, &part, BinOp::Maximum);
+                if i > 0 {
+                    tensor_tensor(&picked, &picked, &part, BinOp::Maximum);
+                }
+            });
+            // lse = ln(sum) + max; the row's loss is lse − picked.
+            let lse = sbuf([r, 1], DType::F32);
+            activation(&lse, ActFn::Log, &sum, None, 1.0);
+            tensor_tensor(&lse, &lse, &neg_max, BinOp::Subtract);
+            dma_copy(lse_out.reshape(&[n, 1]).rows(rows.start.clone(), r), &lse);
+            let row_loss = sbuf([r, 1], DType::F32);
+            tensor_tensor(&row_loss, &lse, &picked, BinOp::Subtract);
+            let pair = sbuf([r, 2], DType::F32);
+            select_valid(pair.cols(0, 1), &row_loss, &valid, trn1);
+            tensor_copy(pair.cols(1, 1), &valid);
+            nc_matmul(&totals[0], ones.rows(r), &pair, true);
+            if per_row {
+                let out = sbuf([r, 1], dt);
+                tensor_copy(&out, pair.cols(0, 1));
+                dma_copy(loss.reshape(&[n, 1]).rows(rows.start.clone(), r), &out);
             }
         });
-        // lse = ln(sum) + max; the row's loss is lse − picked.
-        let lse = sbuf([r, 1], DType::F32);
-        activation(&lse, ActFn::Log, &sum, None, 1.0);
-        tensor_tensor(&lse, &lse, &neg_max, BinOp::Subtract);
-        dma_copy(lse_out.reshape(&[n, 1]).rows(rows.start.clone(), r), &lse);
-        let row_loss = sbuf([r, 1], DType::F32);
-        tensor_tensor(&row_loss, &lse, &picked, BinOp::Subtract);
-        let pair = sbuf([r, 2], DType::F32);
-        select_valid(pair.cols(0, 1), &row_loss, &valid, trn1);
-        tensor_copy(pair.cols(1, 1), &valid);
-        nc_matmul(&totals, ones.rows(r), &pair, true);
-        if per_row {
-            let out = sbuf([r, 1], dt);
-            tensor_copy(&out, pair.cols(0, 1));
-            dma_copy(loss.reshape(&[n, 1]).rows(rows.start.clone(), r), &out);
-        }
     });
-    let sums = sbuf([1, 2], DType::F32);
-    tensor_copy(&sums, &totals);
-    dma_copy(count.reshape(&[1, 1]), sums.cols(1, 1));
+    let sums = &sums[0];
+    store_share(count.reshape(&[1, 1]), sums.cols(1, 1));
     if !per_row {
         let total = sbuf([1, 1], DType::F32);
         if reduction == "mean" {
@@ -224,7 +226,7 @@ pub fn cross_entropy(
         }
         let out = sbuf([1, 1], dt);
         tensor_copy(&out, &total);
-        dma_copy(loss.reshape(&[1, 1]), &out);
+        store_share(loss.reshape(&[1, 1]), &out);
     }
     (loss, lse_out, count)
 }

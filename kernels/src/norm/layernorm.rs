@@ -8,7 +8,8 @@
 
 use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of, few_rows};
 use crate::tiling::{
-    CHUNK, column_chunks, fill_zeros, identity, keeps_rows, psum_banks, rows_of, spans, transposed,
+    CHUNK, column_chunks, fill_zeros, for_each_row_tile, identity, keeps_rows, psum_banks, rows_of,
+    spans, transposed,
 };
 use nki_core::prelude::*;
 
@@ -592,7 +593,7 @@ pub fn layernorm_backward(
         }
         (xhat, ghat)
     };
-    for_each_tile(n, PMAX, |rows| {
+    for_each_row_tile(n, |rows| {
         let p = rows.size;
         let (mu, r) = (sbuf([p, 1], DType::F32), sbuf([p, 1], DType::F32));
         dma_copy(&mu, mv.clone().rows(rows.start.clone(), p));

@@ -10,7 +10,8 @@ pub mod rmsnorm;
 pub use layernorm::*;
 pub use rmsnorm::*;
 
-use crate::tiling::{CHUNK, column_chunks, psum_banks};
+use crate::partials::{store_share, sum_row_shares};
+use crate::tiling::{CHUNK, column_chunks, psum_banks, spans};
 use nki_core::prelude::*;
 
 /// `weight` `[D]` loaded once into SBUF, broadcast across the partitions a row tile uses.
@@ -77,68 +78,68 @@ struct AffineGrads<'a> {
 ///
 /// The sum over rows crosses partitions, so it runs on the tensor engine: a ones column as the
 /// stationary operand sums each 128-row tile into fp32 PSUM banks (512 columns each), all
-/// eight banks in use per column block.
+/// eight banks in use per column block. The row tiles are split across the cores of a logical
+/// NeuronCore and each block's partial sums combined in one order ([`sum_row_shares`]); the
+/// blocks are unrolled, so each block's exchange is at the top level of the kernel.
 fn affine_gradients(g: &AffineGrads) {
     let [n, d] = [g.x.shape()[0], g.x.shape()[1]];
     let dt = g.grad_y.dtype();
-    let outs = [g.grad_weight, g.grad_bias];
-    let per_block = PSUM_BANKS / outs.iter().flatten().count().max(1);
+    let outs: Vec<&Hbm> = [g.grad_weight, g.grad_bias].into_iter().flatten().collect();
+    let per_block = PSUM_BANKS / outs.len().max(1);
     let ones = sbuf([n.min(PMAX), 1], DType::F32);
     memset(&ones, 1.0);
     let ones_dt = sbuf([n.min(PMAX), 1], dt);
     memset(&ones_dt, 1.0);
-    for_each_tile(d, PSUM_BANK_FMAX * per_block, |blk| {
-        let banks: Vec<(usize, usize)> = psum_banks(blk.size).collect();
-        let accs: Vec<Vec<Tile>> = outs
+    for (b0, width) in spans(d, PSUM_BANK_FMAX * per_block) {
+        let banks: Vec<(usize, usize)> = psum_banks(width).collect();
+        // The weight gradient's banks, then the bias gradient's.
+        let sums: Vec<[usize; 2]> = outs
             .iter()
-            .map(|o| match o {
-                Some(_) => banks
-                    .iter()
-                    .map(|&(_, w)| psum([1, w], DType::F32))
-                    .collect(),
-                None => Vec::new(),
-            })
+            .flat_map(|_| banks.iter().map(|&(_, w)| [1, w]))
             .collect();
-        for acc in accs.iter().flatten() {
-            memset(acc, 0.0);
-        }
-        for_each_tile(n, PMAX, |rows| {
-            let gt = sbuf([rows.size, blk.size], dt);
-            dma_copy(&gt, chunk_of(g.grad_y, &rows, blk.start.clone(), blk.size));
-            if g.grad_weight.is_some() {
-                let xt = sbuf([rows.size, blk.size], g.x.dtype());
-                dma_copy(&xt, chunk_of(g.x, &rows, blk.start.clone(), blk.size));
-                let r = sbuf([rows.size, 1], DType::F32);
-                dma_copy(&r, g.rstd.clone().rows(rows.start.clone(), rows.size));
-                let m = sbuf([rows.size, blk.size], DType::F32);
-                match g.mean {
-                    Some(mean) => {
-                        let mu = sbuf([rows.size, 1], DType::F32);
-                        dma_copy(&mu, mean.clone().rows(rows.start.clone(), rows.size));
-                        tensor_scalar(&m, &xt, BinOp::Subtract, &mu).then(BinOp::Multiply, &r);
+        let totals = sum_row_shares(n, &sums, |share, accs| {
+            let (weight_accs, bias_accs) = accs.split_at(if g.grad_weight.is_some() {
+                banks.len()
+            } else {
+                0
+            });
+            for_each_tile_in(share, PMAX, |rows| {
+                let gt = sbuf([rows.size, width], dt);
+                dma_copy(&gt, chunk_of(g.grad_y, &rows, b0, width));
+                if g.grad_weight.is_some() {
+                    let xt = sbuf([rows.size, width], g.x.dtype());
+                    dma_copy(&xt, chunk_of(g.x, &rows, b0, width));
+                    let r = sbuf([rows.size, 1], DType::F32);
+                    dma_copy(&r, g.rstd.clone().rows(rows.start.clone(), rows.size));
+                    let m = sbuf([rows.size, width], DType::F32);
+                    match g.mean {
+                        Some(mean) => {
+                            let mu = sbuf([rows.size, 1], DType::F32);
+                            dma_copy(&mu, mean.clone().rows(rows.start.clone(), rows.size));
+                            tensor_scalar(&m, &xt, BinOp::Subtract, &mu).then(BinOp::Multiply, &r);
+                        }
+                        None => {
+                            tensor_scalar(&m, &xt, BinOp::Multiply, &r);
+                        }
                     }
-                    None => {
-                        tensor_scalar(&m, &xt, BinOp::Multiply, &r);
+                    tensor_tensor(&m, &m, &gt, BinOp::Multiply);
+                    for (acc, &(c0, w)) in weight_accs.iter().zip(&banks) {
+                        nc_matmul(acc, ones.rows(rows.size), m.cols(c0, w), true);
                     }
                 }
-                tensor_tensor(&m, &m, &gt, BinOp::Multiply);
-                for (acc, &(c0, w)) in accs[0].iter().zip(&banks) {
-                    nc_matmul(acc, ones.rows(rows.size), m.cols(c0, w), true);
+                for (acc, &(c0, w)) in bias_accs.iter().zip(&banks) {
+                    nc_matmul(acc, ones_dt.rows(rows.size), gt.cols(c0, w), true);
                 }
-            }
-            for (acc, &(c0, w)) in accs[1].iter().zip(&banks) {
-                nc_matmul(acc, ones_dt.rows(rows.size), gt.cols(c0, w), true);
-            }
+            });
         });
-        for (out, accs) in outs.iter().zip(&accs) {
-            let Some(out) = out else { continue };
-            for (acc, &(c0, w)) in accs.iter().zip(&banks) {
+        for (out, totals) in outs.iter().zip(totals.chunks(banks.len().max(1))) {
+            for (total, &(c0, w)) in totals.iter().zip(&banks) {
                 let res = sbuf([1, w], dt);
-                tensor_copy(&res, acc);
-                dma_copy(out.reshape(&[1, d]).cols(blk.start.clone() + c0, w), &res);
+                tensor_copy(&res, total.clone());
+                store_share(out.reshape(&[1, d]).cols(b0 + c0, w), &res);
             }
         }
-    });
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! backward.
 
 use super::{AffineGrads, affine_gradients, broadcast_weight, chunk_of, few_rows, reciprocal_rms};
-use crate::tiling::{CHUNK, column_chunks, fill_zeros, rows_of};
+use crate::tiling::{CHUNK, column_chunks, fill_zeros, for_each_row_tile, rows_of};
 use nki_core::prelude::*;
 
 /// RMSNorm over the last dim: `x * rsqrt(mean(x²) + eps) * weight`, for `x` of any rank ≥ 1
@@ -306,7 +306,7 @@ fn normalize_backward(
         tensor_tensor(&ghat, &gt, &wt, BinOp::Multiply);
         (xhat, ghat)
     };
-    for_each_tile(n, PMAX, |rows| {
+    for_each_row_tile(n, |rows| {
         let r = sbuf([rows.size, 1], DType::F32);
         dma_copy(&r, rv.clone().rows(rows.start.clone(), rows.size));
         // dot = Σ_D ĝ·x̂ per row.

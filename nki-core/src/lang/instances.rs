@@ -243,24 +243,43 @@ pub(crate) fn trace_on_cores_at(
 
 /// The contiguous part of `0..items` this program instance works on when a kernel splits
 /// `items` units of work (row tiles, heads) across every program of its launch grid: instance
-/// `k` of `n` gets `k·items/n .. (k+1)·items/n`, so the shares differ by at most one item and
-/// cover `0..items` once. A kernel without a grid, or traced once for every instance
-/// ([`crate::lang::trace_grid`]'s symbolic program id, where no Rust integer can depend on the
-/// instance), gets all of `0..items`.
+/// `k` of `n` gets `k·items/n .. (k+1)·items/n` ([`share_of`]), so the shares differ by at most
+/// one item and cover `0..items` once. A kernel without a grid, or traced once for every
+/// instance ([`crate::lang::trace_grid`]'s symbolic program id, where no Rust integer can depend
+/// on the instance), gets all of `0..items`.
 pub fn program_share(items: usize) -> Range<usize> {
+    match program_instance() {
+        Some((k, n)) => share_of(items, k, n),
+        None => 0..items,
+    }
+}
+
+/// Share `k` of `n` of `0..items`: `k·items/n .. (k+1)·items/n`, what [`program_share`] gives
+/// program instance `k` of a launch of `n` (empty when `items < n` for some `k`). A kernel that
+/// must compute every instance's share on one core, in the order the instances would (partial
+/// sums combined in a fixed order), asks for them by number.
+pub fn share_of(items: usize, k: usize, n: usize) -> Range<usize> {
+    let n = n.max(1) as u128;
+    let at = |i: usize| ((i as u128 * items as u128) / n) as usize;
+    at(k)..at(k + 1)
+}
+
+/// `(k, n)`: this program's instance `k` of the `n` of its launch grid (row-major over the
+/// axes), when the grid is traced instance by instance ([`trace_instances`], [`trace_on_cores`]);
+/// `None` for one program, or a grid traced once for every instance with a symbolic id. Like
+/// [`program_share`], asking marks the kernel as one that splits its work by program.
+pub fn program_instance() -> Option<(usize, usize)> {
     with_builder(|b| {
         b.reads_program_id = true;
         if !b.concrete_instance() {
-            return 0..items;
+            return None;
         }
-        // Row-major linear index of this instance, and the number of instances.
         let (mut k, mut n) = (0usize, 1usize);
         for (id, &size) in b.program_id.iter().zip(&b.grid) {
             let id = id.as_constant().unwrap_or(0).max(0) as usize;
             k = k * size + id;
             n *= size;
         }
-        let at = |i: usize| ((i as u128 * items as u128) / n as u128) as usize;
-        at(k)..at(k + 1)
+        Some((k, n))
     })
 }

@@ -69,27 +69,42 @@ fn tiles_in(
     tile: usize,
     tiles: std::ops::Range<usize>,
     loc: SourceLoc,
+    body: impl FnMut(TileSpan),
+) {
+    let start = tiles.start.saturating_mul(tile).min(total);
+    let end = tiles.end.saturating_mul(tile).min(total);
+    range_tiles(start..end.max(start), tile, loc, body);
+}
+
+/// [`for_each_tile`] over the elements `range` of a dimension (a share of its tiles, say): the
+/// `tile`-wide pieces from `range.start` as an affine loop, then the ragged last one (a
+/// constant start), nothing for an empty range.
+#[track_caller]
+pub fn for_each_tile_in(range: std::ops::Range<usize>, tile: usize, body: impl FnMut(TileSpan)) {
+    range_tiles(range, tile.max(1), SourceLoc::caller(), body);
+}
+
+/// [`for_each_tile_in`] with the loop at `loc`.
+fn range_tiles(
+    range: std::ops::Range<usize>,
+    tile: usize,
+    loc: SourceLoc,
     mut body: impl FnMut(TileSpan),
 ) {
-    let full = total / tile;
-    let (first, end) = (tiles.start, tiles.end.min(full));
-    if first < end {
-        record_loop(end - first, LoopKind::Affine, loc, |v| {
-            let index = if first == 0 {
-                AffineExpr::var(v)
-            } else {
-                AffineExpr::var(v) + first
-            };
+    let len = range.end.saturating_sub(range.start);
+    let full = len / tile;
+    if full > 0 {
+        record_loop(full, LoopKind::Affine, loc, |v| {
             body(TileSpan {
-                start: index * tile,
+                start: AffineExpr::var(v) * tile + range.start,
                 size: tile,
             })
         });
     }
-    let rem = total % tile;
-    if rem > 0 && tiles.contains(&full) {
+    let rem = len % tile;
+    if rem > 0 {
         body(TileSpan {
-            start: AffineExpr::from(full * tile),
+            start: AffineExpr::from(range.start + full * tile),
             size: rem,
         });
     }

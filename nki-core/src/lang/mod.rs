@@ -15,10 +15,10 @@ pub mod tile;
 pub use context::{InputSpec, current_target, trace, trace_grid};
 pub use grid::{num_programs, program_id, program_ndim};
 pub use hbm::{Hbm, HbmView, ViewDim, private_hbm, shared_constant, shared_hbm};
-pub use instances::{program_share, trace_instances, trace_on_cores};
+pub use instances::{program_instance, program_share, share_of, trace_instances, trace_on_cores};
 pub use loops::{
-    TileSpan, affine_range, dynamic_range, for_each_program_tile, for_each_tile, sequential_range,
-    while_loop,
+    TileSpan, affine_range, dynamic_range, for_each_program_tile, for_each_tile, for_each_tile_in,
+    sequential_range, while_loop,
 };
 pub use recorder::Recorder;
 pub use register::Register;

@@ -24,6 +24,7 @@
 
 mod stages;
 
+use crate::partials::{store_share, sum_row_shares};
 use crate::tiling::{fill_zeros, psum_banks, rows_of, spans};
 use nki_core::prelude::*;
 use stages::{Pass, RowTile, Scaled};
@@ -68,26 +69,31 @@ pub(super) fn run(o: &Operands<'_>) -> (Hbm, Option<Hbm>) {
     let pass = Pass::new(o);
     let group = group_tiles(&pass, n);
     let depth = pipeline_depth(dt, o.extra.is_some());
-    for_each_tile(n, group * PMAX, |span| {
-        let tiles: Vec<TileSpan> = spans(span.size, PMAX)
-            .map(|(o, p)| TileSpan {
-                start: span.start.clone() + o,
-                size: p,
-            })
-            .collect();
-        pipeline(&pass, &tiles, depth);
+    // The row tiles split across the cores, each core's gradients accumulated in PSUM across
+    // its share and the partials combined in one order.
+    let acc_rows = 1 + usize::from(o.with_bias);
+    let sums: Vec<[usize; 2]> = psum_banks(d).map(|(_, cols)| [acc_rows, cols]).collect();
+    let totals = sum_row_shares(n, &sums, |share, accs| {
+        for_each_tile_in(share, group * PMAX, |span| {
+            let tiles: Vec<TileSpan> = spans(span.size, PMAX)
+                .map(|(o, p)| TileSpan {
+                    start: span.start.clone() + o,
+                    size: p,
+                })
+                .collect();
+            pipeline(&pass, accs, &tiles, depth);
+        });
     });
-    // The accumulated gradients, rounded once and stored.
-    let acc_rows = pass.accs.first().map_or(1, |a| a.shape()[0]);
-    for (acc, (c0, cols)) in pass.accs.iter().zip(psum_banks(d)) {
+    // The gradients, rounded once and stored.
+    for (total, (c0, cols)) in totals.iter().zip(psum_banks(d)) {
         let res = sbuf([acc_rows, cols], dt);
-        tensor_copy(&res, acc);
+        tensor_copy(&res, total.clone());
         for (row, out) in [Some(&grad_w), grad_b.as_ref()]
             .into_iter()
             .flatten()
             .enumerate()
         {
-            dma_copy(
+            store_share(
                 out.reshape(&[1, d]).cols(c0, cols),
                 res.region().slice(row, 1, 0, cols),
             );
@@ -108,12 +114,13 @@ fn pipeline_depth(dt: DType, extra: bool) -> usize {
     if dt == DType::F32 && !extra { 1 } else { 2 }
 }
 
-/// The three stages over the row tiles of one group, stage A running `depth` (1 or 2) tiles
+/// The three stages over the row tiles of one group (the gradients accumulated into `accs`, one
+/// PSUM bank per 512 columns), stage A running `depth` (1 or 2) tiles
 /// ahead: tiles `0..depth` through stage A and tile 0 through B first; then, per tile i, its
 /// pieces' outputs (C) interleaved with tile i + depth's loads and products (A), each piece
 /// loaded one step ahead and its scalar-engine sum issued one step behind (so neither waits in
 /// that engine's queue behind the other's work), and tile i + 1's factors (B) last.
-fn pipeline(pass: &Pass, tiles: &[TileSpan], depth: usize) {
+fn pipeline(pass: &Pass, accs: &[Tile], tiles: &[TileSpan], depth: usize) {
     let pieces = pass.pieces.len();
     // Every tile's per-row operands first: their small loads then queue ahead of the pieces'.
     let mut started: std::collections::VecDeque<RowTile> = tiles
@@ -125,7 +132,7 @@ fn pipeline(pass: &Pass, tiles: &[TileSpan], depth: usize) {
         let mut t = started.pop_front()?;
         for j in 0..pieces {
             pass.load(&mut t, j);
-            pass.products(&mut t, j);
+            pass.products(&mut t, j, accs);
             pass.sum(&t, j);
         }
         Some(t)
@@ -156,7 +163,7 @@ fn pipeline(pass: &Pass, tiles: &[TileSpan], depth: usize) {
                 pass.output(out, j);
             }
             if let Some(a) = &mut ahead {
-                pass.products(a, j);
+                pass.products(a, j, accs);
                 if j > 0 {
                     pass.sum(a, j - 1);
                 }

@@ -37,10 +37,8 @@ pub(super) struct Pass {
     /// Per piece, the weight's columns broadcast across the partitions (a tile each, so each
     /// piece waits only for its own columns' transfer).
     w: Option<Vec<Tile>>,
-    /// One PSUM bank per 512 columns, summing over row tiles: the weight gradient in its first
-    /// partition and, for LayerNorm, the bias gradient in its second. Each matmul's stationary
-    /// operand has its factor in the column of the partition it feeds and zero in the other.
-    pub(super) accs: Vec<Tile>,
+    /// `(start, width)` of the PSUM banks the gradients accumulate in, 512 columns each
+    /// ([`Pass::products`]).
     banks: Vec<(usize, usize)>,
     /// `[rows, 2]`: zeros, then ones (the bias gradient's stationary operand).
     bias_stationary: Option<Tile>,
@@ -92,8 +90,7 @@ struct Chunk {
 }
 
 impl Pass {
-    /// Loads the weight, zeroes the accumulators and builds the bias gradient's stationary
-    /// operand.
+    /// Loads the weight and builds the bias gradient's stationary operand.
     pub(super) fn new(o: &Operands<'_>) -> Self {
         let (n, d) = rows_of(o.x);
         let dt = o.x.dtype();
@@ -117,14 +114,6 @@ impl Pass {
         };
         let pieces: Vec<(usize, usize)> = spans(d, piece_cols).collect();
         let w = o.weight.map(|w| broadcast_pieces(w, n, &pieces));
-        let acc_rows = 1 + usize::from(o.with_bias);
-        let accs: Vec<Tile> = banks
-            .iter()
-            .map(|&(_, cols)| psum([acc_rows, cols], DType::F32))
-            .collect();
-        for acc in &accs {
-            memset(acc, 0.0);
-        }
         let bias_stationary = o.with_bias.then(|| {
             let t = sbuf([n.min(PMAX), 2], dt);
             memset(t.cols(0, 1), 0.0);
@@ -144,16 +133,18 @@ impl Pass {
             ev: o.extra.map(|e| e.reshape(&[n, d])),
             dxvs: o.grad_x_outs.iter().map(|t| t.reshape(&[n, d])).collect(),
             w,
-            accs,
             banks,
             bias_stationary,
         }
     }
 
-    /// SBUF bytes per partition held for the whole kernel.
+    /// SBUF bytes per partition held for the whole kernel: the weight, the small tiles, and a
+    /// share's fp32 partial gradients while the next share runs ([`sum_row_shares`]).
+    ///
+    /// [`sum_row_shares`]: crate::partials::sum_row_shares
     pub(super) fn held_bytes(&self) -> usize {
         let w = self.w.as_ref().map_or(0, |_| self.d * self.dt.size_bytes());
-        w + 2 * self.dt.size_bytes() + SMALL_BYTES
+        w + 2 * self.dt.size_bytes() + 4 * self.d + SMALL_BYTES
     }
 
     /// SBUF bytes per partition a row tile keeps from stage A to its output: `x` (centred in
@@ -249,9 +240,12 @@ impl Pass {
     }
 
     /// Stage A's products of piece `j`: `ĝ` (and LayerNorm's `Σ ĝ`), `grad_y · x` into the
-    /// gradient accumulators, and `ĝ · x` (summed here on the vector engine, or by
+    /// gradient accumulators `accs` (one PSUM bank per 512 columns, summing over row tiles: the
+    /// weight gradient in its first partition and, for LayerNorm, the bias gradient in its
+    /// second; each matmul's stationary operand has its factor in the column of the partition
+    /// it feeds and zero in the other), and `ĝ · x` (summed here on the vector engine, or by
     /// [`Pass::sum`]).
-    pub(super) fn products(&self, t: &mut RowTile, j: usize) {
+    pub(super) fn products(&self, t: &mut RowTile, j: usize, accs: &[Tile]) {
         let (c0, cols) = self.pieces[j];
         let p = t.rows.size;
         let (xt, gt) = t.loaded[j].clone();
@@ -296,7 +290,7 @@ impl Pass {
             _ => ElementwiseEngine::Vector,
         };
         tensor_tensor(&gx, &gt, &xt, BinOp::Multiply).on(engine);
-        for (acc, &(b0, bcols)) in self.accs.iter().zip(&self.banks) {
+        for (acc, &(b0, bcols)) in accs.iter().zip(&self.banks) {
             if (c0..c0 + cols).contains(&b0) {
                 nc_matmul(acc, &t.weight_stationary, gx.cols(b0 - c0, bcols), true);
                 if let Some(ones) = &self.bias_stationary {
