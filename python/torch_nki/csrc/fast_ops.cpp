@@ -271,7 +271,9 @@ struct NkiBackward final : public torch::autograd::Node {
     torch::autograd::variable_list out(num_outputs());
     for (size_t k = 0; k < plan.grads.size(); ++k) {
       const size_t pos = plan.grads[k];
-      if (pos < out.size() && should_compute_output(pos)) out[pos] = stack[k].toTensor();
+      if (pos < out.size() && should_compute_output(pos) && !stack[k].isNone()) {
+        out[pos] = stack[k].toTensor();
+      }
     }
     return out;
   }
