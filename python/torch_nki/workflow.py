@@ -196,6 +196,12 @@ def run(
 
         print("== whole-model ratios")
         cases = [c for c in model_bench.CASES if c[0] != "forward" or c[1] == dtype_name]
-        model_bench.print_ratios([model_name], n_busy, cases=cases)
+        rows = model_bench.print_ratios([model_name], n_busy, cases=cases)
+        if report_path:
+            table = "\n".join([model_bench.HEADER, *(r.line() for r in rows)])
+            title = f"## Whole-model ratios (swapped / unswapped, {model_bench.load()})"
+            section = f"\n{title}\n\n```text\n{table}\n```\n"
+            with Path(report_path).open("a", encoding="utf-8") as f:
+                f.write(section)
     print("== OK" if ok else "== FAILED: see the report")
     return 0 if ok else 1
