@@ -14,25 +14,25 @@ to, ``Signature.run`` alone, the output allocation, ATen's add), best of several
 (``_native.split_min_work()``): for ``neuron.add`` on growing square shapes, the time with every
 run handed to the pool over the time with every run on the calling thread, idle and busy.
 
-    python scripts/bench_overhead.py [--calls N] [--rounds N] [--busy N] [--breakdown] [--split]
+With ``--compiled``, small graphs of neuron ops under ``torch.compile(fullgraph=True)`` against
+the same calls made eagerly (issue 34: compiling adds no per-call cost beyond the eager path).
+
+    python scripts/bench_overhead.py [--calls N] [--rounds N] [--busy N] [--breakdown] [--split] [--compiled]
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import os
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import torch
 
 import torch_nki
 from torch_nki import _native
+from torch_nki.model_bench import busy, load
 
 Call = Callable[[], object]
 
@@ -64,19 +64,6 @@ def paired(ours: Call, peer: Call, calls: int, rounds: int) -> tuple[float, floa
     return statistics.median(a), statistics.median(b), statistics.median(ratios)
 
 
-@contextmanager
-def busy(n: int) -> Iterator[None]:
-    """``n`` competing processes spinning on a core each, for the duration."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-    try:
-        time.sleep(0.5)  # let them reach the scheduler
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-
-
 @functools.cache
 def raw_ops() -> tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor]]:
     """A raw op returning its first input, and one with an autograd formula (passes the
@@ -94,11 +81,6 @@ def raw_ops() -> tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor]]
     )
     raw_ops.lib = lib  # type: ignore[attr-defined]  # keep the registrations alive
     return torch.ops.overhead_bench.noop, torch.ops.overhead_bench.noop_grad
-
-
-def load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.2f} (1 min), {five:.2f} (5 min), {os.cpu_count()} cores"
 
 
 def ratios(calls: int, rounds: int, n_busy: int) -> None:
@@ -121,6 +103,32 @@ def ratios(calls: int, rounds: int, n_busy: int) -> None:
                 verdict = "ok" if r <= target else "OVER"
                 print(f"{state:<28} {name:<20} {a:9.2f}us {b:7.2f}us {r:6.2f}x <= {target}x {verdict}")
             print(f"  {state_line}")
+
+
+def compiled(calls: int, rounds: int, n_busy: int) -> None:
+    """Per-call time of small-op graphs under ``torch.compile`` against the same ops called
+    eagerly one by one: what compiling adds (or saves) per call."""
+    neuron = torch.ops.neuron
+    x, w = torch.rand(4, 4), torch.rand(4)
+
+    def one(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return neuron.add(a, b)
+
+    def chain(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return neuron.silu(neuron.rmsnorm(neuron.add(a, a), b))
+
+    graphs = [("add (1 op)", one, (x, x)), ("add, rmsnorm, silu (3 ops)", chain, (x, w))]
+    print(f"compiled graph vs eager, 4x4 float32, {calls} calls per block, {rounds} alternating rounds")
+    print(f"{'machine':<22} {'graph':<28} {'compiled':>11} {'eager':>9} {'ratio':>7}")
+    for state in ("as it is", f"{n_busy} busy"):
+        with busy(n_busy if state != "as it is" else 0), torch.no_grad():
+            for name, fn, args in graphs:
+                torch._dynamo.reset()
+                graph = torch.compile(fn, fullgraph=True, dynamic=False)
+                graph(*args)
+                a, b, r = paired(lambda g=graph, a=args: g(*a), lambda f=fn, a=args: f(*a), calls, rounds)
+                print(f"{state:<22} {name:<28} {a:9.2f}us {b:7.2f}us {r:6.2f}x")
+            print(f"  ({load()})")
 
 
 def pooled_us(fn: Call, calls: int) -> float:
@@ -209,6 +217,9 @@ def main() -> int:
     parser.add_argument("--breakdown", action="store_true", help="also time the pieces of a call")
     parser.add_argument("--split", action="store_true", help="measure the simulator's split threshold")
     parser.add_argument(
+        "--compiled", action="store_true", help="also time torch.compile graphs of small ops against eager"
+    )
+    parser.add_argument(
         "--sizes", default="16,64,256,1024,2048,4096", help="--split: square add shapes (comma-separated)"
     )
     args = parser.parse_args()
@@ -217,6 +228,8 @@ def main() -> int:
     ratios(args.calls, args.rounds, args.busy)
     if args.breakdown:
         breakdown(args.calls)
+    if args.compiled:
+        compiled(args.calls, args.rounds, args.busy)
     if args.split:
         split(args.rounds, args.busy, [int(n) for n in args.sizes.split(",")])
     return 0

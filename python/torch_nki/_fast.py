@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from torch_nki import _native
+from torch_nki._manifest import OpSpec
 
 SOURCE = Path(__file__).resolve().parent / "csrc" / "fast_ops.cpp"
 HEADER = "fast_abi.h"
@@ -222,10 +223,41 @@ def enabled() -> bool:
     return bool(_state["loaded"])
 
 
-def register(qualname: str, native: Any, kernel: str, slow: str, grad: str) -> None:
-    """Registers the fast CPU and AutogradCPU kernels of ``qualname`` (kernel ``kernel`` of
-    ``native``), with its hidden slow (Python CPU) and grad (Python autograd) twins."""
-    torch.ops.torch_nki_fast.register_op(qualname, int(native._fast_api()), kernel, slow, grad)
+def _plan_lists(
+    spec: OpSpec, ops: dict[str, OpSpec]
+) -> tuple[str, list[int], list[int], list[int], list[int]]:
+    """``spec``'s backward plan as ``register_op`` takes it: the backward op (``""``: none),
+    the saved tensors and the backward's arguments as flattened ``(kind, index)`` pairs, the
+    forward argument of each backward output, and which outputs are not differentiable."""
+    plan = spec.backward
+    if plan is None:
+        return "", [], [], [], []
+    saved = [v for s in plan.saved for v in (int(s.kind == "output"), s.index)]
+    kinds = {"grad": 0, "saved": 1, "scalar": 2}
+    args = [v for a in plan.args for v in (kinds[a.kind], a.index)]
+    non_differentiable = [int(o.saved) for o in spec.outputs]
+    return f"{spec.namespace}::{ops[plan.kernel].name}", saved, args, list(plan.grads), non_differentiable
+
+
+def register(qualname: str, native: Any, spec: OpSpec, ops: dict[str, OpSpec], slow: str, grad: str) -> None:
+    """Registers the fast CPU and AutogradCPU kernels of ``qualname`` (kernel ``spec`` of
+    ``native``; ``ops``, every kernel of the module by name), with its hidden slow (Python CPU)
+    and grad (Python autograd) twins; calls recording autograd get a C++ node carrying out
+    ``spec``'s backward plan, as :func:`torch_nki.autograd.rule_for` does in Python."""
+    torch.ops.torch_nki_fast.register_op(
+        qualname, int(native._fast_api()), spec.name, slow, grad, *_plan_lists(spec, ops)
+    )
+
+
+def cpp_autograd(on: bool | None = None) -> bool:
+    """Whether calls recording autograd use the C++ node (``True`` by default; when ``False``,
+    the Python ``autograd.Function`` records them); ``on`` sets it. Returns the setting before
+    the call. Without the fast library: ``False``, and setting it does nothing."""
+    if not enabled():
+        return False
+    current = bool(torch.ops.torch_nki_fast.set_cpp_autograd(True))
+    torch.ops.torch_nki_fast.set_cpp_autograd(current if on is None else bool(on))
+    return current
 
 
 def unregister(qualname: str) -> None:

@@ -149,7 +149,7 @@ def _register_op(
         define(_twin_schema(kernel_schema, GRAD_PREFIX))
         torch.library.register_fake(f"{ns}::{grad}", fake_kernel, lib=lib)
         lib.impl(grad, autograd.make_autograd_kernel(spec, grad, rule), "Autograd", with_keyset=True)
-        _fast.register(f"{ns}::{kernel_name}", native, spec.name, f"{ns}::{slow}", f"{ns}::{grad}")
+        _fast.register(f"{ns}::{kernel_name}", native, spec, ops, f"{ns}::{slow}", f"{ns}::{grad}")
     else:
         lib.impl(kernel_name, cpu_kernel, "CPU")
     register_autocast(lib, spec, kernel_name)

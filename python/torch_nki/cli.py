@@ -449,14 +449,31 @@ def _main(argv: Sequence[str] | None) -> int:
     swap = sub.add_parser(
         "swap", help="profile a transformers model, swap in neuron kernels, verify, report before/after"
     )
-    swap.add_argument("--model", default="llama-tiny", help="model preset (llama-tiny, llama-small)")
+    swap.add_argument(
+        "--model", default="llama-tiny", help="model preset (llama-tiny, llama-small, llama-512)"
+    )
     swap.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
     swap.add_argument("--report", metavar="PATH", help="write the Markdown report (and a PNG) here")
+    swap.add_argument(
+        "--busy", type=int, default=1, metavar="N", help="competing busy processes for the loaded ratios"
+    )
+    swap.add_argument(
+        "--no-ratios", action="store_true", help="skip the whole-model ratios (swapped vs unswapped)"
+    )
     bench = sub.add_parser("bench", help="grade every op at its bench shape: estimated device time vs CPU")
     bench.add_argument("--op", action="append", default=[], help="only this op (repeatable)")
     bench.add_argument("--target", default="trn2", choices=["trn1", "trn2", "trn3"])
     bench.add_argument("--repeat", type=_positive, default=3, help="timed calls per CPU measurement")
     bench.add_argument("--dtype", choices=["f32", "bf16", "f16"], help="instead of each op's bench dtype")
+    bench.add_argument(
+        "--models",
+        action="store_true",
+        help="instead: whole swapped Llama models vs unswapped (llama-tiny, llama-512), idle and busy",
+    )
+    bench.add_argument(
+        "--busy", type=int, default=1, metavar="N", help="--models: competing busy processes (0: none)"
+    )
+    bench.add_argument("--threads", type=_positive, metavar="N", help="--models: torch's intra-op threads")
     conf = sub.add_parser(
         "conformance", help="run every @nki.jit kernel of a directory of NKI sources against its reference"
     )
@@ -536,7 +553,11 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "swap":
         from torch_nki import workflow
 
-        return workflow.run(args.model, args.dtype, args.report)
+        return workflow.run(args.model, args.dtype, args.report, ratios=not args.no_ratios, n_busy=args.busy)
+    if args.command == "bench" and args.models:
+        from torch_nki import model_bench
+
+        return model_bench.run(max(args.busy, 0), args.threads, max(args.repeat, 9))
     if args.command == "bench":
         from torch_nki import bench as bench_mod
         from torch_nki._dtypes import NKI_TO_TORCH

@@ -10,6 +10,7 @@ them. ``transformers`` is imported here only.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,14 +28,35 @@ __all__ = ["MODELS", "SWAP_DTYPES", "build", "run"]
 SWAP_DTYPES = ("f32", "bf16")
 
 
-def _llama(tiny: bool) -> Any:
+_LLAMA_SIZES: dict[str, dict[str, Any]] = {
+    "llama-tiny": {
+        "hidden_size": 64,
+        "intermediate_size": 160,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+    },
+    "llama-small": {
+        "hidden_size": 256,
+        "intermediate_size": 688,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+    },
+    "llama-512": {
+        "hidden_size": 512,
+        "intermediate_size": 1376,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+    },
+}
+
+#: The sequence length of a preset's batch (2 sequences), where not 64.
+SEQUENCE = {"llama-512": 128}
+
+
+def _llama(preset: str) -> Any:
     import transformers
 
-    size: dict[str, Any] = (
-        {"hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4}
-        if tiny
-        else {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 8}
-    )
+    size = _LLAMA_SIZES[preset]
     kv_heads = size["num_attention_heads"] // 2
     cfg = transformers.LlamaConfig(
         vocab_size=256, num_key_value_heads=kv_heads, max_position_embeddings=256, **size
@@ -43,10 +65,7 @@ def _llama(tiny: bool) -> Any:
 
 
 #: Model presets: name → builder (from a config, random weights).
-MODELS: dict[str, Callable[[], Any]] = {
-    "llama-tiny": lambda: _llama(tiny=True),
-    "llama-small": lambda: _llama(tiny=False),
-}
+MODELS: dict[str, Callable[[], Any]] = {name: functools.partial(_llama, name) for name in _LLAMA_SIZES}
 
 
 def build(name: str, dtype: torch.dtype, seed: int = 0) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -55,7 +74,8 @@ def build(name: str, dtype: torch.dtype, seed: int = 0) -> tuple[torch.nn.Module
         raise ValueError(f"unknown model `{name}` (known: {', '.join(MODELS)})")
     torch.manual_seed(seed)
     model = MODELS[name]().to(dtype).eval()
-    ids = torch.randint(0, model.config.vocab_size, (2, 64), generator=torch.Generator().manual_seed(seed))
+    shape = (2, SEQUENCE.get(name, 64))
+    ids = torch.randint(0, model.config.vocab_size, shape, generator=torch.Generator().manual_seed(seed))
     return model, ids
 
 
@@ -106,8 +126,17 @@ def _chart(before: dict[str, float], after: dict[str, float], device: dict[str, 
     return path
 
 
-def run(model_name: str, dtype_name: str, report_path: str | None, steps: int = 2) -> int:
-    """Runs the workflow and prints (or writes) the report; returns the exit code."""
+def run(
+    model_name: str,
+    dtype_name: str,
+    report_path: str | None,
+    steps: int = 2,
+    ratios: bool = True,
+    n_busy: int = 1,
+) -> int:
+    """Runs the workflow and prints (or writes) the report; returns the exit code. With
+    ``ratios``, then prints the whole-model ratios (:mod:`torch_nki.model_bench`: the forward in
+    ``dtype_name`` and a training step, as the machine is and with ``n_busy`` busy processes)."""
     if dtype_name not in SWAP_DTYPES:
         print(f"torch-nki swap: unknown dtype `{dtype_name}` (known: {', '.join(SWAP_DTYPES)})")
         return 2
@@ -162,5 +191,17 @@ def run(model_name: str, dtype_name: str, report_path: str | None, steps: int = 
     else:
         print("\n".join(lines[: 8 + len(kinds_before)]))
     ok = not swapped.reverted and err <= tol
+    if ratios and ok:
+        from torch_nki import model_bench
+
+        print("== whole-model ratios")
+        cases = [c for c in model_bench.CASES if c[0] != "forward" or c[1] == dtype_name]
+        rows = model_bench.print_ratios([model_name], n_busy, cases=cases)
+        if report_path:
+            table = "\n".join([model_bench.HEADER, *(r.line() for r in rows)])
+            title = f"## Whole-model ratios (swapped / unswapped, {model_bench.load()})"
+            section = f"\n{title}\n\n```text\n{table}\n```\n"
+            with Path(report_path).open("a", encoding="utf-8") as f:
+                f.write(section)
     print("== OK" if ok else "== FAILED: see the report")
     return 0 if ok else 1

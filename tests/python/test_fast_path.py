@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -103,6 +104,68 @@ def test_autograd_is_recorded_only_when_a_gradient_can_be_needed() -> None:
     assert g.shape == x.shape
 
 
+WITH_BACKWARD = [op for op in testing.ops_with_reference() if testing.op_spec(op).backward]
+
+
+def _record(op: str, sample: testing.SampleInput, cpp: bool) -> tuple[list[Any], list[tuple[Any, ...]], Any]:
+    """Gradients of every float input (only the first output used, so the others' gradients are
+    the zeros the node makes), what was saved (shape, dtype per packed tensor) and the node."""
+    previous = _fast.cpp_autograd(cpp)
+    packed: list[tuple[Any, ...]] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        packed.append((tuple(t.shape), t.dtype))
+        return t
+
+    try:
+        args = [
+            a.detach().clone().requires_grad_()
+            if isinstance(a, torch.Tensor) and a.is_floating_point()
+            else a
+            for a in sample.args
+        ]
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            outs = testing.public_outputs(getattr(torch.ops.neuron, op)(*args))
+        seed = testing.uniform(3)(outs[0].shape, outs[0].dtype)
+        outs[0].backward(seed)
+        grads = [a.grad for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        return grads, packed, outs[0].grad_fn
+    finally:
+        _fast.cpp_autograd(previous)
+
+
+@pytest.mark.parametrize("op", WITH_BACKWARD)
+def test_the_cpp_autograd_node_matches_the_python_function(op: str) -> None:
+    """Every registry op with a backward: the C++ node saves what the Python autograd.Function
+    saves and gives the same gradient bits."""
+    assert _fast.cpp_autograd(), "the C++ node is off by default"
+    for sample in testing.sample_inputs(op, dtypes=[torch.float32, torch.bfloat16]):
+        got, got_saved, node = _record(op, sample, cpp=True)
+        want, want_saved, py_node = _record(op, sample, cpp=False)
+        assert not isinstance(node, torch.autograd.function.BackwardCFunction), "not the C++ node"
+        assert isinstance(py_node, torch.autograd.function.BackwardCFunction)
+        assert node.name() == f"NeuronAutograd_{_kernel_op(op)}Backward"
+        assert got_saved == want_saved, f"{sample}: the C++ node saves something else"
+        for g, w in zip(got, want, strict=True):
+            assert (g is None) == (w is None), sample
+            if g is not None:
+                assert g.dtype == w.dtype and g.shape == w.shape, sample
+                assert torch.equal(_bits(g), _bits(w)), f"{sample}: the gradients differ"
+
+
+def test_the_cpp_autograd_node_frees_its_saved_tensors() -> None:
+    x, w = torch.rand(3, 8, requires_grad=True), torch.rand(8, requires_grad=True)
+    y = torch.ops.neuron.rmsnorm(x, w)
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.sum().backward()
+    y = torch.ops.neuron.rmsnorm(x, w)
+    with torch.no_grad():
+        x.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
 @pytest.mark.parametrize("entry", _native._fast_entry_points())
 def test_a_panic_in_the_c_abi_takes_the_python_kernel(entry: str) -> None:
     x = torch.rand(5, 7)
@@ -140,6 +203,11 @@ def test_disabled_fast_path_runs_the_python_kernels() -> None:
         "from torch_nki import _fast\n"
         "x = torch.rand(4, 4)\n"
         "assert torch.equal(torch.ops.neuron.add(x, x), x + x)\n"
+        "xg = x.clone().requires_grad_()\n"
+        "y = torch.ops.neuron.rmsnorm(xg, torch.ones(4))\n"
+        "y.sum().backward()\n"
+        "assert isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction), type(y.grad_fn)\n"
+        "assert xg.grad is not None and not _fast.cpp_autograd()\n"
         "has = torch._C._dispatch_has_kernel_for_dispatch_key\n"
         "print(_fast.enabled(), has('neuron::add', 'AutogradCPU'))\n"
     )

@@ -272,4 +272,5 @@ def test_the_cli_runs_the_workflow_and_writes_the_report(tmp_path: object) -> No
     text = out.read_text()
     assert "reverted 0" in text and "| Attention |" in text and "![before and after](report.png)" in text
     assert out.with_suffix(".png").stat().st_size > 1000
+    assert "## Whole-model ratios" in text and "llama-tiny  train step f32" in text
     assert cli.main(["swap", "--model", "gpt-99"]) == 2

@@ -16,9 +16,11 @@ pub(crate) fn round_into(dst: &mut [f32], dtype: DType, f: impl Fn(usize) -> f32
                 *d = f(i);
             }
         }
+        // `round_bf16` is `half::bf16::from_f32(v).to_f32()` bit for bit (NaN included) without
+        // its branches, so the loop vectorises (bf16 transposes and copies were 2x slower).
         DType::BF16 => {
             for (i, d) in dst.iter_mut().enumerate() {
-                *d = half::bf16::from_f32(f(i)).to_f32();
+                *d = crate::dtype::round_bf16(f(i));
             }
         }
         dt => {
@@ -65,4 +67,34 @@ pub(crate) fn write_column(
         store.row_mut(res, r)?[0] = dt.round(v);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod bf16_tests {
+    use super::*;
+
+    /// `round_into`'s bf16 rounding is `half`'s conversion bit for bit, NaN payloads included.
+    #[test]
+    fn bf16_rounding_is_halfs_bit_for_bit() {
+        let specials = [
+            0u32,
+            0x8000_0000,
+            0x7F80_0000,
+            0xFF80_0000,
+            0x7F7F_FFFF,
+            0x7FC0_0000,
+        ];
+        let sampled = (0..u32::MAX / 1009).map(|i| i * 1009);
+        let bits: Vec<u32> = specials
+            .into_iter()
+            .chain(sampled)
+            .chain(0x7F80_0001..0x7F80_4000)
+            .collect();
+        let mut out = vec![0.0f32; bits.len()];
+        round_into(&mut out, DType::BF16, |i| f32::from_bits(bits[i]));
+        for (b, got) in bits.iter().zip(&out) {
+            let want = half::bf16::from_f32(f32::from_bits(*b)).to_f32();
+            assert_eq!(got.to_bits(), want.to_bits(), "{b:#010x}");
+        }
+    }
 }

@@ -9,8 +9,14 @@
 //   violation, any failure) runs the op's Python CPU kernel instead (a hidden op,
 //   `<ns>::_nki_slow_<name>`), which handles it and raises the proper torch_nki exception.
 // - AutogradCPU: when no gradient can be needed (grad mode off, or no tensor requires grad, no
-//   forward-mode tangent, no functorch transform), straight to the CPU kernel; otherwise the
-//   Python autograd kernel, registered on a hidden twin op (`<ns>::_nki_grad_<name>`).
+//   forward-mode tangent, no functorch transform), straight to the CPU kernel. When a plain CPU
+//   tensor requires grad and the op has a backward kernel, the forward runs below autograd and
+//   a C++ autograd node (`NkiBackward`) records it: it saves what the op's backward plan (the
+//   registry's, passed in at registration) says, and its backward calls the backward op through
+//   the dispatcher, as the Python rule (torch_nki.autograd) does. Anything else (forward-mode AD,
+//   a functorch transform, a tensor subclass such as DTensor or a fake tensor, an op without a
+//   backward) runs the Python autograd kernel, registered on a hidden twin op
+//   (`<ns>::_nki_grad_<name>`).
 //
 // Built against the installed torch by torch_nki._fast (at install, or on first import) and
 // loaded with torch.ops.load_library; registration goes through torch.ops.torch_nki_fast.register.
@@ -19,18 +25,28 @@
 // `torch-nki fast --header` prints it.
 
 #include <ATen/ATen.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/edge.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
 #include "fast_abi.h"  // generated from python/native/src/fast/abi.rs (see torch_nki._fast)
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -171,37 +187,220 @@ class FastCpu final : public c10::OperatorKernel {
   c10::OperatorHandle slow_;
 };
 
+// An op's backward plan (torch_nki._backward.BackwardSpec, by position), from the registry.
+struct BackwardPlan {
+  std::string op_name;   // the forward op's name, for the node's name
+  std::string backward;  // the backward op, `ns::name`
+  std::vector<std::pair<bool, size_t>> saved;  // (is an output, index) per saved tensor
+  enum class ArgKind : uint8_t { Grad = 0, Saved = 1, Scalar = 2 };
+  std::vector<std::pair<ArgKind, size_t>> args;  // per backward argument
+  std::vector<size_t> grads;           // per backward output: the forward argument it is for
+  std::vector<bool> non_differentiable;  // per forward output (saved outputs)
+
+  // The backward op, looked up on first use (it may be registered after the forward op).
+  const c10::OperatorHandle& backward_op() const {
+    std::call_once(once_, [this] {
+      auto op = c10::Dispatcher::singleton().findOp({backward, ""});
+      TORCH_CHECK(op.has_value(), "torch_nki_fast: no backward op ", backward);
+      op_ = std::move(op);
+    });
+    return *op_;
+  }
+
+ private:
+  mutable std::once_flag once_;
+  mutable std::optional<c10::OperatorHandle> op_;
+};
+
+// The autograd graph's pointer to a node: std::shared_ptr<Node> or c10::intrusive_ptr<Node>,
+// depending on the torch version.
+using NodePtr = decltype(torch::autograd::Edge::function);
+
+template <class T, class... Args>
+NodePtr make_node(Args&&... args) {
+  if constexpr (std::is_same_v<NodePtr, std::shared_ptr<typename NodePtr::element_type>>) {
+    return NodePtr(new T(std::forward<Args>(args)...));
+  } else {
+    return c10::make_intrusive<T>(std::forward<Args>(args)...);
+  }
+}
+
+// The autograd node of one recorded call: what autograd.py's rule does, in C++.
+struct NkiBackward final : public torch::autograd::Node {
+  NkiBackward(std::shared_ptr<const BackwardPlan> plan, torch::autograd::edge_list&& edges)
+      : torch::autograd::Node(std::move(edges)), plan_(std::move(plan)) {}
+
+  std::string name() const override { return "NeuronAutograd_" + plan_->op_name + "Backward"; }
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const BackwardPlan& plan = *plan_;
+    torch::jit::Stack stack;
+    stack.reserve(plan.args.size());
+    for (const auto& [kind, index] : plan.args) {
+      switch (kind) {
+        case BackwardPlan::ArgKind::Grad: {
+          TORCH_CHECK(index < grads.size() && index < out_meta_.size(),
+                      "torch_nki_fast: gradient index out of range");
+          at::Tensor g = grads[index];
+          // An output no loss used: its gradient arrives undefined and is zero.
+          if (!g.defined()) g = at::zeros(out_meta_[index].first, out_meta_[index].second);
+          stack.emplace_back(std::move(g));
+          break;
+        }
+        case BackwardPlan::ArgKind::Saved: {
+          TORCH_CHECK(index < saved_.size(), "torch_nki_fast: saved index out of range");
+          at::Tensor t = saved_[index].unpack(getptr());
+          // A left-out optional tensor was saved as such: the backward gets None, as in Python.
+          if (t.defined()) {
+            stack.emplace_back(std::move(t));
+          } else {
+            stack.emplace_back();
+          }
+          break;
+        }
+        case BackwardPlan::ArgKind::Scalar:
+          TORCH_CHECK(index < scalars_.size(), "torch_nki_fast: scalar index out of range");
+          stack.push_back(scalars_[index]);
+          break;
+      }
+    }
+    plan.backward_op().callBoxed(&stack);
+    TORCH_CHECK(stack.size() == plan.grads.size(), "torch_nki_fast: ", plan.backward, " returned ",
+                stack.size(), " values, its plan has ", plan.grads.size(), " gradients");
+    torch::autograd::variable_list out(num_outputs());
+    for (size_t k = 0; k < plan.grads.size(); ++k) {
+      const size_t pos = plan.grads[k];
+      if (pos < out.size() && should_compute_output(pos) && !stack[k].isNone()) {
+        out[pos] = stack[k].toTensor();
+      }
+    }
+    return out;
+  }
+
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& s : saved_) s.reset_data();
+  }
+
+  std::shared_ptr<const BackwardPlan> plan_;
+  std::vector<torch::autograd::SavedVariable> saved_;
+  std::vector<c10::IValue> scalars_;  // the forward's non-tensor arguments (None for tensors)
+  std::vector<std::pair<std::vector<int64_t>, at::TensorOptions>> out_meta_;
+};
+
+// Whether the C++ node records calls (else the Python autograd kernel does; for tests).
+std::atomic<bool> cpp_autograd{true};
+
 // One op's AutogradCPU kernel: below autograd unless a gradient can be needed.
 class FastAutograd final : public c10::OperatorKernel {
  public:
-  explicit FastAutograd(c10::OperatorHandle grad) : grad_(std::move(grad)) {}
+  FastAutograd(c10::OperatorHandle grad, std::shared_ptr<const BackwardPlan> plan)
+      : grad_(std::move(grad)), plan_(std::move(plan)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-    if (needs_autograd(op, stack)) {
-      grad_.callBoxed(stack);
-    } else {
-      op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+    switch (mode(op, stack)) {
+      case Mode::Below: op.redispatchBoxed(ks & c10::after_autograd_keyset, stack); break;
+      case Mode::Record: record(op, ks, stack); break;
+      case Mode::Python: grad_.callBoxed(stack); break;
     }
   }
 
  private:
-  static bool needs_autograd(const c10::OperatorHandle& op, const torch::jit::Stack* stack) {
+  enum class Mode { Below, Record, Python };
+
+  Mode mode(const c10::OperatorHandle& op, const torch::jit::Stack* stack) const {
     // A functorch transform (grad, vjp, jvp, vmap) is active: its front-mode key is included.
     if (c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::FuncTorchDynamicLayerFrontMode)) {
-      return true;
+      return Mode::Python;
     }
+    // Tensors the C++ node does not handle: subclasses (DTensor, fake tensors), functorch
+    // wrappers, functionalization, lazy conjugation/negation.
+    static const c10::DispatchKeySet special({
+        c10::DispatchKey::Python,
+        c10::DispatchKey::PythonTLSSnapshot,
+        c10::DispatchKey::FuncTorchBatched,
+        c10::DispatchKey::FuncTorchGradWrapper,
+        c10::DispatchKey::Functionalize,
+        c10::DispatchKey::Conjugate,
+        c10::DispatchKey::Negative,
+        c10::DispatchKey::ZeroTensor,
+    });
     const bool grad_mode = c10::GradMode::is_enabled();
+    bool needs = false, plain = true;
     const size_t n = op.schema().arguments().size();
     for (auto it = stack->end() - static_cast<std::ptrdiff_t>(n); it != stack->end(); ++it) {
       if (!it->isTensor()) continue;
       const at::Tensor& t = it->toTensor();
       if (!t.defined()) continue;
-      if ((grad_mode && t.requires_grad()) || t._fw_grad(0).defined()) return true;
+      if (t._fw_grad(0).defined()) return Mode::Python;
+      needs = needs || (grad_mode && t.requires_grad());
+      plain = plain && t.is_cpu() && !t.key_set().has_any(special);
     }
-    return false;
+    if (!needs) return Mode::Below;
+    return plain && plan_ != nullptr && cpp_autograd.load(std::memory_order_relaxed) ? Mode::Record
+                                                                                      : Mode::Python;
+  }
+
+  // The forward below autograd, recorded by an NkiBackward node.
+  void record(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    const BackwardPlan& plan = *plan_;
+    const size_t n = op.schema().arguments().size();
+    torch::autograd::edge_list edges(n);
+    std::vector<c10::IValue> scalars(n);
+    std::vector<at::Tensor> inputs(n);
+    {
+      auto args = torch::jit::last(*stack, n);
+      for (size_t i = 0; i < n; ++i) {
+        const c10::IValue& v = args[i];
+        if (v.isTensor()) {
+          inputs[i] = v.toTensor();
+          if (inputs[i].defined() && inputs[i].requires_grad()) {
+            edges[i] = torch::autograd::impl::gradient_edge(inputs[i]);
+          }
+        } else {
+          scalars[i] = v;
+        }
+      }
+    }
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+    }
+    const size_t n_out = op.schema().returns().size();
+    TORCH_CHECK(stack->size() >= n_out, "torch_nki_fast: ", op.schema().name(), " returned too few values");
+    auto node = make_node<NkiBackward>(plan_, std::move(edges));
+    auto* raw = static_cast<NkiBackward*>(node.get());
+    raw->scalars_ = std::move(scalars);
+    std::vector<at::Tensor> outs;
+    outs.reserve(n_out);
+    auto results = torch::jit::last(*stack, n_out);
+    for (size_t k = 0; k < n_out; ++k) {
+      const at::Tensor& out = results[k].toTensor();
+      outs.push_back(out);
+      raw->out_meta_.emplace_back(out.sizes().vec(), out.options());
+      const bool differentiable = !(k < plan.non_differentiable.size() && plan.non_differentiable[k]) &&
+          torch::autograd::isDifferentiableType(out.scalar_type());
+      if (differentiable) {
+        torch::autograd::set_history(out, node);
+      } else {
+        raw->add_input_metadata(torch::autograd::Node::undefined_input());
+      }
+    }
+    raw->saved_.reserve(plan.saved.size());
+    for (const auto& [is_output, index] : plan.saved) {
+      if (is_output) {
+        TORCH_CHECK(index < outs.size(), "torch_nki_fast: saved output index out of range");
+        raw->saved_.emplace_back(outs[index], /*is_output=*/true);
+      } else {
+        TORCH_CHECK(index < inputs.size(), "torch_nki_fast: saved input index out of range");
+        raw->saved_.emplace_back(inputs[index], /*is_output=*/false);  // undefined: a None
+      }
+    }
   }
 
   c10::OperatorHandle grad_;
+  std::shared_ptr<const BackwardPlan> plan_;  // null: no backward kernel (the Python kernel says so)
 };
 
 std::mutex registration_mutex;
@@ -219,10 +418,43 @@ c10::OperatorHandle find_op(const std::string& qualname) {
   return *op;
 }
 
+// The backward plan from register_op's arguments (flattened pairs; see torch_nki._fast), or
+// null when the op has no backward op.
+std::shared_ptr<const BackwardPlan> make_plan(const std::string& op_name, const std::string& backward,
+                                              const std::vector<int64_t>& saved,
+                                              const std::vector<int64_t>& args,
+                                              const std::vector<int64_t>& grads,
+                                              const std::vector<int64_t>& non_differentiable) {
+  if (backward.empty()) return nullptr;
+  TORCH_CHECK(saved.size() % 2 == 0 && args.size() % 2 == 0,
+              "torch_nki_fast: a backward plan's saved and args lists are (kind, index) pairs");
+  auto plan = std::make_shared<BackwardPlan>();
+  plan->op_name = op_name;
+  plan->backward = backward;
+  auto index = [](int64_t i) {
+    TORCH_CHECK(i >= 0, "torch_nki_fast: negative index ", i, " in a backward plan");
+    return static_cast<size_t>(i);
+  };
+  for (size_t i = 0; i < saved.size(); i += 2) {
+    TORCH_CHECK(saved[i] == 0 || saved[i] == 1, "torch_nki_fast: saved kind ", saved[i]);
+    plan->saved.emplace_back(saved[i] == 1, index(saved[i + 1]));
+  }
+  for (size_t i = 0; i < args.size(); i += 2) {
+    TORCH_CHECK(args[i] >= 0 && args[i] <= 2, "torch_nki_fast: argument kind ", args[i]);
+    plan->args.emplace_back(static_cast<BackwardPlan::ArgKind>(args[i]), index(args[i + 1]));
+  }
+  for (auto g : grads) plan->grads.push_back(index(g));
+  for (auto d : non_differentiable) plan->non_differentiable.push_back(d != 0);
+  return plan;
+}
+
 // Registers the fast kernels of op `<ns>::<name>` (kernel `kernel` of the module whose C ABI
-// table is at `api`): CPU and AutogradCPU on the op, CPU on its hidden grad twin.
+// table is at `api`): CPU and AutogradCPU on the op, CPU on its hidden grad twin. `backward`
+// (empty: none) and the lists are the op's backward plan, for the C++ autograd node.
 void register_op(const std::string& qualname, int64_t api_address, const std::string& kernel,
-                 const std::string& slow_qualname, const std::string& grad_qualname) {
+                 const std::string& slow_qualname, const std::string& grad_qualname,
+                 const std::string& backward, std::vector<int64_t> saved, std::vector<int64_t> args,
+                 std::vector<int64_t> grads, std::vector<int64_t> non_differentiable) {
   std::lock_guard<std::mutex> lock(registration_mutex);
   const auto* api = reinterpret_cast<const FastApi*>(static_cast<uintptr_t>(api_address));
   TORCH_CHECK(api != nullptr && api->version == kAbiVersion,
@@ -235,6 +467,7 @@ void register_op(const std::string& qualname, int64_t api_address, const std::st
   const auto ns = qualname.substr(0, qualname.find("::"));
   const auto name = qualname.substr(qualname.find("::") + 2);
   const auto grad_name = grad_qualname.substr(grad_qualname.find("::") + 2);
+  auto plan = make_plan(name, backward, saved, args, grads, non_differentiable);
   auto cpu = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::CPU,
                                               __FILE__, __LINE__);
   cpu->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
@@ -244,7 +477,7 @@ void register_op(const std::string& qualname, int64_t api_address, const std::st
   auto autograd = std::make_unique<torch::Library>(
       torch::Library::IMPL, ns, c10::DispatchKey::AutogradCPU, __FILE__, __LINE__);
   autograd->impl(name.c_str(),
-                 torch::CppFunction::makeFromBoxedFunctor(std::make_unique<FastAutograd>(grad)));
+                 torch::CppFunction::makeFromBoxedFunctor(std::make_unique<FastAutograd>(grad, std::move(plan))));
   auto& libs = libraries()[qualname];
   libs.push_back(std::move(cpu));
   libs.push_back(std::move(autograd));
@@ -258,10 +491,17 @@ void unregister_op(const std::string& qualname) {
 
 int64_t abi_version() { return kAbiVersion; }
 
+// Sets whether the C++ node records calls; returns the previous setting.
+bool set_cpp_autograd(bool enabled) { return cpp_autograd.exchange(enabled); }
+
 }  // namespace
 
 TORCH_LIBRARY(torch_nki_fast, m) {
-  m.def("register_op(str op, int api, str kernel, str slow_op, str grad_op) -> ()", &register_op);
+  m.def(
+      "register_op(str op, int api, str kernel, str slow_op, str grad_op, str backward, int[] saved, "
+      "int[] args, int[] grads, int[] non_differentiable) -> ()",
+      &register_op);
+  m.def("set_cpp_autograd(bool enabled) -> bool", &set_cpp_autograd);
   m.def("unregister_op(str op) -> ()", &unregister_op);
   m.def("abi_version() -> int", &abi_version);
 }
