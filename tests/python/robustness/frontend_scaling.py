@@ -1,7 +1,9 @@
 """Tracing and simulating an NKI Python kernel scales linearly with the instructions it
 executes: a sequential_range loop of 10^6 iterations, each one small memset, traces, validates
-and simulates within 30 s, and its time per iteration is within 3 times a 5·10^4-iteration loop's
-(best of three): nothing in the frontend grows faster than the instruction count."""
+and simulates, and its time per iteration is within 3 times a 5·10^4-iteration loop's (best of
+three), both measured in this run: nothing in the frontend grows faster than the instruction
+count. No absolute time is asserted (the machines are shared: the same run took 35–60 s under
+load); the suite's timeout below only catches a hang."""
 # timeout: 120
 
 import time
@@ -36,7 +38,6 @@ def seconds(iterations: int, repeats: int = 1) -> float:
 small = seconds(50_000, 3)
 big = seconds(1_000_000)
 summary = f"5·10^4 iterations: {small:.2f} s, 10^6: {big:.1f} s"
-assert big < 30.0, summary
 assert big < 3.0 * 20 * small, f"the time per iteration grows with the loop: {summary}"
 print(summary)
 print("OK")
