@@ -27,11 +27,7 @@ pub(crate) fn matmul(
     mv: &TileRegion,
     accumulate: bool,
 ) -> Result<(), ExecError> {
-    if dst.tile == st.tile || dst.tile == mv.tile {
-        return Err(ctx
-            .err("nc_matmul destination aliases an operand".into())
-            .into());
-    }
+    distinct_tiles(ctx, dst, st, mv)?;
     let dt = store.dtype(dst.tile);
     let (mut out, dstride) = store.take(dst.tile)?;
     let result = (|| -> Result<(), StoreError> {
@@ -108,11 +104,7 @@ pub(crate) fn transpose_mode(
     mv: &TileRegion,
     accumulate: bool,
 ) -> Result<(), ExecError> {
-    if dst.tile == st.tile || dst.tile == mv.tile {
-        return Err(ctx
-            .err("nc_matmul destination aliases an operand".into())
-            .into());
-    }
+    distinct_tiles(ctx, dst, st, mv)?;
     let (m, n) = (st.nf, mv.nf);
     let rows = |region: &TileRegion, store: &TileStore<'_>| -> Result<Vec<Vec<f32>>, StoreError> {
         (0..region.np)
@@ -136,6 +128,21 @@ pub(crate) fn transpose_mode(
             *o = if accumulate { *o + value } else { value };
         }
         crate::sim::rounding::round_into_in_place(out, dt);
+    }
+    Ok(())
+}
+
+/// A matmul's destination is a tile of its own: writing it cannot change an operand.
+fn distinct_tiles(
+    ctx: &Ctx<'_, '_>,
+    dst: &TileRegion,
+    st: &TileRegion,
+    mv: &TileRegion,
+) -> Result<(), ExecError> {
+    if dst.tile == st.tile || dst.tile == mv.tile {
+        return Err(ctx
+            .err("nc_matmul destination aliases an operand".into())
+            .into());
     }
     Ok(())
 }
