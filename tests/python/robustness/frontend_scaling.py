@@ -2,7 +2,7 @@
 executes: a sequential_range loop of 10^6 iterations, each one small memset, traces, validates
 and simulates, and its time per iteration is within 3 times a 5·10^4-iteration loop's (best of
 three), both measured in this run: nothing in the frontend grows faster than the instruction
-count. No absolute time is asserted (the machines are shared: the same run took 35–60 s under
+count. No absolute time is asserted (the machines are shared: the same run took 35-60 s under
 load); the suite's timeout below only catches a hang."""
 # timeout: 120
 
