@@ -87,7 +87,8 @@ def _method_calls() -> dict[str, Callable[[], object]]:
                 *AT,
             )
         ),
-        "Tracer.finish": lambda: _tracer().finish([]),
+        "Tracer.finish": lambda: _tracer().finish([], "k.py", 1),
+        "Tracer.launch_prologue": lambda: _tracer().launch_prologue(True),
         "Tracer.constant": lambda: _tracer().constant([1, 2], "f32", [1.0, 2.0], "k.py", 1),
         "Tracer.set_grid": lambda: _tracer().set_grid([2], "k.py", 1),
         "Tracer.open_grid_axis": _grid_axis,
