@@ -118,6 +118,7 @@ fn program(writes: &[Write], trips: [usize; 2], rows: i64, cols: i64) -> Program
                 },
                 src: DmaOperand::Tile { region },
                 oob_mode: OobMode::Error,
+                reinterpret: false,
             },
             loc,
         }));

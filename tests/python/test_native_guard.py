@@ -87,6 +87,9 @@ def _method_calls() -> dict[str, Callable[[], object]]:
                 *AT,
             )
         ),
+        "Tracer.reinterpret_copy": _with_tile(
+            lambda t, r: t.reinterpret_copy(("tile", *r), ("tile", *r), *AT)
+        ),
         "Tracer.finish": lambda: _tracer().finish([], "k.py", 1),
         "Tracer.launch_prologue": lambda: _tracer().launch_prologue(True),
         "Tracer.constant": lambda: _tracer().constant([1, 2], "f32", [1.0, 2.0], "k.py", 1),

@@ -60,6 +60,25 @@ mod tests {
         }
     }
 
+    /// The destinations an instruction also reads are written keywords of its NKI signature.
+    #[test]
+    fn destinations_read_are_written_keywords() {
+        for (name, fields) in Op::READS_DESTINATION {
+            let spec = nki_spec::instruction(name).expect("declared in nki_spec");
+            for field in *fields {
+                let p = spec.param(field).expect("a keyword of the instruction");
+                assert!(
+                    matches!(p.kind, nki_spec::Kind::TileOut | nki_spec::Kind::TensorOut),
+                    "nisa.{name}: `{field}` is not a destination"
+                );
+            }
+        }
+        let matmul = Op::READS_DESTINATION
+            .iter()
+            .find(|(n, _)| *n == "nc_matmul");
+        assert_eq!(matmul, Some(&("nc_matmul", &["dst"][..])));
+    }
+
     /// Every required keyword of an instruction without a hook is declared by one of its
     /// fields, or has a neutral spelling (an operator, a scalar).
     #[test]

@@ -15,7 +15,9 @@
 //! - `exponential`: `reduce_cmd` is `load_reduce` when the row sums start from a `reduce_init`
 //!   other than 0, and `reduce_init` is written only with `reduce_res`;
 //! - `select_reduce`: its reduction is always the maximum, `reduce_op=nl.maximum` written with
-//!   `reduce_res`.
+//!   `reduce_res`;
+//! - `dma_copy`: a reinterpreting copy (the sync of a dtype view) is spelled as the copy of
+//!   `src` seen as `dst`'s dtype, `src.view(<dtype>)`.
 
 use super::{Emitter, Kwargs, float};
 use crate::ir::{DmaOperand, Op, TileRegion};
@@ -32,8 +34,27 @@ pub(crate) fn hook(name: &str) -> Option<Hook> {
         "tensor_copy_predicated" => tensor_copy_predicated,
         "exponential" => exponential,
         "select_reduce" => select_reduce,
+        "dma_copy" => dma_copy,
         _ => return None,
     })
+}
+
+fn dma_copy(e: &Emitter<'_>, op: &Op, kw: &mut Kwargs) {
+    let Op::DmaCopy {
+        dst,
+        reinterpret: true,
+        ..
+    } = op
+    else {
+        return;
+    };
+    let dtype = match dst {
+        DmaOperand::Tile { region } => e.program.tiles[region.tile.0 as usize].dtype,
+        DmaOperand::Hbm { access } => e.program.hbm[access.tensor.0 as usize].dtype,
+    };
+    if let Some(src) = kw.written("src").map(str::to_string) {
+        kw.set("src", Some(format!("{src}.view({})", dtype.nki_name())));
+    }
 }
 
 fn dma_transpose(e: &Emitter<'_>, op: &Op, kw: &mut Kwargs) {

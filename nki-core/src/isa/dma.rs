@@ -23,6 +23,12 @@ pub struct DmaCopyArgs {
     /// `vector_offset=`) falls outside its tensor is not transferred, instead of failing the
     /// simulation. A copy without a runtime offset has no such row.
     pub oob_mode: OobMode,
+    /// Copies the bytes unchanged, read as `dst`'s dtype, instead of converting each value:
+    /// the copy that keeps a dtype view (NKI's `.view(dtype)`, `.ap(dtype=...)`) in step with
+    /// the memory it views ([`Op::DmaCopy`]'s `reinterpret`). Both sides are then tiles, or
+    /// both HBM, with the same rows and the same bytes per row; the device runs nothing for
+    /// it, and the cost model charges nothing.
+    pub reinterpret: bool,
 }
 
 /// `nisa.dma_copy(dst, src, oob_mode=...)`: [`dma_copy`] with its keyword arguments.
@@ -75,20 +81,44 @@ pub fn dma_copy_with(dst: impl Into<DmaArg>, src: impl Into<DmaArg>, args: DmaCo
         let (Some((d, ds)), Some((s, ss))) = (side(dst, "dst"), side(src, "src")) else {
             return;
         };
-        if ds != ss {
-            b.fail(
-                loc,
-                format!("dma_copy: dst has shape {ds:?} but src has shape {ss:?}"),
-            );
+        let bytes = |o: &DmaOperand, [rows, cols]: [usize; 2]| {
+            (rows, cols * b.operand_dtype(o).size_bytes())
+        };
+        let same_memory = matches!(
+            (&d, &s),
+            (DmaOperand::Tile { .. }, DmaOperand::Tile { .. })
+                | (DmaOperand::Hbm { .. }, DmaOperand::Hbm { .. })
+        );
+        let problem = if args.reinterpret && !same_memory {
+            Some(
+                "dma_copy (reinterpreting): a view is the same memory, so both sides are tiles \
+                 or both are HBM"
+                    .to_string(),
+            )
+        } else if args.reinterpret {
+            (bytes(&d, ds) != bytes(&s, ss)).then(|| {
+                let (dt, st) = (b.operand_dtype(&d), b.operand_dtype(&s));
+                format!(
+                    "dma_copy (reinterpreting): dst {ds:?} {dt:?} and src {ss:?} {st:?} \
+                     differ in rows or bytes per row"
+                )
+            })
         } else {
-            b.push_op(
-                Op::DmaCopy {
-                    dst: d,
-                    src: s,
-                    oob_mode: args.oob_mode,
-                },
-                loc,
-            );
+            (ds != ss).then(|| format!("dma_copy: dst has shape {ds:?} but src has shape {ss:?}"))
+        };
+        match problem {
+            Some(message) => b.fail(loc, message),
+            None => {
+                b.push_op(
+                    Op::DmaCopy {
+                        dst: d,
+                        src: s,
+                        oob_mode: args.oob_mode,
+                        reinterpret: args.reinterpret,
+                    },
+                    loc,
+                );
+            }
         }
     });
 }

@@ -140,6 +140,14 @@ impl Builder {
         }
     }
 
+    /// The element type of a DMA side of this trace.
+    pub(crate) fn operand_dtype(&self, o: &crate::ir::DmaOperand) -> DType {
+        match o {
+            crate::ir::DmaOperand::Tile { region } => self.tiles[region.tile.0 as usize].dtype,
+            crate::ir::DmaOperand::Hbm { access } => self.hbm[access.tensor.0 as usize].dtype,
+        }
+    }
+
     /// What is wrong with `r` as an operand of this trace, if anything.
     pub(crate) fn region_problem(&self, r: &TileRegion) -> Option<String> {
         let Some(t) = self.tiles.get(r.tile.0 as usize) else {

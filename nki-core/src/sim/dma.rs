@@ -346,6 +346,63 @@ pub(crate) fn dma<'a: 'p, 'p>(
     Ok(())
 }
 
+/// The element type of one side of a DMA.
+fn side_dtype(ctx: &Ctx<'_, '_>, store: &TileStore<'_>, o: &DmaOperand) -> DType {
+    match o {
+        DmaOperand::Tile { region } => store.dtype(region.tile),
+        DmaOperand::Hbm { access } => ctx.hbm[access.tensor.0 as usize].dtype,
+    }
+}
+
+/// Executes a `dma_copy` with `reinterpret` (the copy that keeps a dtype view in step with the
+/// memory it views): `src` is copied as it is into a scratch tile of its own dtype, each row's
+/// bytes are read as `dst`'s dtype into a second scratch tile, and that is copied to `dst`.
+/// Both copies are between equal dtypes, so no value changes on the way; the bytes are those
+/// the values encode (a tile holds values, not bytes: an integer above 2²⁴ in magnitude is
+/// not held exactly, as everywhere in the simulator).
+pub(crate) fn dma_reinterpret<'a: 'p, 'p>(
+    ctx: &Ctx<'a, '_>,
+    store: &mut TileStore<'p>,
+    dst: &DmaOperand,
+    src: &DmaOperand,
+    s: &mut Scratch,
+) -> Result<(), ExecError> {
+    let ([rows, src_cols], [dst_rows, dst_cols]) = (dma_shape(src), dma_shape(dst));
+    let (from, to) = (side_dtype(ctx, store, src), side_dtype(ctx, store, dst));
+    let row_bytes = src_cols * from.size_bytes();
+    if rows != dst_rows || row_bytes != dst_cols * to.size_bytes() {
+        return Err(ctx
+            .err(format!(
+                "a reinterpreting copy moves {rows} rows of {src_cols} {from:?} into \
+                 {dst_rows} rows of {dst_cols} {to:?}: the rows and their bytes must match"
+            ))
+            .into());
+    }
+    let first = store.tile_count();
+    let staged = store.push_scratch(rows, src_cols, from);
+    let viewed = store.push_scratch(rows, dst_cols, to);
+    let side = |tile, cols| DmaOperand::Tile {
+        region: TileRegion::rect(tile, 0, rows, 0, cols),
+    };
+    let result = (|| {
+        dma(ctx, store, &side(staged, src_cols), src, s)?;
+        let mut bytes = vec![0u8; row_bytes];
+        let staged_rows = TileRegion::rect(staged, 0, rows, 0, src_cols);
+        let viewed_rows = TileRegion::rect(viewed, 0, rows, 0, dst_cols);
+        for r in 0..rows {
+            for (k, v) in store.row(&staged_rows, r)?.iter().enumerate() {
+                from.write(&mut bytes, k, *v);
+            }
+            for (k, v) in store.row_mut(&viewed_rows, r)?.iter_mut().enumerate() {
+                *v = to.read(&bytes, k);
+            }
+        }
+        dma(ctx, store, dst, &side(viewed, dst_cols), s)
+    })();
+    store.drop_scratch(first);
+    result
+}
+
 /// A DMA whose HBM side walks several free dims ([`HbmAccess::free_dims`]): row by row,
 /// element by element, converting as every DMA does (after [`check_dma`]).
 fn dma_walk(

@@ -101,7 +101,15 @@ fn run<'a: 'p, 'p>(
     s: &mut Scratch,
 ) -> Result<(), ExecError> {
     match &ctx.inst.op {
-        Op::DmaCopy { dst, src, oob_mode } if super::indirect::is_dynamic(dst, src) => {
+        Op::DmaCopy {
+            dst,
+            src,
+            reinterpret: true,
+            ..
+        } => super::dma::dma_reinterpret(ctx, store, dst, src, s)?,
+        Op::DmaCopy {
+            dst, src, oob_mode, ..
+        } if super::indirect::is_dynamic(dst, src) => {
             super::indirect::dma_rows(ctx, store, dst, src, *oob_mode, s)?
         }
         Op::DmaCopy { dst, src, .. } => dma(ctx, store, dst, src, s)?,

@@ -39,6 +39,9 @@ class Trace:
         self.target = target
         self.native: Any = _native.Tracer(name, target, inputs)
         self.active = True
+        self.reinterpreting = False
+        """Whether the kernel made a dtype view (``_reinterpret``): only then do instructions
+        look for views to keep in step."""
         self.outputs: list[Any] = []
         """Outputs allocated so far, in order."""
         self.scratch: list[Any] = []

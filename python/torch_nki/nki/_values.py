@@ -149,8 +149,10 @@ class HbmView:
         then not used), as the DMA runs."""
         what = f"{self.tensor.name}.ap"
         self._static(".ap")
-        if dtype is not None and str(getattr(dtype, "nki_name", dtype)) != self.dtype.nki_name:
-            raise unsupported(f"{what}(dtype={dtype!r})", "reinterpreting an HBM tensor as another dtype")
+        if dtype is not None and _dtype_name(dtype) != self.dtype.nki_name:
+            target, start = self._as(dtype, what)
+            start += 0 if offset is None else int(offset)
+            return target.ap(pattern, start, scalar_offset, vector_offset, indirect_dim)
         dims = _views.pattern(pattern, what)
         start = self.offset + (0 if offset is None else int(offset))
         if scalar_offset is None and vector_offset is None:
@@ -174,6 +176,32 @@ class HbmView:
         if kind == "vector" and indirect_dim != 0:
             raise ValueError(f"{what}: vector_offset needs indirect_dim=0, as the NKI docs say ({where()})")
         return HbmView(self.tensor, start, dims, (kind, index, self.dims[indirect_dim][1]))
+
+    def _as(self, dtype: Any, what: str) -> tuple[HbmTensor, int]:
+        """The tensor holding this view's bytes as ``dtype`` (the tensor's shadow of that
+        dtype, ``_reinterpret``, or the tensor itself for its own dtype) and this view's first
+        element counted in it."""
+        from torch_nki.nki import _reinterpret
+        from torch_nki.nki.language import as_dtype
+
+        new = as_dtype(dtype)
+        base = self.tensor.base or self.tensor
+        target = base if new == base.dtype else _reinterpret.hbm_shadow(base, new)
+        return target, _reinterpret.rescale_offset(self.offset, self.dtype, new, what)
+
+    def view(self, dtype: Any) -> HbmView:
+        """The same bytes seen as ``dtype`` (NKI's ``view``): the last dimension, which must be
+        contiguous, scaled by the ratio of the dtypes' sizes."""
+        from torch_nki.nki import _reinterpret
+        from torch_nki.nki.language import as_dtype
+
+        self._static("view")
+        if _dtype_name(dtype) == self.dtype.nki_name:
+            return self
+        what = f"{self.tensor.name}.view"
+        target, _ = self._as(dtype, what)
+        offset, dims = _reinterpret.rescale_view(self.offset, self.dims, self.dtype, as_dtype(dtype), what)
+        return HbmView(target, offset, dims)
 
     def reshape(self, shape: Sequence[int]) -> HbmView:
         """The view with another shape of the same element count, where the strides allow it
@@ -242,6 +270,8 @@ class HbmTensor(HbmView):
         self.argument = argument
         """For a kernel argument, its position among the array arguments (``None`` for an
         output the kernel allocated)."""
+        self.base: HbmTensor | None = None
+        """For a dtype view's shadow (``_reinterpret``), the tensor whose bytes it stands for."""
         self.written = False
         """A kernel argument the kernel has written: :attr:`id` now names the output holding
         its contents (see ``torch_nki.nki._inplace``)."""
@@ -408,7 +438,9 @@ class TileRegion:
         if scalar_offset is not None or vector_offset is not None:
             raise unsupported(f"{what}(scalar_offset=/vector_offset=) on a tile", "dynamic tile offsets")
         if dtype is not None and _dtype_name(dtype) != self.dtype.nki_name:
-            raise unsupported(f"{what}(dtype={dtype!r})", "reinterpreting a tile as another dtype")
+            target, start = self._as(dtype, what)
+            start += 0 if offset is None else int(offset)
+            return target.ap(pattern, start)
         dims = _views.pattern(pattern, what)
         (np, p_step), free = dims[0], dims[1:]
         if np > 1 and p_step not in (self.tile.row, 0):
@@ -422,6 +454,32 @@ class TileRegion:
         region = TileRegion(self.tile, start // row, np, start % row, free, 1 if p_step else 0)
         region._outside = region._reach_outside(what)
         return region
+
+    def _as(self, dtype: Any, what: str) -> tuple[Tile, int]:
+        """The tile holding this region's bytes as ``dtype`` (a shadow of the tile,
+        ``_reinterpret``, or the tile itself for its own dtype) and this region's first element
+        counted in it."""
+        from torch_nki.nki import _reinterpret
+        from torch_nki.nki.language import as_dtype
+
+        new = as_dtype(dtype)
+        base = self.tile.base or self.tile
+        target = base if new == base.dtype else _reinterpret.tile_shadow(base, new)
+        f0 = _reinterpret.rescale_offset(self.f0, self.dtype, new, what)
+        return target, self.p0 * target.row + f0
+
+    def view(self, dtype: Any) -> TileRegion:
+        """The same bytes seen as ``dtype`` (NKI's ``view``): the last dimension, which must be
+        contiguous, scaled by the ratio of the dtypes' sizes."""
+        from torch_nki.nki import _reinterpret
+        from torch_nki.nki.language import as_dtype
+
+        if _dtype_name(dtype) == self.dtype.nki_name:
+            return self
+        what = f"{self._what()}.view"
+        target, _ = self._as(dtype, what)
+        f0, dims = _reinterpret.rescale_view(self.f0, self.dims, self.dtype, as_dtype(dtype), what)
+        return TileRegion(target, self.p0, self.np, f0, dims, self.partition_step)
 
     def _reach_outside(self, what: str) -> str | None:
         """Why the view reaches outside its tile, or ``None``. A view that does is an
@@ -626,6 +684,8 @@ class Tile(TileRegion):
         """The trace that made it (its id means nothing in another)."""
         self._dtype = dtype
         self._buffer = buffer
+        self.base: Tile | None = None
+        """For a dtype view's shadow (``_reinterpret``), the tile whose bytes it stands for."""
         dims = tuple(int(s) for s in shape)
         self.row = math.prod(dims[1:])
         """Free elements per partition (the storage's partition stride)."""

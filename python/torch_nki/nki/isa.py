@@ -25,7 +25,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from torch_nki.nki import _views, language
+from torch_nki.nki import _reinterpret, _views, language
 from torch_nki.nki._inplace import WRITE_KINDS, make_writable
 from torch_nki.nki._registers import VirtualRegister as VirtualRegister
 from torch_nki.nki._spec import SPEC
@@ -270,6 +270,7 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
     implemented = spec["status"] == "implemented"
     written = [p["name"] for p in spec["params"] if p["kind"] in WRITE_KINDS]
     enums = {p["name"]: ENUMS[p["of"]] for p in spec["params"] if p["kind"] == "enum"}
+    reads_destination = frozenset(SPEC["reads_destination"].get(name, ()))
 
     binder = _Binder(signature)
 
@@ -296,9 +297,17 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
             _check_double_row(arguments)
         for param in written:
             make_writable(arguments[param], FUNCTIONS["dma_copy"])
-        values = {k: _encode(v) for k, v in arguments.items()}
         trace = current()
+        views = _reinterpret.views_of(arguments) if trace.reinterpreting else ()
+        for param, view, base in views:
+            if param not in written or param in reads_destination or not view.exact:
+                _reinterpret.sync(view.side, base)
+        values = {k: _encode(v) for k, v in arguments.items()}
         result = trace.native.record(name, values, *location())
+        for param, view, base in views:
+            if param in written:
+                make_writable(base, FUNCTIONS["dma_copy"])
+                _reinterpret.sync(base, view.side)
         return None if result is None else VirtualRegister(trace, result)
 
     call.__name__ = call.__qualname__ = name

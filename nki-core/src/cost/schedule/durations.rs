@@ -26,6 +26,11 @@ impl Scheduler<'_> {
             (inputs * per_input).max(t.min_ii_cycles) / t.vector_ghz
         };
         match op {
+            // A dtype view's sync copy runs nowhere (`Scheduler::schedule` places no slice for
+            // it): no work, no time, and no DMA to count among the transfers.
+            Op::DmaCopy {
+                reinterpret: true, ..
+            } => (Engine::GpSimd, 0.0),
             Op::DmaCopy { dst, src, .. } => {
                 let (access, write) = match (dst, src) {
                     (DmaOperand::Hbm { access }, _) => (access, true),

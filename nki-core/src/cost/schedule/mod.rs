@@ -33,7 +33,7 @@ struct Access {
     lo: i64,
     hi: i64,
     end: f64,
-    by: usize,
+    by: Option<usize>,
 }
 
 /// Work done, per resource, for the roofline.
@@ -380,9 +380,21 @@ impl<'p> Scheduler<'p> {
             };
             for a in earlier.get(&id).into_iter().flatten() {
                 if a.lo <= hi && lo <= a.hi {
-                    wait(a.end, Some(a.by));
+                    wait(a.end, a.by);
                 }
             }
+        }
+        // A dtype view's sync copy: on the device the view is the memory it views, so what it
+        // writes is ready as soon as what it reads is, and no engine runs it.
+        if matches!(
+            op,
+            Op::DmaCopy {
+                reinterpret: true,
+                ..
+            }
+        ) {
+            self.record_accesses(reads, writes, hbm, (start, start), pred);
+            return;
         }
         // A hardware-DGE instruction generates its descriptors before the transfer starts.
         if let Op::DmaTranspose {
@@ -442,11 +454,24 @@ impl<'p> Scheduler<'p> {
         if !matches!(engine, Engine::Dma(_)) {
             self.engine_free.insert(engine, (end, Some(index)));
         }
+        self.record_accesses(reads, writes, hbm, (end, done), Some(index));
+    }
+
+    /// Records what an instruction read (free again at `end`) and wrote (visible at `done`),
+    /// `by` the slice that did it (`None` for one that runs nowhere).
+    fn record_accesses(
+        &mut self,
+        reads: Vec<(TileKey, Rect)>,
+        writes: Vec<(TileKey, Rect)>,
+        hbm: Vec<(u32, bool, i64, i64)>,
+        (end, done): (f64, f64),
+        by: Option<usize>,
+    ) {
         for (k, rect) in reads {
-            self.tiles.record_read(k, rect, end, index);
+            self.tiles.record_read(k, rect, end, by);
         }
         for (k, rect) in writes {
-            self.tiles.record_write(k, rect, done, index);
+            self.tiles.record_write(k, rect, done, by);
         }
         for (id, write, lo, hi) in hbm {
             let list = if write {
@@ -458,7 +483,7 @@ impl<'p> Scheduler<'p> {
                 lo,
                 hi,
                 end: if write { done } else { end },
-                by: index,
+                by,
             });
         }
     }

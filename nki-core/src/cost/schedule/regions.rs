@@ -101,12 +101,12 @@ impl Regions {
     }
 
     /// Records a read of `rect` ending at `end` by slice `by`.
-    pub(super) fn record_read(&mut self, key: TileKey, rect: Rect, end: f64, by: usize) {
+    pub(super) fn record_read(&mut self, key: TileKey, rect: Rect, end: f64, by: Option<usize>) {
         let list = self.buffers.entry(key).or_default();
         if let Some(e) = list.iter_mut().find(|e| e.rect == rect) {
             if end > e.read_end {
                 e.read_end = end;
-                e.read_by = Some(by);
+                e.read_by = by;
             }
             return;
         }
@@ -115,19 +115,19 @@ impl Regions {
             write_end: 0.0,
             write_by: None,
             read_end: end,
-            read_by: Some(by),
+            read_by: by,
         });
     }
 
     /// Records a write of `rect` visible at `done` by slice `by`. Earlier entries it covers are
     /// dropped: the write waited for them, so anything later that overlaps them waits for it.
-    pub(super) fn record_write(&mut self, key: TileKey, rect: Rect, done: f64, by: usize) {
+    pub(super) fn record_write(&mut self, key: TileKey, rect: Rect, done: f64, by: Option<usize>) {
         let list = self.buffers.entry(key).or_default();
         list.retain(|e| !rect.covers(&e.rect));
         list.push(Entry {
             rect,
             write_end: done,
-            write_by: Some(by),
+            write_by: by,
             read_end: 0.0,
             read_by: None,
         });
@@ -146,16 +146,16 @@ mod tests {
     fn disjoint_chunks_do_not_wait_and_overlapping_ones_do() {
         let key = (TileId(0), 1);
         let mut r = Regions::default();
-        r.record_write(key, rect(0, 128, 0, 512), 10.0, 0);
-        r.record_write(key, rect(0, 128, 512, 512), 20.0, 1);
+        r.record_write(key, rect(0, 128, 0, 512), 10.0, Some(0));
+        r.record_write(key, rect(0, 128, 512, 512), 20.0, Some(1));
         assert_eq!(r.read_ready(key, rect(0, 128, 0, 512)), (10.0, Some(0)));
         assert_eq!(r.read_ready(key, rect(0, 128, 256, 512)), (20.0, Some(1)));
         assert_eq!(r.read_ready(key, rect(0, 128, 1024, 8)), (0.0, None));
-        r.record_read(key, rect(0, 128, 0, 512), 30.0, 2);
+        r.record_read(key, rect(0, 128, 0, 512), 30.0, Some(2));
         assert_eq!(r.write_ready(key, rect(0, 64, 0, 8)), (30.0, Some(2)));
         assert_eq!(r.write_ready(key, rect(0, 64, 600, 8)), (20.0, Some(1)));
         // A write over the whole tile replaces every entry.
-        r.record_write(key, rect(0, 128, 0, 1024), 40.0, 3);
+        r.record_write(key, rect(0, 128, 0, 1024), 40.0, Some(3));
         assert_eq!(r.buffers[&key].len(), 1);
         assert!(r.written_by(key, rect(0, 1, 0, 1), 3));
         assert_eq!(r.last_writer(key, rect(0, 1, 0, 1)), Some(3));

@@ -65,6 +65,15 @@ macro_rules! instructions {
                 &[$($(stringify!($explicit)),+)?],
             )),*];
 
+            /// Every instruction's destinations that it also reads, by `nki.isa` name: those
+            /// declared `reads ... when` (read when a flag is set) and `keeps` (written in
+            /// part). A tool that must not lose a destination's old value (the frontend's
+            /// dtype views) keeps these in step before the instruction runs.
+            pub const READS_DESTINATION: &'static [(&'static str, &'static [&'static str])] = &[$((
+                $name,
+                &[$(stringify!($also),)? $($(stringify!($kept),)+)?],
+            )),*];
+
             /// The `nki.isa` instruction name.
             pub const fn name(&self) -> &'static str {
                 match self {

@@ -17,6 +17,13 @@ macro_rules! dma_instructions {
         /// What a row whose runtime offset falls outside its tensor does: a simulation error,
         /// or that row's transfer skipped.
         param oob_mode: OobMode => oob_mode,
+        /// A copy that keeps a dtype view in step with the memory it views (NKI's
+        /// `.view(dtype)` / `.ap(dtype=...)`): `src`'s bytes are read as `dst`'s dtype, each
+        /// row the same bytes on both sides. On the device the view *is* that memory, so the
+        /// device runs nothing: the cost model charges it nothing. Codegen spells it as a copy
+        /// of `src.view(dtype)`, which NKI runs as a real copy.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        param reinterpret: bool => _,
     },
     /// DMA engines (NeuronCore-v3 and newer): `dst` = `src` transposed. `src` has the shape
     /// `dims` (2 to 4 dims: `[a, b]`, `[a, b, c]` or `[a, b, c, d]`, the first its rows and the

@@ -52,10 +52,16 @@ pub(crate) fn clip(
         },
     };
     Some(match op {
-        Op::DmaCopy { dst, src, oob_mode } => Op::DmaCopy {
+        Op::DmaCopy {
+            dst,
+            src,
+            oob_mode,
+            reinterpret,
+        } => Op::DmaCopy {
             dst: side(dst),
             src: side(src),
             oob_mode: *oob_mode,
+            reinterpret: *reinterpret,
         },
         _ => op.map_operands(&mut |r| cut(r, cols, b0, local), &mut |e| e.clone()),
     })
@@ -133,6 +139,7 @@ mod tests {
                 },
             },
             oob_mode: OobMode::Error,
+            reinterpret: false,
         };
         let Some(Op::DmaCopy {
             dst: DmaOperand::Tile { region: r },

@@ -248,6 +248,10 @@ impl Finder<'_> {
             // MX: scales sit in other partitions than their data (row 32·(g/4) + g%4 for the
             // group of partitions 8g..8g+8), and nc_matmul_mx contracts over the partitions.
             Op::QuantizeMx { .. } | Op::NcMatmulMx { .. } => false,
+            // Staged whole through scratch tiles of the frame (sim/dma.rs).
+            Op::DmaCopy {
+                reinterpret: true, ..
+            } => false,
             Op::DmaCopy {
                 dst: DmaOperand::Hbm { .. },
                 src: DmaOperand::Hbm { .. },

@@ -71,6 +71,12 @@ pub fn nki_spec_json() -> PyResult<String> {
         // What the simulator implements, by `nl` name: operators and activation functions
         // the instructions above accept (`nl.divide` is an operator here though NKI 0.7's
         // operator table lacks it; docs/nki-coverage.md says so).
+        // The destinations each instruction also reads (`Op::READS_DESTINATION`).
+        "reads_destination": nki_core::ir::Op::READS_DESTINATION
+            .iter()
+            .filter(|(_, fields)| !fields.is_empty())
+            .map(|(name, fields)| (*name, *fields))
+            .collect::<std::collections::BTreeMap<_, _>>(),
         "implemented_operators": BinOp::ALL.iter().map(|o| o.nl_name()).collect::<Vec<_>>(),
         "implemented_activations": ActFn::ALL.iter().map(|f| f.nl_name()).collect::<Vec<_>>(),
         // Each target with its NeuronCore version (`nisa.get_nc_version()`).
@@ -220,6 +226,28 @@ impl Tracer {
     fn launch_prologue(&mut self, on: bool) -> PyResult<()> {
         self.recorder()?.set_launch_prologue(on);
         Ok(())
+    }
+
+    /// Records the copy that keeps a dtype view in step with the memory it views (`dst`'s
+    /// bytes become `src`'s, read as `dst`'s dtype; `isa::DmaCopyArgs::reinterpret`): `dst`
+    /// and `src` are DMA operand tuples, tiles or HBM views, with the same rows and bytes per
+    /// row. The device runs nothing for it (the view is that memory).
+    fn reinterpret_copy(
+        &mut self,
+        dst: Bound<'_, PyTuple>,
+        src: Bound<'_, PyTuple>,
+        file: &str,
+        line: u32,
+    ) -> PyResult<()> {
+        let (dst, src) = (self.dma_arg(&dst)?, self.dma_arg(&src)?);
+        if let DmaArg::Tile(region) = &dst {
+            self.written.mark(region);
+        }
+        let args = nki_core::isa::DmaCopyArgs {
+            reinterpret: true,
+            ..nki_core::isa::DmaCopyArgs::default()
+        };
+        self.at(file, line, || nki_core::isa::dma_copy_with(dst, src, args))
     }
 
     /// Scratch device memory private to the current program instance (`nl.private_hbm`,

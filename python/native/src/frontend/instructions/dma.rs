@@ -18,6 +18,7 @@ fn dma_copy(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyResul
     let args = isa::DmaCopyArgs {
         oob_mode: OobMode::from_nki_name(&oob_mode)
             .ok_or_else(|| a.unsupported(&format!("oob_mode=nisa.oob_mode.{oob_mode}")))?,
+        reinterpret: false,
     };
     let dst = tracer.dma_arg(&a.tensor("dst")?)?;
     let src = tracer.dma_arg(&a.tensor("src")?)?;
