@@ -500,7 +500,12 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     suite.add_argument("path", help="a checkout of aws-neuron/nki-library")
     suite.add_argument("--platform", default="trn2", choices=["trn1", "trn2", "trn3"])
-    suite.add_argument("--tests", default="test/integration", help="the tests to run, relative to PATH")
+    suite.add_argument(
+        "--tests",
+        nargs="+",
+        default=["test/integration"],
+        help="the tests to run, relative to PATH: directories, files or test ids (several may be given)",
+    )
     suite.add_argument("-k", dest="select", metavar="EXPR", help="only tests matching this pytest expression")
     suite.add_argument("--every", type=_positive, default=1, help="run every N-th collected test (a sample)")
     suite.add_argument("--jobs", type=_positive, default=1, help="pytest-xdist workers")

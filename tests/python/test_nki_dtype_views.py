@@ -150,3 +150,22 @@ def test_a_view_of_a_non_contiguous_last_dim_is_a_value_error() -> None:
 
     with pytest.raises(ValueError, match="last dimension must be contiguous"):
         nki.simulate(strided)(np.zeros((4, 8), np.float32))
+
+
+@nki.jit(target="trn3")
+def bytes_as_packed_fp8(x):
+    """A uint8 input viewed as packed fp8 (the MX tutorial's host layout), moved through an
+    fp8_x4 tile into a packed output."""
+    rows, cols = x.shape
+    packed = x.view(nl.float8_e4m3fn_x4)
+    out = nl.ndarray((rows, cols // 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.shared_hbm)
+    t = nl.ndarray((rows, cols // 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=packed)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_byte_input_viewed_as_packed_fp8_keeps_its_bytes() -> None:
+    x = np.random.default_rng(5).integers(0, 256, size=(32, 16), dtype=np.uint8)
+    out = nki.simulate(bytes_as_packed_fp8)(x)
+    np.testing.assert_array_equal(np.asarray(out).view(np.uint8).reshape(x.shape), x)

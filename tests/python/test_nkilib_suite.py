@@ -232,3 +232,10 @@ def test_cpu_simulate_launches_on_two_cores_by_program_id() -> None:
 
     x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
     np.testing.assert_allclose(cpu_simulate(shard)[2](x=x), np.exp(x), rtol=1e-6)
+
+
+def test_the_command_runs_every_test_id_given() -> None:
+    ids = ["test/a.py::TestA::test_x[1-2]", "test/b"]
+    args = nkilib_suite.command(Path("checkout"), Path("junit.xml"), tests=ids)
+    at = args.index("pytest") + 1
+    assert args[at : at + 2] == ids

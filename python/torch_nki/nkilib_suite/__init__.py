@@ -18,6 +18,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,7 +159,7 @@ def command(
     junit: Path,
     *,
     platform: str = "trn2",
-    tests: str = "test/integration",
+    tests: Sequence[str] = ("test/integration",),
     select: str | None = None,
     jobs: int = 1,
     timeout: float = 600,
@@ -169,7 +170,7 @@ def command(
         sys.executable,
         "-m",
         "pytest",
-        tests,
+        *tests,
         "-p",
         "torch_nki.nkilib_suite.plugin",
         "--test-mode",
@@ -201,7 +202,7 @@ def run(
     checkout: Path,
     *,
     platform: str = "trn2",
-    tests: str = "test/integration",
+    tests: Sequence[str] = ("test/integration",),
     select: str | None = None,
     every: int = 1,
     jobs: int = 1,
@@ -209,7 +210,8 @@ def run(
     memory_gib: float | None = 8,
     log: Path | None = None,
 ) -> Report:
-    """Runs the suite of the nki-library ``checkout`` (``tests`` under it, ``-k select``,
+    """Runs the suite of the nki-library ``checkout`` (``tests`` under it: directories, files or
+    test ids; ``-k select``,
     every ``every``-th test) and returns its :class:`Report`; pytest's output goes to
     ``log`` (default: discarded). Each pytest process (and each xdist worker) may map at most
     ``memory_gib`` GiB beyond what it maps once started (``None``: no limit), so a test that would

@@ -128,7 +128,24 @@ impl Program {
             nki_core::sim::simulate_to_vecs(&program, &inputs, opts)
         });
         let bufs = result.map_err(|e| self.err(e))?;
-        Ok(bufs.iter().map(|b| PyBytes::new(py, b)).collect())
+        // An output Python cannot allocate is a MemoryError naming it (`PyBytes::new` would
+        // panic on the null pointer).
+        bufs.iter()
+            .enumerate()
+            .map(|(i, b)| {
+                PyBytes::new_with(py, b.len(), |dst| {
+                    dst.copy_from_slice(b);
+                    Ok(())
+                })
+                .map_err(|_| {
+                    PyMemoryError::new_err(format!(
+                        "kernel {}: cannot allocate output {i} ({} bytes) in Python",
+                        self.program.name,
+                        b.len()
+                    ))
+                })
+            })
+            .collect()
     }
 
     /// The cost model's estimate: `(text, summary_json, chrome_trace_json)`.
