@@ -133,7 +133,14 @@ fn check_packed_operands(program: &Program, inst: &Instruction) -> Result<(), Nk
             inst.loc,
         ));
     }
-    if let Op::DmaCopy { dst, src, .. } = &inst.op {
+    // A reinterpreting copy (a dtype view's sync) moves bytes, whatever the dtypes.
+    if let Op::DmaCopy {
+        dst,
+        src,
+        reinterpret: false,
+        ..
+    } = &inst.op
+    {
         let dtype = |side: &DmaOperand| match side {
             DmaOperand::Tile { region } => program.tiles[region.tile.0 as usize].dtype,
             DmaOperand::Hbm { access } => program.hbm[access.tensor.0 as usize].dtype,
