@@ -176,8 +176,15 @@ def test_tile_level_errors_name_the_problem_and_line() -> None:
             pass
         return a
 
-    with pytest.raises(TypeError, match=r"no truth value.*test_nki_tile_ops\.py"):
+    with pytest.raises(TypeError, match=r"holds nl\.equal.*no truth value.*test_nki_tile_ops\.py"):
         nki.simulate(truthy)(_rand(4, 4))
+
+    def less(a):
+        t = nl.load(a)
+        return a if t < 0.0 else a
+
+    with pytest.raises(TypeError, match=r"holds nl\.less\(\.\.\.\)"):
+        nki.simulate(less)(_rand(4, 4))
 
     with pytest.raises(ValueError, match=r"nl\.sum: axis 0 of a \(4, 4\) tile must be its last contiguous"):
         _run(lambda t: nl.sum(t, axis=0), _rand(4, 4), (4,))
@@ -214,3 +221,20 @@ def test_nki_objects_no_reorder_and_typing() -> None:
 
     x = _rand(4, 4)
     np.testing.assert_allclose(_run(ordered, x, (4, 4)), x + 1.0)
+
+
+def test_a_tile_is_true_as_any_object_is() -> None:
+    """NKI's NkiTensor defines no truth value: ``if tile:`` means "is not None"."""
+
+    def maybe_scaled(a, scale=None):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        s = nl.load(scale) if scale is not None else None
+        if s:
+            t = nl.multiply(t, s)
+        nl.store(out, value=t)
+        return out
+
+    x, y = _rand(4, 4), _rand(4, 4)
+    np.testing.assert_allclose(nki.simulate(maybe_scaled)(x, y), x * y, rtol=1e-6)
+    np.testing.assert_array_equal(nki.simulate(maybe_scaled)(x), x)

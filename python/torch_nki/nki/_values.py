@@ -593,10 +593,17 @@ class TileRegion:
             )
 
     def __bool__(self) -> bool:
-        raise TypeError(
-            f"the values of tile t{self.tile.id} are not known while the kernel is traced, so it has no "
-            f"truth value; compare in the kernel's caller on its outputs ({where()})"
-        )
+        """``True``, as for any object, the way NKI 0.7's ``NkiTensor`` (which defines no truth
+        value) behaves: ``if tile:`` is the library's "is not None". A tile holding a comparison
+        (``a < b``, ``nl.equal(a, b)``) is a ``TypeError`` instead: its values are not known while
+        the kernel is traced, and on the device such an ``if`` would silently always be taken."""
+        if self.tile.comparison is not None:
+            raise TypeError(
+                f"tile t{self.tile.id} holds nl.{self.tile.comparison}(...), whose values are not "
+                f"known while the kernel is traced, so it has no truth value; compare in the "
+                f"kernel's caller on its outputs ({where()})"
+            )
+        return True
 
     def _binary(self, name: str, other: Any) -> Any:
         from torch_nki.nki import language
@@ -686,6 +693,9 @@ class Tile(TileRegion):
         self._buffer = buffer
         self.base: Tile | None = None
         """For a dtype view's shadow (``_reinterpret``), the tile whose bytes it stands for."""
+        self.comparison: str | None = None
+        """The ``nl`` comparison whose result the tile-level call made this tile hold (its truth
+        value is then an error, see ``__bool__``)."""
         dims = tuple(int(s) for s in shape)
         self.row = math.prod(dims[1:])
         """Free elements per partition (the storage's partition stride)."""

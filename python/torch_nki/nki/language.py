@@ -233,6 +233,7 @@ def _tile_level(fn: Function, x: Any, y: Any, dtype: Any) -> Tile:
             )
         out = _result(x, y, dtype)
         isa.instruction("tensor_tensor")(dst=out, data1=x, data2=y, op=fn)
+        out.comparison = fn.name if fn.name in _COMPARISONS else None
         return out
     if isinstance(y, bool) or not isinstance(y, int | float):
         raise TypeError(
@@ -240,6 +241,7 @@ def _tile_level(fn: Function, x: Any, y: Any, dtype: Any) -> Tile:
         )
     out = _result(x, None, dtype)
     isa.instruction("tensor_scalar")(dst=out, data=x, op0=fn, operand0=float(y))
+    out.comparison = fn.name if fn.name in _COMPARISONS else None
     return out
 
 
@@ -272,6 +274,7 @@ def _functions() -> dict[str, Function]:
 
 
 _UNARY_OPERATORS = {o["name"] for o in SPEC["operators"] if o["arity"] == "unary"}
+_COMPARISONS = {o["name"] for o in SPEC["operators"] if o["class"] == "comparison"}
 
 FUNCTIONS: dict[str, Function] = _functions()
 """The ``nl`` operators and activation functions, by name."""
