@@ -169,3 +169,23 @@ def test_a_byte_input_viewed_as_packed_fp8_keeps_its_bytes() -> None:
     x = np.random.default_rng(5).integers(0, 256, size=(32, 16), dtype=np.uint8)
     out = nki.simulate(bytes_as_packed_fp8)(x)
     np.testing.assert_array_equal(np.asarray(out).view(np.uint8).reshape(x.shape), x)
+
+
+@nki.jit(target="trn2")
+def scale_bytes_as_fp8(x):
+    """fp32 scales stored as four fp8 bytes each (nki-library's row quantisation stores its
+    dequantisation scales so): every byte lands, NaN patterns of fp8 included."""
+    rows = x.shape[0]
+    out = nl.ndarray((rows, 4), dtype=nl.float8_e4m3, buffer=nl.shared_hbm)
+    t = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t.ap(pattern=[[4, rows], [1, 4]], dtype=nl.float8_e4m3))
+    return out
+
+
+def test_bytes_that_are_fp8_nans_are_stored_as_they_are() -> None:
+    x = np.random.default_rng(6).uniform(0.001, 1.0, size=(128, 1)).astype(np.float32)
+    bytes_ = x.view(np.uint8).reshape(128, 4)
+    assert ((bytes_ & 0x7F) > 0x78).any(), "the sample has fp8 NaN bytes"
+    out = nki.simulate(scale_bytes_as_fp8)(x)
+    np.testing.assert_array_equal(np.asarray(out).view(np.uint8).reshape(128, 4), bytes_)

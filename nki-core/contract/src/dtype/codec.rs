@@ -5,7 +5,8 @@
 //! What each does where a value does not fit:
 //! - floats round to nearest even; IEEE-style formats (`float8_e4m3`, `float8_e5m2`) overflow to ±infinity,
 //!   the finite `fn` formats saturate to their largest finite value (as torch converts
-//!   `float8_e4m3fn`), NaN stays NaN;
+//!   `float8_e4m3fn`), NaN stays NaN (a float8 NaN read from memory carries its bits, so
+//!   writing it back writes the same byte: [`nan_carrying`]);
 //! - `float8_e8m0fnu` (an unsigned power of two) keeps the exponent of `|v|`, rounding up when
 //!   the mantissa is at least one half, as torch converts it: zero and subnormals become 2⁻¹²⁷,
 //!   infinities and NaN become NaN;
@@ -49,6 +50,57 @@ pub fn round_int(v: f32, lo: f64, hi: f64) -> f32 {
 #[inline]
 pub fn round_i32(v: f32) -> f32 {
     round_int(v, i32::MIN as f64, i32::MAX as f64)
+}
+
+/// The payload marker of [`nan_carrying`]: bits 12..16 of the fraction all set.
+const CARRIED_NAN: u32 = 0x7FC0_F000;
+
+/// A float8 NaN's bits `b` widened to fp32: a quiet NaN carrying `b` in the low byte of its
+/// payload (under a marker), so that narrowing it back to the same format gives `b` again. A
+/// load and a store (and a dtype view's copies) thus move a NaN's bits unchanged, as the DMA
+/// engines do; the sign and payload of a NaN the arithmetic makes are not specified.
+#[inline]
+pub fn nan_carrying(b: u8) -> f32 {
+    f32::from_bits(CARRIED_NAN | u32::from(b))
+}
+
+/// The float8 bits `v` carries, if it is a NaN [`nan_carrying`] made.
+#[inline]
+pub fn carried_nan_bits(v: f32) -> Option<u8> {
+    let bits = v.to_bits();
+    (bits & 0x7FFF_FF00 == CARRIED_NAN).then_some(bits as u8)
+}
+
+/// `float8_e4m3fn`'s NaN bits (`S.1111.111`).
+#[inline]
+fn is_e4m3fn_nan(b: u8) -> bool {
+    b & 0x7F == 0x7F
+}
+
+/// `float8_e4m3fn` bits `b` as fp32 (a NaN carrying its bits, [`nan_carrying`]).
+pub fn decode_e4m3fn(b: u8) -> f32 {
+    if is_e4m3fn_nan(b) {
+        nan_carrying(b)
+    } else {
+        float8::F8E4M3::from_bits(b).to_f32()
+    }
+}
+
+/// The `float8_e4m3fn` bits of `v` (rounded, saturating); a NaN gives the bits it carries
+/// when they are a NaN of this format, else `0x7F`.
+pub fn encode_e4m3fn(v: f32) -> u8 {
+    if v.is_nan() {
+        return carried_nan_bits(v)
+            .filter(|b| is_e4m3fn_nan(*b))
+            .unwrap_or(0x7F);
+    }
+    float8::F8E4M3::from_f32(v).to_bits()
+}
+
+/// `v` rounded to `float8_e4m3fn` and widened back (a NaN keeps bits it carries, as
+/// [`encode_e4m3fn`]).
+pub fn round_e4m3fn(v: f32) -> f32 {
+    decode_e4m3fn(encode_e4m3fn(v))
 }
 
 /// An IEEE-style binary float with `mantissa` fraction bits and `exponent` exponent bits
@@ -104,7 +156,9 @@ impl IeeeMinifloat {
         let all_ones = ((1u32 << self.exponent) - 1) as u8;
         let shift = self.mantissa;
         if v.is_nan() {
-            return 0x7F;
+            return carried_nan_bits(v)
+                .filter(|b| self.decode(*b).is_nan())
+                .unwrap_or(0x7F);
         }
         let r = self.round(v);
         if r.is_infinite() {
@@ -136,7 +190,7 @@ impl IeeeMinifloat {
             if fraction == 0.0 {
                 f64::INFINITY
             } else {
-                f64::NAN
+                return nan_carrying(b);
             }
         } else if exp == 0 {
             fraction * (self.min_normal_exp() as f64).exp2()

@@ -159,7 +159,7 @@ impl DType {
             DType::F16 => half::f16::from_f32(v).to_f32(),
             DType::TF32 => codec::round_tf32(v),
             DType::F8E4M3 => codec::E4M3_IEEE.round(v),
-            DType::F8E4M3FN => float8::F8E4M3::from_f32(v).to_f32(),
+            DType::F8E4M3FN => codec::round_e4m3fn(v),
             DType::F8E5M2 => codec::E5M2.round(v),
             DType::F8E8M0 => codec::decode_e8m0(codec::encode_e8m0(v)),
             DType::I8 => codec::round_int(v, i8::MIN as f64, i8::MAX as f64),
@@ -205,7 +205,7 @@ impl DType {
             DType::BF16 => half::bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32(),
             DType::F16 => half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32(),
             DType::F8E4M3 => codec::E4M3_IEEE.decode(b[0]),
-            DType::F8E4M3FN => float8::F8E4M3::from_bits(b[0]).to_f32(),
+            DType::F8E4M3FN => codec::decode_e4m3fn(b[0]),
             DType::F8E5M2 => codec::E5M2.decode(b[0]),
             DType::F8E8M0 => codec::decode_e8m0(b[0]),
             DType::I8 => b[0] as i8 as f32,
@@ -231,7 +231,7 @@ impl DType {
             DType::BF16 => out.copy_from_slice(&half::bf16::from_f32(v).to_bits().to_le_bytes()),
             DType::F16 => out.copy_from_slice(&half::f16::from_f32(v).to_bits().to_le_bytes()),
             DType::F8E4M3 => out[0] = codec::E4M3_IEEE.encode(v),
-            DType::F8E4M3FN => out[0] = float8::F8E4M3::from_f32(v).to_bits(),
+            DType::F8E4M3FN => out[0] = codec::encode_e4m3fn(v),
             DType::F8E5M2 => out[0] = codec::E5M2.encode(v),
             DType::F8E8M0 => out[0] = codec::encode_e8m0(v),
             DType::I8 => out[0] = self.round(v) as i8 as u8,
@@ -474,6 +474,29 @@ mod tests {
         let mut buf = [0u8; 1];
         e4m3.write(&mut buf, 0, 300.0);
         assert_eq!(e4m3.read(&buf, 0), f32::INFINITY);
+    }
+
+    /// Every byte of every float8 format reads and writes back to itself, NaNs included (a
+    /// load then a store moves a NaN's bits unchanged), and rounding keeps a loaded NaN's bits.
+    #[test]
+    fn float8_bytes_round_trip_nans_included() {
+        for dt in [DType::F8E4M3, DType::F8E4M3FN, DType::F8E5M2] {
+            let mut nans = 0;
+            for b in 0..=255u8 {
+                let v = dt.read(&[b], 0);
+                nans += usize::from(v.is_nan());
+                let mut out = [0u8; 1];
+                dt.write(&mut out, 0, dt.round(v));
+                assert_eq!(out[0], b, "{dt:?} {b:#04x} = {v}");
+            }
+            assert!(nans >= 2, "{dt:?} has NaN bytes");
+        }
+        // A NaN made elsewhere (or carrying another format's NaN) is the canonical NaN.
+        let mut out = [0u8; 1];
+        DType::F8E4M3FN.write(&mut out, 0, DType::F8E4M3.read(&[0x7A], 0));
+        assert_eq!(out[0], 0x7F);
+        DType::F8E5M2.write(&mut out, 0, f32::NAN);
+        assert_eq!(out[0], 0x7F);
     }
 
     #[test]
