@@ -46,58 +46,81 @@ pub fn flash_attention(
     let lv = lse.reshape(&[d.b * d.h * d.s, 1]);
     let mask = causal.then(causal_mask);
     let group = d.group();
+    let (ql, kl) = Layout::pair(&d, causal, layout::MOST_ROWS_PER_PARTITION);
     // The cores of the launch split the KV heads, or with fewer KV heads than cores, each KV
-    // head's query tiles.
+    // head's query units.
     let split_heads = d.b * d.hkv >= num_programs(&[0]);
     let kv_heads = if split_heads {
         kv_head_share(&d)
     } else {
         0..d.b * d.hkv
     };
-    let query_tiles = d.s.div_ceil(QUERY_GROUP);
+    let units = query_units(&ql, QUERY_GROUP / PMAX);
     affine_range(kv_heads.len(), |i| {
         let bg = offset(i, kv_heads.start);
-        let heads = KvHead::load(&kv, &vv, &(bg.clone() * d.sk), d, false);
+        let heads = KvHead::load(&kv, &vv, &(bg.clone() * d.sk), &kl, false);
         affine_range(group, |r| {
             let head_row0 = (bg.clone() * group + r) * d.s;
-            let tiles = if split_heads {
-                0..query_tiles
+            let units = if split_heads {
+                0..units
             } else {
-                program_share(query_tiles)
+                program_share(units)
             };
-            for_each_query_tile(d.s, QUERY_GROUP, tiles, causal, false, |rows| {
-                // The group's 128-row tiles, interleaved by `attend`.
-                let subs: Vec<(usize, usize)> = spans(rows.size, PMAX).collect();
-                let q_ts: Vec<Tile> = subs
-                    .iter()
-                    .map(|&(o, qs)| {
-                        let qn = load_rows(&qv, head_row0.clone() + rows.start.clone() + o, qs);
-                        transposed(&qn, sign, dt)
+            let per_group = QUERY_GROUP / PMAX;
+            for_each_query_unit(&ql, per_group, units, causal, false, |unit| {
+                let row0 = head_row0.clone() + unit.start.clone();
+                let n = unit.n;
+                // Per transfer: q in, out and lse out, each one DMA.
+                let loads: Vec<((usize, usize), Tile, Tile, Tile)> = unit
+                    .loads()
+                    .into_iter()
+                    .map(|(o, parts)| {
+                        let qb = load_block(&qv, row0.clone() + o, parts, n);
+                        let ob = sbuf([parts, n * d.dh], dt);
+                        let lb = sbuf([parts, n], DType::F32);
+                        ((o, parts), qb, ob, lb)
                     })
                     .collect();
-                let tiles: Vec<QueryTile> = subs
+                // Every set of the unit, as a 128-row query tile: (transfer, set, ±qᵀ).
+                let sets: Vec<(usize, usize, Tile)> = loads
                     .iter()
-                    .zip(&q_ts)
-                    .map(|(&(o, _), q_t)| QueryTile {
-                        q_t,
-                        heads: &heads,
-                        mask: mask.as_ref().zip(static_start(&rows).map(|q0| q0 + o)),
-                        mag,
-                        dh: d.dh,
+                    .enumerate()
+                    .flat_map(|(l, (_, qb, _, _))| {
+                        (0..n).map(move |set| {
+                            let qn = qb.cols(set * d.dh, d.dh);
+                            (l, set, transposed_on_scalar(qn, dt, sign))
+                        })
                     })
                     .collect();
-                for (&(o, qs), (acc, sum, neg_m)) in subs.iter().zip(attend(&tiles, d.sk)) {
-                    let row0 = head_row0.clone() + rows.start.clone() + o;
-                    // out = acc / sum (rounded once); lse = m + ln(sum).
-                    let inv = sbuf([qs, 1], DType::F32);
-                    activation(&inv, ActFn::Reciprocal, &sum, None, 1.0);
-                    let o = sbuf([qs, d.dh], dt);
-                    tensor_scalar(&o, &acc, BinOp::Multiply, &inv);
-                    dma_copy(ov.clone().rows(row0.clone(), qs), &o);
-                    let l = sbuf([qs, 1], DType::F32);
-                    activation(&l, ActFn::Log, &sum, None, 1.0);
-                    tensor_tensor(&l, &l, &neg_m, BinOp::Subtract);
-                    dma_copy(lv.clone().rows(row0, qs), &l);
+                // Two query tiles at a time, their key blocks interleaved by `attend`.
+                for pair in sets.chunks(per_group) {
+                    let tiles: Vec<QueryTile> = pair
+                        .iter()
+                        .map(|(l, set, q_t)| QueryTile {
+                            q_t,
+                            heads: &heads,
+                            mask: mask.as_ref().zip(unit.set(loads[*l].0, *set)),
+                            key_layout: &kl,
+                            mag,
+                            dh: d.dh,
+                        })
+                        .collect();
+                    for ((l, set, _), (acc, sum, neg_m)) in pair.iter().zip(attend(&tiles, d.sk)) {
+                        let (_, _, ob, lb) = &loads[*l];
+                        let qs = ob.shape()[0];
+                        // out = acc / sum (rounded once); lse = m + ln(sum).
+                        let inv = sbuf([qs, 1], DType::F32);
+                        activation(&inv, ActFn::Reciprocal, &sum, None, 1.0);
+                        tensor_scalar(ob.cols(set * d.dh, d.dh), &acc, BinOp::Multiply, &inv);
+                        let l = lb.cols(*set, 1);
+                        activation(l.clone(), ActFn::Log, &sum, None, 1.0);
+                        tensor_tensor(l.clone(), l, &neg_m, BinOp::Subtract);
+                    }
+                }
+                for ((o, parts), _, ob, lb) in &loads {
+                    let at = row0.clone() + *o;
+                    dma_copy(block_view(&ov, at.clone(), *parts, n), ob);
+                    dma_copy(block_view(&lv, at, *parts, n), lb);
                 }
             });
         });
@@ -125,8 +148,7 @@ fn attend(tiles: &[QueryTile], sk: usize) -> Vec<(Tile, Tile, Tile)> {
     let blocks: Vec<Vec<Vec<(usize, usize)>>> = tiles
         .iter()
         .map(|t| {
-            let [_, qs] = t.q_t.shape();
-            let last_key = t.mask.map(|(_, q0)| q0 + qs - 1);
+            let last_key = t.mask.map(|(_, q)| q.last_causal_slot());
             let pieces: Vec<(usize, usize)> = (0..sk)
                 .step_by(KEY_BLOCK)
                 .map(|k0| (k0, KEY_BLOCK.min(sk - k0)))
@@ -199,8 +221,10 @@ struct QueryTile<'a> {
     q_t: &'a Tile,
     /// The kv head on chip.
     heads: &'a KvHead,
-    /// The causal mask and the tile's first query row, when causal.
-    mask: Option<(&'a Tile, usize)>,
+    /// The causal mask and the tile's query rows, when causal.
+    mask: Option<(&'a Tile, RowSet)>,
+    /// The kv head's key tiling.
+    key_layout: &'a Layout,
     /// `|scale|`.
     mag: f32,
     /// Head dim.
@@ -236,12 +260,8 @@ impl QueryTile<'_> {
             .iter()
             .zip(scores)
             .map(|(&(k0, w), s)| match self.mask {
-                Some((mask, q0)) if k0 + w - 1 > q0 => {
-                    let t = sbuf([qs, w], DType::F32);
-                    tensor_tensor(&t, s, mask_window(mask, qs, q0 - k0, w), BinOp::Add);
-                    t.region()
-                }
-                _ => s.region(),
+                Some((mask, q)) => self.masked(mask, &q, (k0, w), s),
+                None => s.region(),
             })
             .collect();
         let maxima: Vec<Tile> = masked
@@ -299,6 +319,43 @@ impl QueryTile<'_> {
             neg_m,
             alpha,
         }
+    }
+
+    /// A score piece `s` (keys `k0 .. k0 + w`) under the causal mask, for query rows `q`: 128
+    /// consecutive rows take one window of the mask over the piece; a set of a block takes one
+    /// per 128-key set of its block in the piece ([`causal`]).
+    fn masked(&self, mask: &Tile, q: &RowSet, (k0, w): (usize, usize), s: &Tile) -> TileRegion {
+        let qs = q.size;
+        // Consecutive rows: keys after the first query row; a set: keys of its block.
+        let crosses = if q.stride == 1 {
+            k0 + w - 1 > q.start
+        } else {
+            k0 + w > q.start
+        };
+        if !crosses {
+            return s.region();
+        }
+        let t = sbuf([qs, w], DType::F32);
+        if q.stride == 1 {
+            let offset = q.start as isize - k0 as isize;
+            tensor_tensor(&t, s, mask_window(mask, qs, offset, w), BinOp::Add);
+            return t.region();
+        }
+        let keys = self.key_layout.tiles();
+        for (c0, cw) in key_pieces(w) {
+            let k = &keys[(k0 + c0) / PMAX];
+            let (dst, src) = (t.cols(c0, cw), s.cols(c0, cw));
+            match causal(q, k) {
+                Causal::Masked(offset) => {
+                    tensor_tensor(dst, src, mask_window(mask, qs, offset, cw), BinOp::Add);
+                }
+                // Keys before the block: kept.
+                _ => {
+                    tensor_copy(dst, src);
+                }
+            }
+        }
+        t.region()
     }
 
     /// Stage 3 of a block, first part: `pᵀ` in 128-key pieces side by side in PSUM (tensor

@@ -1,10 +1,17 @@
 //! Flash attention: `softmax(q·kᵀ·scale [+ causal mask]) · v` without materialising the score
 //! matrix, with grouped-query attention, forward and backward.
 //!
+//! Transfers. A head's rows move in blocks of `128·n` rows, one DMA each, partition `p` holding
+//! the `n` consecutive rows `p·n ..` (see `layout.rs`): at `Dh = 128` in bf16 a 128-row tile is
+//! 256 bytes per partition, which the DMA overview's curve runs at about a tenth of the engines'
+//! rate. Each column group of a block (a *set*: rows `p·n + i`) is a 128-row tile for the
+//! matmuls; the order in which queries, or keys with their values, are taken does not change
+//! attention, and the causal mask follows the sets' rows.
+//!
 //! Layout on chip. Keys and values of one kv head stay in SBUF for every query tile and every
 //! query head of its group: `kᵀ` as `[Dh, Sk]` (the moving operand of `q·kᵀ`, transposed on the
 //! tensor engine once per kv head), `v` as 128-key tiles `[keys, Dh]` (the moving operand of
-//! `p·v`). Queries go 128 rows at a time; their transpose (sign-flipped for a negative
+//! `p·v`). Queries go 128 rows (a set) at a time; their transpose (sign-flipped for a negative
 //! `scale`, which is exact) is the stationary operand of the scores, and `|scale|` is applied in
 //! fp32 by the scalar engine as it exponentiates, so no rounded product of `q` and `scale`
 //! enters the scores.
@@ -16,27 +23,30 @@
 //! `p·v` accumulates in PSUM. Blocks are software-pipelined across the engines (see
 //! `forward.rs`). The output is divided by the row sum once and rounded once;
 //! `lse = m + ln(sum)` is returned in fp32 for the backward (and for callers). On Trn2 at
-//! `S = Sk = 4096`, `Dh = 128`, bf16, the cost model puts the tensor engine at about half its
-//! peak (`torch-nki cost flash_attention`).
+//! `S = Sk = 4096`, `Dh = 128`, bf16, the cost model has the tensor engine 86 % busy, at 56 % of
+//! its peak for these operands (`torch-nki cost flash_attention`).
 //!
-//! Backward (per kv head; query tiles outer, 128-key tiles inner): `p = exp(s − lse)` is
-//! recomputed from the saved `lse`, `dp = dO·vᵀ`, `ds = p ∘ (dp − Δ)` with
-//! `Δ = rowsum(dO ∘ O) − grad_lse`; `dQ` accumulates in PSUM over the key tiles, `dK` and `dV`
-//! in fp32 SBUF accumulators over every query tile of every head of the group.
+//! Backward (per kv head; query blocks outer, 128-key tiles inner, the sets of a block together):
+//! `p = exp(s − lse)` is recomputed from the saved `lse`, `dp = dO·vᵀ`, `ds = p ∘ (dp − Δ)` with
+//! `Δ = rowsum(dO ∘ O) − grad_lse`; `dQ` accumulates in PSUM over the key tiles; a key tile's
+//! `dK` and `dV` terms of a block's sets are summed in PSUM, then added to fp32 SBUF
+//! accumulators over every block of every head of the group (see `backward.rs`).
 //!
 //! Causal masking is top-left aligned, as `scaled_dot_product_attention(is_causal=True)`:
 //! query `i` attends keys `j ≤ i`. Blocks wholly above the diagonal are skipped (the query tiles
 //! are then unrolled, so each knows its key range); blocks crossing it add a precomputed
-//! `−inf` mask.
+//! `−inf` mask (the backward's, the most negative bf16, added on the tensor engine).
 
 mod backward;
 mod forward;
+mod layout;
 
 pub use backward::*;
 pub use forward::*;
 
+use crate::tiling::identity;
 use crate::tiling::spans;
-pub(crate) use crate::tiling::transposed;
+use layout::{Causal, Layout, RowSet, block_view, causal, load_block};
 use nki_core::prelude::*;
 use std::ops::Range;
 
@@ -56,24 +66,29 @@ const MASK_WIDTH: usize = MASK_SHIFT + KEY_BLOCK;
 const MASK_SHIFT: usize = KEY_BLOCK - PMAX;
 
 /// The additive causal mask `[128, MASK_WIDTH]` fp32: `0` where `f ≤ p + MASK_SHIFT`, `−inf`
-/// elsewhere. Built once per kernel with a memset per partition.
+/// elsewhere. Built once per kernel: zeros, then one `affine_select` (GpSimd).
 fn causal_mask() -> Tile {
     let mask = sbuf([PMAX, MASK_WIDTH], DType::F32);
     memset(&mask, 0.0);
-    for p in 0..PMAX {
-        let first = p + MASK_SHIFT + 1;
-        memset(
-            mask.region().slice(p, 1, first, MASK_WIDTH - first),
-            f32::NEG_INFINITY,
-        );
-    }
+    // Kept where MASK_SHIFT + p − f ≥ 0.
+    affine_select(
+        &mask,
+        -1,
+        1,
+        &mask,
+        f32::NEG_INFINITY,
+        BinOp::GreaterEqual,
+        MASK_SHIFT as i32,
+    );
     mask
 }
 
-/// The mask window for a `[rows, width]` score block whose query tile starts `offset` rows
-/// after its first key (`0 ≤ offset ≤ MASK_SHIFT`).
-fn mask_window(mask: &Tile, rows: usize, offset: usize, width: usize) -> TileRegion {
-    mask.rows(rows).cols(MASK_SHIFT - offset, width)
+/// The mask window for a `[rows, width]` score block whose first query row is `offset` rows
+/// after its first key (`−1 ≤ offset ≤ MASK_SHIFT`; `−1` only for a width of at most 128): key
+/// column `f` is kept for query partition `p` where `f ≤ p + offset`.
+fn mask_window(mask: &Tile, rows: usize, offset: isize, width: usize) -> TileRegion {
+    let start = MASK_SHIFT as isize - offset;
+    mask.rows(rows).cols(start as usize, width)
 }
 
 /// The shapes every attention kernel works with.
@@ -109,11 +124,6 @@ impl Dims {
     fn group(&self) -> usize {
         self.h / self.hkv.max(1)
     }
-
-    /// `(start, size)` of every 128-key tile.
-    fn key_tiles(&self) -> Vec<(usize, usize)> {
-        spans(self.sk, PMAX).collect()
-    }
 }
 
 /// `scale`, or `1/√Dh` when not given (as `scaled_dot_product_attention`).
@@ -121,11 +131,80 @@ fn resolve_scale(scale: Option<f32>, dh: usize) -> f32 {
     scale.unwrap_or(1.0 / (dh as f32).sqrt())
 }
 
-/// Query row tiles `tiles` of `0..s` cut into `tile` rows (the last one ragged): one loop for a
-/// non-causal kernel (`sequential` when iterations accumulate into shared SBUF), or unrolled so
-/// each tile knows which keys it attends.
-fn for_each_query_tile(
-    s: usize,
+/// A run of a head's query rows the kernels load and store together: rows
+/// `start .. start + rows`, as one block of `128·n` rows (`n > 1`, see [`layout`]) or as
+/// consecutive 128-row tiles (`n = 1`).
+struct QueryUnit {
+    /// Its first row in the head, symbolic in a loop.
+    start: AffineExpr,
+    /// Rows.
+    rows: usize,
+    /// Rows per partition.
+    n: usize,
+}
+
+impl QueryUnit {
+    /// Its first row, when known at trace time (an unrolled loop).
+    fn static_start(&self) -> Option<usize> {
+        self.start.as_constant().map(|v| v as usize)
+    }
+
+    /// Its transfers: `(row offset, partitions)`, each of `n` rows per partition.
+    fn loads(&self) -> Vec<(usize, usize)> {
+        if self.n > 1 {
+            vec![(0, PMAX)]
+        } else {
+            spans(self.rows, PMAX).collect()
+        }
+    }
+
+    /// Set `set` of transfer `(offset, parts)` (see [`Self::loads`]), when the start is known.
+    fn set(&self, (offset, parts): (usize, usize), set: usize) -> Option<RowSet> {
+        let start = self.static_start()?;
+        Some(RowSet::new(start + offset, parts, self.n, set))
+    }
+}
+
+/// The query units of `layout` (its blocks, then its 128-row tiles `group` at a time): how many.
+fn query_units(layout: &Layout, group: usize) -> usize {
+    layout.blocks() + (layout.len - layout.blocked()).div_ceil(group * PMAX)
+}
+
+/// Runs `body` over query units `units` (of [`query_units`]) of `layout`: one loop over the
+/// blocks and one over the whole groups of 128-row tiles (`sequential` when iterations
+/// accumulate into shared SBUF), or unrolled so each unit knows which keys it attends, then a
+/// ragged last group.
+fn for_each_query_unit(
+    layout: &Layout,
+    group: usize,
+    units: Range<usize>,
+    unroll: bool,
+    sequential: bool,
+    mut body: impl FnMut(QueryUnit),
+) {
+    let blocks = layout.blocks();
+    let (n, blocked) = (layout.n, layout.blocked());
+    let run = (0, blocked, layout.block_rows(), n);
+    let tail = (blocked, layout.len - blocked, group * PMAX, 1);
+    let ranges = [
+        units.start.min(blocks)..units.end.min(blocks),
+        units.start.max(blocks) - blocks..units.end.max(blocks) - blocks,
+    ];
+    for ((base, len, size, n), tiles) in [run, tail].into_iter().zip(ranges) {
+        for_each_span(len, size, tiles, unroll, sequential, |span| {
+            body(QueryUnit {
+                start: span.start + base,
+                rows: span.size,
+                n,
+            })
+        });
+    }
+}
+
+/// Row tiles `tiles` of `0..len` cut into `tile` rows (the last one ragged): one loop, or
+/// unrolled.
+fn for_each_span(
+    len: usize,
     tile: usize,
     tiles: Range<usize>,
     unroll: bool,
@@ -134,13 +213,13 @@ fn for_each_query_tile(
 ) {
     let span = |q: usize| TileSpan {
         start: AffineExpr::from(q * tile),
-        size: tile.min(s - q * tile),
+        size: tile.min(len - q * tile),
     };
     if unroll {
         tiles.for_each(|q| body(span(q)));
         return;
     }
-    let full = s / tile;
+    let full = len / tile;
     let (first, end) = (tiles.start, tiles.end.min(full));
     let mut run = |i: AffineExpr| {
         body(TileSpan {
@@ -155,9 +234,20 @@ fn for_each_query_tile(
             affine_range(end - first, &mut run);
         }
     }
-    if !s.is_multiple_of(tile) && tiles.contains(&full) {
+    if !len.is_multiple_of(tile) && tiles.contains(&full) {
         body(span(full));
     }
+}
+
+/// `xᵀ` of a `[p, f]` region of a `dt` tile, times `scale` (`±1`: exact), copied out of PSUM by
+/// the scalar engine, which both kernels keep less busy than the vector engine.
+fn transposed_on_scalar(x: TileRegion, dt: DType, scale: f32) -> Tile {
+    let [p, f] = x.shape();
+    let t = psum([f, p], dt);
+    nc_transpose(&t, x);
+    let out = sbuf([f, p], dt);
+    activation(&out, ActFn::Identity, &t, None, scale);
+    out
 }
 
 /// Loop index `i` counted from `first`.
@@ -172,51 +262,43 @@ fn kv_head_share(d: &Dims) -> Range<usize> {
     program_share(d.b * d.hkv)
 }
 
-/// The first query row of an unrolled tile.
-fn static_start(rows: &TileSpan) -> Option<usize> {
-    rows.start.as_constant().map(|v| v as usize)
-}
-
-/// Loads rows `row0..row0+n` of a `[rows, Dh]` view into a new `[n, Dh]` tile.
-fn load_rows(view: &HbmView, row0: AffineExpr, n: usize) -> Tile {
-    let t = sbuf([n, view.shape()[1]], view.dtype());
-    dma_copy(&t, view.clone().rows(row0, n));
-    t
-}
-
-/// One kv head's keys and values on chip: `kᵀ` `[Dh, Sk]`, and `v` (and `k` for the backward)
-/// as one `[keys, Dh]` tile per 128-key tile, separate tiles so their loads overlap. `vᵀ` too
-/// for the backward.
+/// One kv head's keys and values on chip, in the slot order of its key [`Layout`]: `kᵀ` as
+/// `[Dh, Sk]`, and `v` (and `k` for the backward) as one `[keys, Dh]` region per 128-slot tile
+/// (a set of a block's tile, or a 128-row tile). `vᵀ` too for the backward.
 struct KvHead {
     /// `kᵀ`, `[Dh, Sk]`.
     k_t: Tile,
-    /// `k` per 128-key tile (backward only).
-    k: Vec<Tile>,
-    /// `v` per 128-key tile.
-    v: Vec<Tile>,
+    /// `k` per 128-slot tile (backward only).
+    k: Vec<TileRegion>,
+    /// `v` per 128-slot tile.
+    v: Vec<TileRegion>,
     /// `vᵀ`, `[Dh, Sk]` (backward only).
     v_t: Option<Tile>,
 }
 
 impl KvHead {
-    fn load(kv: &HbmView, vv: &HbmView, row0: &AffineExpr, d: Dims, backward: bool) -> KvHead {
-        let dt = kv.dtype();
-        let k_t = sbuf([d.dh, d.sk], dt);
-        let v_t = backward.then(|| sbuf([d.dh, d.sk], dt));
+    fn load(kv: &HbmView, vv: &HbmView, row0: &AffineExpr, kl: &Layout, backward: bool) -> KvHead {
+        let (dt, dh) = (kv.dtype(), kv.shape()[1]);
+        let k_t = sbuf([dh, kl.len], dt);
+        let v_t = backward.then(|| sbuf([dh, kl.len], dt));
         let (mut k, mut v) = (Vec::new(), Vec::new());
-        for (k0, kw) in d.key_tiles() {
-            let kn = load_rows(kv, row0.clone() + k0, kw);
-            let kt = psum([d.dh, kw], dt);
-            nc_transpose(&kt, &kn);
-            tensor_copy(k_t.cols(k0, kw), &kt);
-            let vn = load_rows(vv, row0.clone() + k0, kw);
-            if let Some(v_t) = &v_t {
-                let t = psum([d.dh, kw], dt);
-                nc_transpose(&t, &vn);
-                tensor_copy(v_t.cols(k0, kw), &t);
-                k.push(kn);
+        for (start, parts, n) in kl.loads() {
+            let kb = load_block(kv, row0.clone() + start, parts, n);
+            let vb = load_block(vv, row0.clone() + start, parts, n);
+            for set in 0..n {
+                let slot = RowSet::new(start, parts, n, set).slot();
+                let (kn, vn) = (kb.cols(set * dh, dh), vb.cols(set * dh, dh));
+                let kt = psum([dh, parts], dt);
+                nc_transpose(&kt, kn.clone());
+                tensor_copy(k_t.cols(slot, parts), &kt);
+                if let Some(v_t) = &v_t {
+                    let t = psum([dh, parts], dt);
+                    nc_transpose(&t, vn.clone());
+                    tensor_copy(v_t.cols(slot, parts), &t);
+                    k.push(kn);
+                }
+                v.push(vn);
             }
-            v.push(vn);
         }
         KvHead { k_t, k, v, v_t }
     }
