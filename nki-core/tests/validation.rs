@@ -94,21 +94,78 @@ fn matmul_limits_buffers_and_dtypes() {
 }
 
 #[test]
+fn transpose_mode_writes_the_sources_16_bit_dtype_to_psum() {
+    let transpose = |source: DType, dst: DType| {
+        move |_: &Hbm| {
+            let out = shared_hbm(&[1, 1], DType::F32);
+            let a = sbuf([128, 64], source);
+            let identity = sbuf([128, 128], source);
+            let t = psum([64, 128], dst);
+            memset(&a, 1.0);
+            memset(&identity, 1.0);
+            nc_matmul_is_transpose(&t, (&a, &identity), MatmulTiling::default(), false);
+            out
+        }
+    };
+    for dtype in [DType::BF16, DType::F16] {
+        validate(&program(Target::Trn2, transpose(dtype, dtype)))
+            .unwrap_or_else(|e| panic!("a {dtype} transpose into {dtype} PSUM: {e}"));
+    }
+    let (rule, limit, actual, _) =
+        rule_of(&program(Target::Trn2, transpose(DType::BF16, DType::F16)));
+    assert_eq!(
+        (rule, limit.as_str(), actual.as_str()),
+        (
+            "matmul-dst-dtype",
+            "f32, or the source's 16-bit dtype in transpose mode",
+            "f16"
+        )
+    );
+    // NeuronCore-v2 has no transpose mode: the flag only marks the instruction.
+    let (rule, ..) = rule_of(&program(Target::Trn1, transpose(DType::BF16, DType::BF16)));
+    assert_eq!(rule, "matmul-dst-dtype");
+}
+
+#[test]
 fn psum_bank_and_bank_count() {
+    // A PSUM tile may span banks; a tensor-engine write may not.
+    let matmul_into = |f0: usize| {
+        move |_: &Hbm| {
+            let out = shared_hbm(&[1, 1], DType::F32);
+            let t = psum([128, 1024], DType::F32);
+            let a = sbuf([128, 128], DType::BF16);
+            let b = sbuf([128, 512], DType::BF16);
+            memset(&t, 0.0);
+            memset(&a, 1.0);
+            memset(&b, 1.0);
+            nc_matmul(t.cols(f0, 512), &a, &b, false);
+            out
+        }
+    };
+    validate(&program(Target::Trn2, matmul_into(512))).expect("the second bank of a two-bank tile");
+    let (rule, limit, actual, _) = rule_of(&program(Target::Trn2, matmul_into(256)));
+    assert_eq!(
+        (rule, limit.as_str(), actual.as_str()),
+        (
+            "psum-bank",
+            "2048 B bank per partition",
+            "bytes 1024..=3071"
+        )
+    );
     let mut line = 0;
     let p = program(Target::Trn2, |_| {
         let out = shared_hbm(&[1, 1], DType::F32);
         line = line!() + 1;
-        let t = psum([128, 1024], DType::F32);
+        let t = psum([128, 4097], DType::F32);
         memset(&t, 0.0);
         out
     });
     assert_eq!(
         rule_of(&p),
         (
-            "psum-bank",
-            "2048 B per partition".into(),
-            "4096 B".into(),
+            "psum-capacity",
+            "16384 B per partition".into(),
+            "16388 B".into(),
             line
         )
     );

@@ -22,7 +22,9 @@ use crate::ir::{
     TransposeEngine,
 };
 use crate::loc::SourceLoc;
-use crate::target::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_BYTES, Target};
+use crate::target::{
+    GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_BYTES, PSUM_BANKS, Target,
+};
 
 use liveness::check_liveness;
 use operands::{check_hbm_bounds, check_hbm_sizes, check_regions};
@@ -39,6 +41,7 @@ pub const RULES: &[&str] = &[
     "matmul-dst-dtype",
     matmul_tiling::RULE,
     "transpose-vector-size",
+    "psum-capacity",
     "psum-bank",
     "psum-banks-live",
     "sbuf-capacity",
@@ -172,14 +175,15 @@ fn check_tiles(program: &Program) -> Result<(), NkiError> {
                 t.loc,
             ));
         }
-        if t.buffer == Buffer::Psum && t.bytes_per_partition() > PSUM_BANK_BYTES {
+        let psum_bytes = program.target.psum_bytes_per_partition();
+        if t.buffer == Buffer::Psum && t.bytes_per_partition() > psum_bytes {
             return Err(violation(
-                "psum-bank",
-                format!("{PSUM_BANK_BYTES} B per partition"),
+                "psum-capacity",
+                format!("{psum_bytes} B per partition"),
                 format!("{} B", t.bytes_per_partition()),
                 format!("alloc {}", describe_tile(t)),
                 format!(
-                    "PSUM tile {} does not fit one 2 KiB bank (512 fp32 per partition)",
+                    "PSUM tile {} does not fit a partition's {PSUM_BANKS} banks of 2 KiB",
                     t.name
                 ),
                 t.loc,
@@ -195,14 +199,25 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
     if let Op::NcTranspose { dst, data, engine } = &inst.op {
         check_transpose(program, inst, dst, data, *engine)?;
     }
+    match &inst.op {
+        Op::NcMatmul { dst, .. }
+        | Op::NcMatmulMx { dst, .. }
+        | Op::NcTranspose {
+            dst,
+            engine: TransposeEngine::Tensor,
+            ..
+        } => check_one_psum_bank(program, inst, dst)?,
+        _ => {}
+    }
     if let Op::NcMatmul {
         dst,
         stationary,
         moving,
+        is_transpose,
         ..
     } = &inst.op
     {
-        check_matmul(program, inst, dst, stationary, moving)?;
+        check_matmul(program, inst, dst, (stationary, moving), *is_transpose)?;
     }
     // GpSimd cannot reach PSUM: the operands of the instructions that run there.
     let on_gpsimd: Option<(Vec<(&str, &TileRegion)>, &str)> = match &inst.op {
@@ -609,14 +624,51 @@ fn check_tensor_engine_buffers(
     Ok(())
 }
 
+/// A tensor-engine instruction writes one PSUM bank per partition (Trainium/Inferentia2
+/// architecture guide: "The output tile of a TensorE matrix multiplication instruction must fit
+/// into one PSUM bank per partition"). A PSUM tile may span several banks (nki-library's kernels
+/// allocate such tiles, and the vector and scalar engines access PSUM "like a regular SRAM");
+/// a tile the compiler places starts on a bank boundary, a placed one at its address.
+fn check_one_psum_bank(
+    program: &Program,
+    inst: &Instruction,
+    dst: &TileRegion,
+) -> Result<(), NkiError> {
+    let t = &program.tiles[dst.tile.0 as usize];
+    let (f0, f1) = dst.free_span();
+    if t.buffer != Buffer::Psum || f1 <= f0 {
+        return Ok(());
+    }
+    let size = t.dtype.size_bytes();
+    let base = t.address.map_or(0, |(_, free)| free);
+    let (first, last) = (base + f0 * size, base + f1 * size - 1);
+    if first / PSUM_BANK_BYTES == last / PSUM_BANK_BYTES {
+        return Ok(());
+    }
+    Err(violation(
+        "psum-bank",
+        format!("{PSUM_BANK_BYTES} B bank per partition"),
+        format!("bytes {first}..={last}"),
+        inst.op.name().into(),
+        format!(
+            "{} writes {}[:, {f0}:{f1}], which crosses a 2 KiB PSUM bank boundary (512 fp32 per \
+             partition per bank)",
+            inst.op.name(),
+            t.name
+        ),
+        inst.loc,
+    ))
+}
+
 /// `nc_matmul`: K, M and N within the tensor engine's tile sizes, operands in SBUF, the
-/// accumulator in PSUM, in fp32 (or bf16 where the target allows it).
+/// accumulator in PSUM, in fp32 (or bf16 where the target allows it, or the stationary's 16-bit
+/// dtype in transpose mode).
 fn check_matmul(
     program: &Program,
     inst: &Instruction,
     dst: &TileRegion,
-    stationary: &TileRegion,
-    moving: &TileRegion,
+    (stationary, moving): (&TileRegion, &TileRegion),
+    is_transpose: bool,
 ) -> Result<(), NkiError> {
     let [k, m] = stationary.shape();
     check_sizes(
@@ -652,13 +704,19 @@ fn check_matmul(
         dst,
     )?;
     let d = &program.tiles[dst.tile.0 as usize];
-    let dtype_ok =
-        d.dtype == DType::F32 || (d.dtype == DType::BF16 && program.target.matmul_bf16_output());
+    // Transpose mode (recorded only on NeuronCore-v3 and newer) writes "FP16/BF16 PSUM output
+    // for FP16/BF16 transpose" (Trainium2 architecture guide, "Built-in Transpose Support").
+    let source = program.tiles[stationary.tile.0 as usize].dtype;
+    let passes_through =
+        is_transpose && matches!(source, DType::BF16 | DType::F16) && d.dtype == source;
+    let dtype_ok = d.dtype == DType::F32
+        || (d.dtype == DType::BF16 && program.target.matmul_bf16_output())
+        || passes_through;
     if !dtype_ok {
-        let allowed = if program.target.matmul_bf16_output() {
-            "f32 or bf16"
-        } else {
-            "f32"
+        let allowed = match (program.target.matmul_bf16_output(), is_transpose) {
+            (true, _) => "f32 or bf16",
+            (false, true) => "f32, or the source's 16-bit dtype in transpose mode",
+            (false, false) => "f32",
         };
         return Err(violation(
             "matmul-dst-dtype",
