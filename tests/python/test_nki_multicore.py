@@ -9,7 +9,7 @@ import pytest
 import torch_nki.nki.isa as nisa
 import torch_nki.nki.language as nl
 from torch_nki import nki
-from torch_nki.errors import SimulationError, TraceError
+from torch_nki.errors import SimulationError, TraceError, ValidationError
 
 
 @nki.jit(target="trn2")
@@ -58,6 +58,75 @@ def test_sendrecv_swaps_tiles_between_the_cores() -> None:
     x = np.random.default_rng(3).standard_normal((8, 5)).astype(np.float32)
     want = np.maximum(x[:4].max(axis=1), x[4:].max(axis=1))[:, None]
     np.testing.assert_array_equal(exchange_max[2](x), want)
+
+
+@nki.jit(target="trn2")
+def doubling_exchanges(x):
+    """Each core starts from its half of ``x`` and, three times, adds what the other core
+    sends: a sendrecv inside a loop. Both cores end with ``4 · (top + bottom)``."""
+    rows = x.shape[0] // 2
+    pid = nl.program_id(0)
+    out = nl.ndarray((rows, x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.ndarray((rows, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=acc, src=x[pid * rows : (pid + 1) * rows, :])
+    for _ in nl.sequential_range(3):
+        theirs = nl.ndarray((rows, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.sendrecv(src=acc, dst=theirs, send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=theirs, op=nl.add)
+    if pid == 0:
+        nl.store(out, value=acc)
+    return out
+
+
+@nki.jit(target="trn2")
+def rounds_through_hbm(x):
+    """Each round, each core publishes its running sum in a shared tensor, meets the other at a
+    barrier, adds the other's, and meets it again before the next round overwrites: barriers
+    inside a loop."""
+    rows = x.shape[0] // 2
+    pid = nl.program_id(0)
+    scratch = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.ndarray((rows, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=acc, src=x[pid * rows : (pid + 1) * rows, :])
+    other = 1 - pid
+    for _ in nl.sequential_range(2):
+        nl.store(scratch[pid * rows : (pid + 1) * rows, :], value=acc)
+        nisa.core_barrier(data=scratch, cores=(0, 1))
+        theirs = nl.load(scratch[other * rows : (other + 1) * rows, :])
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=theirs, op=nl.add)
+        nisa.core_barrier(data=scratch, cores=(0, 1))
+    nl.store(out[pid * rows : (pid + 1) * rows, :], value=acc)
+    return out
+
+
+def test_synchronisations_inside_loops_meet_once_per_iteration() -> None:
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    both = x[:3] + x[3:]
+    np.testing.assert_array_equal(doubling_exchanges[2](x), 4 * both)
+    np.testing.assert_array_equal(rounds_through_hbm[2](x), np.concatenate([2 * both, 2 * both]))
+
+
+def test_a_race_between_iterations_of_a_synchronising_loop_is_an_error() -> None:
+    @nki.jit(target="trn2")
+    def one_barrier_per_round(x):
+        rows = x.shape[0] // 2
+        pid = nl.program_id(0)
+        scratch = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        acc = nl.ndarray((rows, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=acc, src=x[pid * rows : (pid + 1) * rows, :])
+        for _ in nl.sequential_range(2):
+            nl.store(scratch[pid * rows : (pid + 1) * rows, :], value=acc)
+            nisa.core_barrier(data=scratch, cores=(0, 1))
+            theirs = nl.load(scratch[(1 - pid) * rows : (2 - pid) * rows, :])
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=theirs, op=nl.add)
+        nl.store(out[pid * rows : (pid + 1) * rows, :], value=acc)
+        return out
+
+    # Without the second barrier, one core's store of round 2 races the other's load of round 1.
+    with pytest.raises(ValidationError, match=r"\[core-race\].*instances 0 and 1"):
+        one_barrier_per_round[2](np.zeros((6, 4), np.float32))
 
 
 def test_a_core_that_never_reaches_the_barrier_is_a_simulation_error() -> None:

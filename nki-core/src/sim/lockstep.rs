@@ -6,8 +6,10 @@
 //! program-id order (`Runner::block`).
 //!
 //! What is simulated: instances of a one-axis launch (at most [`LNC_CORES`], each traced on its
-//! own, as the NKI frontend traces them), synchronising at the top level of their bodies (a
-//! synchronisation inside a loop is a simulation error). An instance that finishes while
+//! own, as the NKI frontend traces them), synchronising anywhere in their bodies, loops
+//! included: an instance's position is a stack of frames, one per loop it is inside (a
+//! synchronisation inside a device loop, whose trip count is only known at run time, is a
+//! simulation error). An instance that finishes while
 //! another waits at a synchronisation, instances at different synchronisations, and exchanges
 //! whose ranks do not pair up are simulation errors naming the instruction and its line: on the
 //! device they hang or exchange garbage.
@@ -34,6 +36,24 @@ fn contains_sync(body: &[Stmt]) -> bool {
     })
 }
 
+/// Whether `s` is a loop whose body synchronises cores: lockstep enters it one iteration at a
+/// time instead of running it whole.
+pub(super) fn holds_sync(s: &Stmt) -> bool {
+    match s {
+        Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => contains_sync(body),
+        Stmt::Inst(_) | Stmt::Alloc { .. } => false,
+    }
+}
+
+/// The first synchronising instruction of `body`, at any depth.
+fn first_sync(body: &[Stmt]) -> Option<&Instruction> {
+    body.iter().find_map(|s| match s {
+        Stmt::Inst(inst) if inst.op.synchronises_cores() => Some(inst),
+        Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => first_sync(body),
+        Stmt::Inst(_) | Stmt::Alloc { .. } => None,
+    })
+}
+
 /// Whether the program synchronises cores anywhere.
 pub(super) fn synchronises(program: &Program) -> bool {
     contains_sync(&program.body)
@@ -50,12 +70,32 @@ pub(super) fn is_grid_instance(program: &Program, s: &Stmt) -> bool {
     }
 }
 
-/// One instance in a lockstep run: its scope's body, plan block and how far it has run.
-struct Instance<'b> {
+/// A body an instance is running: the instance's own scope, or one iteration of a loop inside
+/// it that synchronises.
+struct Frame<'b> {
     body: &'b [Stmt],
     block: usize,
     cursor: usize,
+    /// `(loop variable, trip count, iteration)` for a loop's body; `None` for the scope.
+    iteration: Option<(usize, usize, usize)>,
+}
+
+/// One instance in a lockstep run: the bodies it is inside, innermost last.
+struct Instance<'b> {
+    frames: Vec<Frame<'b>>,
     done: bool,
+}
+
+impl<'b> Instance<'b> {
+    fn top(&self) -> &Frame<'b> {
+        self.frames.last().expect("a running instance has a frame")
+    }
+
+    fn top_mut(&mut self) -> &mut Frame<'b> {
+        self.frames
+            .last_mut()
+            .expect("a running instance has a frame")
+    }
 }
 
 impl<'a> Runner<'_, 'a> {
@@ -86,25 +126,22 @@ impl<'a> Runner<'_, 'a> {
             };
             let v = var.0 as usize;
             let decl = &self.program.loops[v];
-            if decl.trip != 1
-                || inner.iter().any(|s| {
-                    !matches!(s, Stmt::Inst(_) | Stmt::Alloc { .. })
-                        && contains_sync(std::slice::from_ref(s))
-                })
-            {
+            if decl.trip != 1 {
                 return Err(self.unsupported(
                     decl.loc,
-                    "a core_barrier or sendrecv inside a loop, or in a launch grid traced \
-                     symbolically, is not simulated: lockstep runs synchronisations at the top \
-                     level of each program instance"
+                    "a core_barrier or sendrecv in a launch grid traced symbolically is not \
+                     simulated: lockstep runs program instances traced one by one"
                         .into(),
                 ));
             }
             env[v] = 0;
             instances.push(Instance {
-                body: inner,
-                block: self.loop_block[v],
-                cursor: 0,
+                frames: vec![Frame {
+                    body: inner,
+                    block: self.loop_block[v],
+                    cursor: 0,
+                    iteration: None,
+                }],
                 done: false,
             });
         }
@@ -120,35 +157,28 @@ impl<'a> Runner<'_, 'a> {
         }
         loop {
             for inst in instances.iter_mut().filter(|i| !i.done) {
-                match self.block_from(
-                    inst.body,
-                    inst.block,
-                    inst.cursor,
-                    true,
-                    store,
-                    env,
-                    scratch,
-                )? {
-                    Some(k) => inst.cursor = k,
-                    None => inst.done = true,
-                }
+                self.run_to_sync(inst, store, env, scratch)?;
             }
             if instances.iter().all(|i| i.done) {
                 break;
             }
             let at: Vec<Option<&Instruction>> = instances
                 .iter()
-                .map(|i| match (i.done, &i.body.get(i.cursor)) {
-                    (false, Some(Stmt::Inst(inst))) => Some(inst),
-                    _ => None,
+                .map(|i| match i.done {
+                    false => match i.top().body.get(i.top().cursor) {
+                        Some(Stmt::Inst(inst)) => Some(inst),
+                        _ => None,
+                    },
+                    true => None,
                 })
                 .collect();
             self.meet(&at, store)?;
             for inst in &mut instances {
-                for &tile in &self.release[inst.block][inst.cursor] {
+                let top = inst.top_mut();
+                for &tile in &self.release[top.block][top.cursor] {
                     store.release(tile);
                 }
-                inst.cursor += 1;
+                top.cursor += 1;
             }
         }
         for k in first..end {
@@ -157,6 +187,82 @@ impl<'a> Runner<'_, 'a> {
             }
         }
         Ok(end)
+    }
+
+    /// Runs `inst` until it waits at a synchronisation (its innermost frame's cursor on it) or
+    /// finishes: a loop whose body synchronises is entered one iteration at a time, in program
+    /// order (its iterations cannot overlap: each meets the other cores).
+    fn run_to_sync<'b, 'p>(
+        &self,
+        inst: &mut Instance<'b>,
+        store: &mut TileStore<'p>,
+        env: &mut [i64],
+        scratch: &mut Scratch,
+    ) -> Result<(), NkiError>
+    where
+        'a: 'p,
+    {
+        loop {
+            let top = inst.top_mut();
+            match self.block_from(top.body, top.block, top.cursor, true, store, env, scratch)? {
+                Some(k) => {
+                    top.cursor = k;
+                    let (body, block) = (top.body, top.block);
+                    match &body[k] {
+                        Stmt::Inst(_) => return Ok(()),
+                        Stmt::Loop { var, body: inner } => {
+                            let v = var.0 as usize;
+                            let trip = self.program.loops[v].trip;
+                            if trip == 0 {
+                                for &tile in &self.release[block][k] {
+                                    store.release(tile);
+                                }
+                                inst.top_mut().cursor += 1;
+                                continue;
+                            }
+                            env[v] = 0;
+                            inst.frames.push(Frame {
+                                body: inner,
+                                block: self.loop_block[v],
+                                cursor: 0,
+                                iteration: Some((v, trip, 0)),
+                            });
+                        }
+                        Stmt::DeviceLoop { body: inner, .. } => {
+                            let sync = first_sync(inner).expect("the loop holds a synchronisation");
+                            return Err(self.sync_error(
+                                sync,
+                                "it is inside a device loop (a trip count known only at run \
+                                 time), which lockstep does not enter"
+                                    .into(),
+                            ));
+                        }
+                        Stmt::Alloc { .. } => {
+                            unreachable!("block_from stops at instructions and loops")
+                        }
+                    }
+                }
+                None => match top.iteration {
+                    Some((v, trip, i)) if i + 1 < trip => {
+                        top.iteration = Some((v, trip, i + 1));
+                        top.cursor = 0;
+                        env[v] = (i + 1) as i64;
+                    }
+                    Some(_) => {
+                        inst.frames.pop();
+                        let parent = inst.top_mut();
+                        for &tile in &self.release[parent.block][parent.cursor] {
+                            store.release(tile);
+                        }
+                        parent.cursor += 1;
+                    }
+                    None => {
+                        inst.done = true;
+                        return Ok(());
+                    }
+                },
+            }
+        }
     }
 
     /// Every instance is at a synchronisation (`at[rank]`, `None` for one that finished):

@@ -587,7 +587,7 @@ impl<'a> Runner<'_, 'a> {
             .peekable();
         let mut i = start;
         while let Some(s) = body.get(i) {
-            if stop_at_sync && lockstep::is_sync(s) {
+            if stop_at_sync && (lockstep::is_sync(s) || lockstep::holds_sync(s)) {
                 return Ok(Some(i));
             }
             if self.lockstep && lockstep::is_grid_instance(self.program, s) {

@@ -6,8 +6,10 @@
 //! depends on timing, while the simulator, running instances in program-id order, shows one
 //! outcome. Such a pair is a validation error naming both instructions and lines.
 //!
-//! Each instance's body is cut into epochs at its top-level synchronisations (the lockstep run
-//! requires every instance to meet the same ones, `sim/lockstep.rs`); the accesses of epoch `e`
+//! Each instance's body is cut into epochs at its synchronisations (the lockstep run requires
+//! every instance to meet the same ones, `sim/lockstep.rs`); a loop whose body synchronises is
+//! walked one iteration at a time, its variable pinned to that iteration in the accesses of
+//! each epoch it spans. The accesses of epoch `e`
 //! of every instance are compared with those of epoch `e` of every other, element by element
 //! ([`super::footprint`], every iteration of the loops inside). Not checked: an instance's
 //! private scratch (`nl.private_hbm`, its own), kernel inputs (read only), accesses at a
@@ -53,6 +55,79 @@ struct Access<'p> {
     loops: Vec<LoopVar>,
     /// Inside a device loop (its trip count exists only at run time).
     device: bool,
+    /// The loops around it that synchronise, each at the iteration this epoch is in.
+    pins: Vec<(LoopVar, i64)>,
+}
+
+impl Access<'_> {
+    /// Calls `f` with every assignment of the loops around the access (its pinned loops at
+    /// their iterations); `false` past `limit`.
+    fn each_assignment(
+        &self,
+        trips: &[usize],
+        values: &mut [i64],
+        limit: usize,
+        f: &mut dyn FnMut(&[i64]),
+    ) -> bool {
+        for &(v, k) in &self.pins {
+            values[v.0 as usize] = k;
+        }
+        let fits = each_assignment(&self.loops, trips, values, limit, f);
+        for &(v, _) in &self.pins {
+            values[v.0 as usize] = 0;
+        }
+        fits
+    }
+}
+
+/// Cuts `body` into epochs at its synchronisations, entering the loops that synchronise one
+/// iteration at a time, and files each shared-HBM access under its epoch.
+fn epochs_of<'p>(
+    program: &'p Program,
+    body: &'p [Stmt],
+    instance: u32,
+    (epoch, pins): (&mut usize, &mut Vec<(LoopVar, i64)>),
+    epochs: &mut Vec<BTreeMap<HbmId, Vec<(u32, Access<'p>)>>>,
+) {
+    for s in body {
+        if s.synchronises_cores() {
+            *epoch += 1;
+            continue;
+        }
+        if let Stmt::Loop { var, body: inner } = s
+            && inner.iter().any(synchronises_within)
+        {
+            for k in 0..program.loops[var.0 as usize].trip {
+                pins.push((*var, k as i64));
+                epochs_of(program, inner, instance, (&mut *epoch, &mut *pins), epochs);
+                pins.pop();
+            }
+            continue;
+        }
+        if epochs.len() <= *epoch {
+            epochs.resize_with(*epoch + 1, BTreeMap::new);
+        }
+        let mut found = Vec::new();
+        collect_accesses(program, s, &mut Vec::new(), false, &mut found);
+        for mut a in found {
+            a.pins = pins.clone();
+            epochs[*epoch]
+                .entry(a.access.tensor)
+                .or_default()
+                .push((instance, a));
+        }
+    }
+}
+
+/// Whether `s` synchronises cores, at any depth.
+fn synchronises_within(s: &Stmt) -> bool {
+    match s {
+        Stmt::Inst(_) => s.synchronises_cores(),
+        Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => {
+            body.iter().any(synchronises_within)
+        }
+        Stmt::Alloc { .. } => false,
+    }
 }
 
 /// Checks the program's launch-grid instances for races on shared HBM (see the module doc).
@@ -65,24 +140,8 @@ pub(super) fn check(program: &Program) -> Result<Vec<ValidationWarning>, NkiErro
     // epoch -> tensor -> (instance, access)
     let mut epochs: Vec<BTreeMap<HbmId, Vec<(u32, Access<'_>)>>> = Vec::new();
     for (i, body) in instances.iter().enumerate() {
-        let mut epoch = 0;
-        for s in body.iter() {
-            if s.synchronises_cores() {
-                epoch += 1;
-                continue;
-            }
-            if epochs.len() <= epoch {
-                epochs.resize_with(epoch + 1, BTreeMap::new);
-            }
-            let mut found = Vec::new();
-            collect_accesses(program, s, &mut Vec::new(), false, &mut found);
-            for a in found {
-                epochs[epoch]
-                    .entry(a.access.tensor)
-                    .or_default()
-                    .push((i as u32, a));
-            }
-        }
+        let mut pins = Vec::new();
+        epochs_of(program, body, i as u32, (&mut 0, &mut pins), &mut epochs);
     }
     let mut warnings = Vec::new();
     for tensors in &epochs {
@@ -178,7 +237,7 @@ fn replicated_stores_read_back(
         let mut touched = 0usize;
         for (k, (_, a)) in accesses.iter().filter(|(i, _)| *i == instance).enumerate() {
             let mut mine = Vec::new();
-            let fits = each_assignment(&a.loops, &trips, &mut values, BUDGET.touches, &mut |x| {
+            let fits = a.each_assignment(&trips, &mut values, BUDGET.touches, &mut |x| {
                 runs.clear();
                 hbm_runs(a.access, a.access.offset.eval(x), &mut runs);
                 mine.extend(runs.iter().copied());
@@ -255,6 +314,7 @@ fn collect_accesses<'p>(
                     inst,
                     loops: loops.clone(),
                     device,
+                    pins: Vec::new(),
                 });
             }
         }
@@ -375,7 +435,7 @@ fn check_tensor(
     let mut runs = Vec::new();
     for (k, (instance, a)) in accesses.iter().enumerate() {
         let kind = if a.write { Use::Write } else { Use::Read };
-        let fits = each_assignment(&a.loops, &trips, &mut values, BUDGET.touches, &mut |x| {
+        let fits = a.each_assignment(&trips, &mut values, BUDGET.touches, &mut |x| {
             runs.clear();
             hbm_runs(a.access, a.access.offset.eval(x), &mut runs);
             touches.extend(runs.iter().map(|&(lo, hi)| Touch {
