@@ -139,10 +139,17 @@ pub(super) fn check_liveness(program: &Program) -> Result<(), NkiError> {
             Buffer::Psum => PSUM_BANKS as i64,
         };
         let mut total = 0i64;
+        let mut live_now: Vec<(i64, TileId)> = Vec::new();
         for (_, size, tile) in events {
             total += size;
+            if size > 0 {
+                live_now.push((size, tile));
+            } else {
+                live_now.retain(|&(_, t)| t != tile);
+            }
             if size > 0 && total > limit {
                 let t = &program.tiles[tile.0 as usize];
+                let held = held_by(program, &mut live_now, buffer);
                 return Err(match buffer {
                     Buffer::Sbuf => violation(
                         "sbuf-capacity",
@@ -150,7 +157,8 @@ pub(super) fn check_liveness(program: &Program) -> Result<(), NkiError> {
                         format!("{total} B"),
                         format!("alloc {}", describe_tile(t)),
                         format!(
-                            "live SBUF tiles need {total} B per partition when {} is allocated",
+                            "live SBUF tiles need {total} B per partition when {} is allocated \
+                             ({held})",
                             t.name
                         ),
                         t.loc,
@@ -161,7 +169,7 @@ pub(super) fn check_liveness(program: &Program) -> Result<(), NkiError> {
                         format!("{total} banks"),
                         format!("alloc {}", describe_tile(t)),
                         format!(
-                            "live PSUM tiles need {total} banks when {} is allocated",
+                            "live PSUM tiles need {total} banks when {} is allocated ({held})",
                             t.name
                         ),
                         t.loc,
@@ -171,4 +179,26 @@ pub(super) fn check_liveness(program: &Program) -> Result<(), NkiError> {
         }
     }
     Ok(())
+}
+
+/// The tiles live at a capacity violation, largest first: each with its size and the line that
+/// allocated it (the first eight, then how many more).
+fn held_by(program: &Program, live: &mut [(i64, TileId)], buffer: Buffer) -> String {
+    live.sort_by_key(|&(size, tile)| (std::cmp::Reverse(size), tile));
+    let unit = match buffer {
+        Buffer::Sbuf => "B",
+        Buffer::Psum => "bank(s)",
+    };
+    let mut parts: Vec<String> = live
+        .iter()
+        .take(8)
+        .map(|&(size, tile)| {
+            let t = &program.tiles[tile.0 as usize];
+            format!("{} {size} {unit} from line {}", t.name, t.loc.line)
+        })
+        .collect();
+    if live.len() > 8 {
+        parts.push(format!("{} more", live.len() - 8));
+    }
+    format!("live: {}", parts.join(", "))
 }
