@@ -3,6 +3,9 @@ between the program instances of ``kernel[2]``, run in lockstep by the simulator
 
 from __future__ import annotations
 
+import inspect
+import json
+
 import numpy as np
 import pytest
 
@@ -187,3 +190,33 @@ def test_barriers_and_exchanges_emit_and_trace_back() -> None:
     assert "send_to_rank=0, recv_from_rank=0, pipe_id=0" in program.emit()
     text, _, _ = program.cost()
     assert "send_recv" in program.to_json() and text
+
+
+def test_a_synchronisation_fences_its_core_in_the_cost_model() -> None:
+    """On each core nothing after a barrier starts before the barrier ends, and the barrier
+    starts once everything before it is done: each round's load of the other core's half comes
+    after that round's first barrier."""
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    _, _, trace = rounds_through_hbm[2].trace(x).cost()
+    events = [e for e in json.loads(trace)["traceEvents"] if e.get("ph") == "X"]
+    events.sort(key=lambda e: e["ts"])
+    source, first = inspect.getsourcelines(rounds_through_hbm.fn)
+    line: dict[str, int] = {}
+    for k, text in enumerate(source):
+        line.setdefault(text.strip().split("(")[0], first + k)  # the first of each
+    barrier_line, load_line = line["nisa.core_barrier"], line["theirs = nl.load"]
+
+    def at(e: dict[str, object]) -> int:
+        return int(str(e["args"]["loc"]).rsplit(":", 1)[1])  # type: ignore[index]
+
+    barriers = [e for e in events if e["name"] == "core_barrier"]
+    loads = [e for e in events if at(e) == load_line]
+    assert len(barriers) == 4 and len(loads) == 2  # the core the trace shows, two rounds
+    first_barriers = [e for e in barriers if at(e) == barrier_line]
+    for barrier, load in zip(first_barriers, loads, strict=True):
+        assert load["ts"] >= barrier["ts"] + barrier["dur"] - 1e-9
+    for barrier in barriers:
+        assert all(e["ts"] + e["dur"] <= barrier["ts"] + 1e-9 for e in events if e["ts"] < barrier["ts"])
+        assert all(
+            e["ts"] >= barrier["ts"] + barrier["dur"] - 1e-9 for e in events if e["ts"] > barrier["ts"]
+        )

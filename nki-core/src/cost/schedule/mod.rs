@@ -160,12 +160,7 @@ impl<'p> Scheduler<'p> {
                                 continue;
                             }
                             // Instances on one core run one after the other.
-                            self.instance_start = self
-                                .slices
-                                .iter()
-                                .enumerate()
-                                .max_by(|a, b| a.1.done_ns.total_cmp(&b.1.done_ns))
-                                .map_or((0.0, None), |(i, x)| (x.done_ns, Some(i)));
+                            self.instance_start = self.all_done();
                         }
                         self.values[var.0 as usize] = i as i64;
                         self.walk(body);
@@ -336,8 +331,16 @@ impl<'p> Scheduler<'p> {
         let (mut engine, mut duration) = self.cost(op);
         let base = duration;
         let mut overhead = 0.0;
-        // A grid instance starts when the core's previous instance has finished.
+        // A grid instance starts when the core's previous instance has finished, and an
+        // instruction after a synchronisation when the synchronisation has.
         let (mut start, mut pred) = self.instance_start;
+        // A synchronisation starts when everything before it on this core is done: the other
+        // core may read what this one wrote before it (the wait for the other core itself is
+        // not modelled).
+        let synchronises = op.synchronises_cores();
+        if synchronises {
+            (start, pred) = self.all_done();
+        }
         let mut wait = |t: f64, by: Option<usize>| {
             if t > start {
                 start = t;
@@ -455,6 +458,18 @@ impl<'p> Scheduler<'p> {
             self.engine_free.insert(engine, (end, Some(index)));
         }
         self.record_accesses(reads, writes, hbm, (end, done), Some(index));
+        if synchronises {
+            self.instance_start = (done, Some(index));
+        }
+    }
+
+    /// When everything scheduled so far is done, and the slice that finishes last.
+    fn all_done(&self) -> (f64, Option<usize>) {
+        self.slices
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.done_ns.total_cmp(&b.1.done_ns))
+            .map_or((0.0, None), |(i, x)| (x.done_ns, Some(i)))
     }
 
     /// Records what an instruction read (free again at `end`) and wrote (visible at `done`),
