@@ -1,5 +1,6 @@
 //! Times the simulator alone (compile once, then simulate repeatedly) on the library
-//! kernels: `cargo run --release -p nki-kernels --example sim_speed`.
+//! kernels: `cargo run --release -p nki-kernels --example sim_speed` (`-- small`: the matmul
+//! class at `torch-nki demo`'s shapes only; `-- small linear`: one of them).
 
 use nki_core::kernel_def::TensorSig;
 use nki_core::prelude::*;
@@ -15,6 +16,10 @@ fn bench(
     scalars: &[ScalarValue],
     reps: usize,
 ) {
+    // `sim_speed small NAME`: that kernel only.
+    if std::env::args().nth(2).is_some_and(|only| only != def.name) {
+        return;
+    }
     let sig = Signature {
         tensors: shapes
             .iter()
@@ -87,7 +92,38 @@ fn bench(
     );
 }
 
+/// The matmul-class kernels at their demo shapes (the largest declared samples, which
+/// `torch-nki demo` times against ATen), fp32.
+fn small(reps: usize) {
+    let f = DType::F32;
+    bench(
+        &nki_kernels::matmul::LINEAR_KERNEL,
+        &[vec![130, 200], vec![530, 200], vec![530]],
+        f,
+        &[],
+        reps,
+    );
+    bench(
+        &nki_kernels::matmul::BMM_KERNEL,
+        &[vec![3, 130, 70], vec![3, 70, 200]],
+        f,
+        &[],
+        reps,
+    );
+    bench(
+        &nki_kernels::matmul::MATMUL_KERNEL,
+        &[vec![20, 150], vec![150, 4700]],
+        f,
+        &[],
+        reps,
+    );
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("small") {
+        small(200);
+        return;
+    }
     for dt in [DType::F32, DType::BF16] {
         bench(
             &nki_kernels::elementwise::ADD_KERNEL,

@@ -242,6 +242,9 @@ fn gemm(
             BLOCK_N
         };
         let per_block = BLOCK_N / GEMM_MOVING_FMAX;
+        if idle_program(n.div_ceil(held_n), m.div_ceil(BLOCK_M)) {
+            return;
+        }
         let (split_n, split_m) = split_blocks(n.div_ceil(held_n));
         split_n(n, held_n, &mut |hb| {
             let mv = transposed_block(b, &hb.start, &pieces(hb.size, GEMM_MOVING_FMAX));
@@ -268,6 +271,9 @@ fn gemm(
             });
         });
     } else {
+        if idle_program(m.div_ceil(BLOCK_M), n.div_ceil(BLOCK_N)) {
+            return;
+        }
         let (split_m, split_n) = split_blocks(m.div_ceil(BLOCK_M));
         split_m(m, BLOCK_M, &mut |mb| {
             let st = stationary(&mb);
@@ -276,6 +282,15 @@ fn gemm(
             });
         });
     }
+}
+
+/// Whether this program instance has no output block of a GEMM whose block loops
+/// [`split_blocks`] splits: the inner loop is the split one (fewer outer blocks than
+/// programs) and this program's share of its blocks is empty. Such a program skips the GEMM
+/// whole, rather than loading and transposing the outer blocks' held operands for no block (on
+/// a single output block, one of the two cores transposed `linear`'s whole weight for nothing).
+fn idle_program(outer_blocks: usize, inner_blocks: usize) -> bool {
+    outer_blocks < num_programs(&[0]) && program_share(inner_blocks).is_empty()
 }
 
 /// Tiles `0..total` by `tile`, running `body` on each (the shape of [`for_each_tile`]).

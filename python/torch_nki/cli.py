@@ -429,6 +429,9 @@ def _main(argv: Sequence[str] | None) -> int:
         default=15,
         help="timed calls per measurement (median of three alternating blocks)",
     )
+    demo.add_argument(
+        "--threads", type=_positive, metavar="N", help="torch's intra-op threads for the run (e.g. 1)"
+    )
     cost = sub.add_parser("cost", help="estimate an op's device time with the cost model")
     _add_example_arguments(cost)
     cost.add_argument("--trace", metavar="PATH", help="write the Chrome/Perfetto trace JSON here")
@@ -600,4 +603,4 @@ def _main(argv: Sequence[str] | None) -> int:
 
     print_registry()
     print()
-    return demo_mod.run(compile=not args.no_compile, repeat=args.repeat)
+    return demo_mod.run(compile=not args.no_compile, repeat=args.repeat, threads=args.threads)

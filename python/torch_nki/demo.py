@@ -65,9 +65,21 @@ def _within(
     return True
 
 
-def run(compile: bool = True, repeat: int = 15) -> int:
+def run(compile: bool = True, repeat: int = 15, threads: int | None = None) -> int:
     """Runs every op with a reference in fp32 and bf16 (where its contract allows); prints a
-    table; returns 0 if every check passed."""
+    table; returns 0 if every check passed. ``threads`` sets torch's intra-op threads for the
+    run (ATen's OpenMP workers skew the ratios on a loaded machine; docs/bench.md, "Small
+    shapes")."""
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _run(compile, repeat)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _run(compile: bool, repeat: int) -> int:
     failures = 0
     ops = testing.ops_with_reference()  # loaded crates' too, as ns::name
     width = max([10, *(len(op) for op in ops)])

@@ -577,34 +577,81 @@ fn run<'a: 'p, 'p>(
                     .err("nc_transpose destination aliases its source".into())
                     .into());
             }
+            if dst.shape() != [data.nf, data.np] {
+                return Err(ctx
+                    .err(format!(
+                        "nc_transpose of a {:?} source into a {:?} destination",
+                        data.shape(),
+                        dst.shape()
+                    ))
+                    .into());
+            }
+            if data.np == 0 || data.nf == 0 {
+                return Ok(());
+            }
             let dt = store.dtype(dst.tile);
-            let (np, nf) = (data.np, data.nf);
-            // The source transposed once, in blocks that stay in cache (column f of the source
-            // is `t[f * np..][..np]`; the destination tile is borrowed mutably below). A
-            // column-by-column gather missed the cache on every element of a wide tile.
-            let mut t = vec![0.0f32; np * nf];
-            const BLOCK: usize = 16;
-            for p0 in (0..np).step_by(BLOCK) {
-                let rows = (p0..(p0 + BLOCK).min(np))
-                    .map(|r| store.row(data, r))
-                    .collect::<Result<Vec<_>, _>>()?;
-                for f0 in (0..nf).step_by(BLOCK) {
-                    for f in f0..(f0 + BLOCK).min(nf) {
-                        let col = &mut t[f * np + p0..][..rows.len()];
-                        for (c, row) in col.iter_mut().zip(&rows) {
-                            *c = row[f];
-                        }
+            let (mut out, dstride) = store.take(dst.tile)?;
+            let result = store.data(data.tile).map(|(src, sstride)| {
+                let src = &src[data.p0 * sstride + data.f0..];
+                let o = &mut out[dst.p0 * dstride + dst.f0..];
+                crate::wide::wide(
+                    #[inline(always)]
+                    || transpose(src, sstride, data.np, data.nf, o, dstride),
+                );
+                if dt != DType::F32 {
+                    for f in 0..data.nf {
+                        round_into_in_place(&mut o[f * dstride..][..data.np], dt);
                     }
                 }
-            }
-            for f in 0..nf {
-                let out = store.row_mut(dst, f)?;
-                let col = &t[f * np..][..np];
-                round_into(out, dt, |p| col[p]);
-            }
+            });
+            store.restore(dst.tile, out);
+            result?;
         }
     }
     Ok(())
+}
+
+/// Side of the square blocks [`transpose`] moves through a local buffer.
+const TRANSPOSE_BLOCK: usize = 16;
+
+/// `dst[f * dstride + p] = src[p * sstride + f]` for `p < np`, `f < nf`: in
+/// [`TRANSPOSE_BLOCK`]-square blocks, each read row by row (contiguous loads) into a local
+/// buffer and written out column by column, so every destination write fills whole cache lines
+/// and neither side is walked element by element across rows. Copies only: the bits are the
+/// source's.
+#[inline(always)]
+fn transpose(src: &[f32], sstride: usize, np: usize, nf: usize, dst: &mut [f32], dstride: usize) {
+    const B: usize = TRANSPOSE_BLOCK;
+    let mut block = [[0f32; B]; B];
+    for p0 in (0..np).step_by(B) {
+        let ph = B.min(np - p0);
+        for f0 in (0..nf).step_by(B) {
+            let fw = B.min(nf - f0);
+            if ph == B && fw == B {
+                // A whole block: every length is the constant B, so the copies are inline
+                // vector moves and the column writes unrolled.
+                for (i, row) in block.iter_mut().enumerate() {
+                    row.copy_from_slice(&src[(p0 + i) * sstride + f0..][..B]);
+                }
+                for f in 0..B {
+                    let d = &mut dst[(f0 + f) * dstride + p0..][..B];
+                    for (i, v) in d.iter_mut().enumerate() {
+                        *v = block[i][f];
+                    }
+                }
+                continue;
+            }
+            for (i, row) in block.iter_mut().enumerate().take(ph) {
+                row[..fw].copy_from_slice(&src[(p0 + i) * sstride + f0..][..fw]);
+            }
+            for f in 0..fw {
+                let d = &mut dst[(f0 + f) * dstride + p0..][..ph];
+                for (i, v) in d.iter_mut().enumerate() {
+                    *v = block[i][f];
+                }
+            }
+        }
+    }
 }
 
 /// `x <op> operand`, or `operand <op> x` when `reverse` (NKI's `reverse0` / `reverse1`).
