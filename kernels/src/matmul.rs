@@ -2,6 +2,7 @@
 
 use crate::tiling::fill_zeros;
 use nki_core::prelude::*;
+use std::ops::Range;
 
 /// Rows of the output block: four stationary tiles of 128.
 const BLOCK_M: usize = GEMM_STATIONARY_FMAX * 4;
@@ -43,7 +44,8 @@ const HELD_COLUMNS_BUDGET: usize = 128 * 1024;
 /// as `[N, K]`, whose moving tiles are `bᵀ`) are transposed on chip when a block's transposed
 /// copy fits [`TRANSPOSED_BLOCK_BUDGET`]: loaded with plain row DMAs and transposed on the tensor
 /// engine (`nc_transpose` through PSUM) once per block, then reused by every block on the other
-/// side. Held `bᵀ` column blocks make the column blocks the outer loop; when `aᵀ` is transposed
+/// side. The cores of the launch split the output by rows or by columns ([`splits_rows`]), in
+/// 128-wide units ([`program_range`]). Held `bᵀ` column blocks make the column blocks the outer loop; when `aᵀ` is transposed
 /// on chip too, a held `bᵀ` block spans up to four output blocks ([`HELD_COLUMNS_BUDGET`]), so
 /// each `aᵀ` block is transposed once per held block rather than once per output block.
 /// Otherwise each K step loads its tiles, through a transposed DMA access pattern where needed.
@@ -228,6 +230,17 @@ fn gemm(
     let stationary = |mb: &TileSpan| {
         a_on_chip.then(|| transposed_block(a, &mb.start, &pieces(mb.size, GEMM_STATIONARY_FMAX)))
     };
+    // This program's rows and columns of the output: the cores split one of the two
+    // dimensions ([`splits_rows`]) in whole 128-wide units, so the shares differ by at most one
+    // unit; a program whose share is empty has nothing to load or transpose.
+    let (rows, cols) = if splits_rows(m, n, a_on_chip, b_on_chip) {
+        (program_range(m), 0..n)
+    } else {
+        (0..m, program_range(n))
+    };
+    if rows.is_empty() || cols.is_empty() {
+        return;
+    }
     if b_on_chip {
         // With `aᵀ` transposed on chip too, a wider held `bᵀ` block amortises each row block's
         // transposes over more output blocks: as many 1024-column blocks as fit
@@ -242,13 +255,9 @@ fn gemm(
             BLOCK_N
         };
         let per_block = BLOCK_N / GEMM_MOVING_FMAX;
-        if idle_program(n.div_ceil(held_n), m.div_ceil(BLOCK_M)) {
-            return;
-        }
-        let (split_n, split_m) = split_blocks(n.div_ceil(held_n));
-        split_n(n, held_n, &mut |hb| {
+        for_each_tile_in(cols, held_n, |hb| {
             let mv = transposed_block(b, &hb.start, &pieces(hb.size, GEMM_MOVING_FMAX));
-            split_m(m, BLOCK_M, &mut |mb| {
+            for_each_tile_in(rows.clone(), BLOCK_M, |mb| {
                 let st = stationary(&mb);
                 for (j, (c0, cols)) in pieces(hb.size, BLOCK_N).into_iter().enumerate() {
                     let nb = TileSpan {
@@ -271,42 +280,43 @@ fn gemm(
             });
         });
     } else {
-        if idle_program(m.div_ceil(BLOCK_M), n.div_ceil(BLOCK_N)) {
-            return;
-        }
-        let (split_m, split_n) = split_blocks(m.div_ceil(BLOCK_M));
-        split_m(m, BLOCK_M, &mut |mb| {
+        for_each_tile_in(rows, BLOCK_M, |mb| {
             let st = stationary(&mb);
-            split_n(n, BLOCK_N, &mut |nb| {
+            for_each_tile_in(cols.clone(), BLOCK_N, |nb| {
                 output_block(&mb, &nb, st.as_ref(), None)
             });
         });
     }
 }
 
-/// Whether this program instance has no output block of a GEMM whose block loops
-/// [`split_blocks`] splits: the inner loop is the split one (fewer outer blocks than
-/// programs) and this program's share of its blocks is empty. Such a program skips the GEMM
-/// whole, rather than loading and transposing the outer blocks' held operands for no block (on
-/// a single output block, one of the two cores transposed `linear`'s whole weight for nothing).
-fn idle_program(outer_blocks: usize, inner_blocks: usize) -> bool {
-    outer_blocks < num_programs(&[0]) && program_share(inner_blocks).is_empty()
+/// Whether the cores of the launch split a GEMM's `m × n` output by rows (else by columns).
+///
+/// With `bᵀ` held on chip, every core repeats the preparation of the operand on the side it
+/// does not split (its loads, and its transposes when it is transposed on chip, which cost
+/// about as much again): split by rows, each core prepares only its rows of `a` and all of
+/// `b`; by columns, the reverse. The rows are split when there is a 128-row unit for every core
+/// and `b` is the cheaper one to repeat, or when the columns are too few to share.
+///
+/// Otherwise every output block loads its own operands, so what matters is that each core's
+/// share stays whole 512 × 1024 blocks: the rows are split when there is a 512-row block for
+/// every core (or the columns are too few to share), the columns otherwise.
+fn splits_rows(m: usize, n: usize, a_on_chip: bool, b_on_chip: bool) -> bool {
+    let programs = num_programs(&[0]);
+    let narrow = n.div_ceil(PMAX) < programs;
+    if b_on_chip {
+        let weight = |on_chip: bool| if on_chip { 2 } else { 1 };
+        m.div_ceil(PMAX) >= programs && (n * weight(b_on_chip) < m * weight(a_on_chip) || narrow)
+    } else {
+        m.div_ceil(BLOCK_M) >= programs || (narrow && m.div_ceil(PMAX) >= programs)
+    }
 }
 
-/// Tiles `0..total` by `tile`, running `body` on each (the shape of [`for_each_tile`]).
-type Tiler = fn(usize, usize, &mut dyn FnMut(TileSpan));
-
-/// Which of two nested block loops splits its blocks across the cores of the launch: the outer
-/// one when it has a block for every core (each core then holds only its own outer blocks'
-/// operands), the inner one otherwise (a single row or column block still uses every core).
-fn split_blocks(outer_blocks: usize) -> (Tiler, Tiler) {
-    let every: Tiler = |total, tile, body| for_each_tile(total, tile, body);
-    let shared: Tiler = |total, tile, body| for_each_program_tile(total, tile, body);
-    if outer_blocks >= num_programs(&[0]) {
-        (shared, every)
-    } else {
-        (every, shared)
-    }
+/// This program's share of `0..total` in whole `PMAX`-wide units (the last may be ragged):
+/// shares differ by at most one unit, so a 1376-column output splits 768 / 608 rather than
+/// 1024 / 352 in whole output blocks. All of it for a launch of one.
+fn program_range(total: usize) -> Range<usize> {
+    let share = program_share(total.div_ceil(PMAX));
+    (share.start * PMAX).min(total)..(share.end * PMAX).min(total)
 }
 
 /// Matrix product `x @ w` of `x[..B, K]` (any leading dims, flattened into rows) and `w[K, N]`,
