@@ -2,9 +2,12 @@
 //! cores of the LNC=2 logical NeuronCore (the registry's default there), a kernel that splits its
 //! work by program id computes exactly the bits it computes on one core (each core's share is
 //! the same arithmetic), the `core-race` rule finds nothing (no warning either: no work done
-//! twice), and a kernel splits at every sample or at none.
+//! twice), and a kernel splits at every sample or at none. The split threshold is set to zero,
+//! so every launch that does not synchronise runs its two instances at the same time on the
+//! simulator's threads (the plan proves them independent), and the bits above are also those of
+//! that concurrent run.
 
-use nki_core::sim::SimOptions;
+use nki_core::sim::{ExecPlan, SimOptions, set_split_min_work};
 use nki_core::validate::validate_with_warnings;
 use nki_tests::programs::{program_inputs, run_program};
 use nki_tests::{Samples, sample_signatures};
@@ -14,6 +17,7 @@ use std::collections::BTreeMap;
 fn kernels_split_across_two_cores_compute_the_one_core_bits() {
     // Per kernel: how many of its signatures were launched on two cores, and how many in all.
     let mut split: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    set_split_min_work(0);
     for (def, sig) in sample_signatures(Samples::Every) {
         let checked = def.check(&sig).unwrap();
         let two = checked.trace().unwrap();
@@ -26,6 +30,16 @@ fn kernels_split_across_two_cores_compute_the_one_core_bits() {
         assert_eq!(two.grid, [2], "{}: launched as kernel[2] on Trn2", def.name);
         let warnings = validate_with_warnings(&two).unwrap_or_else(|e| panic!("{}: {e}", def.name));
         assert!(warnings.is_empty(), "{} {sig:?}: {warnings:?}", def.name);
+        // Kernels exchanging partials (`sendrecv`, `core_barrier`) run in lockstep instead.
+        let mut synchronises = false;
+        two.visit_instructions(&mut |inst, _| synchronises |= inst.op.synchronises_cores());
+        assert_eq!(
+            ExecPlan::new(&two).instances_together(),
+            !synchronises,
+            "{} {sig:?}: the instances of a race-free launch that does not synchronise run \
+             together",
+            def.name
+        );
         let one = checked.trace_on_cores(1).unwrap();
         assert!(one.grid.is_empty(), "{}: one core is one program", def.name);
         let inputs = program_inputs(&one);

@@ -49,6 +49,7 @@ pub use band::plan::{BandPolicy, BandRegion};
 pub use order::IterationOrder;
 pub use parallel::parallel_loops;
 pub use plan::{ExecPlan, SPLIT_MIN_WORK, SPLIT_MIN_WORK_ENV, set_split_min_work, split_min_work};
+pub(crate) use random::uses_prng;
 pub use register::MAX_DEVICE_ITERATIONS;
 
 /// A read-only input buffer: little-endian elements of `dtype`, row-major `shape`.
@@ -411,6 +412,7 @@ pub(crate) fn simulate_planned(
         program,
         hbm: &hbm,
         split: pool.is_some(),
+        instances_together: pool.is_some() && plan.instances_together,
         parallel,
         poison: &plan.poison,
         release: &plan.release,
@@ -446,6 +448,8 @@ struct Runner<'r, 'a> {
     program: &'r Program,
     hbm: &'r [HbmBuffer<'a>],
     split: bool,
+    /// Run sibling launch-grid instances at the same time ([`ExecPlan::instances_together`]).
+    instances_together: bool,
     parallel: &'r [bool],
     poison: &'r [bool],
     release: &'r [Vec<Vec<TileId>>],
@@ -469,6 +473,43 @@ struct Runner<'r, 'a> {
 }
 
 impl<'a> Runner<'_, 'a> {
+    /// Whether `s` is a launch-grid loop (a program instance, or an axis of them).
+    fn is_grid_loop(&self, s: &Stmt) -> bool {
+        matches!(s, Stmt::Loop { var, .. }
+            if self.program.loops[var.0 as usize].kind.grid_axis().is_some())
+    }
+
+    /// Runs sibling launch-grid loops `run` at the same time, each on a thread of the pool
+    /// with its own tiles (a core's SBUF and PSUM), sharing HBM: the plan proved that no
+    /// instance reaches what another writes. Errors are reported in program-id order, the
+    /// first as a run in that order would meet it.
+    fn instances_at_once(
+        &self,
+        run: &[Stmt],
+        store: &TileStore<'_>,
+        env: &[i64],
+    ) -> Result<(), NkiError> {
+        let results: Vec<Result<(), NkiError>> = run
+            .par_iter()
+            .map(|s| {
+                let Stmt::Loop { var, body } = s else {
+                    unreachable!("a run of grid loops");
+                };
+                let v = var.0 as usize;
+                let (trip, inner) = (self.program.loops[v].trip, self.loop_block[v]);
+                let mut child = store.child();
+                let mut env = env.to_vec();
+                let mut scratch = Scratch::default();
+                for k in 0..trip {
+                    env[v] = k as i64;
+                    self.block(body, inner, &mut child, &mut env, &mut scratch)?;
+                }
+                Ok(())
+            })
+            .collect();
+        results.into_iter().collect()
+    }
+
     /// `t<id>`, with the tile's name when it has one (for messages).
     fn tile_name(&self, tile: TileId) -> String {
         match self.program.tiles.get(tile.0 as usize) {
@@ -593,6 +634,27 @@ impl<'a> Runner<'_, 'a> {
             if self.lockstep && lockstep::is_grid_instance(self.program, s) {
                 i = self.lockstep(body, block, i, store, env, scratch)?;
                 continue;
+            }
+            if self.instances_together && self.is_grid_loop(s) {
+                // The run of sibling instances from here, up to a banded run's start.
+                let run = body[i..]
+                    .iter()
+                    .enumerate()
+                    .take_while(|&(k, s)| {
+                        self.is_grid_loop(s)
+                            && (k == 0 || regions.peek().is_none_or(|r| r.start != i + k))
+                    })
+                    .count();
+                if run > 1 {
+                    self.instances_at_once(&body[i..i + run], store, env)?;
+                    for k in i..i + run {
+                        for &tile in &self.release[block][k] {
+                            store.release(tile);
+                        }
+                    }
+                    i += run;
+                    continue;
+                }
             }
             if let Some(region) = regions.next_if(|r| r.start == i) {
                 let frame = band::Frame {

@@ -48,6 +48,11 @@ pub struct ExecPlan {
     /// Whether some instruction uses the engines' random-number generators (a run without one
     /// does not set their states up).
     pub(crate) uses_prng: bool,
+    /// Whether the launch-grid instances may run at the same time, each on a thread of the
+    /// pool (`validate::instances_independent`: no instance reaches what another writes, and
+    /// nothing orders them). Decided only for a program large enough to be split
+    /// ([`split_min_work`]); a smaller one runs on the calling thread anyway.
+    pub(crate) instances_together: bool,
 }
 
 impl ExecPlan {
@@ -66,6 +71,10 @@ impl ExecPlan {
         let parallel = parallel_loops(program);
         let (bands, band_local) =
             band_regions(program, &release, &parallel, fused_multiply_add(), policy);
+        let work = work(program);
+        let instances_together = program.program_count() > 1
+            && work >= split_min_work()
+            && crate::validate::instances_independent(program);
         ExecPlan {
             parallel,
             poison: poison_needed(program),
@@ -75,14 +84,20 @@ impl ExecPlan {
             bands,
             band_local,
             band_partitions: policy.partitions,
-            work: work(program),
+            work,
             uses_prng: uses_prng(program),
+            instances_together,
         }
     }
 
     /// The size of a run (see [`work`]).
     pub fn work(&self) -> u64 {
         self.work
+    }
+
+    /// Whether the launch-grid instances run at the same time on the pool (see the field).
+    pub fn instances_together(&self) -> bool {
+        self.instances_together
     }
 
     /// Whether a run is large enough that handing it to the simulator's threads pays (see

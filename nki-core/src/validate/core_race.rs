@@ -169,6 +169,50 @@ pub(super) fn check(program: &Program) -> Result<Vec<ValidationWarning>, NkiErro
     Ok(warnings)
 }
 
+/// Whether the launch's program instances may run at the same time on the simulator's threads
+/// with the outcome of running them in program-id order: there are at least two, none
+/// synchronises or uses the engines' random-number generators or registers (state the
+/// simulator keeps once for the launch, not per core), the race check above finds nothing to
+/// report or warn about (no element of a shared tensor one instance writes is reached by
+/// another), no instance holds the argument copy the check skips, and no private scratch
+/// tensor is reached by two instances. Used by the simulator's plan (`sim/plan.rs`).
+pub(crate) fn instances_independent(program: &Program) -> bool {
+    let mut instances = Vec::new();
+    collect_instances(program, &program.body, &mut instances);
+    if instances.len() < 2 || program.body.iter().any(synchronises_within) {
+        return false;
+    }
+    let mut owner: BTreeMap<HbmId, usize> = BTreeMap::new();
+    for (i, body) in instances.iter().enumerate() {
+        let mut own = true;
+        visit_instance(body, &mut |inst| {
+            own &= !is_argument_copy(program, &inst.op)
+                && !crate::sim::uses_prng(&inst.op)
+                && !inst.op.uses_registers();
+            for (access, _) in inst.op.hbm_accesses() {
+                if program.hbm[access.tensor.0 as usize].kind == HbmKind::PrivateScratch {
+                    own &= *owner.entry(access.tensor).or_insert(i) == i;
+                }
+            }
+        });
+        if !own {
+            return false;
+        }
+    }
+    matches!(check(program), Ok(warnings) if warnings.is_empty())
+}
+
+/// Calls `f` on every instruction of an instance's body, at any depth.
+fn visit_instance<'p>(body: &'p [Stmt], f: &mut dyn FnMut(&'p Instruction)) {
+    for s in body {
+        match s {
+            Stmt::Inst(inst) => f(inst),
+            Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => visit_instance(body, f),
+            Stmt::Alloc { .. } => {}
+        }
+    }
+}
+
 /// Whether every one of `instances` makes the same shared-HBM accesses in this epoch, from the
 /// same lines in the same order (the same work done on each core).
 fn same_work(tensors: &BTreeMap<HbmId, Vec<(u32, Access<'_>)>>, instances: usize) -> bool {

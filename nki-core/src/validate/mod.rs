@@ -26,6 +26,7 @@ use crate::target::{
     GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_BANK_BYTES, PSUM_BANKS, Target,
 };
 
+pub(crate) use core_race::instances_independent;
 use liveness::check_liveness;
 use operands::{check_hbm_bounds, check_hbm_sizes, check_regions};
 use operators::{check_activation_targets, check_operator_targets};

@@ -50,8 +50,9 @@ _NOTES = [
     "is a register one iteration (docs/nki-frontend.md, Registers and device loops). A register is "
     "also an access pattern's `scalar_offset=` (docs/nki-frontend.md, Runtime offsets).",
     "SPMD launch grids (`kernel[2]`, `kernel[2, 3]`, `nl.program_id`, `nl.num_programs`, `nl.program_ndim`): "
-    "every instance is traced with its id as a Python int and simulated one after the other in program-id "
-    "order over the shared HBM, each with its own SBUF/PSUM; two instances touching one element of a "
+    "every instance is traced with its id as a Python int and simulated in program-id order over the "
+    "shared HBM, each with its own SBUF/PSUM (a large launch whose instances are proven independent runs "
+    "them at the same time, with the same bits); two instances touching one element of a "
     "shared tensor, one of them writing, between synchronisations is a validation error (`core-race`). "
     "Instances that meet at `core_barrier` / `sendrecv` run in lockstep between them (at most two, "
     "synchronising at the top level of their bodies). The cost model spreads instances round robin over "
