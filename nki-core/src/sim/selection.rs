@@ -2,7 +2,7 @@
 //! `nc_match_replace8` with their row arithmetic (the order values rank in, which values match,
 //! which occurrence each of eight values takes), and GpSimd's `affine_select`.
 
-use crate::ir::{Op, TileRegion};
+use crate::ir::{BinOp, Op, TileRegion};
 use crate::sim::exec::{Ctx, ExecError};
 use crate::sim::rounding::{round_into, round_into_in_place};
 use crate::sim::rows::{Scratch, rows1, rows2};
@@ -167,19 +167,56 @@ pub(crate) fn affine_select(
         unreachable!("called for affine_select");
     };
     let dt = store.dtype(dst.tile);
-    let (on_false, cmp) = (dt.round(*on_false), *cmp);
+    let (on_false, cmp, step) = (dt.round(*on_false), *cmp, *step);
+    let compares = sign_test(cmp, 0.0, |_| 0, &mut []);
     rows1(store, dst, on_true, s, ctx.split, |r, out, x| {
         let base = offset.wrapping_add(channel_multiplier.wrapping_mul(r as i32));
-        for (f, o) in out.iter_mut().enumerate() {
-            let value = base.wrapping_add(step.wrapping_mul(f as i32));
-            *o = if cmp.apply(value as f32, 0.0) != 0.0 {
-                dt.round(x[f])
-            } else {
-                on_false
-            };
+        let value = |f: usize| base.wrapping_add(step.wrapping_mul(f as i32));
+        if compares {
+            // A comparison with 0 sees only the value's sign, which the cast keeps: the kept
+            // elements rounded as any write is, then an integer test per element.
+            round_into(out, dt, |f| x[f]);
+            sign_test(cmp, on_false, value, out);
+        } else {
+            for (f, o) in out.iter_mut().enumerate() {
+                *o = if cmp.apply(value(f) as f32, 0.0) != 0.0 {
+                    dt.round(x[f])
+                } else {
+                    on_false
+                };
+            }
         }
     })?;
     Ok(())
+}
+
+/// For a comparison operator `cmp`, whose `cmp(v as f32, 0.0)` sees only the int32 `v`'s sign
+/// and whether it is zero (both survive the cast), writes `on_false` over each element `f` of
+/// `out` whose `value(f)` fails the test, with integer compares, and is `true`; `false` (and
+/// nothing written) for other operators.
+fn sign_test(cmp: BinOp, on_false: f32, value: impl Fn(usize) -> i32, out: &mut [f32]) -> bool {
+    fn fill(
+        out: &mut [f32],
+        on_false: f32,
+        value: impl Fn(usize) -> i32,
+        keep: impl Fn(i32) -> bool,
+    ) {
+        for (f, o) in out.iter_mut().enumerate() {
+            if !keep(value(f)) {
+                *o = on_false;
+            }
+        }
+    }
+    match cmp {
+        BinOp::GreaterEqual => fill(out, on_false, value, |v| v >= 0),
+        BinOp::Greater => fill(out, on_false, value, |v| v > 0),
+        BinOp::LessEqual => fill(out, on_false, value, |v| v <= 0),
+        BinOp::Less => fill(out, on_false, value, |v| v < 0),
+        BinOp::Equal => fill(out, on_false, value, |v| v == 0),
+        BinOp::NotEqual => fill(out, on_false, value, |v| v != 0),
+        _ => return false,
+    }
+    true
 }
 
 #[cfg(test)]
