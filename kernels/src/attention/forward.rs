@@ -44,7 +44,7 @@ pub fn flash_attention(
     let [qv, ov] = [q, &out].map(|t| t.reshape(&[d.b * d.h * d.s, d.dh]));
     let [kv, vv] = [k, v].map(|t| t.reshape(&[d.b * d.hkv * d.sk, d.dh]));
     let lv = lse.reshape(&[d.b * d.h * d.s, 1]);
-    let mask = causal.then(causal_mask);
+    let mask = causal.then(|| CausalMask::new(d.s, d.sk));
     let group = d.group();
     let (ql, kl) = Layout::pair(&d, causal, layout::MOST_ROWS_PER_PARTITION);
     // The cores of the launch split the KV heads, or with fewer KV heads than cores, each KV
@@ -222,7 +222,7 @@ struct QueryTile<'a> {
     /// The kv head on chip.
     heads: &'a KvHead,
     /// The causal mask and the tile's query rows, when causal.
-    mask: Option<(&'a Tile, RowSet)>,
+    mask: Option<(&'a CausalMask, RowSet)>,
     /// The kv head's key tiling.
     key_layout: &'a Layout,
     /// `|scale|`.
@@ -324,7 +324,13 @@ impl QueryTile<'_> {
     /// A score piece `s` (keys `k0 .. k0 + w`) under the causal mask, for query rows `q`: 128
     /// consecutive rows take one window of the mask over the piece; a set of a block takes one
     /// per 128-key set of its block in the piece ([`causal`]).
-    fn masked(&self, mask: &Tile, q: &RowSet, (k0, w): (usize, usize), s: &Tile) -> TileRegion {
+    fn masked(
+        &self,
+        mask: &CausalMask,
+        q: &RowSet,
+        (k0, w): (usize, usize),
+        s: &Tile,
+    ) -> TileRegion {
         let qs = q.size;
         // Consecutive rows: keys after the first query row; a set: keys of its block.
         let crosses = if q.stride == 1 {
@@ -338,7 +344,7 @@ impl QueryTile<'_> {
         let t = sbuf([qs, w], DType::F32);
         if q.stride == 1 {
             let offset = q.start as isize - k0 as isize;
-            tensor_tensor(&t, s, mask_window(mask, qs, offset, w), BinOp::Add);
+            tensor_tensor(&t, s, mask.window(qs, offset, w), BinOp::Add);
             return t.region();
         }
         let keys = self.key_layout.tiles();
@@ -347,7 +353,7 @@ impl QueryTile<'_> {
             let (dst, src) = (t.cols(c0, cw), s.cols(c0, cw));
             match causal(q, k) {
                 Causal::Masked(offset) => {
-                    tensor_tensor(dst, src, mask_window(mask, qs, offset, cw), BinOp::Add);
+                    tensor_tensor(dst, src, mask.window(qs, offset, cw), BinOp::Add);
                 }
                 // Keys before the block: kept.
                 _ => {

@@ -59,36 +59,52 @@ const BANKS_PER_BLOCK: usize = 2;
 /// Query rows the forward processes together: two 128-row tiles, their blocks interleaved.
 const QUERY_GROUP: usize = 2 * PMAX;
 
-/// Columns of the causal mask: a window of `KEY_BLOCK` columns starting at `MASK_SHIFT − o`
-/// masks keys `k0 + f > q0 + p` for a block whose query tile starts `o = q0 − k0` (a multiple
-/// of 128 below `KEY_BLOCK`) rows after its first key.
-const MASK_WIDTH: usize = MASK_SHIFT + KEY_BLOCK;
+/// The largest shift of the causal mask: a window of `KEY_BLOCK` columns starting at
+/// `MASK_SHIFT − o` masks keys `k0 + f > q0 + p` for a block whose query tile starts
+/// `o = q0 − k0` (a multiple of 128 below `KEY_BLOCK`) rows after its first key.
 const MASK_SHIFT: usize = KEY_BLOCK - PMAX;
 
-/// The additive causal mask `[128, MASK_WIDTH]` fp32: `0` where `f ≤ p + MASK_SHIFT`, `−inf`
-/// elsewhere. Built once per kernel: zeros, then one `affine_select` (GpSimd).
-fn causal_mask() -> Tile {
-    let mask = sbuf([PMAX, MASK_WIDTH], DType::F32);
-    memset(&mask, 0.0);
-    // Kept where MASK_SHIFT + p − f ≥ 0.
-    affine_select(
-        &mask,
-        -1,
-        1,
-        &mask,
-        f32::NEG_INFINITY,
-        BinOp::GreaterEqual,
-        MASK_SHIFT as i32,
-    );
-    mask
+/// The forward's additive causal mask, fp32 `[128, shift + width]`: `0` where
+/// `f ≤ p + shift`, `−inf` elsewhere. Built once per kernel: zeros, then one `affine_select`
+/// (GpSimd). Sized to the problem: the shift is the largest offset a query tile can have
+/// from the first key of a piece (`MASK_SHIFT`, or less when the queries are fewer), the width
+/// the widest piece plus the one column of an offset of `−1`, so a short sequence does not
+/// build (and the simulator does not fill) a `[128, 896]` mask.
+struct CausalMask {
+    tile: Tile,
+    shift: usize,
 }
 
-/// The mask window for a `[rows, width]` score block whose first query row is `offset` rows
-/// after its first key (`−1 ≤ offset ≤ MASK_SHIFT`; `−1` only for a width of at most 128): key
-/// column `f` is kept for query partition `p` where `f ≤ p + offset`.
-fn mask_window(mask: &Tile, rows: usize, offset: isize, width: usize) -> TileRegion {
-    let start = MASK_SHIFT as isize - offset;
-    mask.rows(rows).cols(start as usize, width)
+impl CausalMask {
+    fn new(queries: usize, keys: usize) -> CausalMask {
+        let shift = MASK_SHIFT.min((queries.max(1) - 1) / PMAX * PMAX);
+        let tile = sbuf([PMAX, shift + KEY_BLOCK.min(keys + 1)], DType::F32);
+        memset(&tile, 0.0);
+        // Kept where shift + p − f ≥ 0.
+        affine_select(
+            &tile,
+            -1,
+            1,
+            &tile,
+            f32::NEG_INFINITY,
+            BinOp::GreaterEqual,
+            shift as i32,
+        );
+        CausalMask { tile, shift }
+    }
+
+    /// The window for a `[rows, width]` score block whose first query row is `offset` rows
+    /// after its first key (`−1 ≤ offset ≤ shift`; `−1` only for a width of at most 128): key
+    /// column `f` is kept for query partition `p` where `f ≤ p + offset`.
+    fn window(&self, rows: usize, offset: isize, width: usize) -> TileRegion {
+        let start = self.shift as isize - offset;
+        assert!(
+            start >= 0,
+            "a query tile {offset} rows after its first key, past the mask's shift {}",
+            self.shift
+        );
+        self.tile.rows(rows).cols(start as usize, width)
+    }
 }
 
 /// The shapes every attention kernel works with.
