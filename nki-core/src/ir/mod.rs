@@ -288,6 +288,18 @@ impl Stmt {
     pub fn synchronises_cores(&self) -> bool {
         matches!(self, Stmt::Inst(inst) if inst.op.synchronises_cores())
     }
+
+    /// Whether this statement synchronises cores at any depth: it is such an instruction, or a
+    /// loop whose body holds one.
+    pub fn synchronises_within(&self) -> bool {
+        match self {
+            Stmt::Inst(_) => self.synchronises_cores(),
+            Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => {
+                body.iter().any(Stmt::synchronises_within)
+            }
+            Stmt::Alloc { .. } => false,
+        }
+    }
 }
 
 /// A traced kernel, specialised to one signature.

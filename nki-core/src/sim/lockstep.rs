@@ -29,11 +29,7 @@ pub(super) fn is_sync(s: &Stmt) -> bool {
 
 /// Whether any statement of `body`, at any depth, synchronises cores.
 fn contains_sync(body: &[Stmt]) -> bool {
-    body.iter().any(|s| match s {
-        Stmt::Inst(inst) => inst.op.synchronises_cores(),
-        Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => contains_sync(body),
-        Stmt::Alloc { .. } => false,
-    })
+    body.iter().any(Stmt::synchronises_within)
 }
 
 /// Whether `s` is a loop whose body synchronises cores: lockstep enters it one iteration at a
@@ -175,17 +171,11 @@ impl<'a> Runner<'_, 'a> {
             self.meet(&at, store)?;
             for inst in &mut instances {
                 let top = inst.top_mut();
-                for &tile in &self.release[top.block][top.cursor] {
-                    store.release(tile);
-                }
+                self.release_after(top.block, top.cursor..top.cursor + 1, store);
                 top.cursor += 1;
             }
         }
-        for k in first..end {
-            for &tile in &self.release[block][k] {
-                store.release(tile);
-            }
-        }
+        self.release_after(block, first..end, store);
         Ok(end)
     }
 
@@ -214,9 +204,7 @@ impl<'a> Runner<'_, 'a> {
                             let v = var.0 as usize;
                             let trip = self.program.loops[v].trip;
                             if trip == 0 {
-                                for &tile in &self.release[block][k] {
-                                    store.release(tile);
-                                }
+                                self.release_after(block, k..k + 1, store);
                                 inst.top_mut().cursor += 1;
                                 continue;
                             }
@@ -251,9 +239,7 @@ impl<'a> Runner<'_, 'a> {
                     Some(_) => {
                         inst.frames.pop();
                         let parent = inst.top_mut();
-                        for &tile in &self.release[parent.block][parent.cursor] {
-                            store.release(tile);
-                        }
+                        self.release_after(parent.block, parent.cursor..parent.cursor + 1, store);
                         parent.cursor += 1;
                     }
                     None => {

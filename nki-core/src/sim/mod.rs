@@ -43,6 +43,7 @@ use exec::{Ctx, execute};
 use hbm::HbmBuffer;
 use rayon::prelude::*;
 use rows::Scratch;
+use std::ops::Range;
 use store::TileStore;
 
 pub use band::plan::{BandPolicy, BandRegion};
@@ -473,6 +474,14 @@ struct Runner<'r, 'a> {
 }
 
 impl<'a> Runner<'_, 'a> {
+    /// Gives back the storage of the tiles of `block` whose last use is one of `statements`
+    /// (the plan's release points), once those statements have run.
+    fn release_after(&self, block: usize, statements: Range<usize>, store: &mut TileStore<'_>) {
+        for &tile in self.release[block][statements].iter().flatten() {
+            store.release(tile);
+        }
+    }
+
     /// Whether `s` is a launch-grid loop (a program instance, or an axis of them).
     fn is_grid_loop(&self, s: &Stmt) -> bool {
         matches!(s, Stmt::Loop { var, .. }
@@ -647,11 +656,7 @@ impl<'a> Runner<'_, 'a> {
                     .count();
                 if run > 1 {
                     self.instances_at_once(&body[i..i + run], store, env)?;
-                    for k in i..i + run {
-                        for &tile in &self.release[block][k] {
-                            store.release(tile);
-                        }
-                    }
+                    self.release_after(block, i..i + run, store);
                     i += run;
                     continue;
                 }
@@ -672,12 +677,7 @@ impl<'a> Runner<'_, 'a> {
                     band_partitions: self.band_partitions,
                 };
                 band::run_region(&frame, body, region, store)?;
-                for tile in self.release[block][region.start..region.end]
-                    .iter()
-                    .flatten()
-                {
-                    store.release(*tile);
-                }
+                self.release_after(block, region.start..region.end, store);
                 i = region.end;
                 continue;
             }
@@ -744,9 +744,7 @@ impl<'a> Runner<'_, 'a> {
                     self.device_loop(*id, body, store, env, scratch)?;
                 }
             }
-            for &tile in &self.release[block][i] {
-                store.release(tile);
-            }
+            self.release_after(block, i..i + 1, store);
             i += 1;
         }
         Ok(None)

@@ -95,7 +95,7 @@ fn epochs_of<'p>(
             continue;
         }
         if let Stmt::Loop { var, body: inner } = s
-            && inner.iter().any(synchronises_within)
+            && inner.iter().any(Stmt::synchronises_within)
         {
             for k in 0..program.loops[var.0 as usize].trip {
                 pins.push((*var, k as i64));
@@ -116,17 +116,6 @@ fn epochs_of<'p>(
                 .or_default()
                 .push((instance, a));
         }
-    }
-}
-
-/// Whether `s` synchronises cores, at any depth.
-fn synchronises_within(s: &Stmt) -> bool {
-    match s {
-        Stmt::Inst(_) => s.synchronises_cores(),
-        Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => {
-            body.iter().any(synchronises_within)
-        }
-        Stmt::Alloc { .. } => false,
     }
 }
 
@@ -179,7 +168,7 @@ pub(super) fn check(program: &Program) -> Result<Vec<ValidationWarning>, NkiErro
 pub(crate) fn instances_independent(program: &Program) -> bool {
     let mut instances = Vec::new();
     collect_instances(program, &program.body, &mut instances);
-    if instances.len() < 2 || program.body.iter().any(synchronises_within) {
+    if instances.len() < 2 || program.body.iter().any(Stmt::synchronises_within) {
         return false;
     }
     let mut owner: BTreeMap<HbmId, usize> = BTreeMap::new();
