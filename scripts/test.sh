@@ -5,7 +5,8 @@
 # pytest suites, then the wheels (scripts/wheel_smoke.sh: one per torch minor from
 # constraints/smoke-torch*.txt, each installed in a fresh virtualenv and tested there without the
 # toolchain on PATH, the older minors also with the smoke suite; about 6 min per minor, mostly
-# downloading torch). TORCH_NKI_SKIP_WHEELS=1 skips the wheels.
+# downloading torch). TORCH_NKI_SKIP_WHEELS=1 skips the wheels. Each step's header says how many
+# seconds the script had run when it began, so a slow CI run shows where its time went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -13,7 +14,7 @@ VENV="${TORCH_NKI_VENV:-.venv}"
 # shellcheck disable=SC1091
 source "$VENV/bin/activate"
 
-step() { printf '\n== %s\n' "$*"; }
+step() { printf '\n== %s (at %ds)\n' "$*" "$SECONDS"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
