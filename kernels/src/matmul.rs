@@ -2,7 +2,6 @@
 
 use crate::tiling::fill_zeros;
 use nki_core::prelude::*;
-use std::ops::Range;
 
 /// Rows of the output block: four stationary tiles of 128.
 const BLOCK_M: usize = GEMM_STATIONARY_FMAX * 4;
@@ -234,9 +233,9 @@ fn gemm(
     // dimensions ([`splits_rows`]) in whole 128-wide units, so the shares differ by at most one
     // unit; a program whose share is empty has nothing to load or transpose.
     let (rows, cols) = if splits_rows(m, n, a_on_chip, b_on_chip) {
-        (program_range(m), 0..n)
+        (program_range(m, PMAX), 0..n)
     } else {
-        (0..m, program_range(n))
+        (0..m, program_range(n, PMAX))
     };
     if rows.is_empty() || cols.is_empty() {
         return;
@@ -309,14 +308,6 @@ fn splits_rows(m: usize, n: usize, a_on_chip: bool, b_on_chip: bool) -> bool {
     } else {
         m.div_ceil(BLOCK_M) >= programs || (narrow && m.div_ceil(PMAX) >= programs)
     }
-}
-
-/// This program's share of `0..total` in whole `PMAX`-wide units (the last may be ragged):
-/// shares differ by at most one unit, so a 1376-column output splits 768 / 608 rather than
-/// 1024 / 352 in whole output blocks. All of it for a launch of one.
-fn program_range(total: usize) -> Range<usize> {
-    let share = program_share(total.div_ceil(PMAX));
-    (share.start * PMAX).min(total)..(share.end * PMAX).min(total)
 }
 
 /// Matrix product `x @ w` of `x[..B, K]` (any leading dims, flattened into rows) and `w[K, N]`,

@@ -21,7 +21,7 @@ pub use crate::lang::hbm::{Hbm, HbmView, ViewDim, private_hbm, shared_constant, 
 pub use crate::lang::instances::{program_instance, program_share, share_of};
 pub use crate::lang::loops::{
     TileSpan, affine_range, dynamic_range, for_each_program_tile, for_each_tile, for_each_tile_in,
-    sequential_range, while_loop,
+    program_range, sequential_range, while_loop,
 };
 pub use crate::lang::register::Register;
 pub use crate::lang::tile::{Tile, psum, sbuf};

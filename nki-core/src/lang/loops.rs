@@ -42,13 +42,7 @@ pub struct TileSpan {
 #[track_caller]
 pub fn for_each_tile(total: usize, tile: usize, body: impl FnMut(TileSpan)) {
     let tile = tile.max(1);
-    tiles_in(
-        total,
-        tile,
-        0..total.div_ceil(tile),
-        SourceLoc::caller(),
-        body,
-    );
+    range_tiles(0..total, tile, SourceLoc::caller(), body);
 }
 
 /// [`for_each_tile`] over this program's tiles only: the tiles of `0..total` (the ragged last
@@ -58,22 +52,19 @@ pub fn for_each_tile(total: usize, tile: usize, body: impl FnMut(TileSpan)) {
 #[track_caller]
 pub fn for_each_program_tile(total: usize, tile: usize, body: impl FnMut(TileSpan)) {
     let tile = tile.max(1);
-    let share = crate::lang::program_share(total.div_ceil(tile));
-    tiles_in(total, tile, share, SourceLoc::caller(), body);
+    range_tiles(program_range(total, tile), tile, SourceLoc::caller(), body);
 }
 
-/// Tiles `tiles` of `0..total` cut into `tile`-wide pieces: the full ones as one affine loop
-/// at `loc`, then the ragged last one if `tiles` reaches it.
-fn tiles_in(
-    total: usize,
-    tile: usize,
-    tiles: std::ops::Range<usize>,
-    loc: SourceLoc,
-    body: impl FnMut(TileSpan),
-) {
-    let start = tiles.start.saturating_mul(tile).min(total);
-    let end = tiles.end.saturating_mul(tile).min(total);
-    range_tiles(start..end.max(start), tile, loc, body);
+/// This program's share of the elements `0..total` in whole `unit`-wide pieces (the last may
+/// be ragged), as [`for_each_program_tile`] shares them: the instances' shares differ by at
+/// most one piece, and one program takes all of it. A kernel that splits a dimension across
+/// the cores in finer pieces than it loops over takes its range here and tiles it with
+/// [`for_each_tile_in`].
+pub fn program_range(total: usize, unit: usize) -> std::ops::Range<usize> {
+    let unit = unit.max(1);
+    let share = crate::lang::program_share(total.div_ceil(unit));
+    let start = share.start.saturating_mul(unit).min(total);
+    start..share.end.saturating_mul(unit).min(total).max(start)
 }
 
 /// [`for_each_tile`] over the elements `range` of a dimension (a share of its tiles, say): the
