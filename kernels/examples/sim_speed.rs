@@ -1,6 +1,7 @@
 //! Times the simulator alone (compile once, then simulate repeatedly) on the library
 //! kernels: `cargo run --release -p nki-kernels --example sim_speed` (`-- small`: the matmul
-//! class at `torch-nki demo`'s shapes only; `-- small linear`: one of them).
+//! class at `torch-nki demo`'s shapes only; `-- small linear`: one of them; `-- tiny`: the ops
+//! of `torch-nki bench --models`' llama-tiny forward at its shapes).
 
 use nki_core::kernel_def::TensorSig;
 use nki_core::prelude::*;
@@ -9,9 +10,11 @@ use nki_core::testing::ScalarValue;
 use nki_core::{KernelDef, Signature};
 use std::time::Instant;
 
+/// Times `def` at `shapes` (every tensor argument in order; `None` for an optional one left
+/// out) and `scalars`, `reps` runs on the pool and `reps` on the calling thread.
 fn bench(
     def: &KernelDef,
-    shapes: &[Vec<usize>],
+    shapes: &[Option<Vec<usize>>],
     dtype: DType,
     scalars: &[ScalarValue],
     reps: usize,
@@ -24,7 +27,7 @@ fn bench(
         tensors: shapes
             .iter()
             .map(|s| {
-                Some(TensorSig {
+                s.as_ref().map(|s| TensorSig {
                     shape: s.iter().map(|&d| d as u64).collect(),
                     dtype,
                 })
@@ -37,7 +40,8 @@ fn bench(
     let compiled = nki_core::compile(def, &sig).unwrap();
     let compile = t0.elapsed();
     let program = compiled.program();
-    let inputs: Vec<Vec<u8>> = shapes
+    let present: Vec<&Vec<usize>> = shapes.iter().flatten().collect();
+    let inputs: Vec<Vec<u8>> = present
         .iter()
         .map(|s| {
             let n: usize = s.iter().product();
@@ -55,7 +59,7 @@ fn bench(
         .iter()
         .map(|d| vec![0u8; d.numel() * d.dtype.size_bytes()])
         .collect();
-    let host_in: Vec<HostTensor<'_>> = shapes
+    let host_in: Vec<HostTensor<'_>> = present
         .iter()
         .zip(&inputs)
         .map(|(s, b)| HostTensor {
@@ -85,7 +89,7 @@ fn bench(
     println!(
         "{:<8} {:<22} {dtype:<5} compile {:>7.1} us   simulate {:>9.1} us (1 thread {:>9.1} us)",
         def.name,
-        format!("{shapes:?}"),
+        format!("{present:?}"),
         compile.as_secs_f64() * 1e6,
         par,
         seq
@@ -98,21 +102,81 @@ fn small(reps: usize) {
     let f = DType::F32;
     bench(
         &nki_kernels::matmul::LINEAR_KERNEL,
-        &[vec![130, 200], vec![530, 200], vec![530]],
+        &[Some(vec![130, 200]), Some(vec![530, 200]), Some(vec![530])],
         f,
         &[],
         reps,
     );
     bench(
         &nki_kernels::matmul::BMM_KERNEL,
-        &[vec![3, 130, 70], vec![3, 70, 200]],
+        &[Some(vec![3, 130, 70]), Some(vec![3, 70, 200])],
         f,
         &[],
         reps,
     );
     bench(
         &nki_kernels::matmul::MATMUL_KERNEL,
-        &[vec![20, 150], vec![150, 4700]],
+        &[Some(vec![20, 150]), Some(vec![150, 4700])],
+        f,
+        &[],
+        reps,
+    );
+}
+
+/// The forward ops of `torch-nki bench --models`' llama-tiny (hidden 64, intermediate 160,
+/// 4 query and 2 kv heads of 16, a vocabulary of 256, 2 × 64 tokens), fp32, at its shapes.
+fn tiny(reps: usize) {
+    let f = DType::F32;
+    let x = vec![2, 64, 64];
+    for out_features in [64, 32, 160, 256] {
+        bench(
+            &nki_kernels::matmul::LINEAR_KERNEL,
+            &[Some(x.clone()), Some(vec![out_features, 64]), None],
+            f,
+            &[],
+            reps,
+        );
+    }
+    bench(
+        &nki_kernels::matmul::LINEAR_KERNEL,
+        &[Some(vec![2, 64, 160]), Some(vec![64, 160]), None],
+        f,
+        &[],
+        reps,
+    );
+    bench(
+        &nki_kernels::attention::FLASH_ATTENTION_KERNEL,
+        &[
+            Some(vec![2, 4, 64, 16]),
+            Some(vec![2, 2, 64, 16]),
+            Some(vec![2, 2, 64, 16]),
+        ],
+        f,
+        &[ScalarValue::Bool(true), ScalarValue::None],
+        reps,
+    );
+    bench(
+        &nki_kernels::rope::ROPE_KERNEL,
+        &[
+            Some(vec![2, 4, 64, 16]),
+            Some(vec![2, 2, 64, 16]),
+            Some(vec![64, 16]),
+            Some(vec![64, 16]),
+        ],
+        f,
+        &[],
+        reps,
+    );
+    bench(
+        &nki_kernels::norm::RMSNORM_KERNEL,
+        &[Some(x.clone()), Some(vec![64])],
+        f,
+        &[ScalarValue::Float(1e-6)],
+        reps,
+    );
+    bench(
+        &nki_kernels::activation::SILU_MUL_KERNEL,
+        &[Some(vec![2, 64, 160]), Some(vec![2, 64, 160])],
         f,
         &[],
         reps,
@@ -120,35 +184,36 @@ fn small(reps: usize) {
 }
 
 fn main() {
-    if std::env::args().nth(1).as_deref() == Some("small") {
-        small(200);
-        return;
+    match std::env::args().nth(1).as_deref() {
+        Some("small") => return small(200),
+        Some("tiny") => return tiny(1000),
+        _ => {}
     }
     for dt in [DType::F32, DType::BF16] {
         bench(
             &nki_kernels::elementwise::ADD_KERNEL,
-            &[vec![300, 1000], vec![300, 1000]],
+            &[Some(vec![300, 1000]), Some(vec![300, 1000])],
             dt,
             &[],
             50,
         );
         bench(
             &nki_kernels::norm::RMSNORM_KERNEL,
-            &[vec![300, 1000], vec![1000]],
+            &[Some(vec![300, 1000]), Some(vec![1000])],
             dt,
             &[ScalarValue::Float(1e-6)],
             50,
         );
         bench(
             &nki_kernels::matmul::MATMUL_KERNEL,
-            &[vec![512, 512], vec![512, 512]],
+            &[Some(vec![512, 512]), Some(vec![512, 512])],
             dt,
             &[],
             10,
         );
         bench(
             &nki_kernels::matmul::MATMUL_KERNEL,
-            &[vec![300, 700], vec![700, 600]],
+            &[Some(vec![300, 700]), Some(vec![700, 600])],
             dt,
             &[],
             10,

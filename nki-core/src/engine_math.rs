@@ -5,12 +5,17 @@
 //! Cody–Waite range reduction (`x = n·ln 2 + r`, `|r| ≤ ln 2 / 2`) and a degree-6 polynomial in
 //! `r`, within 2 ulp of the exact value, written with plain fp32 multiplies and adds (no FMA, so
 //! every build computes the same bits) and branch-free over a row so it vectorises. Arguments
-//! outside `[-87, 88]` (overflow, subnormal results) and NaN go to the C library's `expf`.
+//! at or below -104 give 0 (what a correctly rounded `expf` gives there: `e^-104` is under half
+//! the smallest subnormal), so a row of masked `-inf` scores stays on the vector loop; other
+//! arguments outside `[-87, 88]` (overflow, subnormal results) and NaN go to the C library's
+//! `expf`.
 
 /// Below this the result is subnormal or 0: computed by `expf`.
 const LOW: f32 = -87.0;
 /// Above this the result overflows soon: computed by `expf`.
 const HIGH: f32 = 88.0;
+/// At or below this `e^x < 2^-150`, half the smallest subnormal: the result rounds to 0.
+const ZERO_AT_OR_BELOW: f32 = -104.0;
 
 /// `e^x` for `x` in `[LOW, HIGH]` (any other input gives a finite garbage value).
 #[inline(always)]
@@ -41,6 +46,8 @@ fn exp_in_range(x: f32) -> f32 {
 pub fn exp(x: f32) -> f32 {
     if (LOW..=HIGH).contains(&x) {
         exp_in_range(x)
+    } else if x <= ZERO_AT_OR_BELOW {
+        0.0
     } else {
         x.exp()
     }
@@ -61,19 +68,22 @@ pub fn exp_row(x: &[f32], scale: f32, bias: f32, out: &mut [f32]) {
 #[allow(clippy::manual_clamp)]
 #[inline(always)]
 pub(crate) fn exp_row_inline(x: &[f32], scale: f32, bias: f32, out: &mut [f32]) {
+    // Neither in range nor rounding to 0: `expf`'s (NaN compares false, so it is one).
+    let by_expf = |t: f32| !((LOW..=HIGH).contains(&t) || t <= ZERO_AT_OR_BELOW);
     let mut outside = false;
     for (o, v) in out.iter_mut().zip(x) {
         let t = *v * scale + bias;
         // max/min (not clamp) vectorise; NaN becomes LOW here and is redone below.
-        *o = exp_in_range(t.max(LOW).min(HIGH));
-        outside |= !(LOW..=HIGH).contains(&t);
+        let e = exp_in_range(t.max(LOW).min(HIGH));
+        *o = if t <= ZERO_AT_OR_BELOW { 0.0 } else { e };
+        outside |= by_expf(t);
     }
     if !outside {
         return;
     }
     for (o, v) in out.iter_mut().zip(x) {
         let t = *v * scale + bias;
-        if !(LOW..=HIGH).contains(&t) {
+        if by_expf(t) {
             *o = t.exp();
         }
     }
@@ -108,6 +118,19 @@ mod tests {
     }
 
     #[test]
+    fn below_the_range_matches_the_c_library_bit_for_bit() {
+        // Subnormal results come from `expf`; from -104 down the result is 0 without it.
+        let mut x = -87.0f32;
+        while x >= -120.0 {
+            assert_eq!(exp(x).to_bits(), x.exp().to_bits(), "{x}");
+            x -= 0.003_17;
+        }
+        for x in [-103.9, -103.97, -103.98, -104.0, -1e30, f32::NEG_INFINITY] {
+            assert_eq!(exp(x).to_bits(), x.exp().to_bits(), "{x}");
+        }
+    }
+
+    #[test]
     fn rows_have_the_bits_of_single_elements() {
         let x: Vec<f32> = (0..1000)
             .map(|i| (i as f32 - 500.0) * 0.37)
@@ -119,6 +142,9 @@ mod tests {
                 -87.0,
                 88.5,
                 -87.5,
+                -103.5,
+                -104.0,
+                -300.0,
             ])
             .collect();
         let mut out = vec![0.0; x.len()];

@@ -355,13 +355,14 @@ fn run<'a: 'p, 'p>(
             // Each of dst's columns reduces one consecutive group of data's free elements.
             let dt = store.dtype(dst.tile);
             let group = data.nf / dst.nf.max(1);
+            let reduced = &mut s.a;
             for r in 0..data.np {
-                let reduced: Vec<f32> = (store.row(data, r)?.chunks(group))
-                    .map(|g| reduce_row(*op, g))
-                    .collect();
-                round_into(store.row_mut(dst, r)?, dt, |i| {
-                    if *negate { -reduced[i] } else { reduced[i] }
-                });
+                reduced.clear();
+                reduced.extend(store.row(data, r)?.chunks(group).map(|g| {
+                    let v = reduce_row(*op, g);
+                    if *negate { -v } else { v }
+                }));
+                round_into(store.row_mut(dst, r)?, dt, |i| reduced[i]);
             }
         }
         Op::BnStats { dst, data } => {

@@ -87,17 +87,20 @@ pub(crate) fn rows1<R: Send>(
             })
             .collect()
     } else {
-        (0..dst.np)
-            .map(|r| {
-                let x = input_row(shared, dst, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
-                let start = (dst.p0 + r) * stride + dst.f0;
-                let out = &mut out[start..start + dst.nf];
-                Ok(crate::wide::wide(
-                    #[inline(always)]
-                    || f(r, out, x),
-                ))
-            })
-            .collect()
+        crate::wide::wide(
+            #[inline(always)]
+            || {
+                (0..dst.np)
+                    .map(|r| {
+                        let x =
+                            input_row(shared, dst, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
+                        let start = (dst.p0 + r) * stride + dst.f0;
+                        let out = &mut out[start..start + dst.nf];
+                        Ok(f(r, out, x))
+                    })
+                    .collect()
+            },
+        )
     };
     store.restore(dst.tile, out);
     result
@@ -131,18 +134,22 @@ pub(crate) fn rows2<R: Send>(
             })
             .collect()
     } else {
-        (0..dst.np)
-            .map(|r| {
-                let x = input_row(shared, dst, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
-                let y = input_row(shared, dst, b, r, || row_in(&out, stride, b, r), &mut s.b)?;
-                let start = (dst.p0 + r) * stride + dst.f0;
-                let out = &mut out[start..start + dst.nf];
-                Ok(crate::wide::wide(
-                    #[inline(always)]
-                    || f(r, out, x, y),
-                ))
-            })
-            .collect()
+        crate::wide::wide(
+            #[inline(always)]
+            || {
+                (0..dst.np)
+                    .map(|r| {
+                        let x =
+                            input_row(shared, dst, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
+                        let y =
+                            input_row(shared, dst, b, r, || row_in(&out, stride, b, r), &mut s.b)?;
+                        let start = (dst.p0 + r) * stride + dst.f0;
+                        let out = &mut out[start..start + dst.nf];
+                        Ok(f(r, out, x, y))
+                    })
+                    .collect()
+            },
+        )
     };
     store.restore(dst.tile, out);
     result
