@@ -13,7 +13,7 @@ use crate::sim::rounding::{column_values, round_into, round_into_in_place, write
 use crate::sim::row_math::{
     apply_activation, bn_aggr_row, bn_stats_row, reduce_row, selected_columns, with_op,
 };
-use crate::sim::rows::{Scratch, rows1, rows2};
+use crate::sim::rows::{Scratch, rows1, rows1_overwriting, rows2, rows2_overwriting};
 use crate::sim::store::{StoreError, TileStore};
 
 pub(crate) struct Ctx<'a, 'b> {
@@ -149,7 +149,7 @@ fn run<'a: 'p, 'p>(
         // Both engines compute in fp32 and round on write.
         Op::TensorTensor { dst, a, b, op, .. } => {
             let dt = store.dtype(dst.tile);
-            rows2(
+            rows2_overwriting(
                 store,
                 dst,
                 a,
@@ -276,7 +276,7 @@ fn run<'a: 'p, 'p>(
                 None => None,
             };
             let reversed = *reverse0 || *reverse1;
-            rows1(
+            rows1_overwriting(
                 store,
                 dst,
                 data,
@@ -323,7 +323,7 @@ fn run<'a: 'p, 'p>(
                 }
                 None => vec![0.0; dst.np],
             };
-            let reduced = rows1(
+            let reduced = rows1_overwriting(
                 store,
                 dst,
                 data,
@@ -381,7 +381,7 @@ fn run<'a: 'p, 'p>(
         }
         Op::TensorCopy { dst, src } => {
             let dt = store.dtype(dst.tile);
-            rows1(
+            rows1_overwriting(
                 store,
                 dst,
                 src,

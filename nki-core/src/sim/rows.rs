@@ -31,21 +31,49 @@ fn splittable(split: bool, dst: &TileRegion, inputs: &[&TileRegion]) -> bool {
 
 /// An input row: straight from its tile, or — when it lives in the destination tile, which may
 /// overlap the output row — `in_dst()` (the row as the destination's storage holds it) copied to
-/// `scratch` first.
+/// `scratch` first. With `fresh` (the destination writes a buffer of its own, its old values
+/// still in the store: [`TileStore::take_to_overwrite`]) every input row is read from the store.
 fn input_row<'t, 'd>(
     store: &'t TileStore<'_>,
-    dst: &TileRegion,
+    (dst, fresh): (&TileRegion, bool),
     input: &TileRegion,
     r: usize,
     in_dst: impl FnOnce() -> &'d [f32],
     scratch: &'t mut Vec<f32>,
 ) -> Result<&'t [f32], StoreError> {
-    if input.tile == dst.tile {
+    if input.tile == dst.tile && !fresh {
         scratch.clear();
         scratch.extend_from_slice(in_dst());
         Ok(scratch)
     } else {
         store.row(input, r)
+    }
+}
+
+/// Whether a row loop's `f` writes every element of its output row (an arithmetic result, a
+/// copy) or may leave some as they were (a predicated copy).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writes {
+    /// Every element of the output row.
+    Every,
+    /// Possibly only some; the others keep their old values.
+    Part,
+}
+
+/// The destination's storage for a row loop, and whether it is a fresh buffer (see
+/// [`input_row`]): fresh only when `f` writes every element, the loop covers the whole tile and
+/// every input in the destination tile is the destination region itself (row `r` reads only
+/// its own old row), so no old value is needed from the buffer.
+fn take_destination(
+    store: &mut TileStore<'_>,
+    (dst, writes): (&TileRegion, Writes),
+    inputs: &[&TileRegion],
+) -> Result<(Vec<f32>, usize, bool), StoreError> {
+    if writes == Writes::Every && inputs.iter().all(|i| i.tile != dst.tile || *i == dst) {
+        store.take_to_overwrite(dst)
+    } else {
+        let (out, stride) = store.take(dst.tile)?;
+        Ok((out, stride, false))
     }
 }
 
@@ -71,14 +99,38 @@ pub(crate) fn rows1<R: Send>(
     split: bool,
     f: impl Fn(usize, &mut [f32], &[f32]) -> R + Sync,
 ) -> Result<Vec<R>, StoreError> {
-    let (mut out, stride) = store.take(dst.tile)?;
+    rows1_writing(store, (dst, Writes::Part), a, s, split, f)
+}
+
+/// [`rows1`] for an `f` that writes every element of its output row (see [`Writes`]).
+pub(crate) fn rows1_overwriting<R: Send>(
+    store: &mut TileStore<'_>,
+    dst: &TileRegion,
+    a: &TileRegion,
+    s: &mut Scratch,
+    split: bool,
+    f: impl Fn(usize, &mut [f32], &[f32]) -> R + Sync,
+) -> Result<Vec<R>, StoreError> {
+    rows1_writing(store, (dst, Writes::Every), a, s, split, f)
+}
+
+fn rows1_writing<R: Send>(
+    store: &mut TileStore<'_>,
+    (dst, writes): (&TileRegion, Writes),
+    a: &TileRegion,
+    s: &mut Scratch,
+    split: bool,
+    f: impl Fn(usize, &mut [f32], &[f32]) -> R + Sync,
+) -> Result<Vec<R>, StoreError> {
+    let (mut out, stride, fresh) = take_destination(store, (dst, writes), &[a])?;
     let shared: &TileStore<'_> = store;
+    let d = (dst, fresh);
     let result = if splittable(split, dst, &[a]) {
         out[dst.p0 * stride..(dst.p0 + dst.np) * stride]
             .par_chunks_mut(stride)
             .enumerate()
             .map_init(Vec::new, |scratch, (r, row)| {
-                let x = input_row(shared, dst, a, r, || in_row(row, a), scratch)?;
+                let x = input_row(shared, d, a, r, || in_row(row, a), scratch)?;
                 let out = &mut row[dst.f0..dst.f0 + dst.nf];
                 Ok(crate::wide::wide(
                     #[inline(always)]
@@ -93,7 +145,7 @@ pub(crate) fn rows1<R: Send>(
                 (0..dst.np)
                     .map(|r| {
                         let x =
-                            input_row(shared, dst, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
+                            input_row(shared, d, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
                         let start = (dst.p0 + r) * stride + dst.f0;
                         let out = &mut out[start..start + dst.nf];
                         Ok(f(r, out, x))
@@ -117,15 +169,40 @@ pub(crate) fn rows2<R: Send>(
     split: bool,
     f: impl Fn(usize, &mut [f32], &[f32], &[f32]) -> R + Sync,
 ) -> Result<Vec<R>, StoreError> {
-    let (mut out, stride) = store.take(dst.tile)?;
+    rows2_writing(store, (dst, Writes::Part), (a, b), s, split, f)
+}
+
+/// [`rows2`] for an `f` that writes every element of its output row (see [`Writes`]).
+pub(crate) fn rows2_overwriting<R: Send>(
+    store: &mut TileStore<'_>,
+    dst: &TileRegion,
+    a: &TileRegion,
+    b: &TileRegion,
+    s: &mut Scratch,
+    split: bool,
+    f: impl Fn(usize, &mut [f32], &[f32], &[f32]) -> R + Sync,
+) -> Result<Vec<R>, StoreError> {
+    rows2_writing(store, (dst, Writes::Every), (a, b), s, split, f)
+}
+
+fn rows2_writing<R: Send>(
+    store: &mut TileStore<'_>,
+    (dst, writes): (&TileRegion, Writes),
+    (a, b): (&TileRegion, &TileRegion),
+    s: &mut Scratch,
+    split: bool,
+    f: impl Fn(usize, &mut [f32], &[f32], &[f32]) -> R + Sync,
+) -> Result<Vec<R>, StoreError> {
+    let (mut out, stride, fresh) = take_destination(store, (dst, writes), &[a, b])?;
     let shared: &TileStore<'_> = store;
+    let d = (dst, fresh);
     let result = if splittable(split, dst, &[a, b]) {
         out[dst.p0 * stride..(dst.p0 + dst.np) * stride]
             .par_chunks_mut(stride)
             .enumerate()
             .map_init(Scratch::default, |scratch, (r, row)| {
-                let x = input_row(shared, dst, a, r, || in_row(row, a), &mut scratch.a)?;
-                let y = input_row(shared, dst, b, r, || in_row(row, b), &mut scratch.b)?;
+                let x = input_row(shared, d, a, r, || in_row(row, a), &mut scratch.a)?;
+                let y = input_row(shared, d, b, r, || in_row(row, b), &mut scratch.b)?;
                 let out = &mut row[dst.f0..dst.f0 + dst.nf];
                 Ok(crate::wide::wide(
                     #[inline(always)]
@@ -140,9 +217,9 @@ pub(crate) fn rows2<R: Send>(
                 (0..dst.np)
                     .map(|r| {
                         let x =
-                            input_row(shared, dst, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
+                            input_row(shared, d, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
                         let y =
-                            input_row(shared, dst, b, r, || row_in(&out, stride, b, r), &mut s.b)?;
+                            input_row(shared, d, b, r, || row_in(&out, stride, b, r), &mut s.b)?;
                         let start = (dst.p0 + r) * stride + dst.f0;
                         let out = &mut out[start..start + dst.nf];
                         Ok(f(r, out, x, y))

@@ -266,8 +266,38 @@ impl<'p> TileStore<'p> {
         }
     }
 
+    /// Storage for an instruction about to write every element of `region`'s tile (whole
+    /// rows of every partition), its old values still readable through the store: for a tile
+    /// that reads an input in place ([`TileStore::alias`]), a buffer of its own (the old values
+    /// stay in the input; nothing is copied), returned with `true`; otherwise what
+    /// [`TileStore::take`] returns, with `false`. [`TileStore::restore`] puts it back either way.
+    pub(crate) fn take_to_overwrite(
+        &mut self,
+        region: &TileRegion,
+    ) -> Result<(Vec<f32>, usize, bool), StoreError> {
+        let i = region.tile.0 as usize;
+        let whole = region.p0 == 0
+            && region.f0 == 0
+            && region.np == self.partitions[i]
+            && region.nf == self.strides[i];
+        if whole && matches!(self.slots[i], Slot::Alias { shared: false, .. }) {
+            let n = region.np * region.nf;
+            let mut buf = take_buffer(n);
+            if buf.len() < n {
+                buf.resize(n, super::trap::POISON);
+            }
+            return Ok((buf, region.nf, true));
+        }
+        let (data, stride) = self.take(region.tile)?;
+        Ok((data, stride, false))
+    }
+
     pub(crate) fn restore(&mut self, tile: TileId, data: Vec<f32>) {
-        self.slots[tile.0 as usize] = Slot::Owned(data);
+        if let Slot::Owned(old) =
+            std::mem::replace(&mut self.slots[tile.0 as usize], Slot::Owned(data))
+        {
+            recycle(old);
+        }
     }
 }
 
