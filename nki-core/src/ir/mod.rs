@@ -23,6 +23,7 @@ mod unroll;
 pub use access::{DynamicOffset, HbmAccess};
 pub use groups::{AffineRun, affine_runs};
 pub use hoist::hoist_escaping_allocs;
+pub(crate) use math::gelu_tanh_exponent;
 pub use math::{ActFn, BinOp, to_bits32};
 pub use op::{
     DgeMode, ElementwiseEngine, IotaDim, OobMode, Op, ScalarOperand, TransposeEngine, iota_offsets,

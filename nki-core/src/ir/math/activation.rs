@@ -69,6 +69,14 @@ nl_enum! {
     }
 }
 
+/// `−2u = −2·√(2/π)·(x + 0.044715 x³)`, the exponent of [`ActFn::GeluTanh`]'s `x / (1 + e^−2u)`
+/// (one expression, so the row loop and the scalar give the same bits).
+#[inline(always)]
+pub(crate) fn gelu_tanh_exponent(x: f32) -> f32 {
+    const C: f32 = 0.797_884_6; // √(2/π) in fp32
+    -2.0 * (C * (x + 0.044_715 * x * x * x))
+}
+
 /// `σ(x)` with the simulator's fp32 exponential.
 #[inline(always)]
 fn sigmoid(x: f32) -> f32 {
@@ -114,10 +122,9 @@ impl ActFn {
             ActFn::Tanh => x.tanh(),
             ActFn::Sigmoid => sigmoid(x),
             ActFn::Reciprocal => 1.0 / x,
-            ActFn::GeluTanh => {
-                let c = (2.0f32 / std::f32::consts::PI).sqrt();
-                0.5 * x * (1.0 + (c * (x + 0.044_715 * x * x * x)).tanh())
-            }
+            // x/2 · (1 + tanh(u)) = x · σ(2u) = x / (1 + e^−2u): no cancellation in 1 + tanh
+            // for negative x, and the simulator's exponential, which runs over a row.
+            ActFn::GeluTanh => x / (1.0 + crate::engine_math::exp(gelu_tanh_exponent(x))),
             ActFn::GeluSigmoid => x * sigmoid(GELU_SIGMOID * x),
             ActFn::GeluSigmoidDx => {
                 let s = sigmoid(GELU_SIGMOID * x);

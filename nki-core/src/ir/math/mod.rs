@@ -48,4 +48,5 @@ mod activation;
 mod operator;
 
 pub use activation::ActFn;
+pub(crate) use activation::gelu_tanh_exponent;
 pub use operator::{BinOp, to_bits32};
