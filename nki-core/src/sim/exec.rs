@@ -13,7 +13,7 @@ use crate::sim::rounding::{column_values, round_into, round_into_in_place, write
 use crate::sim::row_math::{
     apply_activation, bn_aggr_row, bn_stats_row, reduce_row, selected_columns, with_op,
 };
-use crate::sim::rows::{Scratch, rows1, rows1_overwriting, rows2, rows2_overwriting};
+use crate::sim::rows::{Scratch, Writes, rows1, rows1_writing, rows2, rows2_writing};
 use crate::sim::store::{StoreError, TileStore};
 
 pub(crate) struct Ctx<'a, 'b> {
@@ -149,11 +149,10 @@ fn run<'a: 'p, 'p>(
         // Both engines compute in fp32 and round on write.
         Op::TensorTensor { dst, a, b, op, .. } => {
             let dt = store.dtype(dst.tile);
-            rows2_overwriting(
+            rows2_writing(
                 store,
-                dst,
-                a,
-                b,
+                (dst, Writes::Every),
+                (a, b),
                 s,
                 ctx.split,
                 #[inline(always)]
@@ -276,9 +275,9 @@ fn run<'a: 'p, 'p>(
                 None => None,
             };
             let reversed = *reverse0 || *reverse1;
-            rows1_overwriting(
+            rows1_writing(
                 store,
-                dst,
+                (dst, Writes::Every),
                 data,
                 s,
                 ctx.split,
@@ -323,9 +322,9 @@ fn run<'a: 'p, 'p>(
                 }
                 None => vec![0.0; dst.np],
             };
-            let reduced = rows1_overwriting(
+            let reduced = rows1_writing(
                 store,
-                dst,
+                (dst, Writes::Every),
                 data,
                 s,
                 ctx.split,
@@ -381,9 +380,9 @@ fn run<'a: 'p, 'p>(
         }
         Op::TensorCopy { dst, src } => {
             let dt = store.dtype(dst.tile);
-            rows1_overwriting(
+            rows1_writing(
                 store,
-                dst,
+                (dst, Writes::Every),
                 src,
                 s,
                 ctx.split,

@@ -53,7 +53,7 @@ fn input_row<'t, 'd>(
 /// Whether a row loop's `f` writes every element of its output row (an arithmetic result, a
 /// copy) or may leave some as they were (a predicated copy).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Writes {
+pub(crate) enum Writes {
     /// Every element of the output row.
     Every,
     /// Possibly only some; the others keep their old values.
@@ -102,19 +102,9 @@ pub(crate) fn rows1<R: Send>(
     rows1_writing(store, (dst, Writes::Part), a, s, split, f)
 }
 
-/// [`rows1`] for an `f` that writes every element of its output row (see [`Writes`]).
-pub(crate) fn rows1_overwriting<R: Send>(
-    store: &mut TileStore<'_>,
-    dst: &TileRegion,
-    a: &TileRegion,
-    s: &mut Scratch,
-    split: bool,
-    f: impl Fn(usize, &mut [f32], &[f32]) -> R + Sync,
-) -> Result<Vec<R>, StoreError> {
-    rows1_writing(store, (dst, Writes::Every), a, s, split, f)
-}
-
-fn rows1_writing<R: Send>(
+/// [`rows1`] with what `f` writes said: with [`Writes::Every`] the destination may get a
+/// buffer of its own (see [`take_destination`]).
+pub(crate) fn rows1_writing<R: Send>(
     store: &mut TileStore<'_>,
     (dst, writes): (&TileRegion, Writes),
     a: &TileRegion,
@@ -172,20 +162,9 @@ pub(crate) fn rows2<R: Send>(
     rows2_writing(store, (dst, Writes::Part), (a, b), s, split, f)
 }
 
-/// [`rows2`] for an `f` that writes every element of its output row (see [`Writes`]).
-pub(crate) fn rows2_overwriting<R: Send>(
-    store: &mut TileStore<'_>,
-    dst: &TileRegion,
-    a: &TileRegion,
-    b: &TileRegion,
-    s: &mut Scratch,
-    split: bool,
-    f: impl Fn(usize, &mut [f32], &[f32], &[f32]) -> R + Sync,
-) -> Result<Vec<R>, StoreError> {
-    rows2_writing(store, (dst, Writes::Every), (a, b), s, split, f)
-}
-
-fn rows2_writing<R: Send>(
+/// [`rows2`] with what `f` writes said: with [`Writes::Every`] the destination may get a
+/// buffer of its own (see [`take_destination`]).
+pub(crate) fn rows2_writing<R: Send>(
     store: &mut TileStore<'_>,
     (dst, writes): (&TileRegion, Writes),
     (a, b): (&TileRegion, &TileRegion),
