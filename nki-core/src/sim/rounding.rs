@@ -40,7 +40,12 @@ pub(crate) fn column_values(
 ) -> Result<Vec<f32>, StoreError> {
     match s {
         ScalarOperand::Imm { value } => Ok(vec![*value; np]),
-        ScalarOperand::Column { region } => (0..np).map(|r| Ok(store.row(region, r)?[0])).collect(),
+        ScalarOperand::Column { region } => {
+            // The tile's storage once, not a lookup per row: this runs per instruction row.
+            let (data, stride) = store.data(region.tile)?;
+            let at = |r: usize| data[(region.p0 + r) * stride + region.f0];
+            Ok((0..np).map(at).collect())
+        }
     }
 }
 
@@ -63,9 +68,11 @@ pub(crate) fn write_column(
     values: Vec<f32>,
 ) -> Result<(), StoreError> {
     let dt = store.dtype(res.tile);
+    let (mut data, stride) = store.take(res.tile)?;
     for (r, v) in values.into_iter().enumerate() {
-        store.row_mut(res, r)?[0] = dt.round(v);
+        data[(res.p0 + r) * stride + res.f0] = dt.round(v);
     }
+    store.restore(res.tile, data);
     Ok(())
 }
 

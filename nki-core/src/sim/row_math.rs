@@ -108,52 +108,95 @@ fn activation_loops(func: ActFn, x: &[f32], scale: f32, bias: f32, out: &mut [f3
 
 /// The columns `lo..hi` of an `n`-column row that `range_select` keeps: those whose index
 /// `i = f + range_start` (in fp32) satisfies both comparisons. Each comparison holds on a
-/// contiguous range of `f` (`i` does not decrease with `f`), so their intersection is one too;
-/// the ranges are found by binary search and agree element for element with evaluating the
-/// comparisons (a NaN bound selects nothing).
+/// contiguous range of `f` (`i` does not decrease with `f`), so their intersection is one too,
+/// and each end is where a comparison changes: [`first_column_where`] finds it. The ranges agree
+/// element for element with evaluating the comparisons (a NaN bound selects nothing).
+#[inline]
 pub(crate) fn selected_columns(
     n: usize,
     range_start: f32,
     a: (BinOp, f32),
     b: (BinOp, f32),
 ) -> (usize, usize) {
-    let holds =
-        |f: usize, (op, bound): (BinOp, f32)| op.apply(f as f32 + range_start, bound) != 0.0;
-    // The first column where `cond` holds, for a `cond` false up to some column and true after.
-    let first = |cond: &dyn Fn(usize) -> bool| {
-        let (mut lo, mut hi) = (0, n);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if cond(mid) {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        lo
-    };
-    let range = |c: (BinOp, f32)| -> (usize, usize) {
-        match c.0 {
-            // True from some column on.
-            BinOp::Greater | BinOp::GreaterEqual => (first(&|f| holds(f, c)), n),
-            // True up to some column.
-            BinOp::Less | BinOp::LessEqual => (0, first(&|f| !holds(f, c))),
-            // i == bound: from the first i >= bound to the first i > bound.
-            BinOp::Equal => (
-                first(&|f| holds(f, (BinOp::GreaterEqual, c.1))),
-                first(&|f| holds(f, (BinOp::Greater, c.1))),
-            ),
-            // Trace rejects other operators; evaluate them column by column anyway.
-            _ => {
-                let lo = (0..n).find(|&f| holds(f, c)).unwrap_or(n);
-                let hi = (lo..n).find(|&f| !holds(f, c)).unwrap_or(n);
-                (lo, hi)
-            }
-        }
-    };
-    let ((a0, a1), (b0, b1)) = (range(a), range(b));
+    let ((a0, a1), (b0, b1)) = (
+        holding_columns(n, range_start, a),
+        holding_columns(n, range_start, b),
+    );
     let (lo, hi) = (a0.max(b0), a1.min(b1));
     if lo < hi { (lo, hi) } else { (0, 0) }
+}
+
+/// The columns `f` of `0..n` where `(f + range_start) op bound` holds (in fp32), for `range_select`'s
+/// comparison operators: a contiguous range.
+#[inline(always)]
+fn holding_columns(n: usize, range_start: f32, (op, bound): (BinOp, f32)) -> (usize, usize) {
+    let reaching =
+        |past: bool, cond: fn(f32, f32) -> bool| first_reaching(n, range_start, bound, past, cond);
+    match op {
+        BinOp::Greater => (reaching(true, |i, b| i > b), n),
+        BinOp::GreaterEqual => (reaching(false, |i, b| i >= b), n),
+        // True up to the first column where it fails (at once for a NaN bound).
+        BinOp::Less => (
+            0,
+            reaching(false, |i, b| i.partial_cmp(&b).is_none_or(|o| o.is_ge())),
+        ),
+        BinOp::LessEqual => (
+            0,
+            reaching(true, |i, b| i.partial_cmp(&b).is_none_or(|o| o.is_gt())),
+        ),
+        BinOp::Equal => (reaching(false, |i, b| i >= b), reaching(true, |i, b| i > b)),
+        // Trace rejects other operators; evaluate them column by column anyway.
+        _ => {
+            let holds = |f: usize| op.apply(f as f32 + range_start, bound) != 0.0;
+            let lo = (0..n).find(|&f| holds(f)).unwrap_or(n);
+            let hi = (lo..n).find(|&f| !holds(f)).unwrap_or(n);
+            (lo, hi)
+        }
+    }
+}
+
+/// The first column `f` of `0..n` where `cond(f + range_start, bound)` holds in fp32 (`n` if
+/// none), `cond` being `≥`-like (`past`: `>`-like) in the index: the real-valued estimate
+/// `⌈bound − range_start⌉` (`⌊·⌋ + 1`), confirmed by [`first_column_where`].
+#[inline(always)]
+fn first_reaching(
+    n: usize,
+    range_start: f32,
+    bound: f32,
+    past: bool,
+    cond: impl Fn(f32, f32) -> bool,
+) -> usize {
+    let gap = f64::from(bound) - f64::from(range_start);
+    let guess = if past { gap.floor() + 1.0 } else { gap.ceil() };
+    // `as` saturates: below 0 (and NaN) is 0, past `usize::MAX` is `usize::MAX`.
+    first_column_where(n, guess as usize, |f| cond(f as f32 + range_start, bound))
+}
+
+/// The first column of `0..n` where `cond` holds (`n` if none), for a `cond` false up to some
+/// column and true from it on. `guess` (saturated into `0..=n`) is checked first and moved a
+/// few columns if it is off by fp32 rounding; a binary search decides otherwise.
+#[inline(always)]
+fn first_column_where(n: usize, guess: usize, cond: impl Fn(usize) -> bool) -> usize {
+    let mut f = guess.min(n);
+    for _ in 0..4 {
+        let here = f == n || cond(f);
+        let before = f > 0 && cond(f - 1);
+        match (before, here) {
+            (false, true) => return f,
+            (true, _) => f -= 1,
+            (false, false) => f += 1,
+        }
+    }
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if cond(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
 }
 
 /// Reduces a row with a reduction operator, deterministically: sums in eight interleaved
@@ -294,6 +337,63 @@ pub(crate) fn bn_aggr_row(triples: &[f32]) -> [f32; 2] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `selected_columns` keeps exactly the columns where both comparisons hold when each is
+    /// evaluated on its own fp32 index, including where the index steps over several columns at
+    /// once (a large `range_start`), at the ends of the row, and for infinite and NaN bounds.
+    #[test]
+    fn selected_columns_are_the_columns_whose_comparisons_hold() {
+        let ops = [
+            BinOp::Greater,
+            BinOp::GreaterEqual,
+            BinOp::Less,
+            BinOp::LessEqual,
+            BinOp::Equal,
+        ];
+        let bounds = [
+            -3.0,
+            -0.5,
+            0.0,
+            0.5,
+            1.0,
+            6.0,
+            6.5,
+            7.0,
+            299.0,
+            300.0,
+            301.5,
+            1e9,
+            16_777_217.0,
+            16_777_230.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        for n in [0, 1, 2, 7, 300] {
+            for range_start in [0.0, -2.0, 2.5, 16_777_200.0, -1e9] {
+                for op0 in ops {
+                    for op1 in ops {
+                        for b0 in bounds {
+                            for b1 in [b0 + 4.0, 150.0, f32::NAN] {
+                                let holds = |f: usize| {
+                                    let i = f as f32 + range_start;
+                                    op0.apply(i, b0) != 0.0 && op1.apply(i, b1) != 0.0
+                                };
+                                let want: Vec<usize> = (0..n).filter(|&f| holds(f)).collect();
+                                let (lo, hi) =
+                                    selected_columns(n, range_start, (op0, b0), (op1, b1));
+                                assert_eq!(
+                                    (lo..hi).collect::<Vec<_>>(),
+                                    want,
+                                    "n {n}, start {range_start}, {op0:?} {b0}, {op1:?} {b1}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     /// Every activation over a row gives the bits of `ActFn::apply` element by element (the
     /// functions with loops of their own included), over ordinary, large, tiny and non-finite

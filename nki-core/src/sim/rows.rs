@@ -29,24 +29,53 @@ fn splittable(split: bool, dst: &TileRegion, inputs: &[&TileRegion]) -> bool {
         && inputs.iter().all(|i| i.tile != dst.tile || i.p0 == dst.p0)
 }
 
-/// An input row: straight from its tile, or — when it lives in the destination tile, which may
-/// overlap the output row — `in_dst()` (the row as the destination's storage holds it) copied to
-/// `scratch` first. With `fresh` (the destination writes a buffer of its own, its old values
-/// still in the store: [`TileStore::take_to_overwrite`]) every input row is read from the store.
-fn input_row<'t, 'd>(
-    store: &'t TileStore<'_>,
-    (dst, fresh): (&TileRegion, bool),
-    input: &TileRegion,
-    r: usize,
-    in_dst: impl FnOnce() -> &'d [f32],
-    scratch: &'t mut Vec<f32>,
-) -> Result<&'t [f32], StoreError> {
-    if input.tile == dst.tile && !fresh {
-        scratch.clear();
-        scratch.extend_from_slice(in_dst());
-        Ok(scratch)
-    } else {
-        store.row(input, r)
+/// Where an instruction's input rows come from, looked up once per instruction: its tile's
+/// storage in the store, or — when it lives in the destination tile, which may overlap the
+/// output row — the destination's own storage, each row copied to scratch first. With `fresh`
+/// (the destination writes a buffer of its own, its old values still in the store:
+/// [`TileStore::take_to_overwrite`]) every input is read from the store.
+enum Source<'t> {
+    /// The input tile's storage and row stride.
+    Stored(&'t [f32], usize),
+    /// The destination tile.
+    InDestination,
+}
+
+impl<'t> Source<'t> {
+    fn of(
+        store: &'t TileStore<'_>,
+        (dst, fresh): (&TileRegion, bool),
+        input: &TileRegion,
+    ) -> Result<Source<'t>, StoreError> {
+        if input.tile == dst.tile && !fresh {
+            Ok(Source::InDestination)
+        } else {
+            let (data, stride) = store.data(input.tile)?;
+            Ok(Source::Stored(data, stride))
+        }
+    }
+
+    /// Row `r` of `input`: from its storage, or `in_dst()` (the row as the destination's
+    /// storage holds it) copied to `scratch`.
+    #[inline(always)]
+    fn row<'s, 'd>(
+        &self,
+        input: &TileRegion,
+        r: usize,
+        in_dst: impl FnOnce() -> &'d [f32],
+        scratch: &'s mut Vec<f32>,
+    ) -> &'s [f32]
+    where
+        't: 's,
+    {
+        match *self {
+            Source::Stored(data, stride) => row_in(data, stride, input, r),
+            Source::InDestination => {
+                scratch.clear();
+                scratch.extend_from_slice(in_dst());
+                scratch
+            }
+        }
     }
 }
 
@@ -114,18 +143,24 @@ pub(crate) fn rows1_writing<R: Send>(
 ) -> Result<Vec<R>, StoreError> {
     let (mut out, stride, fresh) = take_destination(store, (dst, writes), &[a])?;
     let shared: &TileStore<'_> = store;
-    let d = (dst, fresh);
+    let source = match Source::of(shared, (dst, fresh), a) {
+        Ok(source) => source,
+        Err(e) => {
+            store.restore(dst.tile, out);
+            return Err(e);
+        }
+    };
     let result = if splittable(split, dst, &[a]) {
         out[dst.p0 * stride..(dst.p0 + dst.np) * stride]
             .par_chunks_mut(stride)
             .enumerate()
             .map_init(Vec::new, |scratch, (r, row)| {
-                let x = input_row(shared, d, a, r, || in_row(row, a), scratch)?;
+                let x = source.row(a, r, || in_row(row, a), scratch);
                 let out = &mut row[dst.f0..dst.f0 + dst.nf];
-                Ok(crate::wide::wide(
+                crate::wide::wide(
                     #[inline(always)]
                     || f(r, out, x),
-                ))
+                )
             })
             .collect()
     } else {
@@ -134,18 +169,17 @@ pub(crate) fn rows1_writing<R: Send>(
             || {
                 (0..dst.np)
                     .map(|r| {
-                        let x =
-                            input_row(shared, d, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
+                        let x = source.row(a, r, || row_in(&out, stride, a, r), &mut s.a);
                         let start = (dst.p0 + r) * stride + dst.f0;
                         let out = &mut out[start..start + dst.nf];
-                        Ok(f(r, out, x))
+                        f(r, out, x)
                     })
                     .collect()
             },
         )
     };
     store.restore(dst.tile, out);
-    result
+    Ok(result)
 }
 
 /// Calls `f(r, out_row, a_row, b_row)` for every row `r` of `dst`, writing the destination in
@@ -174,19 +208,27 @@ pub(crate) fn rows2_writing<R: Send>(
 ) -> Result<Vec<R>, StoreError> {
     let (mut out, stride, fresh) = take_destination(store, (dst, writes), &[a, b])?;
     let shared: &TileStore<'_> = store;
-    let d = (dst, fresh);
+    let sources = Source::of(shared, (dst, fresh), a)
+        .and_then(|x| Ok((x, Source::of(shared, (dst, fresh), b)?)));
+    let (source_a, source_b) = match sources {
+        Ok(sources) => sources,
+        Err(e) => {
+            store.restore(dst.tile, out);
+            return Err(e);
+        }
+    };
     let result = if splittable(split, dst, &[a, b]) {
         out[dst.p0 * stride..(dst.p0 + dst.np) * stride]
             .par_chunks_mut(stride)
             .enumerate()
             .map_init(Scratch::default, |scratch, (r, row)| {
-                let x = input_row(shared, d, a, r, || in_row(row, a), &mut scratch.a)?;
-                let y = input_row(shared, d, b, r, || in_row(row, b), &mut scratch.b)?;
+                let x = source_a.row(a, r, || in_row(row, a), &mut scratch.a);
+                let y = source_b.row(b, r, || in_row(row, b), &mut scratch.b);
                 let out = &mut row[dst.f0..dst.f0 + dst.nf];
-                Ok(crate::wide::wide(
+                crate::wide::wide(
                     #[inline(always)]
                     || f(r, out, x, y),
-                ))
+                )
             })
             .collect()
     } else {
@@ -195,20 +237,18 @@ pub(crate) fn rows2_writing<R: Send>(
             || {
                 (0..dst.np)
                     .map(|r| {
-                        let x =
-                            input_row(shared, d, a, r, || row_in(&out, stride, a, r), &mut s.a)?;
-                        let y =
-                            input_row(shared, d, b, r, || row_in(&out, stride, b, r), &mut s.b)?;
+                        let x = source_a.row(a, r, || row_in(&out, stride, a, r), &mut s.a);
+                        let y = source_b.row(b, r, || row_in(&out, stride, b, r), &mut s.b);
                         let start = (dst.p0 + r) * stride + dst.f0;
                         let out = &mut out[start..start + dst.nf];
-                        Ok(f(r, out, x, y))
+                        f(r, out, x, y)
                     })
                     .collect()
             },
         )
     };
     store.restore(dst.tile, out);
-    result
+    Ok(result)
 }
 
 /// Calls `f(r, row)` for every row of `region`, writing it in place (a DMA into a tile).
