@@ -17,6 +17,7 @@ import torch.nn.functional as F
 import torch_nki
 from torch_nki import _fast, _native, testing
 from torch_nki._register import GRAD_PREFIX, SLOW_PREFIX
+from torch_nki.errors import ContractIndexError
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -191,6 +192,22 @@ def test_string_and_none_scalars_take_the_fast_path() -> None:
     out, _ = torch.ops.neuron.flash_attention(q, q, q, False, None)
     assert _native._armed() is None
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, q, q))
+
+
+def test_int64_indices_take_the_fast_path_and_out_of_range_ones_fall_back() -> None:
+    """torch's class targets are int64: the fast path narrows them to the kernel's int32 itself
+    (the Python kernel's range check and result), and leaves a value int32 cannot hold to the
+    Python kernel, which raises."""
+    x, t = torch.randn(6, 9), torch.tensor([0, 8, 3, -100, 1, 2])
+    _native._force_panic("fast.execute")
+    torch.ops.neuron.cross_entropy(x, t)
+    assert _native._armed() is None, "the int64 call did not reach the fast path's execute"
+    got = torch.ops.neuron.cross_entropy(x, t, reduction="none")
+    assert torch.equal(got, torch.ops.neuron.cross_entropy(x, t.int(), reduction="none"))
+    torch.testing.assert_close(got, F.cross_entropy(x, t, reduction="none"))
+    for bad in (2**40, -(2**31) - 1):
+        with pytest.raises(ContractIndexError, match=f"target holds {bad}, which does not fit"):
+            torch.ops.neuron.cross_entropy(x, torch.tensor([0, bad, 1, 1, 1, 1]))
 
 
 def test_hidden_twins_are_not_listed() -> None:

@@ -20,10 +20,15 @@ pub const MAX_OUTPUTS: usize = 8;
 /// Highest output rank a plan describes (higher take the slow path).
 pub const MAX_RANK: usize = 8;
 
-/// Declares the fast path's dtype codes, each variant named as its [`DType`] and paired with
-/// its ATen scalar type (`at::ScalarType::<aten>`).
+/// Declares the fast path's dtype codes: each kernel dtype's, its variant named as its [`DType`]
+/// and paired with its ATen scalar type (`at::ScalarType::<aten>`); then the torch dtypes no
+/// kernel takes that the fast path narrows to one (`Variant = code => aten as Kernel`: an
+/// `int64` index tensor computed in `int32`, as the Python kernel's `narrow_indices` does).
 macro_rules! dtype_codes {
-    ($($variant:ident = $code:literal => $aten:ident,)*) => {
+    (
+        kernel { $($variant:ident = $code:literal => $aten:ident,)* }
+        narrowed { $($nvariant:ident = $ncode:literal => $naten:ident as $computed:ident,)* }
+    ) => {
         c_enum! {
             /// A tensor's dtype on the fast path (`FastTensorMeta::dtype`, `FastPlan::dtype`).
             pub enum FastDtype {
@@ -33,14 +38,31 @@ macro_rules! dtype_codes {
                     )]
                     $variant = $code,
                 )*
+                $(
+                    #[doc = concat!(
+                        "`at::ScalarType::", stringify!($naten), "`, computed as `DType::",
+                        stringify!($computed), "` (inputs only)."
+                    )]
+                    $nvariant = $ncode,
+                )*
             }
         }
 
         impl FastDtype {
-            /// The kernel dtype.
+            /// The kernel dtype (for a narrowed input, the one it is computed in).
             pub const fn dtype(self) -> DType {
                 match self {
                     $(Self::$variant => DType::$variant,)*
+                    $(Self::$nvariant => DType::$computed,)*
+                }
+            }
+
+            /// Whether an input of this dtype is narrowed to [`Self::dtype`] (with a range
+            /// check) before the kernel reads it.
+            pub const fn is_narrowed(self) -> bool {
+                match self {
+                    $(Self::$variant => false,)*
+                    $(Self::$nvariant => true,)*
                 }
             }
 
@@ -54,25 +76,33 @@ macro_rules! dtype_codes {
             }
 
             /// Each variant's ATen scalar type, as `(variant, at::ScalarType name)`.
-            pub const ATEN: &[(&str, &str)] = &[$((stringify!($variant), stringify!($aten)),)*];
+            pub const ATEN: &[(&str, &str)] = &[
+                $((stringify!($variant), stringify!($aten)),)*
+                $((stringify!($nvariant), stringify!($naten)),)*
+            ];
         }
     };
 }
 
 dtype_codes! {
-    F32 = 0 => Float,
-    BF16 = 1 => BFloat16,
-    F16 = 2 => Half,
-    I32 = 3 => Int,
-    F8E4M3FN = 4 => Float8_e4m3fn,
-    F8E5M2 = 5 => Float8_e5m2,
-    I8 = 6 => Char,
-    I16 = 7 => Short,
-    U8 = 8 => Byte,
-    U16 = 9 => UInt16,
-    U32 = 10 => UInt32,
-    Bool = 11 => Bool,
-    F8E8M0 = 12 => Float8_e8m0fnu,
+    kernel {
+        F32 = 0 => Float,
+        BF16 = 1 => BFloat16,
+        F16 = 2 => Half,
+        I32 = 3 => Int,
+        F8E4M3FN = 4 => Float8_e4m3fn,
+        F8E5M2 = 5 => Float8_e5m2,
+        I8 = 6 => Char,
+        I16 = 7 => Short,
+        U8 = 8 => Byte,
+        U16 = 9 => UInt16,
+        U32 = 10 => UInt32,
+        Bool = 11 => Bool,
+        F8E8M0 = 12 => Float8_e8m0fnu,
+    }
+    narrowed {
+        I64 = 13 => Long as I32,
+    }
 }
 
 c_enum! {
@@ -234,10 +264,16 @@ mod tests {
             };
             assert_eq!(FastDtype::from_code(code as u8), Some(code));
             assert_eq!(code.dtype(), d);
+            assert!(!code.is_narrowed());
             coded += 1;
         }
-        assert_eq!(FastDtype::ATEN.len(), coded);
-        assert_eq!(FastDtype::from_code(coded as u8), None);
+        // Then the narrowed input dtypes, each computed in a kernel dtype of its own code.
+        let narrowed: Vec<FastDtype> = (coded as u8..).map_while(FastDtype::from_code).collect();
+        assert_eq!(narrowed, [FastDtype::I64]);
+        for n in narrowed {
+            assert!(n.is_narrowed() && FastDtype::of(n.dtype()).is_some());
+        }
+        assert_eq!(FastDtype::ATEN.len(), coded + 1);
     }
 
     #[test]
@@ -250,6 +286,7 @@ mod tests {
             "enum class FastScalarKind : uint8_t {",
             "  Str = 4,",
             "  X(BF16, BFloat16)",
+            "  X(I64, Long)",
             "struct FastTensorMeta {\n  // 0 for an absent optional tensor.\n  uint8_t present;",
             "  int64_t shape[8][8];",
             "  void *data;",

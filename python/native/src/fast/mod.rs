@@ -121,13 +121,25 @@ unsafe extern "C" fn plan(
             }
             out.dtype[i] = FastDtype::of(o.dtype)? as u8;
         }
-        out.handle = Arc::into_raw(compiled).cast();
+        let narrowed = inputs
+            .iter()
+            .filter(|m| m.present != 0)
+            .map(|m| FastDtype::from_code(m.dtype).is_some_and(FastDtype::is_narrowed))
+            .collect();
+        out.handle = Box::into_raw(Box::new(Planned { compiled, narrowed })).cast();
         Some(())
     }));
     match result {
         Ok(Some(())) => OK,
         _ => SLOW_PATH,
     }
+}
+
+/// What a plan's handle points to: the program, and which of the present inputs arrive in a
+/// dtype the kernel computes narrower ([`FastDtype::is_narrowed`]: an int64 index tensor).
+struct Planned {
+    compiled: Arc<Compiled>,
+    narrowed: Vec<bool>,
 }
 
 /// Most scalar arguments the fast path takes (more take the slow path).
@@ -250,24 +262,37 @@ unsafe extern "C" fn execute(
         if handle.is_null() {
             return None;
         }
-        // SAFETY: `handle` is a live `Arc<Compiled>` from `plan` (released only after this);
-        // the buffers are the caller's tensors, live and of the lengths given, outputs freshly
+        // SAFETY: `handle` is a live `Planned` from `plan` (released only after this); the
+        // buffers are the caller's tensors, live and of the lengths given, outputs freshly
         // allocated and not aliasing anything.
-        let compiled: &Compiled = unsafe { &*handle.cast::<Compiled>() };
+        let planned: &Planned = unsafe { &*handle.cast::<Planned>() };
+        let compiled = &planned.compiled;
         let (inputs, outputs) = unsafe { (slice(inputs, n_inputs), slice(outputs, n_outputs)) };
         let program = compiled.program();
         let decls: Vec<_> = program.inputs().map(|(_, d)| d).collect();
-        if decls.len() != inputs.len() || program.outputs.len() != outputs.len() {
+        if decls.len() != inputs.len()
+            || planned.narrowed.len() != inputs.len()
+            || program.outputs.len() != outputs.len()
+        {
             return None;
         }
+        // SAFETY: see above.
+        let given: Vec<&[u8]> = inputs.iter().map(|b| unsafe { bytes(b) }).collect();
+        let narrowed: Vec<Option<Vec<u8>>> = given
+            .iter()
+            .zip(&planned.narrowed)
+            .map(|(data, &narrow)| match narrow {
+                true => narrow_indices(data).map(Some),
+                false => Some(None),
+            })
+            .collect::<Option<_>>()?;
         let host_in: Vec<HostTensor<'_>> = decls
             .iter()
-            .zip(inputs)
-            .map(|(d, b)| HostTensor {
+            .zip(given.iter().zip(&narrowed))
+            .map(|(d, (data, narrow))| HostTensor {
                 dtype: d.dtype,
                 shape: &d.shape,
-                // SAFETY: see above.
-                data: unsafe { bytes(b) },
+                data: narrow.as_deref().unwrap_or(data),
             })
             .collect();
         let mut host_out: Vec<HostTensorMut<'_>> = program
@@ -294,10 +319,21 @@ unsafe extern "C" fn execute(
     }
 }
 
+/// An int64 tensor's bytes as the int32 the kernel takes, or `None` (the slow path, which
+/// raises the contract's error) when a value does not fit.
+fn narrow_indices(data: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(data.len() / 2);
+    for v in data.chunks_exact(8) {
+        let v = i64::from_ne_bytes(v.try_into().expect("chunks of 8 bytes"));
+        out.extend_from_slice(&i32::try_from(v).ok()?.to_ne_bytes());
+    }
+    Some(out)
+}
+
 unsafe extern "C" fn release(handle: *const c_void) {
     if !handle.is_null() {
-        // SAFETY: `handle` came from `Arc::into_raw` in `plan` and is released once.
-        drop(unsafe { Arc::from_raw(handle.cast::<Compiled>()) });
+        // SAFETY: `handle` came from `Box::into_raw` in `plan` and is released once.
+        drop(unsafe { Box::from_raw(handle.cast_mut().cast::<Planned>()) });
     }
 }
 
