@@ -1,7 +1,7 @@
 //! Times the simulator alone (compile once, then simulate repeatedly) on the library
 //! kernels: `cargo run --release -p nki-kernels --example sim_speed` (`-- small`: the matmul
-//! class at `torch-nki demo`'s shapes only; `-- small linear`: one of them; `-- tiny`: the ops
-//! of `torch-nki bench --models`' llama-tiny forward at its shapes).
+//! class and cross_entropy at `torch-nki demo`'s shapes only; `-- small linear`: one of them;
+//! `-- tiny`: the ops of `torch-nki bench --models`' llama-tiny forward at its shapes).
 
 use nki_core::kernel_def::TensorSig;
 use nki_core::prelude::*;
@@ -11,11 +11,27 @@ use nki_core::{KernelDef, Signature};
 use std::time::Instant;
 
 /// Times `def` at `shapes` (every tensor argument in order; `None` for an optional one left
-/// out) and `scalars`, `reps` runs on the pool and `reps` on the calling thread.
+/// out), all of `dtype`, and `scalars`: see [`bench_typed`].
 fn bench(
     def: &KernelDef,
     shapes: &[Option<Vec<usize>>],
     dtype: DType,
+    scalars: &[ScalarValue],
+    reps: usize,
+) {
+    let typed: Vec<Option<(Vec<usize>, DType)>> = shapes
+        .iter()
+        .map(|s| s.clone().map(|s| (s, dtype)))
+        .collect();
+    bench_typed(def, &typed, scalars, reps);
+}
+
+/// Times `def` at `tensors` (shape and dtype of every tensor argument in order; `None` for an
+/// optional one left out) and `scalars`, `reps` runs on the pool and `reps` on the calling
+/// thread. Float inputs hold values in `[-1, 1)`, integer ones `0..97` (class indices).
+fn bench_typed(
+    def: &KernelDef,
+    tensors: &[Option<(Vec<usize>, DType)>],
     scalars: &[ScalarValue],
     reps: usize,
 ) {
@@ -24,12 +40,12 @@ fn bench(
         return;
     }
     let sig = Signature {
-        tensors: shapes
+        tensors: tensors
             .iter()
-            .map(|s| {
-                s.as_ref().map(|s| TensorSig {
+            .map(|t| {
+                t.as_ref().map(|(s, dtype)| TensorSig {
                     shape: s.iter().map(|&d| d as u64).collect(),
-                    dtype,
+                    dtype: *dtype,
                 })
             })
             .collect(),
@@ -40,13 +56,17 @@ fn bench(
     let compiled = nki_core::compile(def, &sig).unwrap();
     let compile = t0.elapsed();
     let program = compiled.program();
-    let present: Vec<&Vec<usize>> = shapes.iter().flatten().collect();
+    let present: Vec<&(Vec<usize>, DType)> = tensors.iter().flatten().collect();
     let inputs: Vec<Vec<u8>> = present
         .iter()
-        .map(|s| {
+        .map(|(s, dtype)| {
             let n: usize = s.iter().product();
             let mut b = vec![0u8; n * dtype.size_bytes()];
-            (0..n).for_each(|i| dtype.write(&mut b, i, (i % 97) as f32 / 50.0 - 1.0));
+            let value = |i: usize| match dtype.is_float() {
+                true => (i % 97) as f32 / 50.0 - 1.0,
+                false => (i % 97) as f32,
+            };
+            (0..n).for_each(|i| dtype.write(&mut b, i, value(i)));
             b
         })
         .collect();
@@ -62,8 +82,8 @@ fn bench(
     let host_in: Vec<HostTensor<'_>> = present
         .iter()
         .zip(&inputs)
-        .map(|(s, b)| HostTensor {
-            dtype,
+        .map(|((s, dtype), b)| HostTensor {
+            dtype: *dtype,
             shape: s,
             data: b,
         })
@@ -86,20 +106,30 @@ fn bench(
     };
     run(true);
     let (par, seq) = (run(true), run(false));
+    let shapes: Vec<&Vec<usize>> = present.iter().map(|(s, _)| s).collect();
     println!(
-        "{:<8} {:<22} {dtype:<5} compile {:>7.1} us   simulate {:>9.1} us (1 thread {:>9.1} us)",
+        "{:<8} {:<22} {:<5} compile {:>7.1} us   simulate {:>9.1} us (1 thread {:>9.1} us)",
         def.name,
-        format!("{present:?}"),
+        format!("{shapes:?}"),
+        present
+            .first()
+            .map_or(String::new(), |(_, d)| d.to_string()),
         compile.as_secs_f64() * 1e6,
         par,
         seq
     );
 }
 
-/// The matmul-class kernels at their demo shapes (the largest declared samples, which
-/// `torch-nki demo` times against ATen), fp32.
+/// The matmul-class kernels and cross_entropy at their demo shapes (the largest declared
+/// samples, which `torch-nki demo` times against ATen), fp32.
 fn small(reps: usize) {
     let f = DType::F32;
+    bench_typed(
+        &nki_kernels::loss::CROSS_ENTROPY_KERNEL,
+        &[Some((vec![131, 300], f)), Some((vec![131], DType::I32))],
+        &[ScalarValue::Int(-100), ScalarValue::Str("none")],
+        reps,
+    );
     bench(
         &nki_kernels::matmul::LINEAR_KERNEL,
         &[Some(vec![130, 200]), Some(vec![530, 200]), Some(vec![530])],
