@@ -22,12 +22,18 @@ pub const MAX_RANK: usize = 8;
 
 /// Declares the fast path's dtype codes: each kernel dtype's, its variant named as its [`DType`]
 /// and paired with its ATen scalar type (`at::ScalarType::<aten>`); then the torch dtypes no
-/// kernel takes that the fast path narrows to one (`Variant = code => aten as Kernel`: an
-/// `int64` index tensor computed in `int32`, as the Python kernel's `narrow_indices` does).
+/// kernel takes that the fast path narrows to one (`Variant = code => aten as Kernel, N bytes`,
+/// `N` bytes per element, wider than `Kernel`: an `int64` index tensor computed in `int32`, as
+/// the Python kernel's `narrow_indices` does).
 macro_rules! dtype_codes {
     (
         kernel { $($variant:ident = $code:literal => $aten:ident,)* }
-        narrowed { $($nvariant:ident = $ncode:literal => $naten:ident as $computed:ident,)* }
+        narrowed {
+            $(
+                $nvariant:ident = $ncode:literal => $naten:ident
+                    as $computed:ident, $bytes:literal bytes,
+            )*
+        }
     ) => {
         c_enum! {
             /// A tensor's dtype on the fast path (`FastTensorMeta::dtype`, `FastPlan::dtype`).
@@ -66,6 +72,10 @@ macro_rules! dtype_codes {
                 }
             }
 
+            /// The narrowed input dtypes, each with its element size in bytes. `execute` tells
+            /// one by its buffer: `bytes` per element where the kernel's dtype has fewer.
+            pub const NARROWED: &[(Self, usize)] = &[$((Self::$nvariant, $bytes),)*];
+
             /// The code of a kernel dtype: every dtype torch has has one (the others never
             /// cross the torch boundary).
             pub const fn of(dtype: DType) -> Option<Self> {
@@ -101,7 +111,7 @@ dtype_codes! {
         F8E8M0 = 12 => Float8_e8m0fnu,
     }
     narrowed {
-        I64 = 13 => Long as I32,
+        I64 = 13 => Long as I32, 8 bytes,
     }
 }
 
@@ -270,8 +280,10 @@ mod tests {
         // Then the narrowed input dtypes, each computed in a kernel dtype of its own code.
         let narrowed: Vec<FastDtype> = (coded as u8..).map_while(FastDtype::from_code).collect();
         assert_eq!(narrowed, [FastDtype::I64]);
-        for n in narrowed {
-            assert!(n.is_narrowed() && FastDtype::of(n.dtype()).is_some());
+        assert_eq!(FastDtype::NARROWED, [(FastDtype::I64, 8)]);
+        for (n, bytes) in FastDtype::NARROWED {
+            // Wider than the kernel dtype it is computed in, so its buffer tells it apart.
+            assert!(n.is_narrowed() && *bytes > n.dtype().size_bytes());
         }
         assert_eq!(FastDtype::ATEN.len(), coded + 1);
     }

@@ -121,25 +121,13 @@ unsafe extern "C" fn plan(
             }
             out.dtype[i] = FastDtype::of(o.dtype)? as u8;
         }
-        let narrowed = inputs
-            .iter()
-            .filter(|m| m.present != 0)
-            .map(|m| FastDtype::from_code(m.dtype).is_some_and(FastDtype::is_narrowed))
-            .collect();
-        out.handle = Box::into_raw(Box::new(Planned { compiled, narrowed })).cast();
+        out.handle = Arc::into_raw(compiled).cast();
         Some(())
     }));
     match result {
         Ok(Some(())) => OK,
         _ => SLOW_PATH,
     }
-}
-
-/// What a plan's handle points to: the program, and which of the present inputs arrive in a
-/// dtype the kernel computes narrower ([`FastDtype::is_narrowed`]: an int64 index tensor).
-struct Planned {
-    compiled: Arc<Compiled>,
-    narrowed: Vec<bool>,
 }
 
 /// Most scalar arguments the fast path takes (more take the slow path).
@@ -262,28 +250,32 @@ unsafe extern "C" fn execute(
         if handle.is_null() {
             return None;
         }
-        // SAFETY: `handle` is a live `Planned` from `plan` (released only after this); the
-        // buffers are the caller's tensors, live and of the lengths given, outputs freshly
+        // SAFETY: `handle` is a live `Arc<Compiled>` from `plan` (released only after this);
+        // the buffers are the caller's tensors, live and of the lengths given, outputs freshly
         // allocated and not aliasing anything.
-        let planned: &Planned = unsafe { &*handle.cast::<Planned>() };
-        let compiled = &planned.compiled;
+        let compiled: &Compiled = unsafe { &*handle.cast::<Compiled>() };
         let (inputs, outputs) = unsafe { (slice(inputs, n_inputs), slice(outputs, n_outputs)) };
         let program = compiled.program();
         let decls: Vec<_> = program.inputs().map(|(_, d)| d).collect();
-        if decls.len() != inputs.len()
-            || planned.narrowed.len() != inputs.len()
-            || program.outputs.len() != outputs.len()
-        {
+        if decls.len() != inputs.len() || program.outputs.len() != outputs.len() {
             return None;
         }
         // SAFETY: see above.
         let given: Vec<&[u8]> = inputs.iter().map(|b| unsafe { bytes(b) }).collect();
+        // An input planned as a narrowed dtype (an int64 index tensor planned as int32) is
+        // told by its buffer, wider per element than the kernel's dtype: no state per call.
         let narrowed: Vec<Option<Vec<u8>>> = given
             .iter()
-            .zip(&planned.narrowed)
-            .map(|(data, &narrow)| match narrow {
-                true => narrow_indices(data).map(Some),
-                false => Some(None),
+            .zip(&decls)
+            .map(|(data, d)| {
+                let arrived = FastDtype::NARROWED
+                    .iter()
+                    .find(|(n, bytes)| n.dtype() == d.dtype && data.len() == d.numel() * bytes);
+                match arrived {
+                    Some((FastDtype::I64, _)) => narrow_indices(data).map(Some),
+                    Some(_) => None,
+                    None => Some(None),
+                }
             })
             .collect::<Option<_>>()?;
         let host_in: Vec<HostTensor<'_>> = decls
@@ -332,8 +324,8 @@ fn narrow_indices(data: &[u8]) -> Option<Vec<u8>> {
 
 unsafe extern "C" fn release(handle: *const c_void) {
     if !handle.is_null() {
-        // SAFETY: `handle` came from `Box::into_raw` in `plan` and is released once.
-        drop(unsafe { Box::from_raw(handle.cast_mut().cast::<Planned>()) });
+        // SAFETY: `handle` came from `Arc::into_raw` in `plan` and is released once.
+        drop(unsafe { Arc::from_raw(handle.cast::<Compiled>()) });
     }
 }
 
