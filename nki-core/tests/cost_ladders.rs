@@ -8,7 +8,9 @@
 //!   instruction passes `MIN_II` (the per-instruction static overhead);
 //! - stationary reuse: consecutive matmuls sharing a stationary operand load it once;
 //! - engine balance: the same work split between the vector and scalar engines beats it all on
-//!   one engine.
+//!   one engine;
+//! - access stride: the same elementwise work reading its operand with a most-minor stride of
+//!   16 bytes or less beats a wider stride (SBUF's read interface at half bandwidth).
 
 use nki_core::cost::{CostReport, Engine, estimate};
 use nki_core::lang::{InputSpec, trace};
@@ -252,4 +254,32 @@ fn the_same_work_over_two_engines_beats_one() {
         two.total_ns,
         one.total_ns
     );
+}
+
+/// Adds one `[128, 512]` fp32 operand to itself: read contiguously from a `[128, 512]` tile, or
+/// every `step`-th element of a `[128, 512 · step]` one.
+fn strided_add(step: usize) -> CostReport {
+    cost(Target::Trn2, &[], |_| {
+        let src = sbuf([128, 512 * step], DType::F32);
+        memset(&src, 1.0);
+        let dst = sbuf([128, 512], DType::F32);
+        let x = src.ap(&[[512 * step, 128], [step, 512]], 0);
+        for _ in 0..16 {
+            tensor_tensor(&dst, x.clone(), x.clone(), BinOp::Add);
+        }
+        vec![]
+    })
+}
+
+#[test]
+fn a_most_minor_stride_over_16_bytes_halves_the_streaming_rate() {
+    let vector = |step| busy(&strided_add(step), Engine::Vector);
+    let same = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-9;
+    // 4 and 16 bytes stream at the full rate, 32 and 64 at half.
+    let (contiguous, at_16, at_32, at_64) = (vector(1), vector(4), vector(8), vector(16));
+    assert!(
+        same(contiguous, at_16) && same(at_32, at_64),
+        "{contiguous} {at_16} {at_32} {at_64}"
+    );
+    assert!(same(at_32, 2.0 * at_16), "{at_16} vs {at_32}");
 }

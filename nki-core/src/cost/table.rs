@@ -41,6 +41,15 @@ pub struct CostTable {
     pub scalar_dependent_cycles: f64,
     /// The same for GpSimd (the docs give no figure; the vector engine's 100 cycles).
     pub gpsimd_dependent_cycles: f64,
+    /// The largest most-minor free-dim stride, in bytes, at which SBUF and PSUM supply an
+    /// engine's read or write interface at full bandwidth (`trainium_inferentia2_arch.rst`,
+    /// SBUF/PSUM "Performance Consideration", "Access pattern": 16 bytes, 4 fp32 or 8 bf16
+    /// elements).
+    pub full_rate_stride_bytes: usize,
+    /// The fraction of that bandwidth an interface gets past that stride (the same section:
+    /// "half of the peak bandwidth, which translates to roughly 50% performance hit on the
+    /// instructions"; the NeuronCore-v2 guide's figure, the later guides give none).
+    pub strided_access_bandwidth: f64,
     /// How much faster a LoadStationary is than a MultiplyMoving of the same free size
     /// (`trainium_inferentia2_arch.rst`, "Fast LoadStationary": "up to 4x").
     pub load_stationary_speedup: f64,
@@ -99,6 +108,8 @@ impl CostTable {
             vector_dependent_cycles: 100.0,
             scalar_dependent_cycles: 200.0,
             gpsimd_dependent_cycles: 100.0,
+            full_rate_stride_bytes: 16,
+            strided_access_bandwidth: 0.5,
             load_stationary_speedup: 4.0,
             dma_engines: 16,
             dma_queues_per_engine: 16,

@@ -18,12 +18,15 @@ impl Scheduler<'_> {
     /// The engine, duration (ns) and work of one instruction.
     pub(super) fn cost(&mut self, op: &Op) -> (Engine, f64) {
         let t = self.table;
+        // A compute instruction's streaming cycles (before the MIN_II floor) are multiplied by
+        // this; the roofline's work is not (it is the work at peak).
+        let slow = self.stream_slowdown(op);
         let vector = |inputs: f64, r: &TileRegion, dt: DType, work: &mut Work| {
             let lanes = t.vector_lane_rate(dt);
             let per_input = (r.nf as f64 / lanes).ceil();
             work.vector_min_ns +=
                 inputs * r.nf as f64 / lanes * (r.np as f64 / 128.0) / t.vector_ghz;
-            (inputs * per_input).max(t.min_ii_cycles) / t.vector_ghz
+            (inputs * per_input * slow).max(t.min_ii_cycles) / t.vector_ghz
         };
         match op {
             // A dtype view's sync copy runs nowhere (`Scheduler::schedule` places no slice for
@@ -140,7 +143,7 @@ impl Scheduler<'_> {
                 // each input (the vector engine's two-input rule), whatever the dtype.
                 let per_input = a.nf as f64;
                 self.work.gpsimd_min_ns += 2.0 * per_input * (a.np as f64 / 128.0) / t.gpsimd_ghz;
-                let cycles = (2.0 * per_input).max(t.min_ii_cycles);
+                let cycles = (2.0 * per_input * slow).max(t.min_ii_cycles);
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::ScalarTensorTensor {
@@ -266,7 +269,10 @@ impl Scheduler<'_> {
                 // NKI's estimate: max(64, 13 · N / 3) vector cycles for N elements per partition.
                 let busy = 13.0 * (data.nf as f64 / 3.0);
                 self.work.vector_min_ns += busy * (data.np as f64 / 128.0) / t.vector_ghz;
-                (Engine::Vector, busy.max(t.min_ii_cycles) / t.vector_ghz)
+                (
+                    Engine::Vector,
+                    (busy * slow).max(t.min_ii_cycles) / t.vector_ghz,
+                )
             }
             Op::TensorCopy { dst, src } => {
                 // One streamed input.
@@ -285,7 +291,7 @@ impl Scheduler<'_> {
                     let dt = self.dtype(dst);
                     (Engine::Vector, vector(1.0, dst, dt, &mut self.work))
                 } else {
-                    let cycles = (dst.nf as f64).max(t.min_ii_cycles);
+                    let cycles = (dst.nf as f64 * slow).max(t.min_ii_cycles);
                     (Engine::GpSimd, cycles / t.gpsimd_ghz)
                 }
             }
@@ -296,7 +302,7 @@ impl Scheduler<'_> {
                 dst,
                 engine: ElementwiseEngine::GpSimd,
             } => {
-                let cycles = (dst.nf as f64).max(t.min_ii_cycles);
+                let cycles = (dst.nf as f64 * slow).max(t.min_ii_cycles);
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::Rng { dst, .. } | Op::Rand2 { dst, .. } => {
@@ -313,7 +319,7 @@ impl Scheduler<'_> {
                 engine,
             }
             | Op::RandGetState { dst: r, engine } => {
-                let cycles = (r.nf as f64).max(t.min_ii_cycles);
+                let cycles = (r.nf as f64 * slow).max(t.min_ii_cycles);
                 match engine {
                     ElementwiseEngine::Vector => (Engine::Vector, cycles / t.vector_ghz),
                     ElementwiseEngine::GpSimd => (Engine::GpSimd, cycles / t.gpsimd_ghz),
@@ -321,7 +327,7 @@ impl Scheduler<'_> {
             }
             Op::Iota { dst, .. } => {
                 // As memset into SBUF (validation keeps iota out of PSUM).
-                let cycles = (dst.nf as f64).max(t.min_ii_cycles);
+                let cycles = (dst.nf as f64 * slow).max(t.min_ii_cycles);
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::SequenceBounds { segment_ids, .. } => {
@@ -330,7 +336,7 @@ impl Scheduler<'_> {
                 let per_input = 2.0 * segment_ids.nf as f64;
                 self.work.gpsimd_min_ns +=
                     per_input * (segment_ids.np as f64 / 128.0) / t.gpsimd_ghz;
-                let cycles = (per_input).max(t.min_ii_cycles);
+                let cycles = (per_input * slow).max(t.min_ii_cycles);
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::NonzeroWithCount { src, .. } => {
@@ -338,7 +344,7 @@ impl Scheduler<'_> {
                 // partition, one element per cycle, and writes T + 1 results.
                 let per_input = 2.0 * src.nf as f64 + 1.0;
                 self.work.gpsimd_min_ns += per_input / t.gpsimd_ghz;
-                let cycles = (per_input).max(t.min_ii_cycles);
+                let cycles = (per_input * slow).max(t.min_ii_cycles);
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::Topk { val_dst, n, .. } => {
@@ -352,7 +358,7 @@ impl Scheduler<'_> {
                 // affine_select's, the partitions combined at no extra cost.
                 let per_input = data.nf as f64;
                 self.work.gpsimd_min_ns += per_input * (data.np as f64 / 128.0) / t.gpsimd_ghz;
-                let cycles = (per_input).max(t.min_ii_cycles);
+                let cycles = (per_input * slow).max(t.min_ii_cycles);
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::LocalGather { dst, .. } | Op::NcNGather { dst, .. } => {
@@ -361,7 +367,7 @@ impl Scheduler<'_> {
                 // one-input instructions.
                 let per_input = dst.nf as f64;
                 self.work.gpsimd_min_ns += per_input * (dst.np as f64 / 128.0) / t.gpsimd_ghz;
-                let cycles = (per_input).max(t.min_ii_cycles);
+                let cycles = (per_input * slow).max(t.min_ii_cycles);
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::AffineSelect { on_true, .. } => {
@@ -369,12 +375,12 @@ impl Scheduler<'_> {
                 // tensor_tensor's rule, per input), after the fixed overhead.
                 let per_input = on_true.nf as f64;
                 self.work.gpsimd_min_ns += per_input * (on_true.np as f64 / 128.0) / t.gpsimd_ghz;
-                let cycles = (per_input).max(t.min_ii_cycles);
+                let cycles = (per_input * slow).max(t.min_ii_cycles);
                 (Engine::GpSimd, cycles / t.gpsimd_ghz)
             }
             Op::Activation { data, .. } => {
                 self.work.scalar_min_ns += data.nf as f64 * (data.np as f64 / 128.0) / t.scalar_ghz;
-                let cycles = (data.nf as f64).max(t.min_ii_cycles);
+                let cycles = (data.nf as f64 * slow).max(t.min_ii_cycles);
                 (Engine::Scalar, cycles / t.scalar_ghz)
             }
             Op::Activate2 { data, reduce, .. } => {
@@ -387,7 +393,7 @@ impl Scheduler<'_> {
                 } else {
                     0.0
                 };
-                let cycles = (data.nf as f64 + readout).max(t.min_ii_cycles);
+                let cycles = (data.nf as f64 + readout * slow).max(t.min_ii_cycles);
                 (Engine::Scalar, cycles / t.scalar_ghz)
             }
             Op::NcTranspose {
@@ -407,7 +413,7 @@ impl Scheduler<'_> {
                 } else {
                     1.0
                 };
-                let cycles = (data.np as f64).max(64.0) * fp32;
+                let cycles = (data.np as f64 * slow).max(64.0) * fp32;
                 (Engine::Tensor, cycles / t.tensor_ghz)
             }
             Op::QuantizeMx { src, .. } => {
@@ -416,7 +422,7 @@ impl Scheduler<'_> {
                 let per_input = (src.nf as f64 / 4.0).ceil();
                 self.work.vector_min_ns +=
                     src.nf as f64 / 4.0 * (src.np as f64 / 128.0) / t.vector_ghz;
-                let cycles = (per_input).max(t.min_ii_cycles);
+                let cycles = (per_input * slow).max(t.min_ii_cycles);
                 (Engine::Vector, cycles / t.vector_ghz)
             }
             Op::NcMatmulMx {
@@ -429,7 +435,7 @@ impl Scheduler<'_> {
                 let flops = 2.0 * (4 * k * m * n) as f64;
                 self.work.flops += flops;
                 self.work.tensor_min_ns += flops / (4.0 * t.tensor_peak_flops(DType::BF16)) * 1e9;
-                let cycles = (n as f64).max(64.0);
+                let cycles = (n as f64 * slow).max(64.0);
                 (Engine::Tensor, cycles / t.tensor_ghz)
             }
             Op::NcMatmul {
@@ -441,10 +447,44 @@ impl Scheduler<'_> {
                 self.work.flops += flops;
                 self.work.tensor_min_ns += flops / t.tensor_peak_flops(dt) * 1e9;
                 let fp32 = if dt == DType::F32 { 4.0 } else { 1.0 };
-                let cycles = (n as f64).max(64.0) * fp32;
+                let cycles = (n as f64 * slow).max(64.0) * fp32;
                 (Engine::Tensor, cycles / t.tensor_ghz)
             }
         }
+    }
+}
+
+impl Scheduler<'_> {
+    /// What a compute instruction's streaming cycles are multiplied by for its SBUF/PSUM access
+    /// pattern: `1 / strided_access_bandwidth` when an operand it reads or writes steps more
+    /// than `full_rate_stride_bytes` between consecutive elements of its most-minor free dim
+    /// (of more than one element), 1 otherwise (see [`CostTable::full_rate_stride_bytes`]).
+    fn stream_slowdown(&self, op: &Op) -> f64 {
+        let t = self.table;
+        let strided = op
+            .tile_reads()
+            .into_iter()
+            .chain(op.tile_writes())
+            .any(|r| minor_stride(r) * self.dtype(r).size_bytes() > t.full_rate_stride_bytes);
+        if strided {
+            1.0 / t.strided_access_bandwidth
+        } else {
+            1.0
+        }
+    }
+}
+
+/// Elements between consecutive elements of a region's most-minor free dim of more than one
+/// element (1 for a contiguous region, 0 when no free dim has more than one).
+fn minor_stride(r: &TileRegion) -> usize {
+    match &r.pattern {
+        None => 1,
+        Some(p) => p
+            .free
+            .iter()
+            .rev()
+            .find(|d| d.count > 1)
+            .map_or(0, |d| d.step),
     }
 }
 
