@@ -63,17 +63,9 @@ macro_rules! dtype_codes {
                 }
             }
 
-            /// Whether an input of this dtype is narrowed to [`Self::dtype`] (with a range
-            /// check) before the kernel reads it.
-            pub const fn is_narrowed(self) -> bool {
-                match self {
-                    $(Self::$variant => false,)*
-                    $(Self::$nvariant => true,)*
-                }
-            }
-
-            /// The narrowed input dtypes, each with its element size in bytes. `execute` tells
-            /// one by its buffer: `bytes` per element where the kernel's dtype has fewer.
+            /// The narrowed input dtypes (narrowed to [`Self::dtype`], with a range check, before
+            /// the kernel reads them), each with its element size in bytes. `execute` tells one
+            /// by its buffer: `bytes` per element where the kernel's dtype has fewer.
             pub const NARROWED: &[(Self, usize)] = &[$((Self::$nvariant, $bytes),)*];
 
             /// The code of a kernel dtype: every dtype torch has has one (the others never
@@ -274,7 +266,7 @@ mod tests {
             };
             assert_eq!(FastDtype::from_code(code as u8), Some(code));
             assert_eq!(code.dtype(), d);
-            assert!(!code.is_narrowed());
+            assert!(FastDtype::NARROWED.iter().all(|(n, _)| *n != code));
             coded += 1;
         }
         // Then the narrowed input dtypes, each computed in a kernel dtype of its own code.
@@ -283,7 +275,7 @@ mod tests {
         assert_eq!(FastDtype::NARROWED, [(FastDtype::I64, 8)]);
         for (n, bytes) in FastDtype::NARROWED {
             // Wider than the kernel dtype it is computed in, so its buffer tells it apart.
-            assert!(n.is_narrowed() && *bytes > n.dtype().size_bytes());
+            assert!(*bytes > n.dtype().size_bytes() && FastDtype::of(n.dtype()).is_some());
         }
         assert_eq!(FastDtype::ATEN.len(), coded + 1);
     }

@@ -260,31 +260,35 @@ unsafe extern "C" fn execute(
         if decls.len() != inputs.len() || program.outputs.len() != outputs.len() {
             return None;
         }
-        // SAFETY: see above.
-        let given: Vec<&[u8]> = inputs.iter().map(|b| unsafe { bytes(b) }).collect();
         // An input planned as a narrowed dtype (an int64 index tensor planned as int32) is
-        // told by its buffer, wider per element than the kernel's dtype: no state per call.
-        let narrowed: Vec<Option<Vec<u8>>> = given
-            .iter()
-            .zip(&decls)
-            .map(|(data, d)| {
-                let arrived = FastDtype::NARROWED
-                    .iter()
-                    .find(|(n, bytes)| n.dtype() == d.dtype && data.len() == d.numel() * bytes);
-                match arrived {
-                    Some((FastDtype::I64, _)) => narrow_indices(data).map(Some),
-                    Some(_) => None,
-                    None => Some(None),
+        // told by its buffer, wider per element than the kernel's dtype: no state per call, and
+        // no allocation unless one arrived.
+        let mut narrowed: Vec<(usize, Vec<u8>)> = Vec::new();
+        for (i, (b, d)) in inputs.iter().zip(&decls).enumerate() {
+            let arrived = FastDtype::NARROWED
+                .iter()
+                .find(|(n, bytes)| n.dtype() == d.dtype && b.nbytes == d.numel() * bytes);
+            match arrived {
+                // SAFETY: see above.
+                Some((FastDtype::I64, _)) => {
+                    narrowed.push((i, narrow_indices(unsafe { bytes(b) })?))
                 }
-            })
-            .collect::<Option<_>>()?;
+                Some(_) => return None,
+                None => {}
+            }
+        }
         let host_in: Vec<HostTensor<'_>> = decls
             .iter()
-            .zip(given.iter().zip(&narrowed))
-            .map(|(d, (data, narrow))| HostTensor {
+            .zip(inputs)
+            .enumerate()
+            .map(|(i, (d, b))| HostTensor {
                 dtype: d.dtype,
                 shape: &d.shape,
-                data: narrow.as_deref().unwrap_or(data),
+                data: match narrowed.iter().find(|(j, _)| *j == i) {
+                    Some((_, data)) => data,
+                    // SAFETY: see above.
+                    None => unsafe { bytes(b) },
+                },
             })
             .collect();
         let mut host_out: Vec<HostTensorMut<'_>> = program
