@@ -26,12 +26,15 @@ const MAX_ROW_BYTES: usize = 4096;
 /// How many consecutive positions share a tile row: a head's `[S, D]` rows are viewed as
 /// `[S / G, G · D]` (the same memory), so the instructions over whole tiles (`x · cos`, the
 /// sum, the backward's accumulations) cover `G` positions per partition and pay their fixed
-/// cost once for all of them. `G` divides `S`, and `G · D` stays within `max_width` elements
-/// when `D` does.
+/// cost once for all of them. `G` divides `S` and `G · D` stays within `max_width` elements
+/// (when `D` does). Of those, the `G` that needs the fewest 128-row tiles, and the smallest
+/// such `G`: the rotate-half swaps, two per head chunk, are `2 · G` instructions per tile, so
+/// packing positions beyond what saves a tile only adds instructions (llama-tiny, `S = 64`,
+/// `D = 16`: 4 rows of 16 positions took 34 instructions per head where 64 rows take 4).
 fn positions_per_row(s: usize, d: usize, max_width: usize) -> usize {
     (1..=MAX_POSITIONS_PER_ROW)
-        .rev()
-        .find(|&g| s.is_multiple_of(g) && g * d <= max_width)
+        .filter(|&g| g == 1 || (s.is_multiple_of(g) && g * d <= max_width))
+        .min_by_key(|&g| ((s / g).div_ceil(PMAX), g))
         .unwrap_or(1)
 }
 
