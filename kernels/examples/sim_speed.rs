@@ -1,7 +1,8 @@
 //! Times the simulator alone (compile once, then simulate repeatedly) on the library
 //! kernels: `cargo run --release -p nki-kernels --example sim_speed` (`-- small`: the matmul
 //! class and cross_entropy at `torch-nki demo`'s shapes only; `-- small linear`: one of them;
-//! `-- tiny`: the ops of `torch-nki bench --models`' llama-tiny forward at its shapes).
+//! `-- tiny`: the ops of `torch-nki bench --models`' llama-tiny forward at its shapes; `-- call`:
+//! the 4 × 4 add of `scripts/bench_overhead.py`, the fixed cost of a simulated call).
 
 use nki_core::kernel_def::TensorSig;
 use nki_core::prelude::*;
@@ -217,6 +218,16 @@ fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("small") => return small(200),
         Some("tiny") => return tiny(1000),
+        // The fixed cost of one simulated call: `scripts/bench_overhead.py`'s 4 × 4 add.
+        Some("call") => {
+            return bench(
+                &nki_kernels::elementwise::ADD_KERNEL,
+                &[Some(vec![4, 4]), Some(vec![4, 4])],
+                DType::F32,
+                &[],
+                200_000,
+            );
+        }
         _ => {}
     }
     for dt in [DType::F32, DType::BF16] {

@@ -79,12 +79,14 @@ impl DynamicOffset {
 }
 
 impl HbmAccess {
-    /// The row's free dims as `(stride, count)`: `free_dims`, or the one `(f_stride, nf)`.
-    pub fn free_walk(&self) -> Vec<(i64, usize)> {
-        match &self.free_dims {
-            Some(dims) => dims.to_vec(),
-            None => vec![(self.f_stride, self.nf)],
-        }
+    /// The row's free dims as `(stride, count)`: `free_dims`, or the one `(f_stride, nf)`
+    /// (borrowed: the simulator's bounds checks walk it on every DMA).
+    pub fn free_walk(&self) -> impl Iterator<Item = (i64, usize)> + Clone + '_ {
+        let (dims, one) = match &self.free_dims {
+            Some(dims) => (&dims[..], None),
+            None => (&[][..], Some((self.f_stride, self.nf))),
+        };
+        dims.iter().copied().chain(one)
     }
 
     /// The flat offsets of one row's elements from the row's first, in order.

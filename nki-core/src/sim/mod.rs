@@ -309,19 +309,19 @@ pub(crate) fn simulate_planned(
         order,
         trap,
     } = run;
-    let input_decls: Vec<_> = program.inputs().collect();
-    if inputs.len() != input_decls.len() || outputs.len() != program.outputs.len() {
+    let n_inputs = program.inputs().count();
+    if inputs.len() != n_inputs || outputs.len() != program.outputs.len() {
         return Err(NkiError::Buffers(format!(
             "kernel {} takes {} inputs and {} outputs, got {} and {}",
             program.name,
-            input_decls.len(),
+            n_inputs,
             program.outputs.len(),
             inputs.len(),
             outputs.len()
         )));
     }
     let mut hbm: Vec<Option<HbmBuffer<'_>>> = vec![None; program.hbm.len()];
-    for ((id, decl), t) in input_decls.iter().zip(inputs) {
+    for ((id, decl), t) in program.inputs().zip(inputs) {
         check_buffer(decl, t.dtype, t.shape, t.data.len())?;
         if let Some(domain) = &decl.domain {
             check_indices(&program.name, decl, domain, t.data)?;
@@ -395,13 +395,7 @@ pub(crate) fn simulate_planned(
     debug_assert!(plan.fits(program), "a plan made for another program");
     // The pool runs parallel loops, and splits the rows of large instructions elsewhere.
     let pool = if parallel { pool::current() } else { None };
-    let sequential;
-    let parallel = if pool.is_some() {
-        &plan.parallel
-    } else {
-        sequential = vec![false; program.loops.len()];
-        &sequential
-    };
+    let parallel = pool.is_some().then_some(plan.parallel.as_slice());
     // Setting the generators up costs microseconds: only for a program that uses them.
     let prng = std::sync::Mutex::new(if plan.uses_prng {
         random::PrngState::default()
@@ -451,7 +445,8 @@ struct Runner<'r, 'a> {
     split: bool,
     /// Run sibling launch-grid instances at the same time ([`ExecPlan::instances_together`]).
     instances_together: bool,
-    parallel: &'r [bool],
+    /// Which loops run their iterations on the pool (`None`: none, the run is on this thread).
+    parallel: Option<&'r [bool]>,
     poison: &'r [bool],
     release: &'r [Vec<Vec<TileId>>],
     loop_block: &'r [usize],
@@ -708,7 +703,7 @@ impl<'a> Runner<'_, 'a> {
                 Stmt::Loop { var, body } => {
                     let v = var.0 as usize;
                     let (trip, inner) = (self.program.loops[v].trip, self.loop_block[v]);
-                    if self.parallel[v] {
+                    if self.parallel.is_some_and(|p| p[v]) {
                         let parent: &TileStore<'_> = store;
                         let results: Vec<Result<(), NkiError>> = (0..trip)
                             .into_par_iter()

@@ -25,14 +25,19 @@ enum Slot<'p> {
     },
 }
 
-/// The tiles of one frame.
+/// One tile of a frame: its storage here and its geometry.
+struct Entry<'p> {
+    slot: Slot<'p>,
+    /// Free size (row stride).
+    stride: usize,
+    /// Partition count (the declared one, or a band's share of it).
+    partitions: usize,
+    dtype: DType,
+}
+
+/// The tiles of one frame (one vector, so that a frame costs one allocation).
 pub(crate) struct TileStore<'p> {
-    slots: Vec<Slot<'p>>,
-    /// Free size (row stride) of each tile.
-    strides: Vec<usize>,
-    /// Partition count of each tile.
-    partitions: Vec<usize>,
-    dtypes: Vec<DType>,
+    tiles: Vec<Entry<'p>>,
 }
 
 /// Why a tile could not be accessed.
@@ -47,33 +52,41 @@ pub(crate) enum StoreError {
 impl<'p> TileStore<'p> {
     pub(crate) fn new(program: &Program) -> TileStore<'p> {
         TileStore {
-            slots: program.tiles.iter().map(|_| Slot::Empty).collect(),
-            strides: program.tiles.iter().map(|t| t.free).collect(),
-            partitions: program.tiles.iter().map(|t| t.partitions).collect(),
-            dtypes: program.tiles.iter().map(|t| t.dtype).collect(),
+            tiles: program
+                .tiles
+                .iter()
+                .map(|t| Entry {
+                    slot: Slot::Empty,
+                    stride: t.free,
+                    partitions: t.partitions,
+                    dtype: t.dtype,
+                })
+                .collect(),
         }
     }
 
     /// A frame that reads this one's tiles and owns nothing yet.
     pub(crate) fn child(&self) -> TileStore<'_> {
         TileStore {
-            slots: self
-                .slots
+            tiles: self
+                .tiles
                 .iter()
-                .map(|s| match s {
-                    Slot::Empty => Slot::Empty,
-                    Slot::Owned(v) => Slot::Shared(v.as_slice()),
-                    Slot::Shared(r) => Slot::Shared(r),
-                    Slot::Alias { data, stride, .. } => Slot::Alias {
-                        data,
-                        stride: *stride,
-                        shared: true,
+                .map(|e| Entry {
+                    slot: match &e.slot {
+                        Slot::Empty => Slot::Empty,
+                        Slot::Owned(v) => Slot::Shared(v.as_slice()),
+                        Slot::Shared(r) => Slot::Shared(r),
+                        Slot::Alias { data, stride, .. } => Slot::Alias {
+                            data,
+                            stride: *stride,
+                            shared: true,
+                        },
                     },
+                    stride: e.stride,
+                    partitions: e.partitions,
+                    dtype: e.dtype,
                 })
                 .collect(),
-            strides: self.strides.clone(),
-            partitions: self.partitions.clone(),
-            dtypes: self.dtypes.clone(),
         }
     }
 
@@ -81,9 +94,9 @@ impl<'p> TileStore<'p> {
     /// is not, the plan proved no instruction reads an element before one writes it).
     /// `partitions` is the tile's height here: its declared one, or a band's share of it.
     pub(crate) fn allocate(&mut self, tile: TileId, partitions: usize, poison: bool) {
-        self.partitions[tile.0 as usize] = partitions;
-        let n = partitions * self.strides[tile.0 as usize];
-        let slot = &mut self.slots[tile.0 as usize];
+        self.tiles[tile.0 as usize].partitions = partitions;
+        let n = partitions * self.tiles[tile.0 as usize].stride;
+        let slot = &mut self.tiles[tile.0 as usize].slot;
         let mut buf = match std::mem::replace(slot, Slot::Empty) {
             Slot::Owned(v) if v.capacity() >= n => v,
             Slot::Owned(v) => {
@@ -108,30 +121,29 @@ impl<'p> TileStore<'p> {
     /// Appends a scratch tile of `[partitions, free]` and `dtype` to this frame, allocated
     /// (unpoisoned: the caller fills it), and returns its id; [`Self::drop_scratch`] removes it.
     pub(crate) fn push_scratch(&mut self, partitions: usize, free: usize, dtype: DType) -> TileId {
-        let id = TileId(self.slots.len() as u32);
-        self.slots.push(Slot::Empty);
-        self.strides.push(free);
-        self.partitions.push(partitions);
-        self.dtypes.push(dtype);
+        let id = TileId(self.tiles.len() as u32);
+        self.tiles.push(Entry {
+            slot: Slot::Empty,
+            stride: free,
+            partitions,
+            dtype,
+        });
         self.allocate(id, partitions, false);
         id
     }
 
     /// Number of tiles this frame knows (the program's, then any scratch tiles).
     pub(crate) fn tile_count(&self) -> usize {
-        self.slots.len()
+        self.tiles.len()
     }
 
     /// Removes the scratch tiles from `first` on, returning their storage to the pool.
     pub(crate) fn drop_scratch(&mut self, first: usize) {
-        for slot in self.slots.drain(first..) {
-            if let Slot::Owned(v) = slot {
+        for entry in self.tiles.drain(first..) {
+            if let Slot::Owned(v) = entry.slot {
                 recycle(v);
             }
         }
-        self.strides.truncate(first);
-        self.partitions.truncate(first);
-        self.dtypes.truncate(first);
     }
 
     /// Returns `tile`'s storage in this frame to the pool (its last use is past); a tile
@@ -142,7 +154,7 @@ impl<'p> TileStore<'p> {
     }
 
     pub(crate) fn dtype(&self, tile: TileId) -> DType {
-        self.dtypes[tile.0 as usize]
+        self.tiles[tile.0 as usize].dtype
     }
 
     /// Row `r` of a region.
@@ -161,8 +173,8 @@ impl<'p> TileStore<'p> {
         r: usize,
     ) -> Result<&mut [f32], StoreError> {
         self.own(region.tile)?;
-        let stride = self.strides[region.tile.0 as usize];
-        let data = match &mut self.slots[region.tile.0 as usize] {
+        let stride = self.tiles[region.tile.0 as usize].stride;
+        let data = match &mut self.tiles[region.tile.0 as usize].slot {
             Slot::Owned(v) => v.as_mut_slice(),
             Slot::Alias { .. } => unreachable!("`own` replaced the alias"),
             Slot::Shared(_) => return Err(StoreError::SharedWrite(region.tile)),
@@ -174,8 +186,8 @@ impl<'p> TileStore<'p> {
 
     /// The whole storage of a tile and its row stride (for GEMM operands).
     pub(crate) fn data(&self, tile: TileId) -> Result<(&[f32], usize), StoreError> {
-        let stride = self.strides[tile.0 as usize];
-        match &self.slots[tile.0 as usize] {
+        let stride = self.tiles[tile.0 as usize].stride;
+        match &self.tiles[tile.0 as usize].slot {
             Slot::Owned(v) => Ok((v.as_slice(), stride)),
             Slot::Shared(s) => Ok((s, stride)),
             Slot::Alias { data, stride, .. } => Ok((data, *stride)),
@@ -204,7 +216,7 @@ impl<'p> TileStore<'p> {
     /// Replaces the storage this frame has of its own for `tile` by `new` (an owned buffer goes
     /// back to the pool); a tile with no storage here, or a parent's, is an error and unchanged.
     fn replace_own(&mut self, tile: TileId, new: Slot<'p>) -> Result<(), StoreError> {
-        let slot = &mut self.slots[tile.0 as usize];
+        let slot = &mut self.tiles[tile.0 as usize].slot;
         match slot {
             Slot::Empty => return Err(StoreError::Unallocated(tile)),
             Slot::Shared(_) | Slot::Alias { shared: true, .. } => {
@@ -220,12 +232,12 @@ impl<'p> TileStore<'p> {
 
     /// Row stride (free size) of a tile's own storage.
     pub(crate) fn stride(&self, tile: TileId) -> usize {
-        self.strides[tile.0 as usize]
+        self.tiles[tile.0 as usize].stride
     }
 
     /// Partition count of a tile.
     pub(crate) fn partitions(&self, tile: TileId) -> usize {
-        self.partitions[tile.0 as usize]
+        self.tiles[tile.0 as usize].partitions
     }
 
     /// Gives an aliased tile storage of its own (a copy of what it reads), before a write.
@@ -235,18 +247,18 @@ impl<'p> TileStore<'p> {
             data,
             stride,
             shared,
-        } = self.slots[i]
+        } = self.tiles[i].slot
         {
             if shared {
                 return Err(StoreError::SharedWrite(tile));
             }
-            let free = self.strides[i];
-            let mut buf = take_buffer(self.partitions[i] * free);
+            let free = self.tiles[i].stride;
+            let mut buf = take_buffer(self.tiles[i].partitions * free);
             buf.clear();
-            for p in 0..self.partitions[i] {
+            for p in 0..self.tiles[i].partitions {
                 buf.extend_from_slice(&data[p * stride..p * stride + free]);
             }
-            self.slots[i] = Slot::Owned(buf);
+            self.tiles[i].slot = Slot::Owned(buf);
         }
         Ok(())
     }
@@ -254,11 +266,11 @@ impl<'p> TileStore<'p> {
     /// Takes a tile's storage out (to write it while reading others); put it back with [`Self::restore`].
     pub(crate) fn take(&mut self, tile: TileId) -> Result<(Vec<f32>, usize), StoreError> {
         self.own(tile)?;
-        let stride = self.strides[tile.0 as usize];
-        match std::mem::replace(&mut self.slots[tile.0 as usize], Slot::Empty) {
+        let stride = self.tiles[tile.0 as usize].stride;
+        match std::mem::replace(&mut self.tiles[tile.0 as usize].slot, Slot::Empty) {
             Slot::Owned(v) => Ok((v, stride)),
             Slot::Shared(s) => {
-                self.slots[tile.0 as usize] = Slot::Shared(s);
+                self.tiles[tile.0 as usize].slot = Slot::Shared(s);
                 Err(StoreError::SharedWrite(tile))
             }
             Slot::Alias { .. } => unreachable!("`own` replaced the alias"),
@@ -278,9 +290,9 @@ impl<'p> TileStore<'p> {
         let i = region.tile.0 as usize;
         let whole = region.p0 == 0
             && region.f0 == 0
-            && region.np == self.partitions[i]
-            && region.nf == self.strides[i];
-        if whole && matches!(self.slots[i], Slot::Alias { shared: false, .. }) {
+            && region.np == self.tiles[i].partitions
+            && region.nf == self.tiles[i].stride;
+        if whole && matches!(self.tiles[i].slot, Slot::Alias { shared: false, .. }) {
             let n = region.np * region.nf;
             let mut buf = take_buffer(n);
             if buf.len() < n {
@@ -294,7 +306,7 @@ impl<'p> TileStore<'p> {
 
     pub(crate) fn restore(&mut self, tile: TileId, data: Vec<f32>) {
         if let Slot::Owned(old) =
-            std::mem::replace(&mut self.slots[tile.0 as usize], Slot::Owned(data))
+            std::mem::replace(&mut self.tiles[tile.0 as usize].slot, Slot::Owned(data))
         {
             recycle(old);
         }
@@ -303,8 +315,8 @@ impl<'p> TileStore<'p> {
 
 impl Drop for TileStore<'_> {
     fn drop(&mut self) {
-        for slot in self.slots.drain(..) {
-            if let Slot::Owned(v) = slot {
+        for entry in self.tiles.drain(..) {
+            if let Slot::Owned(v) = entry.slot {
                 recycle(v);
             }
         }
@@ -364,10 +376,14 @@ mod tests {
     /// A store of `tiles` fp32 tiles of `[2, 3]`.
     fn store<'p>(tiles: usize) -> TileStore<'p> {
         TileStore {
-            slots: (0..tiles).map(|_| Slot::Empty).collect(),
-            strides: vec![3; tiles],
-            partitions: vec![2; tiles],
-            dtypes: vec![DType::F32; tiles],
+            tiles: (0..tiles)
+                .map(|_| Entry {
+                    slot: Slot::Empty,
+                    stride: 3,
+                    partitions: 2,
+                    dtype: DType::F32,
+                })
+                .collect(),
         }
     }
 

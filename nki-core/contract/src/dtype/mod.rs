@@ -90,17 +90,27 @@ dtypes! {
 }
 
 impl DType {
-    /// This dtype's declaration in `nki_spec`: its size, format and torch counterpart.
+    /// This dtype's declaration in `nki_spec`: its size, format and torch counterpart. Found
+    /// by name once per process (the simulator asks for sizes on every instruction).
+    #[inline]
     pub fn spec(self) -> &'static nki_spec::DTypeSpec {
-        nki_spec::dtype(self.nl_name()).expect("every DType names a dtype nki_spec declares")
+        static SPECS: std::sync::OnceLock<[&'static nki_spec::DTypeSpec; DType::ALL.len()]> =
+            std::sync::OnceLock::new();
+        SPECS.get_or_init(|| {
+            DType::ALL.map(|d| {
+                nki_spec::dtype(d.nl_name()).expect("every DType names a dtype nki_spec declares")
+            })
+        })[self as usize]
     }
 
     /// Whether this is a floating-point type.
+    #[inline]
     pub fn is_float(self) -> bool {
         self.spec().is_float()
     }
 
     /// Bytes per element.
+    #[inline]
     pub fn size_bytes(self) -> usize {
         self.spec().bytes() as usize
     }
@@ -421,6 +431,10 @@ mod tests {
         for spec in nki_spec::DTYPES {
             let d = DType::from_nl_name(spec.name)
                 .unwrap_or_else(|| panic!("no DType for nl.{}", spec.name));
+            assert!(
+                std::ptr::eq(d.spec(), spec),
+                "{d}: the table found another declaration"
+            );
             assert_eq!(d.size_bytes() as u32 * 8, d.spec().bits, "{d}");
             assert_eq!(
                 d.is_packed(),
