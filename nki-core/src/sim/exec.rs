@@ -594,10 +594,7 @@ fn run<'a: 'p, 'p>(
             let result = store.data(data.tile).map(|(src, sstride)| {
                 let src = &src[data.p0 * sstride + data.f0..];
                 let o = &mut out[dst.p0 * dstride + dst.f0..];
-                crate::wide::wide(
-                    #[inline(always)]
-                    || transpose(src, sstride, data.np, data.nf, o, dstride),
-                );
+                super::transpose::transpose(src, sstride, data.np, data.nf, o, dstride);
                 if dt != DType::F32 {
                     for f in 0..data.nf {
                         round_into_in_place(&mut o[f * dstride..][..data.np], dt);
@@ -609,49 +606,6 @@ fn run<'a: 'p, 'p>(
         }
     }
     Ok(())
-}
-
-/// Side of the square blocks [`transpose`] moves through a local buffer.
-const TRANSPOSE_BLOCK: usize = 16;
-
-/// `dst[f * dstride + p] = src[p * sstride + f]` for `p < np`, `f < nf`: in
-/// [`TRANSPOSE_BLOCK`]-square blocks, each read row by row (contiguous loads) into a local
-/// buffer and written out column by column, so every destination write fills whole cache lines
-/// and neither side is walked element by element across rows. Copies only: the bits are the
-/// source's.
-#[inline(always)]
-fn transpose(src: &[f32], sstride: usize, np: usize, nf: usize, dst: &mut [f32], dstride: usize) {
-    const B: usize = TRANSPOSE_BLOCK;
-    let mut block = [[0f32; B]; B];
-    for p0 in (0..np).step_by(B) {
-        let ph = B.min(np - p0);
-        for f0 in (0..nf).step_by(B) {
-            let fw = B.min(nf - f0);
-            if ph == B && fw == B {
-                // A whole block: every length is the constant B, so the copies are inline
-                // vector moves and the column writes unrolled.
-                for (i, row) in block.iter_mut().enumerate() {
-                    row.copy_from_slice(&src[(p0 + i) * sstride + f0..][..B]);
-                }
-                for f in 0..B {
-                    let d = &mut dst[(f0 + f) * dstride + p0..][..B];
-                    for (i, v) in d.iter_mut().enumerate() {
-                        *v = block[i][f];
-                    }
-                }
-                continue;
-            }
-            for (i, row) in block.iter_mut().enumerate().take(ph) {
-                row[..fw].copy_from_slice(&src[(p0 + i) * sstride + f0..][..fw]);
-            }
-            for f in 0..fw {
-                let d = &mut dst[(f0 + f) * dstride + p0..][..ph];
-                for (i, v) in d.iter_mut().enumerate() {
-                    *v = block[i][f];
-                }
-            }
-        }
-    }
 }
 
 /// `x <op> operand`, or `operand <op> x` when `reverse` (NKI's `reverse0` / `reverse1`).

@@ -33,6 +33,7 @@ mod scalar;
 mod selection;
 mod store;
 mod strided;
+mod transpose;
 mod trap;
 mod vector;
 

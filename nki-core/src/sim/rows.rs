@@ -29,6 +29,12 @@ fn splittable(split: bool, dst: &TileRegion, inputs: &[&TileRegion]) -> bool {
         && inputs.iter().all(|i| i.tile != dst.tile || i.p0 == dst.p0)
 }
 
+/// Whether a row loop over `region` (reading no tile it writes) runs on the calling thread:
+/// splitting is off, or the region is too small to split.
+pub(crate) fn on_one_thread(split: bool, region: &TileRegion) -> bool {
+    !splittable(split, region, &[])
+}
+
 /// Where an instruction's input rows come from, looked up once per instruction: its tile's
 /// storage in the store, or — when it lives in the destination tile, which may overlap the
 /// output row — the destination's own storage, each row copied to scratch first. With `fresh`
