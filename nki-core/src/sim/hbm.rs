@@ -5,8 +5,14 @@
 use crate::dtype::DType;
 use std::marker::PhantomData;
 
-/// Runs of at least this many fp32 elements go to an output with non-temporal stores.
+/// Runs of at least this many fp32 elements go to an output with non-temporal stores ...
 const STREAM_MIN_ELEMENTS: usize = 256;
+
+/// ... when the output is at least this large: a smaller one fits in the caches, where plain
+/// stores are faster and leave it there for whatever reads it next (silu's 130 × 2100 fp32
+/// output, 1.1 MB, spent a quarter of its call in streaming stores on a Xeon with a 2 MiB L2).
+/// The streaming stores were measured for outputs of 128 MiB (docs/bench.md).
+const STREAM_MIN_OUTPUT_BYTES: usize = 16 << 20;
 
 /// Copies `vals` into `bytes` (the same length in bytes) with non-temporal stores where the
 /// destination is 16-byte aligned: an output row is written once and not read again during the
@@ -226,7 +232,7 @@ impl<'a> HbmBuffer<'a> {
         match self.dtype {
             DType::F32 if cfg!(target_endian = "little") => {
                 #[cfg(target_arch = "x86_64")]
-                if vals.len() >= STREAM_MIN_ELEMENTS {
+                if vals.len() >= STREAM_MIN_ELEMENTS && self.len >= STREAM_MIN_OUTPUT_BYTES {
                     stream_f32(vals, bytes);
                     return;
                 }
