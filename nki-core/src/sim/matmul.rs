@@ -7,15 +7,16 @@
 //!   per element on it; the direct path adds the moving operand in: every product but one is an
 //!   exact zero and the remaining one is exact, so the GEMM's sum is the moving value itself,
 //!   `−0` becoming `+0` as in a sum that starts from zero.
-//! - A few columns ([`SMALL_M`]), as in a reduction across partitions (a weight gradient's
-//!   per-row factors, a ones column). The GEMM would pack the whole moving operand for a
-//!   product of a few rows; the direct path runs the GEMM kernel's arithmetic (per output
-//!   element, fused multiply-adds over `K` in order from zero, then added to `dst`) without the
-//!   packing, on the processors where the GEMM itself uses fused multiply-adds.
+//! - Anything else on processors with fused multiply-add vectors ([`fused_gemm`]): the GEMM's
+//!   arithmetic (per output element, fused multiply-adds over `K` in order from zero, then
+//!   added to `dst`) without its packing, which costs as much as the product itself at the
+//!   few rows of a reduction across partitions (a weight gradient's per-row factors, a ones
+//!   column) and a good part of it at `nc_matmul`'s largest shape.
 
 use crate::dtype::DType;
 use crate::ir::TileRegion;
 use crate::sim::exec::{Ctx, ExecError};
+use crate::sim::gemm::{Operand, fused_gemm, fused_multiply_add};
 use crate::sim::store::{StoreError, TileStore};
 
 /// Executes one `nc_matmul` (see the module doc).
@@ -60,7 +61,7 @@ pub(crate) fn matmul(
         };
         let direct = (is_identity(a, astride, k, m)
             && add_moving(c, dstride, moving, k, n, accumulate))
-            || (m <= SMALL_M && few_columns(c, dstride, stationary, m, moving, k, n, accumulate));
+            || fused_gemm(c, dstride, stationary, m, moving, k, n, accumulate);
         if !direct {
             // SAFETY: A = stationaryᵀ (m×k, element (i, l) at a[l*astride + i]), B = moving
             // (k×n), C = dst (m×n); the asserts above keep every access inside the slices, and
@@ -147,19 +148,6 @@ fn distinct_tiles(
     Ok(())
 }
 
-/// A row-major operand: row `r` starts at `data[r * stride]`.
-#[derive(Clone, Copy)]
-struct Operand<'a> {
-    data: &'a [f32],
-    stride: usize,
-}
-
-impl Operand<'_> {
-    fn row(&self, r: usize, n: usize) -> &[f32] {
-        &self.data[r * self.stride..r * self.stride + n]
-    }
-}
-
 /// Is the `[k, m]` stationary region (row `l` at `a[l * astride..]`) the identity matrix?
 fn is_identity(a: &[f32], astride: usize, k: usize, m: usize) -> bool {
     k == m
@@ -196,56 +184,12 @@ fn add_moving(
     true
 }
 
-/// Stationary operands with at most this many columns take [`few_columns`].
+/// Stationary operands with at most this many columns may run band by band
+/// ([`accumulate_band`]).
 pub(crate) const SMALL_M: usize = 4;
 
-/// `c (+)= stationaryᵀ · moving` for a `[k, m]` stationary operand of a few columns, computed
-/// as the GEMM kernel computes it: per element, `fma(a, b, acc)` over `l = 0..k` from `+0`,
-/// then `acc + c` (or `acc + 0`). Declines (returns false, `c` untouched) where the GEMM does
-/// not use fused multiply-adds.
-#[allow(clippy::too_many_arguments)]
-fn few_columns(
-    c: &mut [f32],
-    dstride: usize,
-    stationary: Operand<'_>,
-    m: usize,
-    moving: Operand<'_>,
-    k: usize,
-    n: usize,
-    accumulate: bool,
-) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if fused_multiply_add() {
-        if m == 0 || n == 0 {
-            return true; // an empty product: nothing to write
-        }
-        let mut acc = vec![0f32; m * n];
-        // SAFETY: the processor supports FMA and AVX2 (`fused_multiply_add`).
-        unsafe { fused_columns(&mut acc, stationary, m, moving, k) };
-        add_chains(c, dstride, &acc, n, accumulate);
-        return true;
-    }
-    let _ = (c, dstride, stationary, m, moving, k, n, accumulate);
-    false
-}
-
-/// Whether this processor's GEMM fuses its multiply-adds, so that [`few_columns`] (and the
-/// banded matmul, [`accumulate_band`]) give its bits: the kernels matrixmultiply selects with
-/// AVX-512, or AVX2 with FMA, do; the others (AVX, SSE2) do not.
-pub(crate) fn fused_multiply_add() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx512f")
-            || (is_x86_feature_detected!("fma") && is_x86_feature_detected!("avx2"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// `c (+)= acc` row by row (`acc` is `[m, n]`): a few-column product's finished chains added to
-/// its destination, `+0` when not accumulating (as a sum that starts from zero).
+/// `c (+)= acc` row by row (`acc` is `[m, n]`): a banded product's finished chains added to its
+/// destination, or to `+0` when not accumulating, as [`fused_gemm`] adds them.
 fn add_chains(c: &mut [f32], dstride: usize, acc: &[f32], n: usize, accumulate: bool) {
     for (i, acc) in acc.chunks_exact(n).enumerate() {
         let row = &mut c[i * dstride..i * dstride + n];
@@ -260,7 +204,7 @@ fn add_chains(c: &mut [f32], dstride: usize, acc: &[f32], n: usize, accumulate: 
 /// Continues a banded matmul's chains `acc` (`[m, n]`, `m` the stationary operand's columns)
 /// over one band's partitions: `stationary` and `moving` are that band's rows of the operands.
 /// Bands call it in partition order, so each element's chain of fused multiply-adds runs over
-/// `K` in order from zero, as [`few_columns`] computes it in one call.
+/// `K` in order from zero, as [`fused_gemm`] computes it in one call.
 pub(crate) fn accumulate_band(
     store: &TileStore<'_>,
     stationary: &TileRegion,
@@ -299,7 +243,7 @@ pub(crate) fn accumulate_band(
 }
 
 /// Adds a banded matmul's finished chains (`[m, n]`: the stationary operand's columns by the
-/// moving operand's) into `dst` as [`few_columns`] does, then rounds them to `dst`'s dtype as
+/// moving operand's) into `dst` as [`fused_gemm`] does, then rounds them to `dst`'s dtype as
 /// [`matmul`] does.
 pub(crate) fn finish_band(
     store: &mut TileStore<'_>,
@@ -454,87 +398,5 @@ mod tests {
         a[1] = 0.5;
         assert!(!is_identity(&a, k, k, k));
         assert!(!is_identity(&a[..k * (k - 1)], k, k - 1, k), "not square");
-    }
-
-    #[test]
-    fn an_empty_few_columns_product_writes_nothing() {
-        let (a, b) = ([1.0f32; 8], [2.0f32; 8]);
-        let mut c = [5.0f32; 4];
-        // Zero stationary columns, then zero moving columns: either way dst keeps its values.
-        let (st0, st2) = (
-            Operand {
-                data: &a,
-                stride: 0,
-            },
-            Operand {
-                data: &a,
-                stride: 2,
-            },
-        );
-        let moving = Operand {
-            data: &b,
-            stride: 4,
-        };
-        few_columns(&mut c, 4, st0, 0, moving, 2, 4, false);
-        few_columns(&mut c, 4, st2, 2, moving, 2, 0, false);
-        assert_eq!(c, [5.0; 4]);
-    }
-
-    #[test]
-    fn the_few_columns_path_gives_the_gemm_bits() {
-        let (k, n) = (128, 70);
-        let values = |len: usize, seed: f32| -> Vec<f32> {
-            (0..len)
-                .map(|i| match i % 9 {
-                    0 => -0.0,
-                    1 => f32::MIN_POSITIVE / 4.0,
-                    _ => ((i as f32 + seed) * 0.618).sin() * 10f32.powi((i % 11) as i32 - 5),
-                })
-                .collect()
-        };
-        for m in 1..=SMALL_M {
-            let (a, b) = (values(k * m, 0.5), values(k * n, 1.5));
-            let start = values(m * n, 2.5);
-            for accumulate in [false, true] {
-                let (mut direct, mut reference) = (start.clone(), start.clone());
-                let stationary = Operand {
-                    data: &a,
-                    stride: m,
-                };
-                let moving = Operand {
-                    data: &b,
-                    stride: n,
-                };
-                if !few_columns(&mut direct, n, stationary, m, moving, k, n, accumulate) {
-                    assert_eq!(direct, start, "declining leaves dst alone");
-                    return; // this processor's GEMM does not fuse: nothing to compare
-                }
-                // SAFETY: a is k×m (stationary, transposed below), b is k×n, c is m×n, dense.
-                unsafe {
-                    matrixmultiply::sgemm(
-                        m,
-                        k,
-                        n,
-                        1.0,
-                        a.as_ptr(),
-                        1,
-                        m as isize,
-                        b.as_ptr(),
-                        n as isize,
-                        1,
-                        if accumulate { 1.0 } else { 0.0 },
-                        reference.as_mut_ptr(),
-                        n as isize,
-                        1,
-                    );
-                }
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    bits(&direct),
-                    bits(&reference),
-                    "m = {m}, accumulate = {accumulate}"
-                );
-            }
-        }
     }
 }

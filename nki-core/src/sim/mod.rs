@@ -13,6 +13,7 @@ mod bitvec;
 mod dma;
 mod exec;
 mod gather;
+mod gemm;
 mod gpsimd;
 mod hbm;
 mod indirect;

@@ -5,7 +5,7 @@
 
 use crate::ir::{Op, OperandUse, Program, Stmt, TileId, TileRegion};
 use crate::sim::band::plan::{BandPolicy, BandRegion, band_regions};
-use crate::sim::matmul::fused_multiply_add;
+use crate::sim::gemm::fused_multiply_add;
 use crate::sim::parallel::parallel_loops;
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,0 +1,536 @@
+//! The simulator's fp32 GEMM for `nc_matmul`: `c (+)= stationaryᵀ · moving`, each output
+//! element a chain of fused multiply-adds over the contraction in order from `+0`, then added
+//! to `c` (or to `+0`).
+//!
+//! Those are the bits the general-purpose GEMM (matrixmultiply) gives on the same processors
+//! (its kernels run the whole contraction, at most 128 partitions, in one pass of fused
+//! multiply-adds), so this is a faster route to the same result, not a new semantics. It is
+//! faster for the shapes `nc_matmul` has (`K ≤ 128`, `M ≤ 128`, `N ≤ 512`, operands in tile
+//! rows) because it packs nothing: the stationary operand's row `l` holds the `M` factors that
+//! step `l` broadcasts, contiguous, and the moving operand's row `l` the `N` factors it
+//! streams. A micro-kernel keeps a block of `rows × (vectors · lanes)` sums in registers
+//! through the whole contraction; the column blocks' ragged ends are masked, and the rows are
+//! cut into near-equal blocks (20 rows are two blocks of 10, not 14 and 6).
+//!
+//! Written once ([`fused_gemm_kernels`]) and compiled for AVX-512 and for AVX2 with FMA;
+//! processors with neither decline ([`fused_gemm`] returns `false`) and the caller uses the
+//! general GEMM, whose kernels there do not fuse.
+
+/// A row-major operand: row `r` starts at `data[r * stride]`.
+#[derive(Clone, Copy)]
+pub(crate) struct Operand<'a> {
+    /// The elements, from row 0's first.
+    pub(crate) data: &'a [f32],
+    /// Elements from one row's start to the next's.
+    pub(crate) stride: usize,
+}
+
+impl Operand<'_> {
+    /// Row `r`'s first `n` elements.
+    pub(crate) fn row(&self, r: usize, n: usize) -> &[f32] {
+        &self.data[r * self.stride..r * self.stride + n]
+    }
+}
+
+/// One product: `c[i][j] = (c[i][j] or +0) + Σ_l stationary[l][i] · moving[l][j]` for `i < m`,
+/// `j < n`, `l < k`, the sum a chain of fused multiply-adds from `+0` in order of `l`.
+#[derive(Clone, Copy)]
+struct Product {
+    m: usize,
+    n: usize,
+    k: usize,
+    astride: usize,
+    bstride: usize,
+    cstride: usize,
+    accumulate: bool,
+}
+
+/// `c (+)= stationaryᵀ · moving` for a `[k, m]` stationary and a `[k, n]` moving operand into
+/// the `[m, n]` rows of `c` (see the module doc for the bits). Returns `false`, with `c`
+/// untouched, on a processor without fused multiply-add vectors.
+///
+/// # Panics
+/// When an operand or `c` is shorter than its shape and stride say (a bug in the caller).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fused_gemm(
+    c: &mut [f32],
+    cstride: usize,
+    stationary: Operand<'_>,
+    m: usize,
+    moving: Operand<'_>,
+    k: usize,
+    n: usize,
+    accumulate: bool,
+) -> bool {
+    let Some(isa) = Isa::detect() else {
+        return false;
+    };
+    run(isa, c, cstride, (stationary, m), (moving, n), k, accumulate);
+    true
+}
+
+/// Whether this processor has fused multiply-add vectors, so that [`fused_gemm`] runs (and the
+/// banded matmul, which continues the same chains band by band, gives its bits). The general
+/// GEMM's own kernels fuse on these processors too (AVX-512, AVX2 with FMA), not on the others.
+pub(crate) fn fused_multiply_add() -> bool {
+    Isa::detect().is_some()
+}
+
+/// The instruction sets the kernels are compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Isa {
+    Avx512,
+    Avx2Fma,
+}
+
+impl Isa {
+    /// The widest this processor runs, if any.
+    fn detect() -> Option<Isa> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") {
+                return Some(Isa::Avx512);
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                return Some(Isa::Avx2Fma);
+            }
+        }
+        None
+    }
+}
+
+/// [`fused_gemm`] on kernels for `isa`, which this processor must support.
+fn run(
+    isa: Isa,
+    c: &mut [f32],
+    cstride: usize,
+    (stationary, m): (Operand<'_>, usize),
+    (moving, n): (Operand<'_>, usize),
+    k: usize,
+    accumulate: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let fits = |len: usize, rows: usize, stride: usize, cols: usize| {
+        rows == 0 || (rows - 1) * stride + cols <= len
+    };
+    assert!(
+        fits(stationary.data.len(), k, stationary.stride, m)
+            && fits(moving.data.len(), k, moving.stride, n)
+            && fits(c.len(), m, cstride, n),
+        "GEMM operands inside their slices"
+    );
+    let product = Product {
+        m,
+        n,
+        k,
+        astride: stationary.stride,
+        bstride: moving.stride,
+        cstride,
+        accumulate,
+    };
+    let (a, b, c) = (
+        stationary.data.as_ptr(),
+        moving.data.as_ptr(),
+        c.as_mut_ptr(),
+    );
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the assert above keeps every access inside the slices (the kernels read and
+    // write only rows `< k` / `< m` and columns `< m` / `< n`, masking ragged ends), `c` is a
+    // `&mut` so it aliases neither operand, and `isa` is supported (`Isa::detect`).
+    unsafe {
+        match isa {
+            Isa::Avx512 => avx512::gemm(product, a, b, c),
+            Isa::Avx2Fma => avx2::gemm(product, a, b, c),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, product, a, b, c);
+        unreachable!("no GEMM kernels for this architecture");
+    }
+}
+
+/// How many rows each block of `m` rows cut into near-equal blocks of at most `most` takes,
+/// first to last: `20` by `14` is `[10, 10]`, `128` by `14` is eight of 13 and two of 12.
+fn row_blocks(m: usize, most: usize) -> impl Iterator<Item = usize> {
+    let blocks = m.div_ceil(most);
+    let (base, extra) = (m / blocks.max(1), m % blocks.max(1));
+    (0..blocks).map(move |b| base + usize::from(b < extra))
+}
+
+/// The GEMM driver and micro-kernel over one instruction set's primitives, which the invoking
+/// module defines: `Vector`, `Mask`, `LANES`, `mask(len)` (the first `len` lanes), `zero()`,
+/// `splat(*const f32)`, `load(*const f32, Mask)` (masked-off lanes read as zero and touch no
+/// memory), `store(*mut f32, Mask, Vector)`, `fma(a, b, acc)` and `add(a, b)`, each a
+/// `#[target_feature]` function of that set.
+#[cfg(target_arch = "x86_64")]
+macro_rules! fused_gemm_kernels {
+    (feature: $feature:literal, rows: $rows:literal, vectors: $vectors:literal, dispatch: [$($r:literal)*]) => {
+        /// Output rows per micro-kernel, at most.
+        const ROWS: usize = $rows;
+        /// Vectors of output columns per micro-kernel.
+        const VECTORS: usize = $vectors;
+
+        /// [`super::fused_gemm`] on this instruction set.
+        ///
+        /// # Safety
+        /// The processor supports it, and `a`, `b`, `c` hold the `product`'s operands and
+        /// output at its strides.
+        #[target_feature(enable = $feature)]
+        pub(super) unsafe fn gemm(product: super::Product, a: *const f32, b: *const f32, c: *mut f32) {
+            let width = LANES * VECTORS;
+            let mut j = 0;
+            while j < product.n {
+                let cols = (product.n - j).min(width);
+                let masks: [Mask; VECTORS] =
+                    std::array::from_fn(|v| mask(cols.saturating_sub(v * LANES).min(LANES)));
+                let mut i = 0;
+                for rows in super::row_blocks(product.m, ROWS) {
+                    // SAFETY: rows `i..i + rows` and columns `j..j + cols` are inside the
+                    // product (the caller's contract).
+                    let (a, b, c) = unsafe { (a.add(i), b.add(j), c.add(i * product.cstride + j)) };
+                    match rows {
+                        // SAFETY: as above.
+                        $($r => unsafe { micro::<$r>(product, a, b, c, masks) },)*
+                        _ => unreachable!("row blocks hold 1..=ROWS rows"),
+                    }
+                    i += rows;
+                }
+                j += width;
+            }
+        }
+
+        /// `R` output rows by `VECTORS` masked vectors of columns: the sums stay in registers
+        /// through the whole contraction, then go to `c` once.
+        ///
+        /// # Safety
+        /// As [`gemm`], for the block at `a` (its first column), `b` (its first column) and
+        /// `c` (its first element).
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn micro<const R: usize>(
+            product: super::Product,
+            mut a: *const f32,
+            mut b: *const f32,
+            c: *mut f32,
+            masks: [Mask; VECTORS],
+        ) {
+            let mut acc = [[zero(); VECTORS]; R];
+            for _ in 0..product.k {
+                // SAFETY: row `l < k` of each operand, masked to the block's columns.
+                unsafe {
+                    let moving: [Vector; VECTORS] =
+                        std::array::from_fn(|v| load(b.add(v * LANES), masks[v]));
+                    for (i, sums) in acc.iter_mut().enumerate() {
+                        let x = splat(a.add(i));
+                        for (sum, &y) in sums.iter_mut().zip(&moving) {
+                            *sum = fma(x, y, *sum);
+                        }
+                    }
+                    a = a.add(product.astride);
+                    b = b.add(product.bstride);
+                }
+            }
+            for (i, sums) in acc.iter().enumerate() {
+                for (v, &sum) in sums.iter().enumerate() {
+                    // SAFETY: row `i < R` of the block, masked to its columns.
+                    unsafe {
+                        let out = c.add(i * product.cstride + v * LANES);
+                        let start = if product.accumulate { load(out, masks[v]) } else { zero() };
+                        store(out, masks[v], add(sum, start));
+                    }
+                }
+            }
+        }
+    };
+}
+
+/// The kernels on AVX-512: 16 lanes, 14 rows by two vectors (28 of the 32 registers hold sums).
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    type Vector = __m512;
+    type Mask = __mmask16;
+    const LANES: usize = 16;
+
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn mask(len: usize) -> Mask {
+        ((1u32 << len) - 1) as Mask
+    }
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn zero() -> Vector {
+        _mm512_setzero_ps()
+    }
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn splat(p: *const f32) -> Vector {
+        // SAFETY: the caller's pointer is readable.
+        _mm512_set1_ps(unsafe { *p })
+    }
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn load(p: *const f32, m: Mask) -> Vector {
+        // SAFETY: the caller's lanes under `m` are readable; the others are not touched.
+        unsafe { _mm512_maskz_loadu_ps(m, p) }
+    }
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn store(p: *mut f32, m: Mask, v: Vector) {
+        // SAFETY: the caller's lanes under `m` are writable; the others are not touched.
+        unsafe { _mm512_mask_storeu_ps(p, m, v) }
+    }
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn fma(a: Vector, b: Vector, acc: Vector) -> Vector {
+        _mm512_fmadd_ps(a, b, acc)
+    }
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn add(a: Vector, b: Vector) -> Vector {
+        _mm512_add_ps(a, b)
+    }
+
+    fused_gemm_kernels!(feature: "avx512f", rows: 14, vectors: 2,
+        dispatch: [1 2 3 4 5 6 7 8 9 10 11 12 13 14]);
+}
+
+/// The kernels on AVX2 with FMA: 8 lanes, 6 rows by two vectors (12 of the 16 registers hold
+/// sums).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    type Vector = __m256;
+    type Mask = __m256i;
+    const LANES: usize = 8;
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn mask(len: usize) -> Mask {
+        let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(len as i32), lane)
+    }
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn zero() -> Vector {
+        _mm256_setzero_ps()
+    }
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn splat(p: *const f32) -> Vector {
+        // SAFETY: the caller's pointer is readable.
+        _mm256_set1_ps(unsafe { *p })
+    }
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn load(p: *const f32, m: Mask) -> Vector {
+        // SAFETY: the caller's lanes under `m` are readable; the others are not touched.
+        unsafe { _mm256_maskload_ps(p, m) }
+    }
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn store(p: *mut f32, m: Mask, v: Vector) {
+        // SAFETY: the caller's lanes under `m` are writable; the others are not touched.
+        unsafe { _mm256_maskstore_ps(p, m, v) }
+    }
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn fma(a: Vector, b: Vector, acc: Vector) -> Vector {
+        _mm256_fmadd_ps(a, b, acc)
+    }
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn add(a: Vector, b: Vector) -> Vector {
+        _mm256_add_ps(a, b)
+    }
+
+    fused_gemm_kernels!(feature: "avx2,fma", rows: 6, vectors: 2, dispatch: [1 2 3 4 5 6]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition: per element, `fma` over `l` in order from `+0`, then `+ c` or `+ 0`.
+    fn chains(c: &mut [f32], a: &[f32], m: usize, b: &[f32], n: usize, k: usize, acc: bool) {
+        for i in 0..m {
+            for j in 0..n {
+                let sum = (0..k).fold(0f32, |s, l| a[l * m + i].mul_add(b[l * n + j], s));
+                let start = if acc { c[i * n + j] } else { 0.0 };
+                c[i * n + j] = sum + start;
+            }
+        }
+    }
+
+    /// Values of every sign and scale: signed zeros, subnormals, products that underflow to
+    /// `-0`, infinities and NaN where `special`.
+    fn values(len: usize, seed: usize, special: bool) -> Vec<f32> {
+        (0..len)
+            .map(|i| match (i * 7 + seed) % 23 {
+                0 => -0.0,
+                1 => f32::MIN_POSITIVE / 4.0,
+                2 => -1e-30,
+                3 if special => f32::INFINITY,
+                4 if special => f32::NAN,
+                _ => ((i + seed) as f32 * 0.618).sin() * 10f32.powi(((i + seed) % 11) as i32 - 5),
+            })
+            .collect()
+    }
+
+    /// Bit patterns, every NaN as one (which NaN an operation returns is not pinned).
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter()
+            .map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() })
+            .collect()
+    }
+
+    fn isas() -> Vec<Isa> {
+        match Isa::detect() {
+            Some(Isa::Avx512) => {
+                let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+                [Some(Isa::Avx512), avx2.then_some(Isa::Avx2Fma)]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
+            Some(isa) => vec![isa],
+            None => vec![],
+        }
+    }
+
+    #[test]
+    fn every_ragged_shape_gives_the_chains_bits() {
+        for isa in isas() {
+            for (m, n, k) in [
+                (1, 1, 1),
+                (3, 17, 5),
+                (20, 33, 128),
+                (29, 70, 64),
+                (15, 9, 0),
+            ] {
+                for special in [false, true] {
+                    let (a, b) = (values(k * m, 1, special), values(k * n, 2, special));
+                    let start = values(m * n, 3, false);
+                    for accumulate in [false, true] {
+                        let (mut got, mut want) = (start.clone(), start.clone());
+                        let (st, mv) = (
+                            Operand {
+                                data: &a,
+                                stride: m,
+                            },
+                            Operand {
+                                data: &b,
+                                stride: n,
+                            },
+                        );
+                        run(isa, &mut got, n, (st, m), (mv, n), k, accumulate);
+                        chains(&mut want, &a, m, &b, n, k, accumulate);
+                        assert_eq!(bits(&got), bits(&want), "{isa:?} {m}x{n}x{k} {accumulate}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn strided_operands_and_output_touch_only_their_elements() {
+        // Operands and output inside wider rows, with sentinels in the columns around them.
+        let (m, n, k, pad) = (13, 37, 40, 5);
+        for isa in isas() {
+            let a = values(k * (m + pad), 4, false);
+            let b = values(k * (n + pad), 5, false);
+            let mut got = vec![7.0f32; m * (n + pad)];
+            let st = Operand {
+                data: &a,
+                stride: m + pad,
+            };
+            let mv = Operand {
+                data: &b,
+                stride: n + pad,
+            };
+            run(isa, &mut got, n + pad, (st, m), (mv, n), k, true);
+            for i in 0..m {
+                for j in 0..n + pad {
+                    let want = if j < n {
+                        (0..k).fold(0f32, |s, l| {
+                            a[l * (m + pad) + i].mul_add(b[l * (n + pad) + j], s)
+                        }) + 7.0
+                    } else {
+                        7.0
+                    };
+                    assert_eq!(
+                        got[i * (n + pad) + j].to_bits(),
+                        want.to_bits(),
+                        "{isa:?} ({i}, {j})"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_general_gemm_gives_the_same_bits_where_it_fuses() {
+        if Isa::detect().is_none() {
+            return; // no fused kernels here: nothing to compare
+        }
+        let (m, n, k) = (37, 530, 128);
+        let (a, b) = (values(k * m, 6, false), values(k * n, 7, false));
+        let start = values(m * n, 8, false);
+        for accumulate in [false, true] {
+            let (mut got, mut want) = (start.clone(), start.clone());
+            let (st, mv) = (
+                Operand {
+                    data: &a,
+                    stride: m,
+                },
+                Operand {
+                    data: &b,
+                    stride: n,
+                },
+            );
+            assert!(fused_gemm(&mut got, n, st, m, mv, k, n, accumulate));
+            // SAFETY: a is k×m (the stationary operand, read transposed), b is k×n, the
+            // output m×n, all dense.
+            unsafe {
+                matrixmultiply::sgemm(
+                    m,
+                    k,
+                    n,
+                    1.0,
+                    a.as_ptr(),
+                    1,
+                    m as isize,
+                    b.as_ptr(),
+                    n as isize,
+                    1,
+                    if accumulate { 1.0 } else { 0.0 },
+                    want.as_mut_ptr(),
+                    n as isize,
+                    1,
+                );
+            }
+            assert_eq!(bits(&got), bits(&want), "accumulate = {accumulate}");
+        }
+    }
+
+    #[test]
+    fn rows_split_into_near_equal_blocks() {
+        let split = |m, most| row_blocks(m, most).collect::<Vec<_>>();
+        assert_eq!(split(20, 14), [10, 10]);
+        assert_eq!(split(128, 14), [13, 13, 13, 13, 13, 13, 13, 13, 12, 12]);
+        for m in 1..=130 {
+            let blocks = split(m, 14);
+            let (low, high) = (blocks.iter().min().unwrap(), blocks.iter().max().unwrap());
+            assert!(
+                blocks.iter().sum::<usize>() == m && *high <= 14 && high - low <= 1,
+                "{m}"
+            );
+            assert_eq!(blocks.len(), m.div_ceil(14), "{m}");
+        }
+    }
+}
