@@ -10,7 +10,8 @@ import pytest
 
 import torch_nki.nki.isa as nisa
 import torch_nki.nki.language as nl
-from torch_nki import nki
+from torch_nki import ValidationError, nki
+from torch_nki.errors import TraceError
 
 
 def _kernel(perf_mode: object, shape: tuple[int, ...] = (8, 2, 16)) -> nki.Kernel:
@@ -46,7 +47,7 @@ def test_double_row_contracts_over_partitions_and_the_pair(perf_mode: object) ->
 def test_double_row_needs_neuroncore_v3() -> None:
     s, m = _inputs()
     needs = r"double_row needs NeuronCore-v3 or newer, not trn1"
-    with nki.default_target("trn1"), pytest.raises(ValueError, match=needs):
+    with nki.default_target("trn1"), pytest.raises(TraceError, match=needs):
         nki.simulate(_kernel("double_row"))(s, m)
 
 
@@ -67,7 +68,10 @@ def test_double_row_takes_float8_operands_only() -> None:
         return out
 
     s, m = (x.astype(ml_dtypes.bfloat16) for x in _inputs())
-    with pytest.raises(
-        ValueError, match=r"double_row takes stationary in float8_e4m3, float8_e5m2 on trn2, got bfloat16"
-    ):
+    takes = r"double_row takes float8_e4m3 or float8_e5m2 operands on trn2; got stationary bfloat16"
+    with pytest.raises(ValidationError, match=takes) as e:
         nki.simulate(bf16_double_row)(s, m)
+    assert (e.value.rule, e.value.actual) == (
+        "matmul-double-row-dtype",
+        "stationary bfloat16, moving bfloat16",
+    )

@@ -16,11 +16,13 @@
 //!   other than 0, and `reduce_init` is written only with `reduce_res`;
 //! - `select_reduce`: its reduction is always the maximum, `reduce_op=nl.maximum` written with
 //!   `reduce_res`;
+//! - `nc_matmul`: in `double_row` mode, `stationary` and `moving` seen with their pair of
+//!   halves as the most major free dim (`[K/2, 2, free]`, as an access pattern);
 //! - `dma_copy`: a reinterpreting copy (the sync of a dtype view) is spelled as the copy of
 //!   `src` seen as `dst`'s dtype, `src.view(<dtype>)`.
 
 use super::{Emitter, Kwargs, float};
-use crate::ir::{DmaOperand, Op, TileRegion};
+use crate::ir::{DmaOperand, MatmulPerfMode, Op, TileRegion};
 
 /// What a hook does: adjusts `kw`, already holding the declared fields of `op`.
 pub(crate) type Hook = fn(&Emitter<'_>, &Op, &mut Kwargs);
@@ -35,6 +37,7 @@ pub(crate) fn hook(name: &str) -> Option<Hook> {
         "exponential" => exponential,
         "select_reduce" => select_reduce,
         "dma_copy" => dma_copy,
+        "nc_matmul" => nc_matmul,
         _ => return None,
     })
 }
@@ -55,6 +58,25 @@ fn dma_copy(e: &Emitter<'_>, op: &Op, kw: &mut Kwargs) {
     if let Some(src) = kw.written("src").map(str::to_string) {
         kw.set("src", Some(format!("{src}.view({})", dtype.nki_name())));
     }
+}
+
+fn nc_matmul(e: &Emitter<'_>, op: &Op, kw: &mut Kwargs) {
+    let Op::NcMatmul {
+        stationary,
+        moving,
+        perf_mode: MatmulPerfMode::DoubleRow,
+        ..
+    } = op
+    else {
+        return;
+    };
+    // A rectangle is walked as `[2, free]`; a walk's first free entry is already the pair.
+    let pairs = |r: &TileRegion| match &r.pattern {
+        None => e.region_dims(r, &[2, r.nf / 2]),
+        Some(_) => e.region_dims(r, &[]),
+    };
+    kw.set("stationary", Some(pairs(stationary)));
+    kw.set("moving", Some(pairs(moving)));
 }
 
 fn dma_transpose(e: &Emitter<'_>, op: &Op, kw: &mut Kwargs) {

@@ -8,8 +8,8 @@
 
 use super::{Emitter, float, register_value};
 use crate::ir::{
-    ActFn, BinOp, DgeMode, DmaOperand, ElementwiseEngine, OobMode, RegisterId, RegisterValue,
-    ScalarOperand, TileRegion, TransposeEngine,
+    ActFn, BinOp, DgeMode, DmaOperand, ElementwiseEngine, MatmulPerfMode, OobMode, RegisterId,
+    RegisterValue, ScalarOperand, TileRegion, TransposeEngine,
 };
 use nki_spec::{Default, Kind, Param};
 
@@ -83,6 +83,13 @@ impl Spell for TransposeEngine {
             TransposeEngine::Tensor => None,
             TransposeEngine::Vector => Some("nisa.engine.vector".into()),
         }
+    }
+}
+
+/// `nisa.matmul_perf_mode.double_row`; nothing for the default mode.
+impl Spell for MatmulPerfMode {
+    fn spell(&self, _: &Emitter<'_>, _: &Param) -> Option<String> {
+        (!self.is_none()).then(|| format!("nisa.matmul_perf_mode.{}", self.nki_name()))
     }
 }
 

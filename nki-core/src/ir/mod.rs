@@ -26,7 +26,8 @@ pub use hoist::hoist_escaping_allocs;
 pub(crate) use math::gelu_tanh_exponent;
 pub use math::{ActFn, BinOp, to_bits32};
 pub use op::{
-    DgeMode, ElementwiseEngine, IotaDim, OobMode, Op, ScalarOperand, TransposeEngine, iota_offsets,
+    DgeMode, ElementwiseEngine, IotaDim, MatmulPerfMode, OobMode, Op, ScalarOperand,
+    TransposeEngine, iota_offsets,
 };
 pub use operand::{Access, Operand, OperandMap, OperandUse, Param};
 pub use region::{FreeDim, TilePattern, TileRegion, reduced_free_dims};

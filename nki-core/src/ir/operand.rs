@@ -6,7 +6,7 @@
 
 use super::{
     ActFn, BinOp, DgeMode, DmaOperand, DynamicOffset, ElementwiseEngine, HbmAccess, IotaDim,
-    OobMode, RegisterId, RegisterValue, ScalarOperand, TileRegion, TransposeEngine,
+    MatmulPerfMode, OobMode, RegisterId, RegisterValue, ScalarOperand, TileRegion, TransposeEngine,
 };
 use crate::affine::AffineExpr;
 
@@ -77,7 +77,8 @@ no_operators!(
     TransposeEngine,
     DgeMode,
     OobMode,
-    IotaDim
+    IotaDim,
+    MatmulPerfMode
 );
 
 /// An optional plain value names what its value names.

@@ -1,6 +1,6 @@
 //! The tensor engine's `nc_matmul` and `nc_transpose`.
 
-use crate::ir::{Op, TileRegion, TransposeEngine};
+use crate::ir::{MatmulPerfMode, Op, TileRegion, TransposeEngine};
 use crate::lang::context::with_builder;
 use crate::loc::SourceLoc;
 
@@ -34,7 +34,27 @@ pub fn nc_matmul_tiled(
     accumulate: bool,
 ) {
     let operands = (dst.into(), stationary.into(), moving.into());
-    record_nc_matmul(SourceLoc::caller(), operands, tiling, accumulate, false);
+    let mode = (false, MatmulPerfMode::None);
+    record_nc_matmul(SourceLoc::caller(), operands, tiling, accumulate, mode);
+}
+
+/// [`nc_matmul_tiled`] in the tensor engine's double FP8 mode (NKI's
+/// `perf_mode=nisa.matmul_perf_mode.double_row`, NeuronCore-v3 and newer): `stationary`
+/// `[K/2, 2, M]` and `moving` `[K/2, 2, N]` (fp8) contract over their partitions and their most
+/// major free dim of 2 into `dst` `[M, N]`, in the tensor-engine time of an ordinary matmul
+/// over `K/2` partitions (the Trainium2 architecture guide). The values are those of the two
+/// ordinary matmuls of the halves, the second accumulating into the first. Not with column
+/// tiling (a `tile_size` column size under 128), as the `nc_matmul` docs say.
+#[track_caller]
+pub fn nc_matmul_double_row(
+    dst: impl Into<TileRegion>,
+    (stationary, moving): (impl Into<TileRegion>, impl Into<TileRegion>),
+    tiling: MatmulTiling,
+    accumulate: bool,
+) {
+    let operands = (dst.into(), stationary.into(), moving.into());
+    let mode = (false, MatmulPerfMode::DoubleRow);
+    record_nc_matmul(SourceLoc::caller(), operands, tiling, accumulate, mode);
 }
 
 /// [`nc_matmul_tiled`] in the tensor engine's transpose mode (NKI's `is_transpose=True`): on
@@ -53,7 +73,8 @@ pub fn nc_matmul_is_transpose(
     accumulate: bool,
 ) {
     let operands = (dst.into(), stationary.into(), moving.into());
-    record_nc_matmul(SourceLoc::caller(), operands, tiling, accumulate, true);
+    let mode = (true, MatmulPerfMode::None);
+    record_nc_matmul(SourceLoc::caller(), operands, tiling, accumulate, mode);
 }
 
 fn record_nc_matmul(
@@ -61,41 +82,77 @@ fn record_nc_matmul(
     (dst, stationary, moving): (TileRegion, TileRegion, TileRegion),
     tiling: MatmulTiling,
     accumulate: bool,
-    is_transpose: bool,
+    (is_transpose, perf_mode): (bool, MatmulPerfMode),
 ) {
     with_builder(|b| {
         let is_transpose = is_transpose && b.target.nc_version() >= nki_spec::NcVersion::Gen3;
-        let ([k1, m], [k2, n]) = (stationary.shape(), moving.shape());
-        if k1 != k2 {
-            b.fail(
-                loc,
-                format!("nc_matmul: stationary has {k1} partitions (K) but moving has {k2}"),
-            );
+        let (_, m, n) = perf_mode.dims(&stationary, &moving);
+        let message = if let Some(message) = double_row_problem(b.target, perf_mode, &tiling) {
+            Some(message)
+        } else if let Some(name) = [("stationary", &stationary), ("moving", &moving)]
+            .into_iter()
+            .find_map(|(name, r)| perf_mode.halves(r).is_none().then_some(name))
+        {
+            Some(format!(
+                "nc_matmul: perf_mode=double_row takes {name} as [K/2, 2, free] (its most major \
+                 free dim holds the two halves of the contraction)"
+            ))
+        } else if stationary.np != moving.np {
+            let (k1, k2) = (stationary.np, moving.np);
+            Some(format!(
+                "nc_matmul: stationary has {k1} partitions (K) but moving has {k2}"
+            ))
         } else if dst.shape() != [m, n] {
-            b.fail(
-                loc,
-                format!(
-                    "nc_matmul: dst has shape {:?} but stationaryᵀ·moving is [{m}, {n}]",
-                    dst.shape()
-                ),
-            );
-        } else if let Some(message) = tiling.given_whole("nc_matmul") {
-            b.fail(loc, message);
+            Some(format!(
+                "nc_matmul: dst has shape {:?} but stationaryᵀ·moving is [{m}, {n}]",
+                dst.shape()
+            ))
         } else {
-            b.push_op(
-                Op::NcMatmul {
-                    dst,
-                    stationary,
-                    moving,
-                    tile_position: tiling.tile_position,
-                    tile_size: tiling.tile_size,
-                    accumulate,
-                    is_transpose,
-                },
-                loc,
-            );
+            tiling.given_whole("nc_matmul")
+        };
+        match message {
+            Some(message) => b.fail(loc, message),
+            None => {
+                b.push_op(
+                    Op::NcMatmul {
+                        dst,
+                        stationary,
+                        moving,
+                        tile_position: tiling.tile_position,
+                        tile_size: tiling.tile_size,
+                        accumulate,
+                        is_transpose,
+                        perf_mode,
+                    },
+                    loc,
+                );
+            }
         }
     });
+}
+
+/// Why `double_row` cannot run here (`None` for the ordinary mode or where it can): it needs
+/// NeuronCore-v3 or newer and the whole PE array's columns.
+fn double_row_problem(
+    target: crate::target::Target,
+    perf_mode: MatmulPerfMode,
+    tiling: &MatmulTiling,
+) -> Option<String> {
+    if perf_mode != MatmulPerfMode::DoubleRow {
+        return None;
+    }
+    if target.nc_version() < nki_spec::NcVersion::Gen3 {
+        return Some(format!(
+            "nc_matmul: perf_mode=double_row needs NeuronCore-v3 or newer, not {} ({})",
+            target.name(),
+            target.nc_version().name()
+        ));
+    }
+    matches!(tiling.tile_size.as_slice(), [_, columns] if *columns < 128).then(|| {
+        "nc_matmul: perf_mode=double_row cannot be combined with column tiling (a tile_size \
+         column size under 128)"
+            .into()
+    })
 }
 
 /// The PE-array tile a matmul runs on: `tile_position` `(start_row, start_column)` and

@@ -62,7 +62,8 @@ pub use gpsimd::{
     sequence_bounds, topk,
 };
 pub use matmul::{
-    MatmulTiling, nc_matmul, nc_matmul_is_transpose, nc_matmul_tiled, nc_transpose, nc_transpose_on,
+    MatmulTiling, nc_matmul, nc_matmul_double_row, nc_matmul_is_transpose, nc_matmul_tiled,
+    nc_transpose, nc_transpose_on,
 };
 pub use multicore::{LNC_CORES, core_barrier, sendrecv};
 pub use mx::{

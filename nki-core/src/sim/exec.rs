@@ -569,8 +569,20 @@ fn run<'a: 'p, 'p>(
             stationary,
             moving,
             accumulate,
+            perf_mode,
             ..
-        } => matmul(ctx, store, dst, stationary, moving, *accumulate)?,
+        } => {
+            // In `double_row` the halves in turn, the second accumulating into the first.
+            let halves = |r| {
+                perf_mode.halves(r).ok_or_else(|| {
+                    ctx.err("nc_matmul: a double_row operand without two halves".into())
+                })
+            };
+            let (st, mv) = (halves(stationary)?, halves(moving)?);
+            for (j, (st, mv)) in st.iter().zip(&mv).enumerate() {
+                matmul(ctx, store, dst, st, mv, *accumulate || j > 0)?;
+            }
+        }
         Op::NcTranspose { dst, data, .. } => {
             if dst.tile == data.tile {
                 return Err(ctx

@@ -439,15 +439,21 @@ fn work(program: &Program) -> u64 {
                 elements = elements.saturating_add((r.np as u64).saturating_mul(r.nf as u64));
             }
         });
-        if let Op::NcMatmul {
-            stationary, moving, ..
-        }
-        | Op::NcMatmulMx {
-            stationary, moving, ..
-        } = &inst.op
-        {
+        let dims = match &inst.op {
+            Op::NcMatmul {
+                stationary,
+                moving,
+                perf_mode,
+                ..
+            } => Some(perf_mode.dims(stationary, moving)),
+            Op::NcMatmulMx {
+                stationary, moving, ..
+            } => Some((stationary.np, stationary.nf, moving.nf)),
+            _ => None,
+        };
+        if let Some((k, m, n)) = dims {
             // K·M·N multiply-adds, not the operands' elements.
-            let macs = [stationary.np, stationary.nf, moving.nf]
+            let macs = [k, m, n]
                 .iter()
                 .fold(1u64, |n, &d| n.saturating_mul(d as u64));
             elements = elements.saturating_add(macs);

@@ -17,8 +17,10 @@ pub(super) const RULE: &str = "matmul-tiling";
 pub(super) fn check(program: &Program, inst: &Instruction) -> Result<(), NkiError> {
     let Op::NcMatmul {
         stationary,
+        moving,
         tile_position,
         tile_size,
+        perf_mode,
         ..
     } = &inst.op
     else {
@@ -33,7 +35,9 @@ pub(super) fn check(program: &Program, inst: &Instruction) -> Result<(), NkiErro
     } else {
         &[32, 64, 128]
     };
-    let [k, m] = stationary.shape();
+    // The PE rows the stationary operand takes are its partitions (in double-row mode each
+    // holds two of the contraction's values); its columns are the output's rows.
+    let (k, (_, m, _)) = (stationary.np, perf_mode.dims(stationary, moving));
     let problem = [("row_size", *rows), ("column_size", *cols)]
         .into_iter()
         .find(|(_, size)| !sizes.contains(size))

@@ -18,8 +18,8 @@ mod register;
 use crate::dtype::DType;
 use crate::error::{NkiError, ValidationError, ValidationWarning};
 use crate::ir::{
-    BinOp, Buffer, DmaOperand, ElementwiseEngine, Instruction, Op, Program, TileDecl, TileRegion,
-    TransposeEngine,
+    BinOp, Buffer, DmaOperand, ElementwiseEngine, Instruction, MatmulPerfMode, Op, Program,
+    TileDecl, TileRegion, TransposeEngine,
 };
 use crate::loc::SourceLoc;
 use crate::target::{
@@ -215,10 +215,12 @@ fn check_instruction(program: &Program, inst: &Instruction) -> Result<(), NkiErr
         stationary,
         moving,
         is_transpose,
+        perf_mode,
         ..
     } = &inst.op
     {
-        check_matmul(program, inst, dst, (stationary, moving), *is_transpose)?;
+        let mode = (*is_transpose, *perf_mode);
+        check_matmul(program, inst, dst, (stationary, moving), mode)?;
     }
     // GpSimd cannot reach PSUM: the operands of the instructions that run there.
     let on_gpsimd: Option<(Vec<(&str, &TileRegion)>, &str)> = match &inst.op {
@@ -669,9 +671,10 @@ fn check_matmul(
     inst: &Instruction,
     dst: &TileRegion,
     (stationary, moving): (&TileRegion, &TileRegion),
-    is_transpose: bool,
+    (is_transpose, perf_mode): (bool, MatmulPerfMode),
 ) -> Result<(), NkiError> {
-    let [k, m] = stationary.shape();
+    // The contraction's partitions (in double-row mode each holds two of its values).
+    let (k, (_, m, n)) = (stationary.np, perf_mode.dims(stationary, moving));
     check_sizes(
         inst,
         &[
@@ -690,7 +693,7 @@ fn check_matmul(
             (
                 "matmul-moving-free",
                 GEMM_MOVING_FMAX,
-                moving.nf,
+                n,
                 "moving free size N",
             ),
         ],
@@ -704,6 +707,9 @@ fn check_matmul(
         ],
         dst,
     )?;
+    if perf_mode == MatmulPerfMode::DoubleRow {
+        check_double_row_dtypes(program, inst, (stationary, moving))?;
+    }
     let d = &program.tiles[dst.tile.0 as usize];
     // Transpose mode (recorded only on NeuronCore-v3 and newer) writes "FP16/BF16 PSUM output
     // for FP16/BF16 transpose" (Trainium2 architecture guide, "Built-in Transpose Support").
@@ -732,6 +738,42 @@ fn check_matmul(
         ));
     }
     Ok(())
+}
+
+/// `double_row` takes fp8 operands: `float8_e4m3` or `float8_e5m2`, from NeuronCore-v4 also
+/// `float8_e4m3fn`, the two may differ but not be `float8_e4m3` and `float8_e4m3fn` together
+/// (the `nki.isa.nc_matmul` docs, "Data types").
+fn check_double_row_dtypes(
+    program: &Program,
+    inst: &Instruction,
+    (stationary, moving): (&TileRegion, &TileRegion),
+) -> Result<(), NkiError> {
+    let gen4 = program.target.nc_version() >= nki_spec::NcVersion::Gen4;
+    let dtypes = [stationary, moving].map(|r| program.tiles[r.tile.0 as usize].dtype);
+    let allowed =
+        |d: DType| matches!(d, DType::F8E4M3 | DType::F8E5M2) || (gen4 && d == DType::F8E4M3FN);
+    let mixed = dtypes.contains(&DType::F8E4M3) && dtypes.contains(&DType::F8E4M3FN);
+    if dtypes.iter().all(|&d| allowed(d)) && !mixed {
+        return Ok(());
+    }
+    let limit = if gen4 {
+        "float8_e4m3, float8_e5m2 or float8_e4m3fn (not float8_e4m3 with float8_e4m3fn)"
+    } else {
+        "float8_e4m3 or float8_e5m2"
+    };
+    let [s, m] = dtypes.map(DType::nl_name);
+    Err(violation(
+        "matmul-double-row-dtype",
+        limit,
+        format!("stationary {s}, moving {m}"),
+        inst.op.name().into(),
+        format!(
+            "nc_matmul with perf_mode=double_row takes {limit} operands on {}; got stationary \
+             {s} and moving {m}",
+            program.target
+        ),
+        inst.loc,
+    ))
 }
 
 /// `nc_transpose` runs on the tensor engine: the same operand and destination rules as

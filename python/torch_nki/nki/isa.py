@@ -233,37 +233,6 @@ def _match_dma_shapes(arguments: dict[str, Any]) -> None:
                 return
 
 
-_DOUBLE_ROW_DTYPES = {
-    "gen3": ("float8_e4m3", "float8_e5m2"),
-    "gen4": ("float8_e4m3", "float8_e5m2", "float8_e4m3fn"),
-}
-"""The operand dtypes ``nc_matmul(perf_mode=double_row)`` takes, per NeuronCore version (the
-``nc_matmul`` docs' data types)."""
-
-
-def _check_double_row(arguments: dict[str, Any]) -> None:
-    """``perf_mode=double_row`` takes float8 operands only (``float8_e4m3fn`` from
-    NeuronCore-v4), and not legacy ``float8_e4m3`` with ``float8_e4m3fn``; the native side checks
-    the target and the layout."""
-    if arguments.get("perf_mode") is not ENUMS["matmul_perf_mode"]["double_row"]:
-        return
-    allowed = _DOUBLE_ROW_DTYPES.get(_NC_VERSIONS[current().target], ())
-    names = []
-    for operand in ("stationary", "moving"):
-        value = arguments[operand]
-        name = str(getattr(getattr(value, "dtype", None), "nki_name", ""))
-        if allowed and name not in allowed:
-            raise ValueError(
-                f"nisa.nc_matmul: perf_mode=double_row takes {operand} in {', '.join(allowed)} on "
-                f"{current().target}, got {name or repr(value)} ({where()})"
-            )
-        names.append(name)
-    if {"float8_e4m3", "float8_e4m3fn"} <= set(names):
-        raise ValueError(
-            f"nisa.nc_matmul: float8_e4m3 and float8_e4m3fn cannot be mixed in one matmul ({where()})"
-        )
-
-
 def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
     name = spec["name"]
     signature = _signature(spec)
@@ -293,8 +262,6 @@ def _instruction(spec: dict[str, Any]) -> Callable[..., Any]:
             _enum_members(arguments, enums)
         if name == "dma_copy":
             _match_dma_shapes(arguments)
-        if name == "nc_matmul":
-            _check_double_row(arguments)
         for param in written:
             make_writable(arguments[param], FUNCTIONS["dma_copy"])
         trace = current()

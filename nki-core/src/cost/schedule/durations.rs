@@ -7,7 +7,8 @@ use crate::cost::Engine;
 use crate::cost::table::CostTable;
 use crate::dtype::DType;
 use crate::ir::{
-    Buffer, DmaOperand, ElementwiseEngine, HbmAccess, Op, TileRegion, TransposeEngine,
+    Buffer, DmaOperand, ElementwiseEngine, HbmAccess, MatmulPerfMode, Op, TileRegion,
+    TransposeEngine,
 };
 
 /// Vector-engine cycles a free-dim reduction adds to `scalar_tensor_tensor`: one MIN_II, as
@@ -439,13 +440,25 @@ impl Scheduler<'_> {
                 (Engine::Tensor, cycles / t.tensor_ghz)
             }
             Op::NcMatmul {
-                stationary, moving, ..
+                stationary,
+                moving,
+                perf_mode,
+                ..
             } => {
+                // In double-row mode each processing element multiplies two pairs per cycle:
+                // the Trainium2 guide's double FP8 instruction over 2·(K/2) takes the time of
+                // an ordinary one over K/2, so the time is per output column either way and
+                // the peak rate doubles.
                 let dt = self.dtype(moving);
-                let (k, m, n) = (stationary.np, stationary.nf, moving.nf);
+                let (k, m, n) = perf_mode.dims(stationary, moving);
+                let pairs_per_cycle = match perf_mode {
+                    MatmulPerfMode::None => 1.0,
+                    MatmulPerfMode::DoubleRow => 2.0,
+                };
                 let flops = 2.0 * (k * m * n) as f64;
                 self.work.flops += flops;
-                self.work.tensor_min_ns += flops / t.tensor_peak_flops(dt) * 1e9;
+                self.work.tensor_min_ns +=
+                    flops / (pairs_per_cycle * t.tensor_peak_flops(dt)) * 1e9;
                 let fp32 = if dt == DType::F32 { 4.0 } else { 1.0 };
                 let cycles = (n as f64 * slow).max(64.0) * fp32;
                 (Engine::Tensor, cycles / t.tensor_ghz)

@@ -254,7 +254,12 @@ impl<'p> Scheduler<'p> {
     ) -> f64 {
         let t = self.table;
         match op {
-            Op::NcMatmul { stationary, .. } => {
+            Op::NcMatmul {
+                stationary,
+                moving,
+                perf_mode,
+                ..
+            } => {
                 let key = self.key(stationary);
                 let rect = Rect::of(stationary);
                 let written_by = self.tiles.last_writer(key, rect);
@@ -268,8 +273,11 @@ impl<'p> Scheduler<'p> {
                 } else {
                     1.0
                 };
+                // Its columns (`M`): a double-row stationary `[K/2, 2, M]` loads two values per
+                // processing element in the time of one (the Trainium2 guide).
+                let (_, columns, _) = perf_mode.dims(stationary, moving);
                 let load =
-                    (stationary.nf as f64 / t.load_stationary_speedup).ceil() * fp32 / t.tensor_ghz;
+                    (columns as f64 / t.load_stationary_speedup).ceil() * fp32 / t.tensor_ghz;
                 match previous.filter(|_| back_to_back) {
                     Some(p) => (load - (self.slices[p].end_ns - self.slices[p].start_ns)).max(0.0),
                     None => load,

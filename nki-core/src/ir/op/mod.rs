@@ -39,7 +39,8 @@ use select::select_instructions;
 use tensor::tensor_instructions;
 
 pub use params::{
-    DgeMode, ElementwiseEngine, IotaDim, OobMode, ScalarOperand, TransposeEngine, iota_offsets,
+    DgeMode, ElementwiseEngine, IotaDim, MatmulPerfMode, OobMode, ScalarOperand, TransposeEngine,
+    iota_offsets,
 };
 
 dma_instructions! {

@@ -58,6 +58,89 @@ pub enum TransposeEngine {
     Vector,
 }
 
+/// The tensor engine's performance mode for `nc_matmul`: NKI's `nisa.matmul_perf_mode`.
+///
+/// In `DoubleRow` (NeuronCore-v3 and newer, fp8 operands) each processing element holds two
+/// stationary elements and multiplies two moving elements per cycle: the operands are
+/// `[K/2, 2, M]` and `[K/2, 2, N]`, contracting over their partitions and their most major
+/// free dim of 2, in the time an ordinary instruction takes for `K/2` (the Trainium2
+/// architecture guide). The operand regions hold both halves: `[K/2, 2·M]` and `[K/2, 2·N]`,
+/// each half a contiguous run of the free dims ([`MatmulPerfMode::halves`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatmulPerfMode {
+    /// The ordinary mode (NKI's default).
+    #[default]
+    None,
+    /// Double FP8 rows.
+    DoubleRow,
+}
+
+impl MatmulPerfMode {
+    /// The NKI spelling, `nisa.matmul_perf_mode.<name>`.
+    pub fn nki_name(self) -> &'static str {
+        match self {
+            MatmulPerfMode::None => "none",
+            MatmulPerfMode::DoubleRow => "double_row",
+        }
+    }
+
+    /// Whether this is the ordinary mode (what the IR's serialisation leaves out).
+    pub fn is_none(&self) -> bool {
+        *self == MatmulPerfMode::None
+    }
+
+    /// `(K, M, N)` of a matmul in this mode on these operand regions: `K` the values each
+    /// output element sums over, `M` and `N` the output's rows and columns.
+    pub fn dims(self, stationary: &TileRegion, moving: &TileRegion) -> (usize, usize, usize) {
+        match self {
+            MatmulPerfMode::None => (stationary.np, stationary.nf, moving.nf),
+            MatmulPerfMode::DoubleRow => (2 * stationary.np, stationary.nf / 2, moving.nf / 2),
+        }
+    }
+
+    /// The operand's parts, one per set of contraction rows the tensor engine takes in turn:
+    /// the whole region, or in `DoubleRow` its two halves along the most major free dim (for
+    /// a strided region, that dim's two indices; `None` when it does not have exactly two).
+    pub fn halves(self, region: &TileRegion) -> Option<Vec<TileRegion>> {
+        if self == MatmulPerfMode::None {
+            return Some(vec![region.clone()]);
+        }
+        match &region.pattern {
+            None if region.nf.is_multiple_of(2) => {
+                let nf = region.nf / 2;
+                Some(
+                    [0, 1]
+                        .map(|j| {
+                            TileRegion::rect(
+                                region.tile,
+                                region.p0,
+                                region.np,
+                                region.f0 + j * nf,
+                                nf,
+                            )
+                        })
+                        .to_vec(),
+                )
+            }
+            None => None,
+            Some(p) if p.free.first().is_some_and(|d| d.count == 2) => Some(
+                [0, 1]
+                    .map(|j| {
+                        TileRegion::strided(
+                            region.tile,
+                            (region.p0, region.np, p.partition_step),
+                            region.f0 + j * p.free[0].step,
+                            p.free[1..].to_vec(),
+                        )
+                    })
+                    .to_vec(),
+            ),
+            Some(_) => None,
+        }
+    }
+}
+
 /// How a DMA's descriptors are generated: NKI's `nisa.dge_mode`. The simulator moves the same
 /// bytes whichever is chosen; validation checks which an instruction allows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]

@@ -17,7 +17,8 @@ macro_rules! tensor_instructions {
         /// The engine it runs on.
         param engine: TransposeEngine => engine,
     },
-    /// Tensor engine: `dst (+)= stationaryᵀ · moving`, contraction over partitions.
+    /// Tensor engine: `dst (+)= stationaryᵀ · moving`, contraction over partitions (and in
+    /// `double_row` mode over the two halves of each operand's free dims too).
     NcMatmul = "nc_matmul" {
         /// PSUM destination `[M, N]`.
         write dst: TileRegion => dst,
@@ -36,6 +37,10 @@ macro_rules! tensor_instructions {
         /// included. (On NeuronCore-v2 NKI's flag only marks the instruction for the profiler:
         /// it is recorded as an ordinary matmul there, this `false`.)
         param is_transpose: bool => is_transpose,
+        /// The performance mode: in `double_row`, `stationary` and `moving` hold two halves of
+        /// the contraction each (see [`MatmulPerfMode`](crate::ir::MatmulPerfMode)).
+        #[serde(skip_serializing_if = "crate::ir::MatmulPerfMode::is_none")]
+        param perf_mode: MatmulPerfMode => perf_mode,
     } reads dst when accumulate,
     /// Tensor engine: `dst (+)= Σ_k Σ_lane (stationary · 2^stationary_scale)ᵀ ·
     /// (moving · 2^moving_scale)`, contracting over the partitions and the four lanes of each

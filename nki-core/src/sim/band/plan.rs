@@ -272,11 +272,14 @@ impl Finder<'_> {
                 stationary,
                 moving,
                 is_transpose,
+                perf_mode,
                 ..
             } => {
-                // Transpose mode runs whole, on its own path (sim/matmul.rs).
+                // Transpose mode runs whole, on its own path (sim/matmul.rs), and double-row
+                // mode as its two halves (sim/exec.rs).
                 self.fused_matmul
                     && !*is_transpose
+                    && perf_mode.is_none()
                     && stationary.nf <= SMALL_M
                     && dst.tile != stationary.tile
                     && dst.tile != moving.tile

@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::frontend::written::Coverage;
-use nki_core::Target;
 
 /// The instructions this module records, by `nisa` name.
 pub(super) const RECORDERS: &[(&str, Recorder)] = &[
@@ -28,13 +27,18 @@ fn nc_matmul(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyResu
                 "perf_mode=double_row cannot be combined with is_transpose=True".into(),
             ));
         }
-        let target = tracer.recorder()?.target();
-        let halves = double_row_halves(a, target, &tiling, (&stationary, &moving))?;
+        for name in ["stationary", "moving"] {
+            let dims = a.tile_dims(name)?;
+            if dims.len() != 3 || dims[1] != 2 {
+                return Err(a.value_error(format!(
+                    "perf_mode=double_row takes {name} as [K/2, 2, free] (its most major free dim \
+                     holds the two halves of the contraction), got {dims:?}"
+                )));
+            }
+        }
         a.finish()?;
-        let [(s0, m0), (s1, m1)] = halves;
         return tracer.at(file, line, || {
-            isa::nc_matmul_tiled(dst.clone(), (s0, m0), tiling.clone(), accumulate);
-            isa::nc_matmul_tiled(dst, (s1, m1), tiling, true);
+            isa::nc_matmul_double_row(dst, (stationary, moving), tiling, accumulate)
         });
     }
     a.finish()?;
@@ -45,72 +49,6 @@ fn nc_matmul(tracer: &mut Tracer, a: &Args<'_>, file: &str, line: u32) -> PyResu
             isa::nc_matmul_tiled(dst, (stationary, moving), tiling, accumulate)
         }
     })
-}
-
-/// `perf_mode=double_row` (NeuronCore-v3+, the Trainium2 architecture guide's double FP8
-/// mode): `stationary` `[K/2, 2, M]` and `moving` `[K/2, 2, N]` contract over their partitions
-/// and their most major free dim of 2. Recorded as the two matmuls of that dim's halves into
-/// one PSUM destination (the second accumulating): the same values, and twice the tensor
-/// engine's time of the one double-row instruction in the cost estimate. Not with column
-/// tiling or `is_transpose`, as the guide says.
-fn double_row_halves(
-    a: &Args<'_>,
-    target: Target,
-    tiling: &isa::MatmulTiling,
-    (stationary, moving): (&TileRegion, &TileRegion),
-) -> PyResult<[(TileRegion, TileRegion); 2]> {
-    if target.nc_version() < nki_spec::NcVersion::Gen3 {
-        return Err(a.value_error(format!(
-            "perf_mode=double_row needs NeuronCore-v3 or newer, not {} ({})",
-            target.name(),
-            target.nc_version().name()
-        )));
-    }
-    if matches!(tiling.tile_size.as_slice(), [_, columns] if *columns < 128) {
-        return Err(a.value_error(
-            "perf_mode=double_row cannot be combined with column tiling (tile_size=)".into(),
-        ));
-    }
-    let mut halves = [
-        (stationary.clone(), moving.clone()),
-        (stationary.clone(), moving.clone()),
-    ];
-    for (name, region) in [("stationary", stationary), ("moving", moving)] {
-        let dims = a.tile_dims(name)?;
-        if dims.len() != 3 || dims[1] != 2 {
-            return Err(a.value_error(format!(
-                "perf_mode=double_row takes {name} as [K/2, 2, free] (its most major free dim \
-                 holds the two halves of the contraction), got {dims:?}"
-            )));
-        }
-        for (j, half) in major_halves(region).into_iter().enumerate() {
-            match name {
-                "stationary" => halves[j].0 = half,
-                _ => halves[j].1 = half,
-            }
-        }
-    }
-    Ok(halves)
-}
-
-/// The two halves of a region whose most major free dim has 2 indices.
-fn major_halves(region: &TileRegion) -> [TileRegion; 2] {
-    match &region.pattern {
-        None => {
-            let nf = region.nf / 2;
-            [0, 1].map(|j| {
-                TileRegion::rect(region.tile, region.p0, region.np, region.f0 + j * nf, nf)
-            })
-        }
-        Some(p) => [0, 1].map(|j| {
-            TileRegion::strided(
-                region.tile,
-                (region.p0, region.np, p.partition_step),
-                region.f0 + j * p.free[0].step,
-                p.free[1..].to_vec(),
-            )
-        }),
-    }
 }
 
 /// A matmul's `accumulate=`: as passed; for `None`, NKI's inference per PSUM location (the
