@@ -87,29 +87,35 @@ fn record_nc_matmul(
     with_builder(|b| {
         let is_transpose = is_transpose && b.target.nc_version() >= nki_spec::NcVersion::Gen3;
         let (_, m, n) = perf_mode.dims(&stationary, &moving);
-        let message = if let Some(message) = double_row_problem(b.target, perf_mode, &tiling) {
-            Some(message)
-        } else if let Some(name) = [("stationary", &stationary), ("moving", &moving)]
-            .into_iter()
-            .find_map(|(name, r)| perf_mode.halves(r).is_none().then_some(name))
-        {
-            Some(format!(
-                "nc_matmul: perf_mode=double_row takes {name} as [K/2, 2, free] (its most major \
-                 free dim holds the two halves of the contraction)"
-            ))
-        } else if stationary.np != moving.np {
-            let (k1, k2) = (stationary.np, moving.np);
-            Some(format!(
-                "nc_matmul: stationary has {k1} partitions (K) but moving has {k2}"
-            ))
-        } else if dst.shape() != [m, n] {
-            Some(format!(
-                "nc_matmul: dst has shape {:?} but stationaryᵀ·moving is [{m}, {n}]",
-                dst.shape()
-            ))
-        } else {
-            tiling.given_whole("nc_matmul")
-        };
+        let double_row = perf_mode == MatmulPerfMode::DoubleRow;
+        let message = double_row_problem(b.target, perf_mode, &tiling)
+            .or_else(|| {
+                let operands = [("stationary", &stationary), ("moving", &moving)];
+                let unpaired = operands
+                    .into_iter()
+                    .find(|(_, r)| double_row && MatmulPerfMode::double_row_halves(r).is_none());
+                unpaired.map(|(name, _)| {
+                    format!(
+                        "nc_matmul: perf_mode=double_row takes {name} as [K/2, 2, free] (its \
+                         most major free dim holds the two halves of the contraction)"
+                    )
+                })
+            })
+            .or_else(|| {
+                let (k1, k2) = (stationary.np, moving.np);
+                (k1 != k2).then(|| {
+                    format!("nc_matmul: stationary has {k1} partitions (K) but moving has {k2}")
+                })
+            })
+            .or_else(|| {
+                (dst.shape() != [m, n]).then(|| {
+                    format!(
+                        "nc_matmul: dst has shape {:?} but stationaryᵀ·moving is [{m}, {n}]",
+                        dst.shape()
+                    )
+                })
+            })
+            .or_else(|| tiling.given_whole("nc_matmul"));
         match message {
             Some(message) => b.fail(loc, message),
             None => {

@@ -4,7 +4,7 @@
 
 use crate::dtype::DType;
 use crate::error::NkiError;
-use crate::ir::{BinOp, Instruction, Op, ScalarOperand, TileRegion};
+use crate::ir::{BinOp, Instruction, MatmulPerfMode, Op, ScalarOperand, TileRegion};
 use crate::sim::bitvec;
 use crate::sim::dma::dma;
 use crate::sim::hbm::HbmBuffer;
@@ -571,18 +571,20 @@ fn run<'a: 'p, 'p>(
             accumulate,
             perf_mode,
             ..
-        } => {
-            // In `double_row` the halves in turn, the second accumulating into the first.
-            let halves = |r| {
-                perf_mode.halves(r).ok_or_else(|| {
-                    ctx.err("nc_matmul: a double_row operand without two halves".into())
-                })
-            };
-            let (st, mv) = (halves(stationary)?, halves(moving)?);
-            for (j, (st, mv)) in st.iter().zip(&mv).enumerate() {
-                matmul(ctx, store, dst, st, mv, *accumulate || j > 0)?;
+        } => match perf_mode {
+            MatmulPerfMode::None => matmul(ctx, store, dst, stationary, moving, *accumulate)?,
+            // The halves in turn, the second accumulating into the first.
+            MatmulPerfMode::DoubleRow => {
+                let halves = |r| {
+                    MatmulPerfMode::double_row_halves(r).ok_or_else(|| {
+                        ctx.err("nc_matmul: a double_row operand without two halves".into())
+                    })
+                };
+                let ([s0, s1], [m0, m1]) = (halves(stationary)?, halves(moving)?);
+                matmul(ctx, store, dst, &s0, &m0, *accumulate)?;
+                matmul(ctx, store, dst, &s1, &m1, true)?;
             }
-        }
+        },
         Op::NcTranspose { dst, data, .. } => {
             if dst.tile == data.tile {
                 return Err(ctx

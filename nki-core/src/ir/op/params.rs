@@ -65,7 +65,7 @@ pub enum TransposeEngine {
 /// `[K/2, 2, M]` and `[K/2, 2, N]`, contracting over their partitions and their most major
 /// free dim of 2, in the time an ordinary instruction takes for `K/2` (the Trainium2
 /// architecture guide). The operand regions hold both halves: `[K/2, 2·M]` and `[K/2, 2·N]`,
-/// each half a contiguous run of the free dims ([`MatmulPerfMode::halves`]).
+/// each half a contiguous run of the free dims ([`MatmulPerfMode::double_row_halves`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MatmulPerfMode {
@@ -99,44 +99,27 @@ impl MatmulPerfMode {
         }
     }
 
-    /// The operand's parts, one per set of contraction rows the tensor engine takes in turn:
-    /// the whole region, or in `DoubleRow` its two halves along the most major free dim (for
-    /// a strided region, that dim's two indices; `None` when it does not have exactly two).
-    pub fn halves(self, region: &TileRegion) -> Option<Vec<TileRegion>> {
-        if self == MatmulPerfMode::None {
-            return Some(vec![region.clone()]);
-        }
+    /// A `DoubleRow` operand's two halves along its most major free dim, the contraction rows
+    /// the tensor engine takes second half after first half: for a rectangle, the two halves
+    /// of its free elements; for a strided region, that dim's two indices. `None` when the
+    /// region does not have two such halves.
+    pub fn double_row_halves(region: &TileRegion) -> Option<[TileRegion; 2]> {
         match &region.pattern {
             None if region.nf.is_multiple_of(2) => {
                 let nf = region.nf / 2;
-                Some(
-                    [0, 1]
-                        .map(|j| {
-                            TileRegion::rect(
-                                region.tile,
-                                region.p0,
-                                region.np,
-                                region.f0 + j * nf,
-                                nf,
-                            )
-                        })
-                        .to_vec(),
-                )
+                Some([0, 1].map(|j| {
+                    TileRegion::rect(region.tile, region.p0, region.np, region.f0 + j * nf, nf)
+                }))
             }
-            None => None,
-            Some(p) if p.free.first().is_some_and(|d| d.count == 2) => Some(
-                [0, 1]
-                    .map(|j| {
-                        TileRegion::strided(
-                            region.tile,
-                            (region.p0, region.np, p.partition_step),
-                            region.f0 + j * p.free[0].step,
-                            p.free[1..].to_vec(),
-                        )
-                    })
-                    .to_vec(),
-            ),
-            Some(_) => None,
+            Some(p) if p.free.first().is_some_and(|d| d.count == 2) => Some([0, 1].map(|j| {
+                TileRegion::strided(
+                    region.tile,
+                    (region.p0, region.np, p.partition_step),
+                    region.f0 + j * p.free[0].step,
+                    p.free[1..].to_vec(),
+                )
+            })),
+            _ => None,
         }
     }
 }
