@@ -12,7 +12,8 @@
 //! through the whole contraction; the column blocks' ragged ends are masked, and the rows are
 //! cut into near-equal blocks (20 rows are two blocks of 10, not 14 and 6).
 //!
-//! Written once ([`fused_gemm_kernels`]) and compiled for AVX-512 and for AVX2 with FMA;
+//! Written once ([`fused_gemm_kernels`], over the primitives [`fused_gemm_isa`] declares from
+//! each instruction set's intrinsics) and compiled for AVX-512 and for AVX2 with FMA;
 //! processors with neither decline ([`fused_gemm`] returns `false`) and the caller uses the
 //! general GEMM, whose kernels there do not fuse.
 
@@ -161,7 +162,7 @@ fn row_blocks(m: usize, most: usize) -> impl Iterator<Item = usize> {
 }
 
 /// The GEMM driver and micro-kernel over one instruction set's primitives, which the invoking
-/// module defines: `Vector`, `Mask`, `LANES`, `mask(len)` (the first `len` lanes), `zero()`,
+/// module defines ([`fused_gemm_isa`] does): `Vector`, `Mask`, `LANES`, `mask(len)` (the first `len` lanes), `zero()`,
 /// `splat(*const f32)`, `load(*const f32, Mask)` (masked-off lanes read as zero and touch no
 /// memory), `store(*mut f32, Mask, Vector)`, `fma(a, b, acc)` and `add(a, b)`, each a
 /// `#[target_feature]` function of that set.
@@ -247,109 +248,97 @@ macro_rules! fused_gemm_kernels {
     };
 }
 
+/// One instruction set's primitives for [`fused_gemm_kernels`], each a `#[target_feature]`
+/// wrapper of the intrinsic it names, then the kernels over them.
+#[cfg(target_arch = "x86_64")]
+macro_rules! fused_gemm_isa {
+    (
+        feature: $feature:literal, vector: $vector:ty, mask: $mask:ty, lanes: $lanes:literal,
+        mask_of: $mask_of:expr, zero: $zero:ident, splat: $splat:ident,
+        load: |$lp:ident, $lm:ident| $load:expr, store: |$sp:ident, $sm:ident, $sv:ident| $store:expr,
+        fma: $fma:ident, add: $add:ident,
+        rows: $rows:literal, vectors: $vectors:literal, dispatch: [$($r:literal)*]
+    ) => {
+        use std::arch::x86_64::*;
+
+        type Vector = $vector;
+        type Mask = $mask;
+        const LANES: usize = $lanes;
+
+        #[target_feature(enable = $feature)]
+        #[inline]
+        fn mask(len: usize) -> Mask {
+            $mask_of(len)
+        }
+        #[target_feature(enable = $feature)]
+        #[inline]
+        fn zero() -> Vector {
+            $zero()
+        }
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn splat(p: *const f32) -> Vector {
+            // SAFETY: the caller's pointer is readable.
+            $splat(unsafe { *p })
+        }
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn load($lp: *const f32, $lm: Mask) -> Vector {
+            // SAFETY: the caller's lanes under the mask are readable; the others are not
+            // touched.
+            unsafe { $load }
+        }
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn store($sp: *mut f32, $sm: Mask, $sv: Vector) {
+            // SAFETY: the caller's lanes under the mask are writable; the others are not
+            // touched.
+            unsafe { $store }
+        }
+        #[target_feature(enable = $feature)]
+        #[inline]
+        fn fma(a: Vector, b: Vector, acc: Vector) -> Vector {
+            $fma(a, b, acc)
+        }
+        #[target_feature(enable = $feature)]
+        #[inline]
+        fn add(a: Vector, b: Vector) -> Vector {
+            $add(a, b)
+        }
+
+        fused_gemm_kernels!(feature: $feature, rows: $rows, vectors: $vectors,
+            dispatch: [$($r)*]);
+    };
+}
+
 /// The kernels on AVX-512: 16 lanes, 14 rows by two vectors (28 of the 32 registers hold sums).
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use std::arch::x86_64::*;
-
-    type Vector = __m512;
-    type Mask = __mmask16;
-    const LANES: usize = 16;
-
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn mask(len: usize) -> Mask {
-        ((1u32 << len) - 1) as Mask
-    }
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn zero() -> Vector {
-        _mm512_setzero_ps()
-    }
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn splat(p: *const f32) -> Vector {
-        // SAFETY: the caller's pointer is readable.
-        _mm512_set1_ps(unsafe { *p })
-    }
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn load(p: *const f32, m: Mask) -> Vector {
-        // SAFETY: the caller's lanes under `m` are readable; the others are not touched.
-        unsafe { _mm512_maskz_loadu_ps(m, p) }
-    }
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn store(p: *mut f32, m: Mask, v: Vector) {
-        // SAFETY: the caller's lanes under `m` are writable; the others are not touched.
-        unsafe { _mm512_mask_storeu_ps(p, m, v) }
-    }
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn fma(a: Vector, b: Vector, acc: Vector) -> Vector {
-        _mm512_fmadd_ps(a, b, acc)
-    }
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn add(a: Vector, b: Vector) -> Vector {
-        _mm512_add_ps(a, b)
-    }
-
-    fused_gemm_kernels!(feature: "avx512f", rows: 14, vectors: 2,
-        dispatch: [1 2 3 4 5 6 7 8 9 10 11 12 13 14]);
+    fused_gemm_isa!(
+        feature: "avx512f", vector: __m512, mask: __mmask16, lanes: 16,
+        mask_of: |len: usize| ((1u32 << len) - 1) as __mmask16,
+        zero: _mm512_setzero_ps, splat: _mm512_set1_ps,
+        load: |p, m| _mm512_maskz_loadu_ps(m, p), store: |p, m, v| _mm512_mask_storeu_ps(p, m, v),
+        fma: _mm512_fmadd_ps, add: _mm512_add_ps,
+        rows: 14, vectors: 2, dispatch: [1 2 3 4 5 6 7 8 9 10 11 12 13 14]
+    );
 }
 
 /// The kernels on AVX2 with FMA: 8 lanes, 6 rows by two vectors (12 of the 16 registers hold
 /// sums).
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use std::arch::x86_64::*;
-
-    type Vector = __m256;
-    type Mask = __m256i;
-    const LANES: usize = 8;
-
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn mask(len: usize) -> Mask {
-        let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(len as i32), lane)
-    }
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn zero() -> Vector {
-        _mm256_setzero_ps()
-    }
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn splat(p: *const f32) -> Vector {
-        // SAFETY: the caller's pointer is readable.
-        _mm256_set1_ps(unsafe { *p })
-    }
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn load(p: *const f32, m: Mask) -> Vector {
-        // SAFETY: the caller's lanes under `m` are readable; the others are not touched.
-        unsafe { _mm256_maskload_ps(p, m) }
-    }
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn store(p: *mut f32, m: Mask, v: Vector) {
-        // SAFETY: the caller's lanes under `m` are writable; the others are not touched.
-        unsafe { _mm256_maskstore_ps(p, m, v) }
-    }
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn fma(a: Vector, b: Vector, acc: Vector) -> Vector {
-        _mm256_fmadd_ps(a, b, acc)
-    }
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn add(a: Vector, b: Vector) -> Vector {
-        _mm256_add_ps(a, b)
-    }
-
-    fused_gemm_kernels!(feature: "avx2,fma", rows: 6, vectors: 2, dispatch: [1 2 3 4 5 6]);
+    fused_gemm_isa!(
+        feature: "avx2,fma", vector: __m256, mask: __m256i, lanes: 8,
+        mask_of: |len: usize| _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(len as i32),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        ),
+        zero: _mm256_setzero_ps, splat: _mm256_set1_ps,
+        load: |p, m| _mm256_maskload_ps(p, m), store: |p, m, v| _mm256_maskstore_ps(p, m, v),
+        fma: _mm256_fmadd_ps, add: _mm256_add_ps,
+        rows: 6, vectors: 2, dispatch: [1 2 3 4 5 6]
+    );
 }
 
 #[cfg(test)]
