@@ -182,8 +182,14 @@ def timed_add(min_work: int, x: torch.Tensor, y: torch.Tensor, calls: int) -> fl
 def split(rounds: int, n_busy: int, sizes: list[int]) -> None:
     default = _native.split_min_work()
     never = 2**64 - 2
-    print(f"split_min_work() = {default}; time with every run on the pool / every run on the caller")
-    print(f"{'machine':<22} {'shape':>9} {'work':>10} {'caller':>10} {'pool':>10} {'pool/caller':>11}")
+    print(
+        f"split_min_work() = {default}; time with every run on the pool, and with the default "
+        "policy (the threshold, and a core free), over every run on the caller"
+    )
+    print(
+        f"{'machine':<22} {'shape':>9} {'work':>10} {'caller':>10} {'pool':>10} {'pool/caller':>11} "
+        f"{'default':>10} {'default/caller':>14}"
+    )
     try:
         for state in ("as it is", f"{n_busy} busy"):
             with busy(n_busy if state != "as it is" else 0):
@@ -193,14 +199,16 @@ def split(rounds: int, n_busy: int, sizes: list[int]) -> None:
                     calls = max(3, 200_000 // (n * n))
 
                     with torch.no_grad():
-                        a, b = [], []
+                        a, b, d = [], [], []
                         for _ in range(rounds):
                             a.append(timed_add(never, x, y, calls))
                             b.append(timed_add(0, x, y, calls))
+                            d.append(timed_add(default, x, y, calls))
                     r = statistics.median([p / c for c, p in zip(a, b, strict=True)])
+                    rd = statistics.median([p / c for c, p in zip(a, d, strict=True)])
                     print(
                         f"{state:<22} {f'{n}x{n}':>9} {work:>10} {statistics.median(a):8.1f}us "
-                        f"{statistics.median(b):8.1f}us {r:10.2f}x"
+                        f"{statistics.median(b):8.1f}us {r:10.2f}x {statistics.median(d):8.1f}us {rd:13.2f}x"
                     )
                 print(f"  ({load()})")
     finally:

@@ -78,8 +78,9 @@ impl Compiled {
 
     /// Simulates the program on caller buffers, as [`crate::sim::simulate`] does, with the
     /// plan made at compile time instead of a fresh analysis. With `parallel`, a run large
-    /// enough to pay for it ([`ExecPlan::worth_splitting`]) goes to the simulator's threads; a
-    /// smaller one runs on the calling thread (the bits are the same either way).
+    /// enough to pay for it goes to the simulator's threads while a core is free for them
+    /// ([`ExecPlan::hand_to_pool`]); otherwise it runs on the calling thread (the bits are the
+    /// same either way).
     pub fn simulate(
         &self,
         inputs: &[HostTensor<'_>],
@@ -92,7 +93,7 @@ impl Compiled {
             inputs,
             outputs,
             crate::sim::Run {
-                parallel: parallel && self.plan.worth_splitting(),
+                parallel: parallel && self.plan.hand_to_pool(),
                 order: crate::sim::IterationOrder::Program,
                 trap: false,
             },

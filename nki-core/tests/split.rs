@@ -83,10 +83,19 @@ fn small_runs_stay_on_the_calling_thread_unless_the_threshold_says_otherwise() {
     }
     set_split_min_work(SPLIT_MIN_WORK);
     assert!(!small.worth_splitting());
+    assert!(
+        !small.hand_to_pool(),
+        "a small run stays on the caller, idle or busy"
+    );
     assert!(large.worth_splitting(), "work {}", large.work());
     set_split_min_work(0);
     assert!(small.worth_splitting());
+    assert!(
+        small.hand_to_pool(),
+        "threshold 0 hands every run over, busy or not"
+    );
     set_split_min_work(u64::MAX);
     assert!(!large.worth_splitting());
+    assert!(!large.hand_to_pool());
     set_split_min_work(SPLIT_MIN_WORK);
 }

@@ -10,6 +10,7 @@
 
 mod band;
 mod bitvec;
+pub mod cores;
 mod dma;
 mod exec;
 mod gather;

@@ -106,6 +106,15 @@ impl ExecPlan {
         self.work >= split_min_work()
     }
 
+    /// Whether a run goes to the simulator's threads now: it is [worth
+    /// splitting](Self::worth_splitting) and a core is free for a second thread
+    /// ([`crate::sim::cores::a_core_is_free`]). With the threshold at 0 every run goes, busy
+    /// or not (for tests of the parallel paths).
+    pub fn hand_to_pool(&self) -> bool {
+        let min = split_min_work();
+        self.work >= min && (min == 0 || crate::sim::cores::a_core_is_free())
+    }
+
     /// For each loop variable: may its iterations run in parallel?
     pub fn parallel(&self) -> &[bool] {
         &self.parallel

@@ -8,10 +8,29 @@
 //! caller runs serially (same results: parallel and serial runs are bit-identical).
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// `(process id, pool)`.
 static POOL: RwLock<Option<(u32, Arc<ThreadPool>)>> = RwLock::new(None);
+
+/// The kernel's thread ids of the current pool's threads (Linux; each thread adds its own as it
+/// starts), for [`crate::sim::cores`]: a thread of the pool that has just finished a job keeps
+/// running for a while before it sleeps, and is not another process's work.
+static POOL_THREADS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// The thread ids [`POOL_THREADS`] holds.
+pub(crate) fn thread_ids() -> Vec<u32> {
+    POOL_THREADS
+        .lock()
+        .map(|ids| ids.clone())
+        .unwrap_or_default()
+}
+
+/// The calling thread's kernel thread id, from `/proc/thread-self` (Linux).
+fn own_thread_id() -> Option<u32> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?;
+    link.file_name()?.to_str()?.parse().ok()
+}
 
 /// The pool of the current process, built on first use (and again after a fork); `None` to run
 /// serially.
@@ -33,9 +52,17 @@ pub(crate) fn current() -> Option<Arc<ThreadPool>> {
     {
         return Some(Arc::clone(pool));
     }
+    if let Ok(mut ids) = POOL_THREADS.lock() {
+        ids.clear();
+    }
     let pool = Arc::new(
         ThreadPoolBuilder::new()
             .thread_name(|i| format!("nki-sim-{i}"))
+            .start_handler(|_| {
+                if let (Some(id), Ok(mut ids)) = (own_thread_id(), POOL_THREADS.lock()) {
+                    ids.push(id);
+                }
+            })
             .build()
             .ok()?,
     );
