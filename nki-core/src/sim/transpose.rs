@@ -1,9 +1,10 @@
 //! The data movement of `nc_transpose`: `dst[f][p] = src[p][f]` between two tiles' storage.
 //!
-//! Copies only, so every path gives the source's bits. On x86-64 CPUs with AVX, 8 × 8 blocks
-//! move through eight vector registers (unpack, shuffle and lane-permute steps, the usual
-//! in-register transpose); elsewhere, and for the edges of a tile whose sides are not multiples
-//! of 8, through a small local buffer. A linear call's two operand transposes were a sixth of
+//! Copies only, so every path gives the source's bits. On x86-64 CPUs with AVX-512, 16 × 16
+//! blocks move through sixteen 512-bit registers (each column written as one whole 64-byte
+//! store); with AVX, 8 × 8 blocks through eight 256-bit ones (unpack, shuffle and lane-permute
+//! steps, the usual in-register transpose); elsewhere, and for the edges of a tile whose sides
+//! are not multiples of the block, through a small local buffer. A linear call's two operand transposes were a sixth of
 //! its simulated time with the buffer alone (`perf record` of `sim_speed -- tiny linear`).
 
 /// Side of the square blocks [`transpose_buffered`] moves through a local buffer.
@@ -22,12 +23,121 @@ pub(crate) fn transpose(
     dstride: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: the CPU has AVX (checked above).
-        unsafe { transpose_avx(src, sstride, np, nf, dst, dstride) };
-        return;
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked above).
+            unsafe { transpose_avx512(src, sstride, np, nf, dst, dstride) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU has AVX (checked above).
+            unsafe { transpose_avx(src, sstride, np, nf, dst, dstride) };
+            return;
+        }
     }
     transpose_buffered(src, sstride, (0, np), (0, nf), dst, dstride);
+}
+
+/// [`transpose`] with AVX-512: whole 16 × 16 blocks in registers, the edges through
+/// [`transpose_avx`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose_avx512(
+    src: &[f32],
+    sstride: usize,
+    np: usize,
+    nf: usize,
+    dst: &mut [f32],
+    dstride: usize,
+) {
+    use std::arch::x86_64::*;
+    const B: usize = 16;
+    let (p_full, f_full) = (np / B * B, nf / B * B);
+    if p_full > 0 && f_full > 0 {
+        // Every element the blocks touch, checked once: the last row's last column on each side.
+        assert!(
+            src.len() >= (p_full - 1) * sstride + f_full,
+            "transpose source too short"
+        );
+        assert!(
+            dst.len() >= (f_full - 1) * dstride + p_full,
+            "transpose destination too short"
+        );
+    }
+    for p0 in (0..p_full).step_by(B) {
+        for f0 in (0..f_full).step_by(B) {
+            // SAFETY: rows p0..p0 + 16 and columns f0..f0 + 16 of the source, and rows
+            // f0..f0 + 16 and columns p0..p0 + 16 of the destination, are inside the slices
+            // (asserted above); unaligned loads and stores.
+            unsafe {
+                let s = src.as_ptr().add(p0 * sstride + f0);
+                let mut r = [_mm512_setzero_ps(); B];
+                for (i, v) in r.iter_mut().enumerate() {
+                    *v = _mm512_loadu_ps(s.add(i * sstride));
+                }
+                // Pairs of rows interleaved within each 128-bit lane, then groups of four rows
+                // (`u[4g + j]`: column j + 4·lane of rows 4g..4g + 4, one lane per 128 bits).
+                let mut t = [_mm512_setzero_ps(); B];
+                for i in 0..B / 2 {
+                    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+                    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+                }
+                let mut u = [_mm512_setzero_ps(); B];
+                for g in 0..B / 4 {
+                    let (lo, hi) = (t[4 * g], t[4 * g + 1]);
+                    let (lo2, hi2) = (t[4 * g + 2], t[4 * g + 3]);
+                    u[4 * g] = _mm512_shuffle_ps::<0x44>(lo, lo2);
+                    u[4 * g + 1] = _mm512_shuffle_ps::<0xEE>(lo, lo2);
+                    u[4 * g + 2] = _mm512_shuffle_ps::<0x44>(hi, hi2);
+                    u[4 * g + 3] = _mm512_shuffle_ps::<0xEE>(hi, hi2);
+                }
+                // The four groups' lanes gathered: column j + 4k takes lane k of u[j], u[4 + j],
+                // u[8 + j], u[12 + j], in two steps of 128-bit lane shuffles.
+                let d = dst.as_mut_ptr().add(f0 * dstride + p0);
+                for j in 0..4 {
+                    let even01 = _mm512_shuffle_f32x4::<0x88>(u[j], u[4 + j]);
+                    let odd01 = _mm512_shuffle_f32x4::<0xDD>(u[j], u[4 + j]);
+                    let even23 = _mm512_shuffle_f32x4::<0x88>(u[8 + j], u[12 + j]);
+                    let odd23 = _mm512_shuffle_f32x4::<0xDD>(u[8 + j], u[12 + j]);
+                    let columns = [
+                        (j, _mm512_shuffle_f32x4::<0x88>(even01, even23)),
+                        (j + 4, _mm512_shuffle_f32x4::<0x88>(odd01, odd23)),
+                        (j + 8, _mm512_shuffle_f32x4::<0xDD>(even01, even23)),
+                        (j + 12, _mm512_shuffle_f32x4::<0xDD>(odd01, odd23)),
+                    ];
+                    for (c, v) in columns {
+                        _mm512_storeu_ps(d.add(c * dstride), v);
+                    }
+                }
+            }
+        }
+    }
+    // The right edge (columns past the last whole block) of the whole rows, then the bottom
+    // edge (rows past the last whole block) of every column, each as a smaller transpose.
+    let (src_len, dst_len) = (src.len(), dst.len());
+    // SAFETY: AVX-512F implies AVX.
+    unsafe {
+        if f_full < nf {
+            transpose_avx(
+                &src[f_full.min(src_len)..],
+                sstride,
+                p_full,
+                nf - f_full,
+                &mut dst[(f_full * dstride).min(dst_len)..],
+                dstride,
+            );
+        }
+        if p_full < np {
+            transpose_avx(
+                &src[(p_full * sstride).min(src_len)..],
+                sstride,
+                np - p_full,
+                nf,
+                &mut dst[p_full.min(dst_len)..],
+                dstride,
+            );
+        }
+    }
 }
 
 /// [`transpose`] of rows `p_lo..p_hi` and columns `f_lo..f_hi` in [`BUFFER_BLOCK`]-square
@@ -156,30 +266,64 @@ unsafe fn transpose_avx(
 mod tests {
     use super::*;
 
-    /// Every shape from 0 to 19 on each side (whole blocks, edges, both, neither), with row
+    /// The destination of each vector path this CPU has (and of the dispatching [`transpose`]),
+    /// from a destination of `len` markers.
+    fn vector_paths(
+        src: &[f32],
+        sstride: usize,
+        np: usize,
+        nf: usize,
+        dstride: usize,
+        len: usize,
+    ) -> Vec<(&'static str, Vec<f32>)> {
+        let mut outs = Vec::new();
+        let mut dst = vec![-7.5; len];
+        transpose(src, sstride, np, nf, &mut dst, dstride);
+        outs.push(("dispatch", dst));
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx") {
+                let mut dst = vec![-7.5; len];
+                // SAFETY: the CPU has AVX.
+                unsafe { transpose_avx(src, sstride, np, nf, &mut dst, dstride) };
+                outs.push(("avx", dst));
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                let mut dst = vec![-7.5; len];
+                // SAFETY: the CPU has AVX-512F.
+                unsafe { transpose_avx512(src, sstride, np, nf, &mut dst, dstride) };
+                outs.push(("avx512", dst));
+            }
+        }
+        outs
+    }
+
+    /// Every shape from 0 to 35 on each side (whole blocks, edges, both, neither), with row
     /// strides longer than the rows and a destination filled with a marker: each element lands
     /// where the definition says, nothing outside the transposed rectangle is written, and the
-    /// vector path (where the CPU has it) and the buffered one agree bit for bit.
+    /// vector paths (each the CPU has) and the buffered one agree bit for bit.
     #[test]
     fn every_element_lands_in_its_place_and_nothing_else_is_written() {
         const MARK: f32 = -7.5;
-        for np in 0..20 {
-            for nf in 0..20 {
+        for np in 0..36 {
+            for nf in 0..36 {
                 let (sstride, dstride) = (nf + 3, np + 5);
                 let src: Vec<f32> = (0..np * sstride + 3).map(|i| i as f32 + 0.25).collect();
-                let mut fast = vec![MARK; nf * dstride + 5];
-                transpose(&src, sstride, np, nf, &mut fast, dstride);
                 let mut buffered = vec![MARK; nf * dstride + 5];
                 transpose_buffered(&src, sstride, (0, np), (0, nf), &mut buffered, dstride);
-                for (i, (&a, &b)) in fast.iter().zip(&buffered).enumerate() {
-                    assert_eq!(a.to_bits(), b.to_bits(), "[{np}, {nf}] element {i}");
+                for (i, &b) in buffered.iter().enumerate() {
                     let (f, p) = (i / dstride, i % dstride);
                     let want = if f < nf && p < np {
                         src[p * sstride + f]
                     } else {
                         MARK
                     };
-                    assert_eq!(a.to_bits(), want.to_bits(), "[{np}, {nf}] at ({f}, {p})");
+                    assert_eq!(b.to_bits(), want.to_bits(), "[{np}, {nf}] at ({f}, {p})");
+                }
+                for (path, out) in vector_paths(&src, sstride, np, nf, dstride, nf * dstride + 5) {
+                    for (i, (&a, &b)) in out.iter().zip(&buffered).enumerate() {
+                        assert_eq!(a.to_bits(), b.to_bits(), "{path} [{np}, {nf}] element {i}");
+                    }
                 }
             }
         }
@@ -195,12 +339,16 @@ mod tests {
             f32::INFINITY,
             f32::MIN_POSITIVE / 4.0,
         ];
-        let src: Vec<f32> = (0..64).map(|i| specials[i % specials.len()]).collect();
-        let mut dst = vec![0.0; 64];
-        transpose(&src, 8, 8, 8, &mut dst, 8);
-        for p in 0..8 {
-            for f in 0..8 {
-                assert_eq!(dst[f * 8 + p].to_bits(), src[p * 8 + f].to_bits());
+        let src: Vec<f32> = (0..256).map(|i| specials[i % specials.len()]).collect();
+        for (path, dst) in vector_paths(&src, 16, 16, 16, 16, 256) {
+            for p in 0..16 {
+                for f in 0..16 {
+                    assert_eq!(
+                        dst[f * 16 + p].to_bits(),
+                        src[p * 16 + f].to_bits(),
+                        "{path}"
+                    );
+                }
             }
         }
     }
