@@ -8,22 +8,45 @@
 //! caller runs serially (same results: parallel and serial runs are bit-identical).
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 
 /// `(process id, pool)`.
 static POOL: RwLock<Option<(u32, Arc<ThreadPool>)>> = RwLock::new(None);
 
-/// The kernel's thread ids of the current pool's threads (Linux; each thread adds its own as it
-/// starts), for [`crate::sim::cores`]: a thread of the pool that has just finished a job keeps
-/// running for a while before it sleeps, and is not another process's work.
-static POOL_THREADS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// How many of the current pool's threads [`crate::sim::cores`] can recognise (the first ones
+/// to start; a larger pool's others are not discounted there).
+const RECORDED_THREADS: usize = 64;
+
+/// The kernel's thread ids of the current pool's threads (Linux; each thread writes its own
+/// slot as it starts; 0: empty), for [`crate::sim::cores`]: a thread of the pool that has just
+/// finished a job keeps running for a while before it sleeps, and is not another process's
+/// work. Atomics rather than a lock, so that a process forked while a pool thread was writing
+/// cannot inherit a held lock.
+static POOL_THREADS: [AtomicU32; RECORDED_THREADS] =
+    [const { AtomicU32::new(0) }; RECORDED_THREADS];
+
+/// Slots of [`POOL_THREADS`] claimed since the current pool was built.
+static POOL_THREADS_STARTED: AtomicUsize = AtomicUsize::new(0);
 
 /// The thread ids [`POOL_THREADS`] holds.
 pub(crate) fn thread_ids() -> Vec<u32> {
-    POOL_THREADS
-        .lock()
-        .map(|ids| ids.clone())
-        .unwrap_or_default()
+    let started = POOL_THREADS_STARTED
+        .load(Ordering::Acquire)
+        .min(RECORDED_THREADS);
+    POOL_THREADS[..started]
+        .iter()
+        .map(|slot| slot.load(Ordering::Relaxed))
+        .filter(|&id| id != 0)
+        .collect()
+}
+
+/// Records the calling pool thread's id in the next free slot.
+fn record_pool_thread() {
+    let slot = POOL_THREADS_STARTED.fetch_add(1, Ordering::AcqRel);
+    if let (Some(slot), Some(id)) = (POOL_THREADS.get(slot), own_thread_id()) {
+        slot.store(id, Ordering::Relaxed);
+    }
 }
 
 /// The calling thread's kernel thread id, from `/proc/thread-self` (Linux).
@@ -52,17 +75,14 @@ pub(crate) fn current() -> Option<Arc<ThreadPool>> {
     {
         return Some(Arc::clone(pool));
     }
-    if let Ok(mut ids) = POOL_THREADS.lock() {
-        ids.clear();
+    for slot in &POOL_THREADS {
+        slot.store(0, Ordering::Relaxed);
     }
+    POOL_THREADS_STARTED.store(0, Ordering::Release);
     let pool = Arc::new(
         ThreadPoolBuilder::new()
             .thread_name(|i| format!("nki-sim-{i}"))
-            .start_handler(|_| {
-                if let (Some(id), Ok(mut ids)) = (own_thread_id(), POOL_THREADS.lock()) {
-                    ids.push(id);
-                }
-            })
+            .start_handler(|_| record_pool_thread())
             .build()
             .ok()?,
     );
@@ -72,4 +92,27 @@ pub(crate) fn current() -> Option<Arc<ThreadPool>> {
         std::mem::forget(inherited);
     }
     Some(pool)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The thread that runs a job on the pool has recorded itself, and every recorded id is a
+    /// thread of this process.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn pool_threads_record_their_kernel_ids() {
+        let pool = current().expect("a pool on Linux");
+        let runner = pool.install(own_thread_id).expect("the job's thread id");
+        let ids = thread_ids();
+        assert!(ids.contains(&runner), "{runner} not in {ids:?}");
+        assert!(ids.len() <= pool.current_num_threads());
+        for id in ids {
+            assert!(
+                std::path::Path::new(&format!("/proc/self/task/{id}")).exists(),
+                "{id} is not a thread of this process"
+            );
+        }
+    }
 }
