@@ -12,7 +12,8 @@ With ``--breakdown``, also the pieces of the call (the Python CPU kernel the fas
 to, ``Signature.run`` alone, the output allocation, ATen's add), best of several blocks. With
 ``--split``, the threshold on a run's size above which the simulator hands it to its threads
 (``_native.split_min_work()``): for ``neuron.add`` on growing square shapes, the time with every
-run handed to the pool over the time with every run on the calling thread, idle and busy.
+run handed to the pool, and with the default policy (the threshold, and the pool only while a
+core is free), each over the time with every run on the calling thread, idle and busy.
 
 With ``--compiled``, small graphs of neuron ops under ``torch.compile(fullgraph=True)`` against
 the same calls made eagerly (issue 34: compiling adds no per-call cost beyond the eager path).
