@@ -38,6 +38,33 @@ pub(crate) fn transpose(
     transpose_buffered(src, sstride, (0, np), (0, nf), dst, dstride);
 }
 
+/// The rows and columns `(p_full, f_full)` covered by whole `block`-square blocks of an
+/// `np × nf` transpose, after checking once that the slices (`(len, stride)` each) hold every
+/// element those blocks touch: the last row's last column on each side.
+///
+/// # Panics
+/// If either slice is too short (a bug in the caller).
+#[cfg(target_arch = "x86_64")]
+fn whole_blocks(
+    block: usize,
+    (src_len, sstride): (usize, usize),
+    (np, nf): (usize, usize),
+    (dst_len, dstride): (usize, usize),
+) -> (usize, usize) {
+    let (p_full, f_full) = (np / block * block, nf / block * block);
+    if p_full > 0 && f_full > 0 {
+        assert!(
+            src_len >= (p_full - 1) * sstride + f_full,
+            "transpose source too short"
+        );
+        assert!(
+            dst_len >= (f_full - 1) * dstride + p_full,
+            "transpose destination too short"
+        );
+    }
+    (p_full, f_full)
+}
+
 /// [`transpose`] with AVX-512: whole 16 × 16 blocks in registers, the edges through
 /// [`transpose_avx`].
 #[cfg(target_arch = "x86_64")]
@@ -52,18 +79,7 @@ unsafe fn transpose_avx512(
 ) {
     use std::arch::x86_64::*;
     const B: usize = 16;
-    let (p_full, f_full) = (np / B * B, nf / B * B);
-    if p_full > 0 && f_full > 0 {
-        // Every element the blocks touch, checked once: the last row's last column on each side.
-        assert!(
-            src.len() >= (p_full - 1) * sstride + f_full,
-            "transpose source too short"
-        );
-        assert!(
-            dst.len() >= (f_full - 1) * dstride + p_full,
-            "transpose destination too short"
-        );
-    }
+    let (p_full, f_full) = whole_blocks(B, (src.len(), sstride), (np, nf), (dst.len(), dstride));
     for p0 in (0..p_full).step_by(B) {
         for f0 in (0..f_full).step_by(B) {
             // SAFETY: rows p0..p0 + 16 and columns f0..f0 + 16 of the source, and rows
@@ -199,18 +215,7 @@ unsafe fn transpose_avx(
 ) {
     use std::arch::x86_64::*;
     const B: usize = 8;
-    let (p_full, f_full) = (np / B * B, nf / B * B);
-    if p_full > 0 && f_full > 0 {
-        // Every element the blocks touch, checked once: the last row's last column on each side.
-        assert!(
-            src.len() >= (p_full - 1) * sstride + f_full,
-            "transpose source too short"
-        );
-        assert!(
-            dst.len() >= (f_full - 1) * dstride + p_full,
-            "transpose destination too short"
-        );
-    }
+    let (p_full, f_full) = whole_blocks(B, (src.len(), sstride), (np, nf), (dst.len(), dstride));
     for p0 in (0..p_full).step_by(B) {
         for f0 in (0..f_full).step_by(B) {
             // SAFETY: rows p0..p0 + 8 and columns f0..f0 + 8 of the source, and rows
