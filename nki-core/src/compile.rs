@@ -96,6 +96,7 @@ impl Compiled {
                 parallel: parallel && self.plan.hand_to_pool(),
                 order: crate::sim::IterationOrder::Program,
                 trap: false,
+                forward: true,
             },
         )
     }

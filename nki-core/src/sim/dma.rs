@@ -10,6 +10,7 @@ use crate::sim::hbm::HbmBuffer;
 use crate::sim::rounding::{round_into, round_into_in_place};
 use crate::sim::rows::{Scratch, fill_rows, on_one_thread, read_rows};
 use crate::sim::store::TileStore;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What a load can read in place instead of copying ([`TileStore::alias`]): the input's
 /// elements from the pattern's first, rows `p_stride` apart, when the load fills a whole fp32
@@ -295,38 +296,25 @@ pub(crate) fn dma<'a: 'p, 'p>(
             }
         }
         (DmaOperand::Hbm { access }, DmaOperand::Tile { region }) => {
-            let (buf, base) = at(access);
-            // Rows write disjoint memory when each is one contiguous run no longer than the
-            // step between rows (a broadcast or overlapping pattern keeps row order).
-            let disjoint =
-                access.f_stride == 1 && access.p_stride.unsigned_abs() as usize >= access.nf;
-            // HBM writes take values the dtype holds exactly: a tile of another dtype is
-            // converted first.
-            let cast = store.dtype(region.tile) != buf.dtype;
-            if !cast && on_one_thread(ctx.split, region) {
+            let sink = RowSink::new(ctx, access, store.dtype(region.tile));
+            if sink.cast.is_none() && on_one_thread(ctx.split, region) {
                 let (data, stride) = store.data(region.tile)?;
                 if one_run(region, stride, access) {
                     let rows = region.p0 * stride..(region.p0 + region.np) * stride;
-                    buf.write_run(base as usize, &data[rows]);
+                    sink.write(0, &data[rows]);
                     return Ok(());
                 }
             }
-            read_rows(store, region, ctx.split, disjoint, |r, row| {
+            read_rows(store, region, ctx.split, sink.rows_disjoint(), |r, row| {
                 let converted: Vec<f32>;
-                let row = if cast {
-                    converted = row.iter().map(|v| buf.dtype.round(*v)).collect();
-                    &converted[..]
-                } else {
-                    row
-                };
-                let row_base = base + r as i64 * access.p_stride;
-                if access.f_stride == 1 {
-                    buf.write_run(row_base as usize, row);
-                } else {
-                    for (f, v) in row.iter().enumerate() {
-                        buf.write((row_base + f as i64 * access.f_stride) as usize, *v);
+                let row = match sink.cast {
+                    Some(dt) => {
+                        converted = row.iter().map(|v| dt.round(*v)).collect();
+                        &converted[..]
                     }
-                }
+                    None => row,
+                };
+                sink.write(r, row);
             })?;
         }
         (DmaOperand::Hbm { access: d }, DmaOperand::Hbm { access: sa }) => {
@@ -375,6 +363,73 @@ fn one_run(region: &TileRegion, stride: usize, access: &HbmAccess) -> bool {
         && access.p_stride == region.nf as i64
         && access.np == region.np
         && access.nf == region.nf
+}
+
+/// Where a DMA store puts the rows of the tile region it moves: row `r` at the access's
+/// offset plus `r` row steps, converted to the tensor's dtype on the way (DMA converts through
+/// fp32, as NKI documents). The store path of [`dma`] writes through it, and so does an
+/// instruction whose rows go straight to the store that follows it ([`super::forward`]).
+pub(crate) struct RowSink<'a> {
+    buf: HbmBuffer<'a>,
+    base: i64,
+    p_stride: i64,
+    f_stride: i64,
+    nf: usize,
+    /// The tensor's dtype, when rows must be rounded to it (the tile holds another).
+    pub(crate) cast: Option<DType>,
+    /// Whether an instruction has handed its rows here ([`RowSink::put`]).
+    used: AtomicBool,
+}
+
+impl<'a> RowSink<'a> {
+    /// The HBM side `access` of a store from a tile of dtype `tile`, for the current loop
+    /// indices (a static access without free dims: [`dma`] walks the others).
+    pub(crate) fn new(ctx: &Ctx<'a, '_>, access: &HbmAccess, tile: DType) -> RowSink<'a> {
+        let buf = ctx.hbm[access.tensor.0 as usize];
+        RowSink {
+            buf,
+            base: access.offset.eval(ctx.env),
+            p_stride: access.p_stride,
+            f_stride: access.f_stride,
+            nf: access.nf,
+            cast: (buf.dtype != tile).then_some(buf.dtype),
+            used: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether an instruction's rows were put here: then the store has been done.
+    pub(crate) fn used(&self) -> bool {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Whether rows write disjoint memory: each one contiguous run no longer than the step
+    /// between rows (a broadcast or overlapping pattern keeps row order).
+    pub(crate) fn rows_disjoint(&self) -> bool {
+        self.f_stride == 1 && self.p_stride.unsigned_abs() as usize >= self.nf
+    }
+
+    /// Writes `row`, values the tensor's dtype holds exactly, as row `r` (or, for a run of
+    /// whole rows that follow one another, the rows from `r` on).
+    pub(crate) fn write(&self, r: usize, row: &[f32]) {
+        let row_base = self.base + r as i64 * self.p_stride;
+        if self.f_stride == 1 {
+            self.buf.write_run(row_base as usize, row);
+        } else {
+            for (f, v) in row.iter().enumerate() {
+                self.buf
+                    .write((row_base + f as i64 * self.f_stride) as usize, *v);
+            }
+        }
+    }
+
+    /// Rounds `row` (the tile's values) to the tensor's dtype in place and writes it as row `r`.
+    pub(crate) fn put(&self, r: usize, row: &mut [f32]) {
+        self.used.store(true, Ordering::Relaxed);
+        if let Some(dt) = self.cast {
+            round_into_in_place(row, dt);
+        }
+        self.write(r, row);
+    }
 }
 
 /// The element type of one side of a DMA.

@@ -6,7 +6,7 @@ use crate::dtype::DType;
 use crate::error::NkiError;
 use crate::ir::{BinOp, Instruction, MatmulPerfMode, Op, ScalarOperand, TileRegion};
 use crate::sim::bitvec;
-use crate::sim::dma::dma;
+use crate::sim::dma::{RowSink, dma};
 use crate::sim::hbm::HbmBuffer;
 use crate::sim::matmul::matmul;
 use crate::sim::rounding::{column_values, round_into, round_into_in_place, write_column};
@@ -27,9 +27,21 @@ pub(crate) struct Ctx<'a, 'b> {
     pub(crate) prng: Option<&'b std::sync::Mutex<super::random::PrngState>>,
     /// The register file (`None` where register instructions never run: in bands).
     pub(crate) registers: Option<&'b super::register::Registers>,
+    /// Where the instruction's rows go instead of its destination tile, when the plan found
+    /// the DMA store that follows it can take them ([`super::forward`]).
+    pub(crate) forward: Option<&'b RowSink<'a>>,
 }
 
-impl Ctx<'_, '_> {
+impl<'a, 'b> Ctx<'a, 'b> {
+    /// What a row loop that writes every element of its destination does with its rows: writes
+    /// them to the tile, or hands them to the DMA store that follows ([`Ctx::forward`]).
+    fn writes_every(&self) -> Writes<'b> {
+        match self.forward {
+            Some(sink) => Writes::Forwarded(sink),
+            None => Writes::Every,
+        }
+    }
+
     pub(crate) fn err(&self, message: String) -> NkiError {
         NkiError::Simulation {
             message,
@@ -151,7 +163,7 @@ fn run<'a: 'p, 'p>(
             let dt = store.dtype(dst.tile);
             rows2_writing(
                 store,
-                (dst, Writes::Every),
+                (dst, ctx.writes_every()),
                 (a, b),
                 s,
                 ctx.split,
@@ -277,7 +289,7 @@ fn run<'a: 'p, 'p>(
             let reversed = *reverse0 || *reverse1;
             rows1_writing(
                 store,
-                (dst, Writes::Every),
+                (dst, ctx.writes_every()),
                 data,
                 s,
                 ctx.split,
@@ -324,7 +336,7 @@ fn run<'a: 'p, 'p>(
             };
             let reduced = rows1_writing(
                 store,
-                (dst, Writes::Every),
+                (dst, ctx.writes_every()),
                 data,
                 s,
                 ctx.split,
@@ -382,7 +394,7 @@ fn run<'a: 'p, 'p>(
             let dt = store.dtype(dst.tile);
             rows1_writing(
                 store,
-                (dst, Writes::Every),
+                (dst, ctx.writes_every()),
                 src,
                 s,
                 ctx.split,

@@ -13,6 +13,7 @@ mod bitvec;
 pub mod cores;
 mod dma;
 mod exec;
+mod forward;
 mod gather;
 mod gemm;
 mod gpsimd;
@@ -41,7 +42,7 @@ mod vector;
 
 use crate::dtype::DType;
 use crate::error::NkiError;
-use crate::ir::{HbmDecl, HbmKind, IndexDomain, Program, Stmt, TileId};
+use crate::ir::{HbmDecl, HbmKind, IndexDomain, Instruction, Program, Stmt, TileId};
 use exec::{Ctx, execute};
 use hbm::HbmBuffer;
 use rayon::prelude::*;
@@ -93,6 +94,10 @@ pub struct SimOptions {
     /// `SimulationError` naming it and what it read (`sim/trap.rs`). Runs every instruction
     /// whole, on one thread.
     pub trap_nonfinite: bool,
+    /// Let an instruction hand its rows straight to the store after it when the plan pairs
+    /// them ([`ExecPlan::forward`], `sim/forward.rs`; the bits never depend on it, tests vary
+    /// it to prove that). The trap turns it off.
+    pub forward_stores: bool,
 }
 
 impl Default for SimOptions {
@@ -102,6 +107,7 @@ impl Default for SimOptions {
             bands: BandPolicy::default(),
             order: IterationOrder::Program,
             trap_nonfinite: false,
+            forward_stores: true,
         }
     }
 }
@@ -274,6 +280,7 @@ pub fn simulate(
         parallel,
         order: opts.order,
         trap: opts.trap_nonfinite,
+        forward: opts.forward_stores && !opts.trap_nonfinite,
     };
     simulate_planned(program, plan, inputs, outputs, run)
 }
@@ -287,6 +294,8 @@ pub(crate) struct Run {
     pub(crate) order: IterationOrder,
     /// The non-finite trap (`sim/trap.rs`).
     pub(crate) trap: bool,
+    /// Forward stores where the plan pairs them (`sim/forward.rs`).
+    pub(crate) forward: bool,
 }
 
 /// Where [`simulate_planned`] gets its plan.
@@ -311,6 +320,7 @@ pub(crate) fn simulate_planned(
         parallel,
         order,
         trap,
+        forward,
     } = run;
     let n_inputs = program.inputs().count();
     if inputs.len() != n_inputs || outputs.len() != program.outputs.len() {
@@ -414,6 +424,7 @@ pub(crate) fn simulate_planned(
         parallel,
         poison: &plan.poison,
         release: &plan.release,
+        forward: forward.then_some(plan.forward.as_slice()),
         loop_block: &plan.loop_block,
         device_block: &plan.device_block,
         bands: &plan.bands,
@@ -452,6 +463,9 @@ struct Runner<'r, 'a> {
     parallel: Option<&'r [bool]>,
     poison: &'r [bool],
     release: &'r [Vec<Vec<TileId>>],
+    /// Per block, per statement: the plan's store-forwarding pairs ([`forward`]); `None` when
+    /// stores run as themselves.
+    forward: Option<&'r [Vec<bool>]>,
     loop_block: &'r [usize],
     device_block: &'r [usize],
     bands: &'r [Vec<BandRegion>],
@@ -679,6 +693,7 @@ impl<'a> Runner<'_, 'a> {
                 i = region.end;
                 continue;
             }
+            let mut next = i + 1;
             match s {
                 Stmt::Alloc { tile } => store.allocate(
                     *tile,
@@ -686,21 +701,12 @@ impl<'a> Runner<'_, 'a> {
                     self.poison[tile.0 as usize],
                 ),
                 Stmt::Inst(inst) => {
-                    let before = self.trap.then(|| trap::before(inst, &mut *store));
-                    execute(
-                        &Ctx {
-                            hbm: self.hbm,
-                            split: self.split,
-                            env,
-                            inst,
-                            prng: Some(self.prng),
-                            registers: Some(self.registers),
-                        },
-                        store,
-                        scratch,
-                    )?;
-                    if let Some(before) = before {
-                        trap::after(inst, store, before, |t| self.tile_name(t))?;
+                    let store_after = self
+                        .forward
+                        .is_some_and(|f| f[block][i])
+                        .then(|| &body[i + 1]);
+                    if self.instruction(inst, store_after, store, env, scratch)? {
+                        next = i + 2;
                     }
                 }
                 Stmt::Loop { var, body } => {
@@ -742,9 +748,50 @@ impl<'a> Runner<'_, 'a> {
                     self.device_loop(*id, body, store, env, scratch)?;
                 }
             }
-            self.release_after(block, i..i + 1, store);
-            i += 1;
+            self.release_after(block, i..next, store);
+            i = next;
         }
         Ok(None)
+    }
+
+    /// Runs one instruction; `store_after` is the statement after it when the plan paired
+    /// them ([`forward`]): the instruction's rows then go straight to that store, when its
+    /// checks pass here. Returns whether the store ran too.
+    fn instruction<'p>(
+        &self,
+        inst: &Instruction,
+        store_after: Option<&Stmt>,
+        store: &mut TileStore<'p>,
+        env: &[i64],
+        scratch: &mut Scratch,
+    ) -> Result<bool, NkiError>
+    where
+        'a: 'p,
+    {
+        let ctx = Ctx {
+            hbm: self.hbm,
+            split: self.split,
+            env,
+            inst,
+            prng: Some(self.prng),
+            registers: Some(self.registers),
+            forward: None,
+        };
+        if let Some(Stmt::Inst(dma)) = store_after
+            && let Some(sink) = forward::sink(&Ctx { inst: dma, ..ctx }, store)
+        {
+            let forwarded = Ctx {
+                forward: Some(&sink),
+                ..ctx
+            };
+            execute(&forwarded, store, scratch)?;
+            return Ok(sink.used());
+        }
+        let before = self.trap.then(|| trap::before(inst, &mut *store));
+        execute(&ctx, store, scratch)?;
+        if let Some(before) = before {
+            trap::after(inst, store, before, |t| self.tile_name(t))?;
+        }
+        Ok(false)
     }
 }

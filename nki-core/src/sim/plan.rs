@@ -1,10 +1,12 @@
 //! The execution plan of a program: facts the simulator derives once per compiled program
 //! rather than on every run — which loops may run in parallel, which tile allocations need
-//! their NaN poison written, after which statement each tile's storage can be released, and
+//! their NaN poison written, after which statement each tile's storage can be released, which
+//! instructions hand their rows straight to the store after them ([`crate::sim::forward`]), and
 //! which runs of statements execute band by band ([`crate::sim::band`]).
 
 use crate::ir::{Op, OperandUse, Program, Stmt, TileId, TileRegion};
 use crate::sim::band::plan::{BandPolicy, BandRegion, band_regions};
+use crate::sim::forward::forward_points;
 use crate::sim::gemm::fused_multiply_add;
 use crate::sim::parallel::parallel_loops;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +33,9 @@ pub struct ExecPlan {
     /// statement nested in it). Their storage goes back to the pool there, so a long unrolled
     /// program reuses a few buffers instead of touching fresh memory for every tile.
     pub(crate) release: Vec<Vec<Vec<TileId>>>,
+    /// Per block, per statement: does the instruction there hand its rows straight to the
+    /// store after it ([`crate::sim::forward`])?
+    pub(crate) forward: Vec<Vec<bool>>,
     /// For each loop variable: the block of its body.
     pub(crate) loop_block: Vec<usize>,
     /// For each device loop: the block of its body.
@@ -78,6 +83,7 @@ impl ExecPlan {
         ExecPlan {
             parallel,
             poison: poison_needed(program),
+            forward: forward_points(program, &release),
             release,
             loop_block,
             device_block,
@@ -128,6 +134,12 @@ impl ExecPlan {
     /// Per block, per statement: the tiles released after it (see the field docs).
     pub fn release(&self) -> &[Vec<Vec<TileId>>] {
         &self.release
+    }
+
+    /// Per block, per statement: does the instruction there hand its rows to the store after
+    /// it (see the field docs)?
+    pub fn forward(&self) -> &[Vec<bool>] {
+        &self.forward
     }
 
     /// For each loop variable: the block of its body.

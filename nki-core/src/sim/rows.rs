@@ -4,6 +4,7 @@
 //! destination on other partitions, runs row after row.
 
 use crate::ir::TileRegion;
+use crate::sim::dma::RowSink;
 use crate::sim::store::{StoreError, TileStore};
 use rayon::prelude::*;
 
@@ -18,6 +19,8 @@ pub(crate) struct Scratch {
     pub(crate) a: Vec<f32>,
     /// Second input row.
     b: Vec<f32>,
+    /// An output row on its way to a DMA store ([`Writes::Forwarded`]).
+    out: Vec<f32>,
 }
 
 /// Whether `dst`'s rows may be computed on several threads: enough work, and every input that
@@ -86,13 +89,16 @@ impl<'t> Source<'t> {
 }
 
 /// Whether a row loop's `f` writes every element of its output row (an arithmetic result, a
-/// copy) or may leave some as they were (a predicated copy).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Writes {
+/// copy) or may leave some as they were (a predicated copy), and where the rows go.
+#[derive(Clone, Copy)]
+pub(crate) enum Writes<'k> {
     /// Every element of the output row.
     Every,
     /// Possibly only some; the others keep their old values.
     Part,
+    /// Every element, each row handed to the DMA store that follows the instruction instead of
+    /// the destination tile, which nothing reads again ([`super::forward`]).
+    Forwarded(&'k RowSink<'k>),
 }
 
 /// The destination's storage for a row loop, and whether it is a fresh buffer (see
@@ -104,7 +110,7 @@ fn take_destination(
     (dst, writes): (&TileRegion, Writes),
     inputs: &[&TileRegion],
 ) -> Result<(Vec<f32>, usize, bool), StoreError> {
-    if writes == Writes::Every && inputs.iter().all(|i| i.tile != dst.tile || *i == dst) {
+    if matches!(writes, Writes::Every) && inputs.iter().all(|i| i.tile != dst.tile || *i == dst) {
         store.take_to_overwrite(dst)
     } else {
         let (out, stride) = store.take(dst.tile)?;
@@ -147,6 +153,12 @@ pub(crate) fn rows1_writing<R: Send>(
     split: bool,
     f: impl Fn(usize, &mut [f32], &[f32]) -> R + Sync,
 ) -> Result<Vec<R>, StoreError> {
+    if let Writes::Forwarded(sink) = writes {
+        let (x, x_stride) = store.data(a.tile)?;
+        return Ok(forward_rows(dst, split, sink, s, |r, out| {
+            f(r, out, row_in(x, x_stride, a, r))
+        }));
+    }
     let (mut out, stride, fresh) = take_destination(store, (dst, writes), &[a])?;
     let shared: &TileStore<'_> = store;
     let source = match Source::of(shared, (dst, fresh), a) {
@@ -212,6 +224,13 @@ pub(crate) fn rows2_writing<R: Send>(
     split: bool,
     f: impl Fn(usize, &mut [f32], &[f32], &[f32]) -> R + Sync,
 ) -> Result<Vec<R>, StoreError> {
+    if let Writes::Forwarded(sink) = writes {
+        let (x, x_stride) = store.data(a.tile)?;
+        let (y, y_stride) = store.data(b.tile)?;
+        return Ok(forward_rows(dst, split, sink, s, |r, out| {
+            f(r, out, row_in(x, x_stride, a, r), row_in(y, y_stride, b, r))
+        }));
+    }
     let (mut out, stride, fresh) = take_destination(store, (dst, writes), &[a, b])?;
     let shared: &TileStore<'_> = store;
     let sources = Source::of(shared, (dst, fresh), a)
@@ -255,6 +274,50 @@ pub(crate) fn rows2_writing<R: Send>(
     };
     store.restore(dst.tile, out);
     Ok(result)
+}
+
+/// Computes every row of `dst` with `f(r, out)` into a row buffer and hands it to `sink`
+/// instead of the destination tile ([`Writes::Forwarded`]); returns what each call returned,
+/// in row order. Inputs are read from their tiles as they are: the plan allows this only when
+/// every input in the destination tile is the destination region itself, so row `r` reads its
+/// own old row, as it does when the tile is written. Rows go to several threads when `split`
+/// allows and they write disjoint memory.
+fn forward_rows<R: Send>(
+    dst: &TileRegion,
+    split: bool,
+    sink: &RowSink<'_>,
+    s: &mut Scratch,
+    f: impl Fn(usize, &mut [f32]) -> R + Sync,
+) -> Vec<R> {
+    let row = |r: usize, out: &mut Vec<f32>| {
+        out.truncate(dst.nf);
+        out.resize(dst.nf, 0.0);
+        let result = f(r, out);
+        sink.put(r, out);
+        result
+    };
+    if sink.rows_disjoint() && splittable(split, dst, &[]) {
+        (0..dst.np)
+            .into_par_iter()
+            .map_init(Vec::new, |out, r| {
+                crate::wide::wide(
+                    #[inline(always)]
+                    || row(r, out),
+                )
+            })
+            .collect()
+    } else {
+        crate::wide::wide(
+            #[inline(always)]
+            || {
+                let mut results = Vec::with_capacity(dst.np);
+                for r in 0..dst.np {
+                    results.push(row(r, &mut s.out));
+                }
+                results
+            },
+        )
+    }
 }
 
 /// Calls `f(r, row)` for every row of `region`, writing it in place (a DMA into a tile).

@@ -193,6 +193,7 @@ fn ctx<'c, 'a>(frame: &'c Frame<'_, 'a>, inst: &'c Instruction) -> Ctx<'a, 'c> {
         inst,
         prng: None,
         registers: None,
+        forward: None,
     }
 }
 

@@ -1,0 +1,206 @@
+//! Store forwarding: an instruction whose result the next statement stores to HBM, and which
+//! nothing reads again, hands its rows straight to that store.
+//!
+//! Kernels end a tile's life the same way again and again: an engine writes the tile whole
+//! (`tensor_tensor`, `tensor_scalar`, `activation`, `tensor_copy`), a `dma_copy` stores it, and
+//! the tile is released. Run as written, the simulator writes the tile to memory and reads it
+//! back to store it: for a memory-bound op (`add`, `silu`) that is a third of the bytes it moves.
+//! Forwarded, each row is computed into a row buffer that stays in cache and is stored from
+//! there; the tile is never written. The bits in HBM are the same: the row holds the values the
+//! tile would (rounded to the tile's dtype), and the store converts them to the tensor's dtype
+//! as it would.
+//!
+//! The plan ([`forward_points`]) pairs an instruction with the statement after it when:
+//! - the instruction writes every element of its destination region row by row
+//!   ([`writes_every_row`]), and none of its operands is strided;
+//! - every operand it reads in the destination tile is the destination region itself (row `r`
+//!   then reads only its own old row, which the tile still holds when nothing is written);
+//! - the next statement is a `dma_copy` of exactly that region to HBM, with a static access
+//!   (no runtime offset, one free dim), not reinterpreting;
+//! - the tile is allocated in the same block and that store is its last use.
+//!
+//! When the pair runs, the store's checks (bounds, writes only to outputs) are made first; if
+//! one fails, the instruction runs as written and the store then fails with its own message.
+//! The non-finite trap compares tiles, so it runs every instruction as written.
+
+use crate::ir::{DmaOperand, Instruction, Op, Program, Stmt, TileId, TileRegion};
+use crate::sim::dma::{RowSink, check_dma};
+use crate::sim::exec::Ctx;
+use crate::sim::store::TileStore;
+
+/// The destination of an instruction that writes every element of it row by row, through
+/// [`Ctx::forward`] when it is set (the arms of the executor that write with
+/// `Writes::Forwarded`); `None` for every other instruction. An instruction listed here that
+/// did not forward would still run correctly (the runner sees [`RowSink::used`] unset and runs
+/// the store), only without the saving.
+pub(crate) fn writes_every_row(op: &Op) -> Option<&TileRegion> {
+    match op {
+        Op::TensorTensor { dst, op, .. } if !op.is_bitvec() => Some(dst),
+        Op::TensorScalar { dst, op0, .. } if !op0.is_bitvec() => Some(dst),
+        Op::Activation { dst, reduce, .. }
+            if reduce.as_ref().is_none_or(|(_, res)| res.tile != dst.tile) =>
+        {
+            Some(dst)
+        }
+        Op::TensorCopy { dst, .. } => Some(dst),
+        _ => None,
+    }
+}
+
+/// Whether `inst` hands its rows to `next`, a store that is the last use (`released` after it)
+/// of the tile `inst` writes.
+fn forwards(inst: &Instruction, next: &Stmt, released: &[TileId]) -> bool {
+    let Some(dst) = writes_every_row(&inst.op) else {
+        return false;
+    };
+    let Stmt::Inst(store) = next else {
+        return false;
+    };
+    let Op::DmaCopy {
+        dst: DmaOperand::Hbm { access },
+        src: DmaOperand::Tile { region },
+        reinterpret: false,
+        ..
+    } = &store.op
+    else {
+        return false;
+    };
+    !crate::sim::strided::any_strided(&inst.op)
+        && region == dst
+        && inst
+            .op
+            .tile_reads()
+            .iter()
+            .all(|r| r.tile != dst.tile || *r == dst)
+        && access.dynamic.is_none()
+        && access.free_dims.is_none()
+        && released.contains(&dst.tile)
+}
+
+/// Per block (numbered as [`crate::sim::ExecPlan::release`] numbers them: the program body,
+/// then each loop body as it is reached), per statement: does the instruction there hand its
+/// rows to the store after it?
+pub(crate) fn forward_points(program: &Program, release: &[Vec<Vec<TileId>>]) -> Vec<Vec<bool>> {
+    fn block(body: &[Stmt], release: &[Vec<Vec<TileId>>], out: &mut Vec<Vec<bool>>) {
+        let id = out.len();
+        out.push(vec![false; body.len()]);
+        for (i, s) in body.iter().enumerate() {
+            match s {
+                Stmt::Inst(inst) => {
+                    out[id][i] = body
+                        .get(i + 1)
+                        .is_some_and(|next| forwards(inst, next, &release[id][i + 1]));
+                }
+                Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => {
+                    block(body, release, out)
+                }
+                Stmt::Alloc { .. } => {}
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(release.len());
+    block(&program.body, release, &mut out);
+    debug_assert_eq!(
+        out.len(),
+        release.len(),
+        "blocks numbered as the release points"
+    );
+    out
+}
+
+/// Where the instruction before `ctx.inst` (a store the plan paired with it) sends its rows,
+/// for the current loop indices: `None` when the store's checks fail (the store then runs as
+/// itself, and reports the failure).
+pub(crate) fn sink<'a>(ctx: &Ctx<'a, '_>, store: &TileStore<'_>) -> Option<RowSink<'a>> {
+    let Op::DmaCopy { dst, src, .. } = &ctx.inst.op else {
+        return None;
+    };
+    let (DmaOperand::Hbm { access }, DmaOperand::Tile { region }) = (dst, src) else {
+        return None;
+    };
+    check_dma(ctx, dst, src).ok()?;
+    Some(RowSink::new(ctx, access, store.dtype(region.tile)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::ActFn;
+    use crate::lang::trace;
+    use crate::prelude::*;
+    use crate::sim::exec::execute;
+    use crate::sim::hbm::HbmBuffer;
+    use crate::sim::rows::Scratch;
+
+    /// Writes its first tile from the other two.
+    type Write = fn(&Tile, &Tile, &Tile);
+
+    /// `[8, 16]` fp32: `write(t, a, b)` into a fresh tile `t`, then `t` stored.
+    fn writer_then_store(write: Write) -> Program {
+        trace("k", Target::Trn2, &[], |_| {
+            let out = shared_hbm(&[8, 16], DType::F32);
+            let (a, b, t) = (
+                sbuf([8, 16], DType::F32),
+                sbuf([8, 16], DType::F32),
+                sbuf([8, 16], DType::F32),
+            );
+            memset(&a, 1.5);
+            memset(&b, -0.5);
+            write(&t, &a, &b);
+            dma_copy(&out, &t);
+            vec![out]
+        })
+        .unwrap()
+    }
+
+    /// Every instruction [`writes_every_row`] lists hands its rows to the sink when run with
+    /// one, so the plan never pairs an instruction that would write its tile anyway.
+    #[test]
+    fn every_listed_instruction_forwards() {
+        let writers: [(&str, Write); 4] = [
+            ("tensor_tensor", |t, a, b| {
+                tensor_tensor(t, a, b, BinOp::Add);
+            }),
+            ("tensor_scalar", |t, a, _| {
+                tensor_scalar(t, a, BinOp::Multiply, 2.0);
+            }),
+            ("activation", |t, a, _| {
+                activation(t, ActFn::Exp, a, None, 1.0)
+            }),
+            ("tensor_copy", |t, a, _| tensor_copy(t, a)),
+        ];
+        for (name, write) in writers {
+            let p = writer_then_store(write);
+            let n = p.body.len();
+            let (Stmt::Inst(writer), Stmt::Inst(dma)) = (&p.body[n - 2], &p.body[n - 1]) else {
+                panic!("{name}: the program ends with the writer and the store");
+            };
+            assert_eq!(writer.op.name(), name);
+            let plan = crate::sim::ExecPlan::new(&p);
+            assert!(plan.forward()[0][n - 2], "{name}: paired by the plan");
+            let mut bytes = vec![0u8; 8 * 16 * 4];
+            let mut store = TileStore::new(&p);
+            for (i, t) in p.tiles.iter().enumerate() {
+                store.allocate(TileId(i as u32), t.partitions, true);
+            }
+            let hbm = [HbmBuffer::output(&mut bytes, DType::F32)];
+            let ctx = Ctx {
+                hbm: &hbm,
+                split: false,
+                env: &[],
+                inst: dma,
+                prng: None,
+                registers: None,
+                forward: None,
+            };
+            let sink = sink(&ctx, &store).expect("the store's checks pass");
+            let forwarded = Ctx {
+                inst: writer,
+                forward: Some(&sink),
+                ..ctx
+            };
+            execute(&forwarded, &mut store, &mut Scratch::default()).unwrap();
+            assert!(sink.used(), "{name} wrote its tile instead of forwarding");
+        }
+    }
+}
