@@ -38,6 +38,7 @@ pub mod compile;
 pub mod cost;
 pub mod coverage;
 pub mod engine_math;
+pub mod erf;
 pub mod error;
 pub mod ir;
 pub mod isa;

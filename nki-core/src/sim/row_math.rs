@@ -99,10 +99,30 @@ fn activation_loops(func: ActFn, x: &[f32], scale: f32, bias: f32, out: &mut [f3
                 .zip(x)
                 .for_each(|(o, v)| *o = pre(*v) / (1.0 + *o));
         }
+        // `ActFn::apply`'s f64 expressions, their `libm::erf` eight at a time (the same bits).
+        ActFn::Gelu | ActFn::GeluDx => erf_lanes(x, pre, out, |t, erf| func.given_erf(t, erf)),
         f => out
             .iter_mut()
             .zip(x)
             .for_each(|(o, v)| *o = f.apply(pre(*v))),
+    }
+}
+
+/// `out[i] = f(t, erf(t/√2))` with `t = pre(x[i])` in f64 (the exact GELU and its derivative,
+/// [`ActFn::given_erf`]), `libm::erf` evaluated eight arguments at a time ([`crate::erf::erf8`],
+/// the same bits).
+#[inline(always)]
+fn erf_lanes(x: &[f32], pre: impl Fn(f32) -> f32, out: &mut [f32], f: impl Fn(f64, f64) -> f32) {
+    use crate::erf::{LANES, erf8};
+    for (o, v) in out.chunks_mut(LANES).zip(x.chunks(LANES)) {
+        let mut t = [0.0f64; LANES];
+        for (t, v) in t.iter_mut().zip(v) {
+            *t = f64::from(pre(*v));
+        }
+        let e = erf8(t.map(|t| t * std::f64::consts::FRAC_1_SQRT_2));
+        for ((o, t), e) in o.iter_mut().zip(t).zip(e) {
+            *o = f(t, e);
+        }
     }
 }
 

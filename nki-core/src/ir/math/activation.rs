@@ -99,6 +99,23 @@ impl ActFn {
         }
     }
 
+    /// The exact GELU (`x/2 · (1 + erf(x/√2))`) and its derivative (`Φ(x) + x·φ(x)`) of
+    /// `t = x` in f64 from `erf = erf(t/√2)`, rounded once to fp32 (`NaN` for the other
+    /// functions). [`ActFn::apply`] passes `libm::erf`; the simulator's rows pass the same bits
+    /// computed eight at a time ([`crate::erf`]).
+    #[inline(always)]
+    pub(crate) fn given_erf(self, t: f64, erf: f64) -> f32 {
+        match self {
+            ActFn::Gelu => (0.5 * t * (1.0 + erf)) as f32,
+            ActFn::GeluDx => {
+                let cdf = 0.5 * (1.0 + erf);
+                let pdf = (-0.5 * t * t).exp() / (2.0 * std::f64::consts::PI).sqrt();
+                (cdf + t * pdf) as f32
+            }
+            _ => f32::NAN,
+        }
+    }
+
     /// Applies the function in fp32 (a parameterised function with its parameter at 0).
     #[inline]
     pub fn apply(self, x: f32) -> f32 {
@@ -131,15 +148,9 @@ impl ActFn {
                 s * (1.0 + GELU_SIGMOID * x * (1.0 - s))
             }
             ActFn::Log => x.ln(),
-            ActFn::Gelu => {
-                (0.5 * x as f64 * (1.0 + libm::erf(x as f64 * std::f64::consts::FRAC_1_SQRT_2)))
-                    as f32
-            }
-            ActFn::GeluDx => {
-                let x = x as f64;
-                let cdf = 0.5 * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2));
-                let pdf = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
-                (cdf + x * pdf) as f32
+            ActFn::Gelu | ActFn::GeluDx => {
+                let t = f64::from(x);
+                self.given_erf(t, libm::erf(t * std::f64::consts::FRAC_1_SQRT_2))
             }
             ActFn::SiluDx => {
                 let s = sigmoid(x);
