@@ -1,26 +1,25 @@
-//! The error function the simulator's exact GELU uses, `libm::erf` (f64), evaluated eight
-//! arguments at a time with the same bits.
+//! The error function the simulator's exact GELU uses, `libm::erf` (f64), evaluated over a row
+//! of arguments with the same bits, vectorised.
 //!
 //! `libm::erf` is FreeBSD's `s_erf.c` (Sun Microsystems, 1993: "Permission to use, copy, modify,
 //! and distribute this software is freely granted, provided that this notice is preserved"),
 //! and its exponential is FreeBSD's `e_exp.c`. Both pick one of several branches per argument,
 //! so the compiler cannot vectorise them, and one call costs about 12 ns: most of the exact
-//! GELU's time. [`erf8`] evaluates the same branches with the same rational approximations,
+//! GELU's time. [`erf_row`] evaluates the same branches with the same rational approximations,
 //! the same constants and the same sequence of IEEE-754 double operations (no fused
-//! multiply-adds), for eight arguments at once: every lane computes the branches that some
-//! lane of the eight needs, and keeps its own. The bits are therefore those of `libm::erf`
-//! for every argument; the tests compare them over each branch, its boundaries and the
-//! special values.
+//! multiply-adds), each branch written without branches so its loop vectorises: every argument
+//! takes the cheap branches, and the arguments of each costlier one (two exponentials and five
+//! divisions for `1.25 ≤ |x| < 6`) are gathered and evaluated together. The bits are those of
+//! `libm::erf` for every argument; the tests compare them over each branch, its boundaries, the
+//! special values and (run with `--ignored`) every fp32 GELU argument.
 //!
 //! Where the two branch structures differ in form but not in value, the reason is noted at
-//! the line (the exponential's `k = 0` reduction, the final scaling by `2^k`).
+//! the line (the exponential's `k = 0` reduction, the final scaling by `2^k`, the padded
+//! coefficients).
 
 // The constants are the C source's decimal literals, digit for digit (each rounds to the double
 // the source's hex comment gives), so they can be checked against it.
 #![allow(clippy::excessive_precision)]
-
-/// Arguments evaluated together.
-pub const LANES: usize = 8;
 
 // erf on [0, 0.84375]: x + x·P(x²)/Q(x²).
 const EFX8: f64 = 1.027_033_336_764_100_690_53e0;
@@ -101,18 +100,23 @@ const SB: [f64; 8] = [
 ];
 
 /// High words (of `|x|`) where the branches change.
-const HI_NONFINITE: u32 = 0x7ff0_0000;
-const HI_TINY: u32 = 0x3e30_0000; // 2^-28
-const HI_SMALL: u32 = 0x3feb_0000; // 0.84375
-const HI_NEAR_ONE: u32 = 0x3ff4_0000; // 1.25
-const HI_MIDDLE: u32 = 0x4006_db6d; // 1/0.35
-const HI_SATURATED: u32 = 0x4018_0000; // 6
+const HI_NONFINITE: u64 = 0x7ff0_0000;
+const HI_TINY: u64 = 0x3e30_0000; // 2^-28
+const HI_SMALL: u64 = 0x3feb_0000; // 0.84375
+const HI_NEAR_ONE: u64 = 0x3ff4_0000; // 1.25
+const HI_MIDDLE: u64 = 0x4006_db6d; // 1/0.35
+const HI_SATURATED: u64 = 0x4018_0000; // 6
 
-/// The high word of `|x|` and the sign of `x`.
+/// The high word of `|x|` (in a u64, so the lanes stay 64 bits wide and vectorise).
 #[inline(always)]
-fn high_word(x: f64) -> (u32, bool) {
-    let bits = x.to_bits();
-    (((bits >> 32) as u32) & 0x7fff_ffff, bits >> 63 != 0)
+fn high_word(x: f64) -> u64 {
+    (x.to_bits() >> 32) & 0x7fff_ffff
+}
+
+/// `-y` for a negative `x`, else `y`.
+#[inline(always)]
+fn with_sign_of(x: f64, y: f64) -> f64 {
+    if x.is_sign_negative() { -y } else { y }
 }
 
 /// `c[0] + s · (c[1] + s · (... + s · c[n-1]))`, innermost first, as the C source nests it.
@@ -143,124 +147,139 @@ fn exp_lane(x: f64) -> f64 {
         -1.653_390_220_546_525_153_90e-6,
         4.138_136_797_057_238_460_39e-8,
     ];
+    // 2^52 + 1023: an integer k added to it leaves k + 1023 in the low mantissa bits.
+    const EXPONENT_IN_MANTISSA: f64 = 4_503_599_627_371_519.0;
     let x = x.clamp(-708.0, 708.0);
-    let (hx, negative) = high_word(x);
-    let half = if negative { -0.5 } else { 0.5 };
-    let k: i32 = if hx >= 0x3ff0_a2b2 {
-        (INVLN2 * x + half) as i32
+    let hx = high_word(x);
+    // The C source's `(int)(invln2 · x ± 0.5)` (truncation), `1 − 2·sign` or 0, as a double.
+    let k = if hx >= 0x3ff0_a2b2 {
+        (INVLN2 * x + with_sign_of(x, 0.5)).trunc()
     } else if hx > 0x3fd6_2e42 {
-        if negative { -1 } else { 1 }
+        with_sign_of(x, 1.0)
     } else {
-        0
+        0.0
     };
     // With k = 0 the C source keeps `hi = x`, `lo = 0`, `x` unchanged: the same values the
     // general reduction gives (`x − 0`, `0 · LN2LO`, `x − 0`).
-    let kf = f64::from(k);
-    let hi = x - kf * LN2HI;
-    let lo = kf * LN2LO;
+    let hi = x - k * LN2HI;
+    let lo = k * LN2LO;
     let r = hi - lo;
     let rr = r * r;
     let c = r - rr * horner(rr, &P);
     let y = 1.0 + (r * c / (2.0 - c) - lo + hi);
     // `scalbn(y, k)` for k in [-1022, 1023] is one multiplication by 2^k (exact, by 1 for k = 0).
-    let scaled = y * f64::from_bits(((0x3ff + k) as u64) << 52);
-    if hx <= HI_TINY { 1.0 + x } else { scaled }
+    let two_to_k = f64::from_bits((k + EXPONENT_IN_MANTISSA).to_bits() << 52);
+    if hx <= HI_TINY { 1.0 + x } else { y * two_to_k }
 }
 
-/// `libm::erf` of each lane, with its bits.
+/// `libm::erf` where it needs no exponential: `|x| < 0.84375` (below 2^-28 too), `|x| ≥ 6`
+/// and nonfinite `x`; any other argument gives a value [`erf_row`] replaces.
 #[inline(always)]
-pub fn erf8(x: [f64; LANES]) -> [f64; LANES] {
-    let hw = x.map(high_word);
-    // Which of the costlier branches some lane needs (the others are not computed).
-    let any = |lo: u32, hi: u32| hw.iter().any(|&(h, _)| (lo..hi).contains(&h));
-    let mut out = [0.0f64; LANES];
-    // |x| < 0.84375 (and below 2^-28, nonfinite: cheap, computed in every lane).
-    for i in 0..LANES {
-        let (h, negative) = hw[i];
-        let v = x[i];
-        let z = v * v;
-        let small = v + v * (horner(z, &PP) / one_plus(z, &QQ));
-        let tiny = 0.125 * (8.0 * v + EFX8 * v);
-        let nonfinite = 1.0 - 2.0 * f64::from(u8::from(negative)) + 1.0 / v;
-        let saturated = 1.0 - f64::from_bits(0x0010_0000_0000_0000);
-        let saturated = if negative { -saturated } else { saturated };
-        out[i] = if h >= HI_NONFINITE {
-            nonfinite
-        } else if h >= HI_SATURATED {
-            saturated
-        } else if h < HI_TINY {
-            tiny
-        } else {
-            small
-        };
+fn erf_cheap(v: f64) -> f64 {
+    let h = high_word(v);
+    let z = v * v;
+    let small = v + v * (horner(z, &PP) / one_plus(z, &QQ));
+    let tiny = 0.125 * (8.0 * v + EFX8 * v);
+    // `1 − 2·sign + 1/x` without the division: `1/x` is `±0` for `±inf` and the NaN for a NaN.
+    let reciprocal = if v.is_nan() { v } else { with_sign_of(v, 0.0) };
+    let nonfinite = 1.0 - (if v.is_sign_negative() { 2.0 } else { 0.0 }) + reciprocal;
+    let saturated = with_sign_of(v, 1.0 - f64::from_bits(0x0010_0000_0000_0000));
+    if h >= HI_NONFINITE {
+        nonfinite
+    } else if h >= HI_SATURATED {
+        saturated
+    } else if h < HI_TINY {
+        tiny
+    } else {
+        small
     }
-    // 0.84375 ≤ |x| < 1.25: 1 − erfc1(x), erfc1 = (1 − erx) − P/Q.
-    if any(HI_SMALL, HI_NEAR_ONE) {
-        for i in 0..LANES {
-            let (h, negative) = hw[i];
-            let s = x[i].abs() - 1.0;
-            let erfc = 1.0 - ERX - horner(s, &PA) / one_plus(s, &QA);
-            let y = 1.0 - erfc;
-            if (HI_SMALL..HI_NEAR_ONE).contains(&h) {
-                out[i] = if negative { -y } else { y };
+}
+
+/// `libm::erf` for `0.84375 ≤ |x| < 1.25`: `1 − erfc1(x)`, `erfc1 = (1 − erx) − P/Q`.
+#[inline(always)]
+fn erf_near_one(v: f64) -> f64 {
+    let s = v.abs() - 1.0;
+    let erfc = 1.0 - ERX - horner(s, &PA) / one_plus(s, &QA);
+    with_sign_of(v, 1.0 - erfc)
+}
+
+/// `libm::erf` for `1.25 ≤ |x| < 6`: `1 − erfc2(x)`, `erfc2 = exp(−z² − 0.5625) ·
+/// exp((z − a)(z + a) + R/S) / a` with `a = |x|` and `z` = `a` with its low word cleared.
+#[inline(always)]
+fn erf_tail(v: f64) -> f64 {
+    let a = v.abs();
+    let s = 1.0 / (a * a);
+    let (r, big_s) = if high_word(v) < HI_MIDDLE {
+        (horner(s, &RA), one_plus(s, &SA))
+    } else {
+        (horner(s, &RB), one_plus(s, &SB))
+    };
+    let z = f64::from_bits(a.to_bits() & 0xffff_ffff_0000_0000);
+    let erfc = exp_lane(-z * z - 0.5625) * exp_lane((z - a) * (z + a) + r / big_s) / a;
+    with_sign_of(v, 1.0 - erfc)
+}
+
+/// Arguments handled together: the costlier branches' arguments are gathered per block.
+const BLOCK: usize = 256;
+
+/// `out[i] = libm::erf(x[i])`, with its bits. Every argument gets the branch-free cheap
+/// branches; the arguments of each costlier branch are gathered into a block of their own,
+/// evaluated together (so the loop vectorises and computes no branch an argument does not
+/// take: the divisions dominate) and put back.
+#[inline(always)]
+pub fn erf_row(x: &[f64], out: &mut [f64]) {
+    type Branch = fn(f64) -> f64;
+    let costlier: [(u64, u64, Branch); 2] = [
+        (HI_SMALL, HI_NEAR_ONE, erf_near_one),
+        (HI_NEAR_ONE, HI_SATURATED, erf_tail),
+    ];
+    let mut at = [0u16; BLOCK];
+    let mut args = [0.0f64; BLOCK];
+    for (xs, os) in x.chunks(BLOCK).zip(out.chunks_mut(BLOCK)) {
+        // Its own loop, so it vectorises.
+        for (o, &v) in os.iter_mut().zip(xs) {
+            *o = erf_cheap(v);
+        }
+        for (lo, hi, branch) in costlier {
+            // Each argument written at the next free place, kept when in the branch's range.
+            let mut n = 0;
+            for (i, &v) in xs.iter().enumerate() {
+                at[n] = i as u16;
+                args[n] = v;
+                n += usize::from((lo..hi).contains(&high_word(v)));
+            }
+            for a in &mut args[..n] {
+                *a = branch(*a);
+            }
+            for (&i, &e) in at[..n].iter().zip(&args[..n]) {
+                os[usize::from(i)] = e;
             }
         }
     }
-    // 1.25 ≤ |x| < 6: 1 − erfc2(x), erfc2 = exp(−z² − 0.5625) · exp((z − x)(z + x) + R/S) / x
-    // with x = |x| and z = x with its low word cleared.
-    if any(HI_NEAR_ONE, HI_SATURATED) {
-        for i in 0..LANES {
-            let (h, negative) = hw[i];
-            let a = x[i].abs();
-            let s = 1.0 / (a * a);
-            let middle = h < HI_MIDDLE;
-            let (mut r, mut big_s) = (0.0, 0.0);
-            for k in (0..8).rev() {
-                let (rk, sk) = if middle {
-                    (RA[k], SA[k])
-                } else {
-                    (RB[k], SB[k])
-                };
-                r = if k == 7 { rk } else { rk + s * r };
-                big_s = if k == 7 { sk } else { sk + s * big_s };
-            }
-            let big_s = 1.0 + s * big_s;
-            let z = f64::from_bits(a.to_bits() & 0xffff_ffff_0000_0000);
-            let erfc = exp_lane(-z * z - 0.5625) * exp_lane((z - a) * (z + a) + r / big_s) / a;
-            let y = 1.0 - erfc;
-            if (HI_NEAR_ONE..HI_SATURATED).contains(&h) {
-                out[i] = if negative { -y } else { y };
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Every argument of `xs`, eight at a time, against `libm::erf`, bit for bit.
+    /// Every argument of `xs` against `libm::erf`, bit for bit.
     fn check(xs: &[f64]) {
-        for chunk in xs.chunks(LANES) {
-            let mut lanes = [0.0; LANES];
-            lanes[..chunk.len()].copy_from_slice(chunk);
-            let got = erf8(lanes);
-            for (v, g) in chunk.iter().zip(got) {
-                let want = libm::erf(*v);
-                assert!(
-                    g.to_bits() == want.to_bits(),
-                    "erf({v:e}) = {g:e} ({:#x}), libm {want:e} ({:#x})",
-                    g.to_bits(),
-                    want.to_bits()
-                );
-            }
+        let mut got = vec![0.0; xs.len()];
+        erf_row(xs, &mut got);
+        for (v, g) in xs.iter().zip(got) {
+            let want = libm::erf(*v);
+            assert!(
+                g.to_bits() == want.to_bits(),
+                "erf({v:e}) = {g:e} ({:#x}), libm {want:e} ({:#x})",
+                g.to_bits(),
+                want.to_bits()
+            );
         }
     }
 
     /// The value with high word `h` and low word `l`.
-    fn from_words(h: u32, l: u32) -> f64 {
-        f64::from_bits((u64::from(h) << 32) | u64::from(l))
+    fn from_words(h: u64, l: u32) -> f64 {
+        f64::from_bits((h << 32) | u64::from(l))
     }
 
     #[test]

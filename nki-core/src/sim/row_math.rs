@@ -109,19 +109,21 @@ fn activation_loops(func: ActFn, x: &[f32], scale: f32, bias: f32, out: &mut [f3
 }
 
 /// `out[i] = f(t, erf(t/√2))` with `t = pre(x[i])` in f64 (the exact GELU and its derivative,
-/// [`ActFn::given_erf`]), `libm::erf` evaluated eight arguments at a time ([`crate::erf::erf8`],
+/// [`ActFn::given_erf`]), `libm::erf` evaluated over blocks of the row ([`crate::erf::erf_row`],
 /// the same bits).
 #[inline(always)]
 fn erf_lanes(x: &[f32], pre: impl Fn(f32) -> f32, out: &mut [f32], f: impl Fn(f64, f64) -> f32) {
-    use crate::erf::{LANES, erf8};
-    for (o, v) in out.chunks_mut(LANES).zip(x.chunks(LANES)) {
-        let mut t = [0.0f64; LANES];
-        for (t, v) in t.iter_mut().zip(v) {
+    const BLOCK: usize = 256;
+    let (mut t, mut arg, mut erf) = ([0.0f64; BLOCK], [0.0f64; BLOCK], [0.0f64; BLOCK]);
+    for (o, v) in out.chunks_mut(BLOCK).zip(x.chunks(BLOCK)) {
+        let n = v.len();
+        for ((t, a), v) in t.iter_mut().zip(&mut arg).zip(v) {
             *t = f64::from(pre(*v));
+            *a = *t * std::f64::consts::FRAC_1_SQRT_2;
         }
-        let e = erf8(t.map(|t| t * std::f64::consts::FRAC_1_SQRT_2));
-        for ((o, t), e) in o.iter_mut().zip(t).zip(e) {
-            *o = f(t, e);
+        crate::erf::erf_row(&arg[..n], &mut erf[..n]);
+        for ((o, t), e) in o.iter_mut().zip(&t).zip(&erf) {
+            *o = f(*t, *e);
         }
     }
 }
