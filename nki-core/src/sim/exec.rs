@@ -13,7 +13,7 @@ use crate::sim::rounding::{column_values, round_into, round_into_in_place, write
 use crate::sim::row_math::{
     apply_activation, bn_aggr_row, bn_stats_row, reduce_row, selected_columns, with_op,
 };
-use crate::sim::rows::{Scratch, Writes, rows1, rows1_writing, rows2, rows2_writing};
+use crate::sim::rows::{Scratch, Writes, as_one_row, rows1, rows1_writing, rows2, rows2_writing};
 use crate::sim::store::{StoreError, TileStore};
 
 pub(crate) struct Ctx<'a, 'b> {
@@ -40,6 +40,20 @@ impl<'a, 'b> Ctx<'a, 'b> {
             Some(sink) => Writes::Forwarded(sink),
             None => Writes::Every,
         }
+    }
+
+    /// The instruction's regions as one row each ([`as_one_row`]), for arithmetic that does not
+    /// depend on the row; `None` when that would compute otherwise, or when the rows go to a
+    /// forwarded store (its rows are the destination's).
+    fn one_row<const N: usize>(
+        &self,
+        store: &TileStore<'_>,
+        regions: [&TileRegion; N],
+    ) -> Option<[TileRegion; N]> {
+        self.forward
+            .is_none()
+            .then(|| as_one_row(store, self.split, regions))
+            .flatten()
     }
 
     pub(crate) fn err(&self, message: String) -> NkiError {
@@ -161,6 +175,8 @@ fn run<'a: 'p, 'p>(
         // Both engines compute in fp32 and round on write.
         Op::TensorTensor { dst, a, b, op, .. } => {
             let dt = store.dtype(dst.tile);
+            let one_row = ctx.one_row(store, [dst, a, b]);
+            let [dst, a, b] = one_row.as_ref().map_or([dst, a, b], |[d, x, y]| [d, x, y]);
             rows2_writing(
                 store,
                 (dst, ctx.writes_every()),
@@ -281,6 +297,15 @@ fn run<'a: 'p, 'p>(
             reverse1,
         } => {
             let dt = store.dtype(dst.tile);
+            // Immediate operands make every row the same arithmetic.
+            let immediates = matches!(operand0, ScalarOperand::Imm { .. })
+                && op1
+                    .as_ref()
+                    .is_none_or(|(_, o)| matches!(o, ScalarOperand::Imm { .. }));
+            let one_row = immediates
+                .then(|| ctx.one_row(store, [dst, data]))
+                .flatten();
+            let [dst, data] = one_row.as_ref().map_or([dst, data], |[d, x]| [d, x]);
             let v0 = column_values(store, operand0, dst.np)?;
             let second = match op1 {
                 Some((op, o)) => Some((*op, column_values(store, o, dst.np)?)),
@@ -327,6 +352,11 @@ fn run<'a: 'p, 'p>(
             reduce,
         } => {
             let dt = store.dtype(dst.tile);
+            // An immediate scale, no bias and no reduction make every row the same arithmetic.
+            let uniform =
+                matches!(scale, ScalarOperand::Imm { .. }) && bias.is_none() && reduce.is_none();
+            let one_row = uniform.then(|| ctx.one_row(store, [dst, data])).flatten();
+            let [dst, data] = one_row.as_ref().map_or([dst, data], |[d, x]| [d, x]);
             let scales = column_values(store, scale, dst.np)?;
             let biases = match bias {
                 Some(b) => {
@@ -392,6 +422,8 @@ fn run<'a: 'p, 'p>(
         }
         Op::TensorCopy { dst, src } => {
             let dt = store.dtype(dst.tile);
+            let one_row = ctx.one_row(store, [dst, src]);
+            let [dst, src] = one_row.as_ref().map_or([dst, src], |[d, x]| [d, x]);
             rows1_writing(
                 store,
                 (dst, ctx.writes_every()),

@@ -32,6 +32,33 @@ fn splittable(split: bool, dst: &TileRegion, inputs: &[&TileRegion]) -> bool {
         && inputs.iter().all(|i| i.tile != dst.tile || i.p0 == dst.p0)
 }
 
+/// `regions` (an instruction's destination, then its inputs) seen as one row each, when the
+/// row loop then computes the same elements: every region a whole-width rectangle of its
+/// tile's storage (its rows follow one another), of the destination's height; every input in
+/// the destination's tile the destination itself (row `r` reads only its own old row, and one
+/// row reads every old value before it writes); and the instruction too small to split across
+/// threads anyway. Only for arithmetic that does not depend on the row. A `[128, 1]` column
+/// then costs one row's overhead instead of 128 (cross_entropy's per-row statistics are
+/// dozens of such instructions).
+pub(crate) fn as_one_row<const N: usize>(
+    store: &TileStore<'_>,
+    split: bool,
+    regions: [&TileRegion; N],
+) -> Option<[TileRegion; N]> {
+    let (dst, inputs) = regions.split_first()?;
+    let whole_rows = |r: &TileRegion| {
+        r.is_rect()
+            && r.f0 == 0
+            && r.np == dst.np
+            && store.data(r.tile).is_ok_and(|(_, stride)| stride == r.nf)
+    };
+    let one_row = dst.np > 1
+        && !splittable(split, dst, inputs)
+        && regions.iter().all(|r| whole_rows(r))
+        && inputs.iter().all(|i| i.tile != dst.tile || *i == *dst);
+    one_row.then(|| regions.map(|r| TileRegion::rect(r.tile, 0, 1, r.p0 * r.nf, r.np * r.nf)))
+}
+
 /// Whether a row loop over `region` (reading no tile it writes) runs on the calling thread:
 /// splitting is off, or the region is too small to split.
 pub(crate) fn on_one_thread(split: bool, region: &TileRegion) -> bool {
