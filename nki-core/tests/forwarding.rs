@@ -280,3 +280,74 @@ fn a_failing_store_fails_as_it_does_unforwarded() {
     assert!(unforwarded.contains("out-of-bounds"), "{unforwarded}");
     assert_eq!(message(true), unforwarded);
 }
+
+/// `out = xᵀ` for `x: [rows, cols]` (both ≤ 128): transposed on the tensor engine into a PSUM
+/// tile of `psum_dtype`, copied into an SBUF tile of `held_dtype`, stored.
+fn transposed(rows: usize, cols: usize, psum_dtype: DType, held_dtype: DType) -> Program {
+    trace(
+        "transposed",
+        Target::Trn2,
+        &[input("x", &[rows, cols], DType::F32)],
+        |h| {
+            let out = shared_hbm(&[cols, rows], DType::F32);
+            let x = sbuf([rows, cols], DType::F32);
+            dma_copy(&x, &h[0]);
+            // Allocated first, as kernels hold transposed tiles: the copy follows the transpose.
+            let held = sbuf([cols, rows], held_dtype);
+            let t = psum([cols, rows], psum_dtype);
+            nc_transpose(&t, &x);
+            tensor_copy(&held, &t);
+            dma_copy(&out, &held);
+            vec![out]
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_transpose_goes_straight_into_its_copy() {
+    let (rows, cols) = (100, 70);
+    let x = values(rows * cols, 5, DType::F32);
+    let opts = |forward_stores| SimOptions {
+        forward_stores,
+        ..SimOptions::default()
+    };
+    for (psum_dtype, held_dtype, paired) in [
+        (DType::F32, DType::F32, true),
+        (DType::BF16, DType::BF16, true),
+        // The copy rounds: it must run.
+        (DType::F32, DType::BF16, false),
+    ] {
+        let p = transposed(rows, cols, psum_dtype, held_dtype);
+        // Unpaired, the copy's store is forwarded instead.
+        let want = if paired {
+            vec![("nc_transpose", "tensor_copy")]
+        } else {
+            vec![("tensor_copy", "dma_copy")]
+        };
+        assert_eq!(pairs(&p), want, "{psum_dtype:?} into {held_dtype:?}");
+        let forwarded = simulate_to_vecs(&p, &[&x], opts(true)).unwrap();
+        assert_eq!(
+            forwarded,
+            simulate_to_vecs(&p, &[&x], opts(false)).unwrap(),
+            "{psum_dtype:?} into {held_dtype:?}"
+        );
+        // And it is the transpose, rounded to the tiles' dtype.
+        let got: Vec<f32> = forwarded[0]
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let xs: Vec<f32> = x
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        for (k, g) in got.iter().enumerate() {
+            let (c, r) = (k / rows, k % rows);
+            let v = held_dtype.round(psum_dtype.round(xs[r * cols + c]));
+            assert_eq!(
+                *g, v,
+                "{psum_dtype:?} into {held_dtype:?}: element ({c}, {r})"
+            );
+        }
+    }
+}

@@ -1,5 +1,5 @@
-//! Store forwarding: an instruction whose result the next statement stores to HBM, and which
-//! nothing reads again, hands its rows straight to that store.
+//! Forwarding: an instruction whose result the next statement stores to HBM (or copies, for a
+//! transpose), and which nothing reads again, hands it straight to that statement.
 //!
 //! Kernels end a tile's life the same way again and again: an engine writes the tile whole
 //! (`tensor_tensor`, `tensor_scalar`, `activation`, `tensor_copy`), a `dma_copy` stores it, and
@@ -21,6 +21,14 @@
 //!
 //! When the pair runs, the store's checks (bounds, writes only to outputs) are made first; if
 //! one fails, the instruction runs as written and the store then fails with its own message.
+//!
+//! A transpose is forwarded the same way: kernels transpose on the tensor engine into PSUM and
+//! copy the result to SBUF (`nc_transpose(t, x); tensor_copy(held, t)`), which the simulator
+//! would run as two passes over the tile. The plan pairs the two when the copy reads exactly
+//! what the transpose wrote, the PSUM tile is not used again, the copy's destination has the
+//! PSUM tile's dtype (so the copy changes no value) and is not the transpose's source; the pair
+//! then runs as one transpose into the copy's destination ([`transpose_pair`]).
+//!
 //! The non-finite trap compares tiles, so it runs every instruction as written.
 
 use crate::ir::{DmaOperand, Instruction, Op, Program, Stmt, TileId, TileRegion};
@@ -47,13 +55,24 @@ pub(crate) fn writes_every_row(op: &Op) -> Option<&TileRegion> {
     }
 }
 
-/// Whether `inst` hands its rows to `next`, a store that is the last use (`released` after it)
-/// of the tile `inst` writes.
-fn forwards(inst: &Instruction, next: &Stmt, released: &[TileId]) -> bool {
-    let Some(dst) = writes_every_row(&inst.op) else {
+/// Whether `inst` hands its result to `next`: a store that is the last use (`released` after
+/// it) of the tile `inst` writes, or the copy of a transpose ([`transposed_into`]).
+fn forwards(inst: &Instruction, next: &Stmt, released: &[TileId], program: &Program) -> bool {
+    let Stmt::Inst(store) = next else {
         return false;
     };
-    let Stmt::Inst(store) = next else {
+    if let Some(copy_dst) = transposed_into(&inst.op, &store.op) {
+        let Op::NcTranspose { dst, data, .. } = &inst.op else {
+            unreachable!("transposed_into matched an nc_transpose");
+        };
+        let dtype = |r: &TileRegion| program.tiles.get(r.tile.0 as usize).map(|t| t.dtype);
+        return released.contains(&dst.tile)
+            && copy_dst.tile != data.tile
+            && copy_dst.is_rect()
+            && dtype(dst).is_some()
+            && dtype(dst) == dtype(copy_dst);
+    }
+    let Some(dst) = writes_every_row(&inst.op) else {
         return false;
     };
     let Op::DmaCopy {
@@ -77,29 +96,73 @@ fn forwards(inst: &Instruction, next: &Stmt, released: &[TileId]) -> bool {
         && released.contains(&dst.tile)
 }
 
+/// The destination of `next` when it is a `tensor_copy` of exactly what `inst`, an
+/// `nc_transpose`, wrote (a transpose through PSUM into SBUF, as kernels write it): the pair
+/// then transposes straight into that destination ([`transpose_pair`]).
+fn transposed_into<'o>(inst: &Op, next: &'o Op) -> Option<&'o TileRegion> {
+    match (inst, next) {
+        (Op::NcTranspose { dst, .. }, Op::TensorCopy { dst: copy_dst, src })
+            if src == dst && dst.is_rect() =>
+        {
+            Some(copy_dst)
+        }
+        _ => None,
+    }
+}
+
+/// The one instruction a forwarded `nc_transpose` and its copy run as: the transpose, into the
+/// copy's destination. The values are the same: a transpose moves them, and the plan pairs the
+/// two only when the transpose's tile and the copy's destination have one dtype (the copy then
+/// changes nothing), the transpose's tile is not used again, and the destination is not the
+/// transpose's source.
+pub(crate) fn transpose_pair(inst: &Instruction, next: &Stmt) -> Option<Instruction> {
+    let Stmt::Inst(copy) = next else {
+        return None;
+    };
+    let copy_dst = transposed_into(&inst.op, &copy.op)?;
+    let Op::NcTranspose { data, engine, .. } = &inst.op else {
+        return None;
+    };
+    Some(Instruction {
+        op: Op::NcTranspose {
+            dst: copy_dst.clone(),
+            data: data.clone(),
+            engine: *engine,
+        },
+        loc: inst.loc,
+    })
+}
+
 /// Per block (numbered as [`crate::sim::ExecPlan::release`] numbers them: the program body,
 /// then each loop body as it is reached), per statement: does the instruction there hand its
-/// rows to the store after it?
+/// result to the statement after it? A statement that a pair runs is not itself paired.
 pub(crate) fn forward_points(program: &Program, release: &[Vec<Vec<TileId>>]) -> Vec<Vec<bool>> {
-    fn block(body: &[Stmt], release: &[Vec<Vec<TileId>>], out: &mut Vec<Vec<bool>>) {
+    fn block(
+        program: &Program,
+        body: &[Stmt],
+        release: &[Vec<Vec<TileId>>],
+        out: &mut Vec<Vec<bool>>,
+    ) {
         let id = out.len();
         out.push(vec![false; body.len()]);
         for (i, s) in body.iter().enumerate() {
             match s {
-                Stmt::Inst(inst) => {
+                // Not a statement the pair before it runs.
+                Stmt::Inst(inst) if i == 0 || !out[id][i - 1] => {
                     out[id][i] = body
                         .get(i + 1)
-                        .is_some_and(|next| forwards(inst, next, &release[id][i + 1]));
+                        .is_some_and(|next| forwards(inst, next, &release[id][i + 1], program));
                 }
+                Stmt::Inst(_) => {}
                 Stmt::Loop { body, .. } | Stmt::DeviceLoop { body, .. } => {
-                    block(body, release, out)
+                    block(program, body, release, out)
                 }
                 Stmt::Alloc { .. } => {}
             }
         }
     }
     let mut out = Vec::with_capacity(release.len());
-    block(&program.body, release, &mut out);
+    block(program, &program.body, release, &mut out);
     debug_assert_eq!(
         out.len(),
         release.len(),

@@ -756,7 +756,8 @@ impl<'a> Runner<'_, 'a> {
 
     /// Runs one instruction; `store_after` is the statement after it when the plan paired
     /// them ([`forward`]): the instruction's rows then go straight to that store, when its
-    /// checks pass here. Returns whether the store ran too.
+    /// checks pass here, or a transpose goes straight into its copy's destination. Returns
+    /// whether the statement after it ran too.
     fn instruction<'p>(
         &self,
         inst: &Instruction,
@@ -777,6 +778,17 @@ impl<'a> Runner<'_, 'a> {
             registers: Some(self.registers),
             forward: None,
         };
+        if let Some(transposed) = store_after.and_then(|next| forward::transpose_pair(inst, next)) {
+            execute(
+                &Ctx {
+                    inst: &transposed,
+                    ..ctx
+                },
+                store,
+                scratch,
+            )?;
+            return Ok(true);
+        }
         if let Some(Stmt::Inst(dma)) = store_after
             && let Some(sink) = forward::sink(&Ctx { inst: dma, ..ctx }, store)
         {
