@@ -146,6 +146,22 @@ fn each_writer_forwards_with_the_same_bits() {
                     "{name} (parallel {parallel}): forwarding changed the output"
                 );
             }
+            // Banded runs take their statements from the pairs (a pair never splits a run).
+            for partitions in [7, 32] {
+                let opts = SimOptions {
+                    bands: nki_core::sim::BandPolicy::everywhere(partitions),
+                    ..SimOptions::default()
+                };
+                let [rows, cols] = [300, 300];
+                let (x, y) = (
+                    values(rows * cols, 1, DType::F32),
+                    values(rows * cols, 2, DType::BF16),
+                );
+                assert!(
+                    simulate_to_vecs(&p, &[&x, &y], opts).unwrap() == unforwarded,
+                    "{name}: bands of {partitions} with forwarding changed the output"
+                );
+            }
         }
     }
 }

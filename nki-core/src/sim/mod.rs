@@ -701,10 +701,10 @@ impl<'a> Runner<'_, 'a> {
                     self.poison[tile.0 as usize],
                 ),
                 Stmt::Inst(inst) => {
-                    let store_after = self
-                        .forward
-                        .is_some_and(|f| f[block][i])
-                        .then(|| &body[i + 1]);
+                    // Not when a banded run starts at the paired statement: it runs there.
+                    let store_after = (self.forward.is_some_and(|f| f[block][i])
+                        && regions.peek().is_none_or(|r| r.start != i + 1))
+                    .then(|| &body[i + 1]);
                     if self.instruction(inst, store_after, store, env, scratch)? {
                         next = i + 2;
                     }
