@@ -11,27 +11,14 @@ with the machine's load.
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
 import torch_nki  # noqa: F401  (registers torch.ops.neuron)
+from bench_tiny_ops import best_of  # the same alternating best-of-5 timing
 
 neuron = torch.ops.neuron
-
-
-def best_of(calls: int, f: Callable[[], object], g: Callable[[], object]) -> tuple[float, float]:
-    """The best per-call µs of ``f`` and of ``g`` over 5 alternating blocks of ``calls``."""
-    best = [float("inf"), float("inf")]
-    for _ in range(5):
-        for side, h in enumerate((f, g)):
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                h()
-            best[side] = min(best[side], (time.perf_counter() - t0) / calls * 1e6)
-    return best[0], best[1]
 
 
 def row(name: str, shape: str, ours: float, aten: float) -> None:
