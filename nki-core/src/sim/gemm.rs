@@ -6,11 +6,15 @@
 //! (its kernels run the whole contraction, at most 128 partitions, in one pass of fused
 //! multiply-adds), so this is a faster route to the same result, not a new semantics. It is
 //! faster for the shapes `nc_matmul` has (`K ≤ 128`, `M ≤ 128`, `N ≤ 512`, operands in tile
-//! rows) because it packs nothing: the stationary operand's row `l` holds the `M` factors that
-//! step `l` broadcasts, contiguous, and the moving operand's row `l` the `N` factors it
-//! streams. A micro-kernel keeps a block of `rows × (vectors · lanes)` sums in registers
-//! through the whole contraction; the column blocks' ragged ends are masked, and the rows are
-//! cut into near-equal blocks (20 rows are two blocks of 10, not 14 and 6).
+//! rows) because it packs little: the stationary operand's row `l` already holds the `M`
+//! factors that step `l` broadcasts, contiguous, and is read in place; the moving operand's row
+//! `l` holds the `N` factors it streams, and each block of its columns is copied into a
+//! contiguous panel once, before the row blocks read it (its rows are far apart in the tile:
+//! 2 KiB for 512 columns, which maps them all to a few L1 sets, or a whole input row when the
+//! tile reads a kernel input in place). While the first row block computes, it fetches the
+//! next block's rows into cache. A micro-kernel keeps a block of `rows × (vectors · lanes)`
+//! sums in registers through the whole contraction; the column blocks' ragged ends are masked,
+//! and the rows are cut into near-equal blocks (20 rows are two blocks of 10, not 14 and 6).
 //!
 //! Written once ([`fused_gemm_kernels`], over the primitives [`fused_gemm_isa`] declares from
 //! each instruction set's intrinsics) and compiled for AVX-512 and for AVX2 with FMA;
@@ -153,6 +157,46 @@ fn run(
     }
 }
 
+/// Scratch for [`fused_gemm_kernels`]' packed panel, 64-byte aligned (a panel row is whole
+/// cache lines): on the stack up to `nc_matmul`'s 128 rows of 32 columns, uninitialised (the
+/// kernels write every element they read).
+struct Panel {
+    stack: std::mem::MaybeUninit<[Line; PANEL_LINES]>,
+    heap: Vec<Line>,
+}
+
+/// One cache line of floats.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([f32; 16]);
+
+/// Lines of the on-stack panel: 128 rows of 32 floats.
+const PANEL_LINES: usize = 128 * 2;
+
+impl Panel {
+    /// Room for `len` floats.
+    fn new(len: usize) -> Self {
+        let lines = len.div_ceil(16);
+        Panel {
+            stack: std::mem::MaybeUninit::uninit(),
+            heap: if lines > PANEL_LINES {
+                vec![Line([0.0; 16]); lines]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// The panel's first float (written before it is read).
+    fn as_mut_ptr(&mut self) -> *mut f32 {
+        if self.heap.is_empty() {
+            self.stack.as_mut_ptr().cast()
+        } else {
+            self.heap.as_mut_ptr().cast()
+        }
+    }
+}
+
 /// How many rows each block of `m` rows cut into near-equal blocks of at most `most` takes,
 /// first to last: `20` by `14` is `[10, 10]`, `128` by `14` is eight of 13 and two of 12.
 fn row_blocks(m: usize, most: usize) -> impl Iterator<Item = usize> {
@@ -182,24 +226,69 @@ macro_rules! fused_gemm_kernels {
         #[target_feature(enable = $feature)]
         pub(super) unsafe fn gemm(product: super::Product, a: *const f32, b: *const f32, c: *mut f32) {
             let width = LANES * VECTORS;
+            // Each block of the moving operand's columns is packed before the micro-kernels
+            // read it (see `pack`).
+            let mut panel = super::Panel::new(product.k * width);
+            let packed = super::Product { bstride: width, ..product };
+            let b_tile = b;
             let mut j = 0;
             while j < product.n {
                 let cols = (product.n - j).min(width);
                 let masks: [Mask; VECTORS] =
                     std::array::from_fn(|v| mask(cols.saturating_sub(v * LANES).min(LANES)));
+                // SAFETY: rows `< k` and columns `j..j + cols` of `b` are inside the product,
+                // and the panel holds `k` rows of `width`.
+                unsafe { pack(product, b_tile.add(j), panel.as_mut_ptr(), masks) };
+                let b = panel.as_mut_ptr().cast_const();
+                // The first row block fetches the next block's rows into cache as it goes, for
+                // the next `pack` (the rows are far apart, which the hardware does not follow).
+                // SAFETY: only an address, computed inside `b`'s rows (columns `< n`).
+                let mut next = (j + width < product.n).then(|| unsafe { b_tile.add(j + width) });
                 let mut i = 0;
                 for rows in super::row_blocks(product.m, ROWS) {
                     // SAFETY: rows `i..i + rows` and columns `j..j + cols` are inside the
                     // product (the caller's contract).
-                    let (a, b, c) = unsafe { (a.add(i), b.add(j), c.add(i * product.cstride + j)) };
+                    let (a, c) = unsafe { (a.add(i), c.add(i * product.cstride + j)) };
+                    let next = next.take();
                     match rows {
-                        // SAFETY: as above.
-                        $($r => unsafe { micro::<$r>(product, a, b, c, masks) },)*
+                        // SAFETY: as above; the panel's columns past `cols` are zero and never
+                        // stored.
+                        $($r => unsafe { micro::<$r>(packed, a, b, c, masks, next, product.bstride) },)*
                         _ => unreachable!("row blocks hold 1..=ROWS rows"),
                     }
                     i += rows;
                 }
                 j += width;
+            }
+        }
+
+        /// Copies rows `< k` of the moving operand's block of columns at `b`, masked to the
+        /// block's columns, into `panel`, `LANES * VECTORS` apart (masked-off columns zero).
+        /// The tile's own rows are a multiple of 2 KiB apart for 512 columns, which maps every
+        /// row to the same few L1 sets: read in place, each row block's micro-kernel would miss
+        /// L1 on every row; packed, the block is read from memory once and from L1 after.
+        ///
+        /// # Safety
+        /// `b` holds the block's rows at the product's stride; `panel` holds `k` packed rows.
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn pack(
+            product: super::Product,
+            mut b: *const f32,
+            mut panel: *mut f32,
+            masks: [Mask; VECTORS],
+        ) {
+            let all = mask(LANES);
+            for _ in 0..product.k {
+                for (v, &m) in masks.iter().enumerate() {
+                    // SAFETY: row `l < k` of the block, masked to its columns; the panel row.
+                    unsafe { store(panel.add(v * LANES), all, load(b.add(v * LANES), m)) };
+                }
+                // SAFETY: the next row of each (one past the last at the end, not read).
+                unsafe {
+                    b = b.add(product.bstride);
+                    panel = panel.add(LANES * VECTORS);
+                }
             }
         }
 
@@ -217,9 +306,18 @@ macro_rules! fused_gemm_kernels {
             mut b: *const f32,
             c: *mut f32,
             masks: [Mask; VECTORS],
+            mut next: Option<*const f32>,
+            next_stride: usize,
         ) {
             let mut acc = [[zero(); VECTORS]; R];
             for _ in 0..product.k {
+                if let Some(row) = next {
+                    // A hint: prefetching reads nothing the program can see, and never faults.
+                    for v in 0..VECTORS {
+                        _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(v * LANES).cast());
+                    }
+                    next = Some(row.wrapping_add(next_stride));
+                }
                 // SAFETY: row `l < k` of each operand, masked to the block's columns.
                 unsafe {
                     let moving: [Vector; VECTORS] =
@@ -401,6 +499,9 @@ mod tests {
                 (20, 33, 128),
                 (29, 70, 64),
                 (15, 9, 0),
+                // nc_matmul's largest, and a contraction past the on-stack panel.
+                (128, 512, 128),
+                (5, 40, 300),
             ] {
                 for special in [false, true] {
                     let (a, b) = (values(k * m, 1, special), values(k * n, 2, special));
