@@ -56,6 +56,10 @@ def _flags(rpath: str | None = None) -> list[str]:
 
     abi = int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))
     flags = ["-O2", "-std=c++20", "-fPIC", "-shared", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+    if torch.backends.openmp.is_available():
+        # at::parallel_for is inline OpenMP in such a build: without the flag it runs serially.
+        # The library then uses the libgomp torch has loaded (the same soname).
+        flags.append("-fopenmp")
     flags += [f"-I{p}" for p in cpp_extension.include_paths()]
     for lib_dir in cpp_extension.library_paths():
         flags += [f"-L{lib_dir}", f"-Wl,-rpath,{rpath or lib_dir}"]

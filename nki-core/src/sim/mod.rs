@@ -36,6 +36,7 @@ mod scalar;
 mod selection;
 mod store;
 mod strided;
+pub mod threads;
 mod transpose;
 mod trap;
 mod vector;
@@ -45,7 +46,6 @@ use crate::error::NkiError;
 use crate::ir::{HbmDecl, HbmKind, IndexDomain, Instruction, Program, Stmt, TileId};
 use exec::{Ctx, execute};
 use hbm::HbmBuffer;
-use rayon::prelude::*;
 use rows::Scratch;
 use std::ops::Range;
 use store::TileStore;
@@ -53,7 +53,10 @@ use store::TileStore;
 pub use band::plan::{BandPolicy, BandRegion};
 pub use order::IterationOrder;
 pub use parallel::parallel_loops;
-pub use plan::{ExecPlan, SPLIT_MIN_WORK, SPLIT_MIN_WORK_ENV, set_split_min_work, split_min_work};
+pub use plan::{
+    ExecPlan, HOST_SPLIT_MIN_WORK, SPLIT_MIN_WORK, SPLIT_MIN_WORK_ENV, set_split_min_work,
+    split_min_work,
+};
 pub(crate) use random::uses_prng;
 pub use register::MAX_DEVICE_ITERATIONS;
 
@@ -407,8 +410,15 @@ pub(crate) fn simulate_planned(
     };
     debug_assert!(plan.fits(program), "a plan made for another program");
     // The pool runs parallel loops, and splits the rows of large instructions elsewhere.
-    let pool = if parallel { pool::current() } else { None };
-    let parallel = pool.is_some().then_some(plan.parallel.as_slice());
+    // The pool, or the host's threads when it lent some (`sim/threads.rs`).
+    let on_host = parallel && threads::host_threads_set();
+    let pool = if parallel && !on_host {
+        pool::current()
+    } else {
+        None
+    };
+    let split = pool.is_some() || on_host;
+    let parallel = split.then_some(plan.parallel.as_slice());
     // Setting the generators up costs microseconds: only for a program that uses them.
     let prng = std::sync::Mutex::new(if plan.uses_prng {
         random::PrngState::default()
@@ -419,8 +429,10 @@ pub(crate) fn simulate_planned(
     let runner = Runner {
         program,
         hbm: &hbm,
-        split: pool.is_some(),
-        instances_together: pool.is_some() && plan.instances_together,
+        split,
+        instances_together: split
+            && plan.instances_together
+            && (!on_host || plan.instances_balanced),
         parallel,
         poison: &plan.poison,
         release: &plan.release,
@@ -510,10 +522,11 @@ impl<'a> Runner<'_, 'a> {
         store: &TileStore<'_>,
         env: &[i64],
     ) -> Result<(), NkiError> {
-        let results: Vec<Result<(), NkiError>> = run
-            .par_iter()
-            .map(|s| {
-                let Stmt::Loop { var, body } = s else {
+        let results: Vec<Result<(), NkiError>> = threads::map(
+            run.len(),
+            || (),
+            |_, k| {
+                let Stmt::Loop { var, body } = &run[k] else {
                     unreachable!("a run of grid loops");
                 };
                 let v = var.0 as usize;
@@ -526,8 +539,8 @@ impl<'a> Runner<'_, 'a> {
                     self.block(body, inner, &mut child, &mut env, &mut scratch)?;
                 }
                 Ok(())
-            })
-            .collect();
+            },
+        );
         results.into_iter().collect()
     }
 
@@ -681,11 +694,7 @@ impl<'a> Runner<'_, 'a> {
                     poison: self.poison,
                     release: &self.release[block],
                     local: self.band_local,
-                    threads: if self.split {
-                        rayon::current_num_threads()
-                    } else {
-                        1
-                    },
+                    threads: if self.split { threads::count() } else { 1 },
                     band_partitions: self.band_partitions,
                 };
                 band::run_region(&frame, body, region, store)?;
@@ -714,16 +723,14 @@ impl<'a> Runner<'_, 'a> {
                     let (trip, inner) = (self.program.loops[v].trip, self.loop_block[v]);
                     if self.parallel.is_some_and(|p| p[v]) {
                         let parent: &TileStore<'_> = store;
-                        let results: Vec<Result<(), NkiError>> = (0..trip)
-                            .into_par_iter()
-                            .map_init(
-                                || (parent.child(), env.to_vec(), Scratch::default()),
-                                |(child, env, scratch), i| {
-                                    env[v] = i as i64;
-                                    self.block(body, inner, child, env, scratch)
-                                },
-                            )
-                            .collect();
+                        let results: Vec<Result<(), NkiError>> = threads::map(
+                            trip,
+                            || (parent.child(), env.to_vec(), Scratch::default()),
+                            |(child, env, scratch), i| {
+                                env[v] = i as i64;
+                                self.block(body, inner, child, env, scratch)
+                            },
+                        );
                         results.into_iter().collect::<Result<(), _>>()?;
                     } else if self.order != IterationOrder::Program
                         && self.program.loops[v].kind == crate::ir::LoopKind::Affine

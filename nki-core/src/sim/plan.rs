@@ -58,6 +58,11 @@ pub struct ExecPlan {
     /// nothing orders them). Decided only for a program large enough to be split
     /// ([`split_min_work`]); a smaller one runs on the calling thread anyway.
     pub(crate) instances_together: bool,
+    /// Whether the instances' [`work`] is nearly even ([`instances_balanced`]). A host's
+    /// parallel-for runs a parallel part nested in another on the calling thread (ATen's does),
+    /// so on a host's threads uneven instances run one after the other instead, each splitting
+    /// its own rows: together, the largest would run alone on one thread.
+    pub(crate) instances_balanced: bool,
 }
 
 impl ExecPlan {
@@ -76,7 +81,7 @@ impl ExecPlan {
         let parallel = parallel_loops(program);
         let (bands, band_local) =
             band_regions(program, &release, &parallel, fused_multiply_add(), policy);
-        let work = work(program);
+        let (work, instance_work) = work(program);
         let instances_together = program.program_count() > 1
             && work >= split_min_work()
             && crate::validate::instances_independent(program);
@@ -93,6 +98,7 @@ impl ExecPlan {
             work,
             uses_prng: uses_prng(program),
             instances_together,
+            instances_balanced: instances_balanced(&instance_work),
         }
     }
 
@@ -104,6 +110,12 @@ impl ExecPlan {
     /// Whether the launch-grid instances run at the same time on the pool (see the field).
     pub fn instances_together(&self) -> bool {
         self.instances_together
+    }
+
+    /// Whether the launch-grid instances share the work nearly evenly, so that they also run
+    /// together on a host's threads (see the field).
+    pub fn instances_balanced(&self) -> bool {
+        self.instances_balanced
     }
 
     /// Whether a run is large enough that handing it to the simulator's threads pays (see
@@ -407,81 +419,120 @@ fn release_points(program: &Program) -> ReleasePoints {
     (walk.release, walk.loop_block, walk.device_block)
 }
 
-/// The smallest [`ExecPlan::work`] a run hands to the simulator's threads by default. Below
+/// The smallest [`ExecPlan::work`] a run hands to the simulator's own pool by default. Below
 /// it, the cost of handing the run over (waking a pool thread, waiting for it; tens of
 /// microseconds when other processes hold the cores) exceeds what a second thread saves, so
 /// the run stays on the calling thread. Measured with `scripts/bench_overhead.py --split`
 /// (docs/bench.md, "Per-call overhead").
 pub const SPLIT_MIN_WORK: u64 = 1 << 25;
 
-/// The environment variable that overrides [`SPLIT_MIN_WORK`] (read once per process; `0`
-/// hands every run to the pool, as before the threshold).
+/// The smallest [`ExecPlan::work`] split across a host's threads by default
+/// ([`crate::sim::threads::set_host_threads`]: ATen's intra-op pool for the torch ops). Those
+/// threads are awake between ATen's parallel regions, so a split costs no wake-up, and runs of
+/// a few hundred microseconds gain (docs/bench.md, "The host's threads").
+pub const HOST_SPLIT_MIN_WORK: u64 = 1 << 19;
+
+/// The environment variable that overrides [`SPLIT_MIN_WORK`] and [`HOST_SPLIT_MIN_WORK`] (read
+/// once per process; `0` hands every run to the threads, as before the threshold).
 pub const SPLIT_MIN_WORK_ENV: &str = "TORCH_NKI_SPLIT_MIN_WORK";
 
-/// `u64::MAX` until first read.
+/// The override plus one (0: none), or `u64::MAX` until first read.
 static SPLIT_MIN: AtomicU64 = AtomicU64::new(u64::MAX);
 
-/// The smallest run handed to the simulator's threads: [`SPLIT_MIN_WORK`], or
-/// `$TORCH_NKI_SPLIT_MIN_WORK` when that is an integer, or what [`set_split_min_work`] set.
+/// The smallest run split across threads: `$TORCH_NKI_SPLIT_MIN_WORK` when that is an integer,
+/// or what [`set_split_min_work`] set, or else [`HOST_SPLIT_MIN_WORK`] while a host lends its
+/// threads and [`SPLIT_MIN_WORK`] otherwise.
 pub fn split_min_work() -> u64 {
-    let min = SPLIT_MIN.load(Ordering::Relaxed);
-    if min != u64::MAX {
-        return min;
+    let mut stored = SPLIT_MIN.load(Ordering::Relaxed);
+    if stored == u64::MAX {
+        let from_env = std::env::var(SPLIT_MIN_WORK_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(0, |min| min.min(u64::MAX - 2) + 1);
+        // A concurrent `set_split_min_work` wins.
+        let _ =
+            SPLIT_MIN.compare_exchange(u64::MAX, from_env, Ordering::Relaxed, Ordering::Relaxed);
+        stored = SPLIT_MIN.load(Ordering::Relaxed);
     }
-    let from_env = std::env::var(SPLIT_MIN_WORK_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(SPLIT_MIN_WORK)
-        .min(u64::MAX - 1);
-    // A concurrent `set_split_min_work` wins.
-    let _ = SPLIT_MIN.compare_exchange(u64::MAX, from_env, Ordering::Relaxed, Ordering::Relaxed);
-    SPLIT_MIN.load(Ordering::Relaxed)
+    match stored {
+        0 if crate::sim::threads::host_threads_set() => HOST_SPLIT_MIN_WORK,
+        0 => SPLIT_MIN_WORK,
+        min => min - 1,
+    }
 }
 
-/// Sets the smallest run handed to the simulator's threads for this process (`0`: every run
-/// with a parallel plan; `u64::MAX - 1`: none), for measuring the threshold.
+/// Sets the smallest run split across threads for this process (`0`: every run with a
+/// parallel plan; `u64::MAX - 1`: none), for measuring the threshold.
 pub fn set_split_min_work(min: u64) {
-    SPLIT_MIN.store(min.min(u64::MAX - 1), Ordering::Relaxed);
+    SPLIT_MIN.store(min.min(u64::MAX - 2) + 1, Ordering::Relaxed);
 }
 
 /// Tile elements the program's instructions read and write, plus a matmul's multiply-adds, each
 /// instruction counted once per iteration of the loops around it (a device loop's body once:
 /// its trips are known only when it runs) and at least once: a proxy for the time a run takes.
-fn work(program: &Program) -> u64 {
+/// Then the same sum for each launch-grid instance (each grid loop, in program order).
+fn work(program: &Program) -> (u64, Vec<u64>) {
     let trips = program.trips();
     let mut total = 0u64;
+    let mut instances: Vec<(crate::affine::LoopVar, u64)> = Vec::new();
     program.visit_instructions(&mut |inst, loops| {
         let times = loops.iter().fold(1u64, |n, v| {
             n.saturating_mul(trips.get(v.0 as usize).copied().unwrap_or(1) as u64)
         });
-        let mut elements = 0u64;
-        inst.op.visit_operands(&mut |u| {
-            if let OperandUse::Tile(r, _) = u {
-                elements = elements.saturating_add((r.np as u64).saturating_mul(r.nf as u64));
+        let work = times.saturating_mul(instruction_work(inst).max(1));
+        total = total.saturating_add(work);
+        let grid = loops
+            .iter()
+            .find(|v| program.loops[v.0 as usize].kind.grid_axis().is_some());
+        if let Some(&grid) = grid {
+            match instances.iter_mut().find(|(v, _)| *v == grid) {
+                Some((_, sum)) => *sum = sum.saturating_add(work),
+                None => instances.push((grid, work)),
             }
-        });
-        let dims = match &inst.op {
-            Op::NcMatmul {
-                stationary,
-                moving,
-                perf_mode,
-                ..
-            } => Some(perf_mode.dims(stationary, moving)),
-            Op::NcMatmulMx {
-                stationary, moving, ..
-            } => Some((stationary.np, stationary.nf, moving.nf)),
-            _ => None,
-        };
-        if let Some((k, m, n)) = dims {
-            // K·M·N multiply-adds, not the operands' elements.
-            let macs = [k, m, n]
-                .iter()
-                .fold(1u64, |n, &d| n.saturating_mul(d as u64));
-            elements = elements.saturating_add(macs);
         }
-        total = total.saturating_add(times.saturating_mul(elements.max(1)));
     });
-    total
+    (total, instances.into_iter().map(|(_, w)| w).collect())
+}
+
+/// One execution of `inst`: its tile elements, plus a matmul's K·M·N multiply-adds.
+fn instruction_work(inst: &crate::ir::Instruction) -> u64 {
+    let mut elements = 0u64;
+    inst.op.visit_operands(&mut |u| {
+        if let OperandUse::Tile(r, _) = u {
+            elements = elements.saturating_add((r.np as u64).saturating_mul(r.nf as u64));
+        }
+    });
+    let dims = match inst.op {
+        Op::NcMatmul {
+            ref stationary,
+            ref moving,
+            perf_mode,
+            ..
+        } => Some(perf_mode.dims(stationary, moving)),
+        Op::NcMatmulMx {
+            ref stationary,
+            ref moving,
+            ..
+        } => Some((stationary.np, stationary.nf, moving.nf)),
+        _ => None,
+    };
+    if let Some((k, m, n)) = dims {
+        // K·M·N multiply-adds, not the operands' elements.
+        let macs = [k, m, n]
+            .iter()
+            .fold(1u64, |n, &d| n.saturating_mul(d as u64));
+        elements = elements.saturating_add(macs);
+    }
+    elements
+}
+
+/// Whether the launch-grid instances share the work nearly evenly: the largest at most twice the
+/// smallest (one instance, or none: yes).
+fn instances_balanced(instances: &[u64]) -> bool {
+    match (instances.iter().min(), instances.iter().max()) {
+        (Some(&least), Some(&most)) => instances.len() < 2 || most <= least.saturating_mul(2),
+        _ => true,
+    }
 }
 
 /// Whether some instruction of the program uses the random-number generators.
@@ -493,7 +544,18 @@ fn uses_prng(program: &Program) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_RECTS, Poison, Rect, Written};
+    use super::{MAX_RECTS, Poison, Rect, Written, instances_balanced};
+
+    #[test]
+    fn instances_are_balanced_when_the_largest_is_at_most_twice_the_smallest() {
+        assert!(instances_balanced(&[]));
+        assert!(instances_balanced(&[7]));
+        assert!(instances_balanced(&[100, 200]));
+        assert!(instances_balanced(&[100, 100, 150]));
+        assert!(!instances_balanced(&[100, 201]));
+        assert!(!instances_balanced(&[2048 * 128, 2048 * 2]));
+        assert!(!instances_balanced(&[0, 5]));
+    }
 
     fn rect(p: (usize, usize), f: (usize, usize)) -> Rect {
         Rect { p, f }

@@ -14,8 +14,9 @@ use std::sync::{Arc, RwLock};
 /// `(process id, pool)`.
 static POOL: RwLock<Option<(u32, Arc<ThreadPool>)>> = RwLock::new(None);
 
-/// How many of the current pool's threads [`crate::sim::cores`] can recognise (the first ones
-/// to start; a larger pool's others are not discounted there).
+/// How many of the simulator's worker threads (the current pool's, and the host's that ran a
+/// piece: [`record_worker_thread`]) [`crate::sim::cores`] can recognise (the first ones to
+/// start; others are not discounted there).
 const RECORDED_THREADS: usize = 64;
 
 /// The kernel's thread ids of the current pool's threads (Linux; each thread writes its own
@@ -39,6 +40,26 @@ pub(crate) fn thread_ids() -> Vec<u32> {
         .map(|slot| slot.load(Ordering::Relaxed))
         .filter(|&id| id != 0)
         .collect()
+}
+
+/// Bumped whenever [`POOL_THREADS`] is cleared, so host threads record themselves again.
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    /// `(process id, generation)` when this thread last recorded itself.
+    static RECORDED: std::cell::Cell<(u32, u32)> = const { std::cell::Cell::new((0, u32::MAX)) };
+}
+
+/// Records the calling thread among the simulator's workers, once per [`GENERATION`]: a host
+/// thread running a piece of a run ([`crate::sim::threads`]) is one, as much as a pool thread.
+pub(crate) fn record_worker_thread() {
+    let key = (std::process::id(), GENERATION.load(Ordering::Acquire));
+    RECORDED.with(|recorded| {
+        if recorded.get() != key {
+            recorded.set(key);
+            record_pool_thread();
+        }
+    });
 }
 
 /// Records the calling pool thread's id in the next free slot.
@@ -79,6 +100,7 @@ pub(crate) fn current() -> Option<Arc<ThreadPool>> {
         slot.store(0, Ordering::Relaxed);
     }
     POOL_THREADS_STARTED.store(0, Ordering::Release);
+    GENERATION.fetch_add(1, Ordering::AcqRel);
     let pool = Arc::new(
         ThreadPoolBuilder::new()
             .thread_name(|i| format!("nki-sim-{i}"))

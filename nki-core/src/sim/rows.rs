@@ -6,7 +6,7 @@
 use crate::ir::TileRegion;
 use crate::sim::dma::RowSink;
 use crate::sim::store::{StoreError, TileStore};
-use rayon::prelude::*;
+use crate::sim::threads;
 
 /// Instructions with fewer elements than this run on one thread (splitting costs a few
 /// microseconds; a `[128, 256]` fp32 pass takes tens).
@@ -196,18 +196,19 @@ pub(crate) fn rows1_writing<R: Send>(
         }
     };
     let result = if splittable(split, dst, &[a]) {
-        out[dst.p0 * stride..(dst.p0 + dst.np) * stride]
-            .par_chunks_mut(stride)
-            .enumerate()
-            .map_init(Vec::new, |scratch, (r, row)| {
+        threads::map_rows_mut(
+            &mut out[dst.p0 * stride..(dst.p0 + dst.np) * stride],
+            stride,
+            Vec::new,
+            |scratch, r, row| {
                 let x = source.row(a, r, || in_row(row, a), scratch);
                 let out = &mut row[dst.f0..dst.f0 + dst.nf];
                 crate::wide::wide(
                     #[inline(always)]
                     || f(r, out, x),
                 )
-            })
-            .collect()
+            },
+        )
     } else {
         crate::wide::wide(
             #[inline(always)]
@@ -270,10 +271,11 @@ pub(crate) fn rows2_writing<R: Send>(
         }
     };
     let result = if splittable(split, dst, &[a, b]) {
-        out[dst.p0 * stride..(dst.p0 + dst.np) * stride]
-            .par_chunks_mut(stride)
-            .enumerate()
-            .map_init(Scratch::default, |scratch, (r, row)| {
+        threads::map_rows_mut(
+            &mut out[dst.p0 * stride..(dst.p0 + dst.np) * stride],
+            stride,
+            Scratch::default,
+            |scratch, r, row| {
                 let x = source_a.row(a, r, || in_row(row, a), &mut scratch.a);
                 let y = source_b.row(b, r, || in_row(row, b), &mut scratch.b);
                 let out = &mut row[dst.f0..dst.f0 + dst.nf];
@@ -281,8 +283,8 @@ pub(crate) fn rows2_writing<R: Send>(
                     #[inline(always)]
                     || f(r, out, x, y),
                 )
-            })
-            .collect()
+            },
+        )
     } else {
         crate::wide::wide(
             #[inline(always)]
@@ -324,15 +326,12 @@ fn forward_rows<R: Send>(
         result
     };
     if sink.rows_disjoint() && splittable(split, dst, &[]) {
-        (0..dst.np)
-            .into_par_iter()
-            .map_init(Vec::new, |out, r| {
-                crate::wide::wide(
-                    #[inline(always)]
-                    || row(r, out),
-                )
-            })
-            .collect()
+        threads::map(dst.np, Vec::new, |out, r| {
+            crate::wide::wide(
+                #[inline(always)]
+                || row(r, out),
+            )
+        })
     } else {
         crate::wide::wide(
             #[inline(always)]
@@ -359,7 +358,7 @@ pub(crate) fn fill_rows(
     let rows = &mut out[region.p0 * stride..(region.p0 + region.np) * stride];
     let fill = |(r, row): (usize, &mut [f32])| f(r, &mut row[region.f0..region.f0 + region.nf]);
     if splittable(split, region, &[]) {
-        rows.par_chunks_mut(stride).enumerate().for_each(fill);
+        threads::map_rows_mut(rows, stride, || (), |_, r, row| fill((r, row)));
     } else {
         rows.chunks_mut(stride).enumerate().for_each(fill);
     }
@@ -378,7 +377,9 @@ pub(crate) fn read_rows(
 ) -> Result<(), StoreError> {
     let read = |r: usize| store.row(region, r).map(|row| f(r, row));
     if disjoint && splittable(split, region, &[]) {
-        (0..region.np).into_par_iter().try_for_each(read)
+        threads::map(region.np, || (), |_, r| read(r))
+            .into_iter()
+            .collect()
     } else {
         (0..region.np).try_for_each(read)
     }

@@ -276,8 +276,9 @@ fn disk_cache_clear() -> PyResult<usize> {
 
 /// The smallest run (tile elements read and written, `ExecPlan::work`) the simulator hands to
 /// its threads; smaller ones run on the calling thread. With `min`, sets it first (`0`: every
-/// run that has parallel work). Default `nki_core::sim::SPLIT_MIN_WORK`, or
-/// `$TORCH_NKI_SPLIT_MIN_WORK`.
+/// run that has parallel work). Default `$TORCH_NKI_SPLIT_MIN_WORK`, else
+/// `nki_core::sim::HOST_SPLIT_MIN_WORK` while the fast path lends the simulator ATen's threads
+/// and `nki_core::sim::SPLIT_MIN_WORK` otherwise.
 #[entry_point]
 #[pyo3(signature = (min=None))]
 fn split_min_work(min: Option<u64>) -> PyResult<u64> {

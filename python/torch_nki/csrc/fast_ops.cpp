@@ -26,6 +26,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
@@ -451,6 +452,21 @@ std::shared_ptr<const BackwardPlan> make_plan(const std::string& op_name, const 
   return plan;
 }
 
+// The simulator's parallel work on ATen's intra-op threads (nki_core::sim::threads): the threads
+// ATen's own parallel ops use, awake between them, rather than a pool of the simulator's own
+// competing with them. `piece(context, begin, end)` covers `0..n` once; inside another parallel
+// region at::parallel_for runs it on the calling thread. Nothing may throw into Rust: a piece
+// does not throw, and if ATen fails to run one, the simulator finds the index it skipped and
+// reports it.
+void host_parallel_for(int64_t n, void* context, void (*piece)(void*, int64_t, int64_t)) noexcept {
+  try {
+    at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) { piece(context, begin, end); });
+  } catch (...) {
+  }
+}
+
+int64_t host_thread_count() noexcept { return at::get_num_threads(); }
+
 // Registers the fast kernels of op `<ns>::<name>` (kernel `kernel` of the module whose C ABI
 // table is at `api`): CPU and AutogradCPU on the op, CPU on its hidden grad twin. `backward`
 // (empty: none) and the lists are the op's backward plan, for the C++ autograd node.
@@ -463,6 +479,7 @@ void register_op(const std::string& qualname, int64_t api_address, const std::st
   TORCH_CHECK(api != nullptr && api->version == kAbiVersion,
               "torch_nki_fast: the native module's fast ABI is ", api ? api->version : 0,
               ", this library's is ", kAbiVersion);
+  api->set_host_threads(&host_parallel_for, &host_thread_count);
   const void* kernel_ptr = api->lookup(kernel.c_str());
   TORCH_CHECK(kernel_ptr != nullptr, "torch_nki_fast: the native module has no kernel ", kernel);
   auto slow = find_op(slow_qualname);

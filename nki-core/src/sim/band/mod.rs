@@ -36,7 +36,6 @@ use crate::sim::rows::Scratch;
 use crate::sim::store::TileStore;
 use clip::{clip, clip_operands};
 use plan::BandRegion;
-use rayon::prelude::*;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -147,9 +146,9 @@ pub(crate) fn run_region<'a: 'p, 'p>(
     };
     let threads = frame.threads.clamp(1, bands);
     let failures: Vec<(usize, usize, NkiError)> = if threads > 1 {
-        (0..threads)
-            .into_par_iter()
-            .filter_map(|_| worker())
+        crate::sim::threads::map(threads, || (), |_, _| worker())
+            .into_iter()
+            .flatten()
             .collect()
     } else {
         worker().into_iter().collect()

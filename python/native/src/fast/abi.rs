@@ -6,11 +6,12 @@
 
 use super::c_decl::{CStruct, c_enum, c_struct};
 use nki_core::DType;
+use nki_core::sim::threads::{HostParallelFor, HostThreadCount};
 use std::ffi::{c_char, c_void};
 use std::fmt::Write;
 
 /// The ABI version; the C++ side refuses a table with another.
-pub const FAST_ABI_VERSION: u32 = 1;
+pub const FAST_ABI_VERSION: u32 = 2;
 /// Success.
 pub const OK: i32 = 0;
 /// Run the op's Python kernel instead.
@@ -203,6 +204,9 @@ c_struct! {
         ) -> i32,
         /// Releases a plan's handle.
         pub release: unsafe extern "C" fn(*const c_void),
+        /// Lends the simulator the host's threads, `(parallel_for, thread_count)`
+        /// (`nki_core::sim::threads::HostThreads`): the C++ side passes ATen's intra-op pool.
+        pub set_host_threads: unsafe extern "C" fn(HostParallelFor, HostThreadCount),
     }
 }
 
@@ -284,7 +288,7 @@ mod tests {
     fn the_header_declares_every_struct_enum_and_dtype() {
         let h = header();
         for needle in [
-            "constexpr uint32_t kAbiVersion = 1;",
+            "constexpr uint32_t kAbiVersion = 2;",
             "enum class FastDtype : uint8_t {",
             "  F8E5M2 = 5,",
             "enum class FastScalarKind : uint8_t {",
@@ -298,6 +302,8 @@ mod tests {
             "  int32_t (*plan)(const void *, const FastTensorMeta *, size_t, const FastScalar *, \
              size_t, FastPlan *);",
             "  void (*release)(const void *);",
+            "  void (*set_host_threads)(void (*)(int64_t, void *, void (*)(void *, int64_t, \
+             int64_t)), int64_t (*)(void));",
             "static_assert(offsetof(FastApi, release) == ",
         ] {
             assert!(h.contains(needle), "{needle:?} not in\n{h}");

@@ -12,6 +12,7 @@
 
 use crate::guard::entry_point;
 use nki_core::kernel_def::{ParamKind, ScalarValue, TensorSig};
+use nki_core::sim::threads::{self, HostParallelFor, HostThreadCount, HostThreads};
 use nki_core::sim::{HostTensor, HostTensorMut};
 use nki_core::{Compiled, KernelDef, Signature, Target};
 use nki_registry::CompileCache;
@@ -45,7 +46,20 @@ pub static FAST_API: FastApi = FastApi {
     plan,
     execute,
     release,
+    set_host_threads,
 };
+
+/// `FastApi::set_host_threads`: the simulator's parallel work runs on `parallel_for` from now on.
+unsafe extern "C" fn set_host_threads(parallel_for: HostParallelFor, threads: HostThreadCount) {
+    // SAFETY: the C++ side's parallel-for is ATen's `at::parallel_for`, which runs every index
+    // once and returns after its pieces; neither function throws (fast_ops.cpp catches).
+    unsafe {
+        threads::set_host_threads(Some(HostThreads {
+            parallel_for,
+            threads,
+        }))
+    };
+}
 
 /// The target kernels are compiled for on this path (the torch ops' default).
 const TARGET: Target = Target::Trn2;
