@@ -56,14 +56,21 @@ def _flags(rpath: str | None = None) -> list[str]:
 
     abi = int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))
     flags = ["-O2", "-std=c++20", "-fPIC", "-shared", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
-    if torch.backends.openmp.is_available():
-        # at::parallel_for is inline OpenMP in such a build: without the flag it runs serially.
-        # The library then uses the libgomp torch has loaded (the same soname).
+    if _torch_libgomp():
+        # at::parallel_for is inline OpenMP in such a build: without the flag it runs serially
+        # (and fast_ops.cpp then keeps the simulator on its own threads). The library uses the
+        # libgomp torch ships and has loaded (the same soname, found through the rpath).
         flags.append("-fopenmp")
     flags += [f"-I{p}" for p in cpp_extension.include_paths()]
     for lib_dir in cpp_extension.library_paths():
         flags += [f"-L{lib_dir}", f"-Wl,-rpath,{rpath or lib_dir}"]
     return [*flags, "-lc10", "-ltorch_cpu"]
+
+
+def _torch_libgomp() -> bool:
+    """Whether torch runs its intra-op threads on OpenMP from a ``libgomp.so.1`` of its own."""
+    lib = Path(torch.__file__).resolve().parent / "lib"
+    return torch.backends.openmp.is_available() and (lib / "libgomp.so.1").exists()
 
 
 def torch_minor(version: str | None = None) -> str:

@@ -40,6 +40,12 @@ pub fn a_core_is_free() -> bool {
         // Before the first window ends: the threads running right now.
         Some((start, None)) if start.at.elapsed() < WINDOW => a_core_is_free_now(),
         Some((start, Some(free))) if start.at.elapsed() < WINDOW => return free,
+        // A window nobody asked about for long averages a past the machine may have left: a
+        // new one starts, and meanwhile the threads running now answer.
+        Some(_) if start_is_stale(&state) => {
+            *state = Sample::now().map(|start| (start, None));
+            a_core_is_free_now()
+        }
         Some((start, _)) => match (Sample::now(), online_cpus()) {
             (Some(end), Some(online)) => {
                 let free = free_beside(online, others_busy(start, end));
@@ -58,8 +64,16 @@ pub fn a_core_is_free() -> bool {
 }
 
 /// The shortest span over which [`a_core_is_free`] measures other processes' work; its answer
-/// holds until the next span ends.
+/// holds until the next span ends. A span longer than [`STALE`] is not used.
 pub const WINDOW: Duration = Duration::from_millis(100);
+
+/// The longest span [`a_core_is_free`] averages over.
+pub const STALE: Duration = Duration::from_millis(400);
+
+/// Whether the current window began more than [`STALE`] ago.
+fn start_is_stale(state: &Option<(Sample, Option<bool>)>) -> bool {
+    state.is_some_and(|(start, _)| start.at.elapsed() > STALE)
+}
 
 /// Clock ticks per second in `/proc/stat` and `/proc/<pid>/stat` (`USER_HZ`, 100 on Linux).
 const TICKS_PER_SECOND: f64 = 100.0;

@@ -16,6 +16,7 @@
 use std::any::Any;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock};
 
 /// Runs one piece of a host parallel-for: `(context, begin, end)`.
@@ -40,6 +41,10 @@ pub struct HostThreads {
 
 static HOST: RwLock<Option<HostThreads>> = RwLock::new(None);
 
+/// Whether [`HOST`] holds a host: every call asks ([`crate::sim::split_min_work`]), so an
+/// atomic rather than the lock.
+static HOST_SET: AtomicBool = AtomicBool::new(false);
+
 /// Runs the simulator's parallel work on `host`'s threads from now on (`None`: on its own pool
 /// again). Which runs are split at all does not change ([`crate::sim::ExecPlan::hand_to_pool`]).
 ///
@@ -52,6 +57,7 @@ pub unsafe fn set_host_threads(host: Option<HostThreads>) {
     *HOST
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = host;
+    HOST_SET.store(host.is_some(), Ordering::Release);
     if let Some(host) = host {
         // Each of the host's threads runs a piece now, which records it among the simulator's
         // workers: `sim/cores.rs` must not take one still running after the host's own work
@@ -72,7 +78,7 @@ pub(crate) fn host() -> Option<HostThreads> {
 
 /// Whether a host lent its threads ([`set_host_threads`]).
 pub fn host_threads_set() -> bool {
-    host().is_some()
+    HOST_SET.load(Ordering::Acquire)
 }
 
 /// How many threads a split run's parallel parts can use: the host's, or the current rayon
@@ -263,7 +269,7 @@ fn on_host(host: HostThreads, n: usize, piece: &(dyn Fn(usize, usize) + Sync)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     static PIECES: AtomicUsize = AtomicUsize::new(0);
 

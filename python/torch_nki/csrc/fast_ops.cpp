@@ -479,7 +479,10 @@ void register_op(const std::string& qualname, int64_t api_address, const std::st
   TORCH_CHECK(api != nullptr && api->version == kAbiVersion,
               "torch_nki_fast: the native module's fast ABI is ", api ? api->version : 0,
               ", this library's is ", kAbiVersion);
+#if !AT_PARALLEL_OPENMP || defined(_OPENMP)
+  // (An OpenMP build of ATen compiled here without -fopenmp would run the pieces serially.)
   api->set_host_threads(&host_parallel_for, &host_thread_count);
+#endif
   const void* kernel_ptr = api->lookup(kernel.c_str());
   TORCH_CHECK(kernel_ptr != nullptr, "torch_nki_fast: the native module has no kernel ", kernel);
   auto slow = find_op(slow_qualname);
