@@ -34,6 +34,31 @@ def test_a_forked_child_runs_parallel_kernels() -> None:
     assert os.WEXITSTATUS(status) == 0
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_splits_runs_without_the_parent_s_aten_threads() -> None:
+    """The parent's split runs use ATen's OpenMP threads, which a forked child does not have
+    (a parallel region there waits for them forever); the child's split runs use the
+    simulator's own pool. The child compares bytes: ATen's own parallel ops would hang."""
+    from torch_nki import _native
+
+    x = torch.rand(512, 512)
+    expected = (x + x).numpy().tobytes()
+    before = _native.split_min_work(0)  # every run split, in parent and child
+    try:
+        assert torch.ops.neuron.add(x, x).numpy().tobytes() == expected
+        torch.add(x, x)  # ATen's team has run in the parent
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            signal.alarm(60)  # a hang kills the child instead of the test run
+            same = all(torch.ops.neuron.add(x, x).numpy().tobytes() == expected for _ in range(5))
+            os._exit(0 if same else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        _native.split_min_work(before)
+    assert os.WIFEXITED(status), f"child did not exit normally (status {status}): hung or crashed"
+    assert os.WEXITSTATUS(status) == 0
+
+
 def test_a_multiprocessing_fork_pool_runs_kernels() -> None:
     assert _parallel_add()
     with multiprocessing.get_context("fork").Pool(2) as pool:

@@ -411,7 +411,7 @@ pub(crate) fn simulate_planned(
     debug_assert!(plan.fits(program), "a plan made for another program");
     // The pool runs parallel loops, and splits the rows of large instructions elsewhere.
     // The pool, or the host's threads when it lent some (`sim/threads.rs`).
-    let on_host = parallel && threads::host_threads_set();
+    let on_host = parallel && threads::host().is_some();
     let pool = if parallel && !on_host {
         pool::current()
     } else {

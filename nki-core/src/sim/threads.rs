@@ -39,7 +39,8 @@ pub struct HostThreads {
     pub threads: HostThreadCount,
 }
 
-static HOST: RwLock<Option<HostThreads>> = RwLock::new(None);
+/// The host's threads, with the id of the process that lent them.
+static HOST: RwLock<Option<(u32, HostThreads)>> = RwLock::new(None);
 
 /// Whether [`HOST`] holds a host: every call asks ([`crate::sim::split_min_work`]), so an
 /// atomic rather than the lock.
@@ -56,7 +57,7 @@ static HOST_SET: AtomicBool = AtomicBool::new(false);
 pub unsafe fn set_host_threads(host: Option<HostThreads>) {
     *HOST
         .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = host;
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = host.map(|h| (std::process::id(), h));
     HOST_SET.store(host.is_some(), Ordering::Release);
     if let Some(host) = host {
         // Each of the host's threads runs a piece now, which records it among the simulator's
@@ -69,14 +70,19 @@ pub unsafe fn set_host_threads(host: Option<HostThreads>) {
     }
 }
 
-/// The host's threads, if a host lent some.
+/// The host's threads, if a host lent some to this process. A process forked from the one that
+/// did has none: ATen's OpenMP threads do not survive `fork`, and a parallel region in the child
+/// waits for them forever (ATen's own ops hang there too), so the child's runs go to the
+/// simulator's own pool, which it rebuilds (`sim/pool.rs`).
 pub(crate) fn host() -> Option<HostThreads> {
-    *HOST
+    let host = *HOST
         .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    host.and_then(|(pid, h)| (pid == std::process::id()).then_some(h))
 }
 
-/// Whether a host lent its threads ([`set_host_threads`]).
+/// Whether a host lent its threads ([`set_host_threads`]; in a forked child too, where they are
+/// not used: see [`host`]). One atomic load, for every call's threshold.
 pub fn host_threads_set() -> bool {
     HOST_SET.load(Ordering::Acquire)
 }
