@@ -84,11 +84,12 @@ fn runs_on_a_host_s_threads_give_the_bits_of_one_thread() {
 /// evenly: `add` gives its second instance the 2 rows left after 128, `linear` splits its
 /// output into equal halves.
 #[test]
-fn only_balanced_instances_run_together_on_a_host_s_threads() {
+fn only_balanced_instances_run_together_on_a_host_s_threads_and_small_gemms_stay_whole() {
     use nki_core::Signature;
     use nki_core::kernel_def::TensorSig;
     use nki_core::kernel_def::registered_kernels;
     use nki_core::prelude::{DType, Target};
+    use nki_core::sim::HOST_SPLIT_MIN_WORK;
     let plan_of = |name: &str, shapes: &[&[u64]]| {
         let def = registered_kernels()
             .find(|d| d.name == name)
@@ -108,8 +109,18 @@ fn only_balanced_instances_run_together_on_a_host_s_threads() {
         };
         let compiled = nki_core::compile(def, &sig).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(compiled.program().program_count(), 2, "{name}");
-        compiled.plan().instances_balanced()
+        let plan = compiled.plan();
+        (plan.instances_balanced(), plan.work(), plan.host_work())
     };
-    assert!(!plan_of("add", &[&[130, 4100], &[130, 4100]]));
-    assert!(plan_of("linear", &[&[256, 512], &[1024, 512], &[1024]]));
+    assert!(!plan_of("add", &[&[130, 4100], &[130, 4100]]).0);
+    assert!(plan_of("linear", &[&[256, 512], &[1024, 512], &[1024]]).0);
+    // On a host's threads a multiply-add weighs an eighth of an element: a llama-tiny MLP
+    // linear (1.3 M multiply-adds) stays under the threshold, an elementwise run is unchanged.
+    let (_, work, host_work) = plan_of("linear", &[&[2, 64, 64], &[160, 64], &[160]]);
+    assert!(
+        host_work < HOST_SPLIT_MIN_WORK && HOST_SPLIT_MIN_WORK <= work,
+        "{host_work} {work}"
+    );
+    let (_, work, host_work) = plan_of("add", &[&[130, 4100], &[130, 4100]]);
+    assert_eq!(host_work, work);
 }

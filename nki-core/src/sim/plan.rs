@@ -50,6 +50,9 @@ pub struct ExecPlan {
     /// multiply-adds, each instruction counted once per iteration of the loops around it (see
     /// [`work`]).
     pub(crate) work: u64,
+    /// [`work`] with each multiply-add counted as [`HOST_MACS_PER_ELEMENT`]th of an element: the
+    /// size compared with [`HOST_SPLIT_MIN_WORK`].
+    pub(crate) host_work: u64,
     /// Whether some instruction uses the engines' random-number generators (a run without one
     /// does not set their states up).
     pub(crate) uses_prng: bool,
@@ -81,7 +84,11 @@ impl ExecPlan {
         let parallel = parallel_loops(program);
         let (bands, band_local) =
             band_regions(program, &release, &parallel, fused_multiply_add(), policy);
-        let (work, instance_work) = work(program);
+        let Work {
+            total: work,
+            host: host_work,
+            instances: instance_work,
+        } = work(program);
         let instances_together = program.program_count() > 1
             && work >= split_min_work()
             && crate::validate::instances_independent(program);
@@ -96,6 +103,7 @@ impl ExecPlan {
             band_local,
             band_partitions: policy.partitions,
             work,
+            host_work,
             uses_prng: uses_prng(program),
             instances_together,
             instances_balanced: instances_balanced(&instance_work),
@@ -105,6 +113,12 @@ impl ExecPlan {
     /// The size of a run (see [`work`]).
     pub fn work(&self) -> u64 {
         self.work
+    }
+
+    /// The size compared with the threshold on a host's threads: [`Self::work`] with each
+    /// multiply-add counted as [`HOST_MACS_PER_ELEMENT`]th of an element.
+    pub fn host_work(&self) -> u64 {
+        self.host_work
     }
 
     /// Whether the launch-grid instances run at the same time on the pool (see the field).
@@ -121,7 +135,17 @@ impl ExecPlan {
     /// Whether a run is large enough that handing it to the simulator's threads pays (see
     /// [`SPLIT_MIN_WORK`]); a smaller one runs on the calling thread.
     pub fn worth_splitting(&self) -> bool {
-        self.work >= split_min_work()
+        self.split_size() >= split_min_work()
+    }
+
+    /// The size compared with [`split_min_work`]: [`Self::work`], or on a host's threads the
+    /// same with multiply-adds weighed as [`HOST_MACS_PER_ELEMENT`]th of an element.
+    fn split_size(&self) -> u64 {
+        if crate::sim::threads::host_threads_set() {
+            self.host_work
+        } else {
+            self.work
+        }
     }
 
     /// Whether a run goes to the simulator's threads now: it is [worth
@@ -130,7 +154,7 @@ impl ExecPlan {
     /// or not (for tests of the parallel paths).
     pub fn hand_to_pool(&self) -> bool {
         let min = split_min_work();
-        self.work >= min && (min == 0 || crate::sim::cores::a_core_is_free())
+        self.split_size() >= min && (min == 0 || crate::sim::cores::a_core_is_free())
     }
 
     /// For each loop variable: may its iterations run in parallel?
@@ -467,20 +491,41 @@ pub fn set_split_min_work(min: u64) {
     SPLIT_MIN.store(min.min(u64::MAX - 2) + 1, Ordering::Relaxed);
 }
 
+/// How many multiply-adds count as one element in [`ExecPlan::host_work`]. The simulator's GEMM
+/// runs about eight times as many multiply-adds per nanosecond as an elementwise instruction
+/// moves elements (fp32 matmul 20×150 · 150×4700: 14.1 M in about 300 µs; `add` at 130×4100:
+/// 1.6 M elements read and written in about 280 µs, docs/bench.md "The host's threads"), so a
+/// llama-tiny MLP linear (128 × 64 · 64 × 160: 1.3 M multiply-adds, about 40 µs) stays under
+/// [`HOST_SPLIT_MIN_WORK`].
+pub const HOST_MACS_PER_ELEMENT: u64 = 8;
+
+/// The sizes of a run ([`work`]).
+struct Work {
+    /// Elements and multiply-adds alike ([`ExecPlan::work`]).
+    total: u64,
+    /// Multiply-adds weighed as [`HOST_MACS_PER_ELEMENT`]th of an element.
+    host: u64,
+    /// `total` per launch-grid instance (each grid loop, in program order).
+    instances: Vec<u64>,
+}
+
 /// Tile elements the program's instructions read and write, plus a matmul's multiply-adds, each
 /// instruction counted once per iteration of the loops around it (a device loop's body once:
 /// its trips are known only when it runs) and at least once: a proxy for the time a run takes.
-/// Then the same sum for each launch-grid instance (each grid loop, in program order).
-fn work(program: &Program) -> (u64, Vec<u64>) {
+/// Also the same with multiply-adds weighed less, and the sum per launch-grid instance.
+fn work(program: &Program) -> Work {
     let trips = program.trips();
-    let mut total = 0u64;
+    let (mut total, mut host) = (0u64, 0u64);
     let mut instances: Vec<(crate::affine::LoopVar, u64)> = Vec::new();
     program.visit_instructions(&mut |inst, loops| {
         let times = loops.iter().fold(1u64, |n, v| {
             n.saturating_mul(trips.get(v.0 as usize).copied().unwrap_or(1) as u64)
         });
-        let work = times.saturating_mul(instruction_work(inst).max(1));
+        let (elements, macs) = instruction_work(inst);
+        let work = times.saturating_mul(elements.saturating_add(macs).max(1));
         total = total.saturating_add(work);
+        let weighed = elements.saturating_add(macs / HOST_MACS_PER_ELEMENT).max(1);
+        host = host.saturating_add(times.saturating_mul(weighed));
         let grid = loops
             .iter()
             .find(|v| program.loops[v.0 as usize].kind.grid_axis().is_some());
@@ -491,11 +536,15 @@ fn work(program: &Program) -> (u64, Vec<u64>) {
             }
         }
     });
-    (total, instances.into_iter().map(|(_, w)| w).collect())
+    Work {
+        total,
+        host,
+        instances: instances.into_iter().map(|(_, w)| w).collect(),
+    }
 }
 
-/// One execution of `inst`: its tile elements, plus a matmul's K·M·N multiply-adds.
-fn instruction_work(inst: &crate::ir::Instruction) -> u64 {
+/// One execution of `inst`: its tile elements, and a matmul's K·M·N multiply-adds.
+fn instruction_work(inst: &crate::ir::Instruction) -> (u64, u64) {
     let mut elements = 0u64;
     inst.op.visit_operands(&mut |u| {
         if let OperandUse::Tile(r, _) = u {
@@ -516,14 +565,12 @@ fn instruction_work(inst: &crate::ir::Instruction) -> u64 {
         } => Some((stationary.np, stationary.nf, moving.nf)),
         _ => None,
     };
-    if let Some((k, m, n)) = dims {
-        // K·M·N multiply-adds, not the operands' elements.
-        let macs = [k, m, n]
+    let macs = dims.map_or(0, |(k, m, n)| {
+        [k, m, n]
             .iter()
-            .fold(1u64, |n, &d| n.saturating_mul(d as u64));
-        elements = elements.saturating_add(macs);
-    }
-    elements
+            .fold(1u64, |n, &d| n.saturating_mul(d as u64))
+    });
+    (elements, macs)
 }
 
 /// Whether the launch-grid instances share the work nearly evenly: the largest at most twice the
