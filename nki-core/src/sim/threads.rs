@@ -55,6 +55,16 @@ static HOST_SET: AtomicBool = AtomicBool::new(false);
 /// threads writing the same memory), and not return before its pieces have. Neither function
 /// may unwind or throw (the pieces the simulator passes do not).
 pub unsafe fn set_host_threads(host: Option<HostThreads>) {
+    // Every op's registration lends the same threads: once is enough.
+    let same = |a: HostThreads, b: HostThreads| {
+        std::ptr::fn_addr_eq(a.parallel_for, b.parallel_for)
+            && std::ptr::fn_addr_eq(a.threads, b.threads)
+    };
+    if let (Some(new), Some(old)) = (host, self::host())
+        && same(new, old)
+    {
+        return;
+    }
     *HOST
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = host.map(|h| (std::process::id(), h));
@@ -75,6 +85,9 @@ pub unsafe fn set_host_threads(host: Option<HostThreads>) {
 /// waits for them forever (ATen's own ops hang there too), so the child's runs go to the
 /// simulator's own pool, which it rebuilds (`sim/pool.rs`).
 pub(crate) fn host() -> Option<HostThreads> {
+    if !host_threads_set() {
+        return None;
+    }
     let host = *HOST
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
