@@ -260,20 +260,36 @@ fn sum_of(row: &[f32]) -> f32 {
     tail.iter().fold(total, |a, v| a + v)
 }
 
-/// The maximum of a row as a left-to-right `f32::max` fold from `-inf` computes it (NaN elements
-/// are passed over); the maximum does not depend on the order, so eight lanes run independently.
+/// The maximum of a row as a left-to-right fold from `-inf` computes it, NaN elements passed
+/// over (`f32::max`'s rule). The order changes nothing but which of equal maxima (`+0`, `-0`)
+/// is kept, so 32 lanes run independently (four 256-bit vectors; lane `k` takes elements `k`,
+/// `k + 32`, ...), and the lanes are halved pairwise down to one. Of equal maxima, the one in
+/// the lowest lane is kept, the earliest in it.
 #[inline(always)]
 fn max_of(row: &[f32]) -> f32 {
-    let mut lanes = [f32::NEG_INFINITY; 8];
-    let chunks = row.chunks_exact(8);
+    // `v > l` is false for a NaN `v` (and for a tie): the running maximum stays. Being a
+    // select on one comparison, it compiles to a single `max` instruction per vector, where
+    // `f32::max` adds a compare and a blend for the NaN on either side (`l` is never NaN).
+    #[inline(always)]
+    fn larger(l: f32, v: f32) -> f32 {
+        if v > l { v } else { l }
+    }
+    let mut lanes = [f32::NEG_INFINITY; 32];
+    let chunks = row.chunks_exact(32);
     let tail = chunks.remainder();
     for c in chunks {
         for (l, v) in lanes.iter_mut().zip(c) {
-            *l = l.max(*v);
+            *l = larger(*l, *v);
         }
     }
-    let m = tail.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v));
-    lanes.iter().fold(m, |a, v| a.max(*v))
+    for (l, v) in lanes.iter_mut().zip(tail) {
+        *l = larger(*l, *v);
+    }
+    // Fixed-size halves compile to a few vector maxes, not a chain of 31 scalar ones.
+    let l16: [f32; 16] = std::array::from_fn(|i| larger(lanes[i], lanes[i + 16]));
+    let l8: [f32; 8] = std::array::from_fn(|i| larger(l16[i], l16[i + 8]));
+    let l4: [f32; 4] = std::array::from_fn(|i| larger(l8[i], l8[i + 4]));
+    larger(larger(l4[0], l4[2]), larger(l4[1], l4[3]))
 }
 
 /// `bn_stats` of one partition's row: `(count, mean, variance · count)` of its even-indexed
@@ -461,6 +477,43 @@ mod tests {
             }
             total
         })
+    }
+
+    /// [`max_of`] is the left-to-right `f32::max` fold from `-inf` (NaN passed over), on rows
+    /// of every length around its lane and vector widths; of `+0` and `-0` it keeps the one in
+    /// the lowest lane (element index mod 32).
+    #[test]
+    fn row_maxima_are_the_fold_s_and_ties_go_to_the_lowest_lane() {
+        let specials = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0, 1e-40];
+        for n in (0..100).chain([300, 301, 2048]) {
+            for seed in 0..4u32 {
+                let row: Vec<f32> = (0..n as u32)
+                    .map(|i| {
+                        let h = i.wrapping_mul(2_654_435_761).wrapping_add(seed * 97) >> 7;
+                        match h % 11 {
+                            0 if seed > 0 => specials[(h / 11) as usize % specials.len()],
+                            _ => (h % 1000) as f32 / 7.0 - 70.0 - seed as f32 * 30.0,
+                        }
+                    })
+                    .collect();
+                let want = row.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v));
+                let got = reduce_row(BinOp::Maximum, &row);
+                assert!(got == want, "n {n}, seed {seed}: {got} against {want}");
+            }
+        }
+        // Ties: -0 in lane 3 and +0 in lane 1 (element 33): lane 1's is kept, wherever it is.
+        let mut row = vec![-1.0f32; 70];
+        row[3] = -0.0;
+        row[33] = 0.0;
+        assert_eq!(reduce_row(BinOp::Maximum, &row).to_bits(), 0.0f32.to_bits());
+        row[33] = -1.0;
+        row[65] = 0.0;
+        assert_eq!(reduce_row(BinOp::Maximum, &row).to_bits(), 0.0f32.to_bits());
+        row[1] = -0.0;
+        assert_eq!(
+            reduce_row(BinOp::Maximum, &row).to_bits(),
+            (-0.0f32).to_bits()
+        );
     }
 
     #[test]

@@ -212,15 +212,16 @@ pub(crate) fn rows1_writing<R: Send>(
     } else {
         crate::wide::wide(
             #[inline(always)]
+            // A loop, not `map().collect()`: the iterator's fold is a function of its own that
+            // the compiler may leave un-inlined, and so compiled without the wide instructions.
             || {
-                (0..dst.np)
-                    .map(|r| {
-                        let x = source.row(a, r, || row_in(&out, stride, a, r), &mut s.a);
-                        let start = (dst.p0 + r) * stride + dst.f0;
-                        let out = &mut out[start..start + dst.nf];
-                        f(r, out, x)
-                    })
-                    .collect()
+                let mut results = Vec::with_capacity(dst.np);
+                for r in 0..dst.np {
+                    let x = source.row(a, r, || row_in(&out, stride, a, r), &mut s.a);
+                    let start = (dst.p0 + r) * stride + dst.f0;
+                    results.push(f(r, &mut out[start..start + dst.nf], x));
+                }
+                results
             },
         )
     };
@@ -288,16 +289,16 @@ pub(crate) fn rows2_writing<R: Send>(
     } else {
         crate::wide::wide(
             #[inline(always)]
+            // A loop, for the reason given in `rows1_writing`.
             || {
-                (0..dst.np)
-                    .map(|r| {
-                        let x = source_a.row(a, r, || row_in(&out, stride, a, r), &mut s.a);
-                        let y = source_b.row(b, r, || row_in(&out, stride, b, r), &mut s.b);
-                        let start = (dst.p0 + r) * stride + dst.f0;
-                        let out = &mut out[start..start + dst.nf];
-                        f(r, out, x, y)
-                    })
-                    .collect()
+                let mut results = Vec::with_capacity(dst.np);
+                for r in 0..dst.np {
+                    let x = source_a.row(a, r, || row_in(&out, stride, a, r), &mut s.a);
+                    let y = source_b.row(b, r, || row_in(&out, stride, b, r), &mut s.b);
+                    let start = (dst.p0 + r) * stride + dst.f0;
+                    results.push(f(r, &mut out[start..start + dst.nf], x, y));
+                }
+                results
             },
         )
     };
