@@ -260,6 +260,12 @@ def register(qualname: str, native: Any, spec: OpSpec, ops: dict[str, OpSpec], s
     )
 
 
+def register_public(qualname: str, fwd: str, keep: list[int]) -> None:
+    """Registers the C++ ``CompositeImplicitAutograd`` kernel of ``qualname``, an op with saved
+    outputs: ``fwd``'s outputs at the indices ``keep``."""
+    torch.ops.torch_nki_fast.register_public(qualname, fwd, keep)
+
+
 def cpp_autograd(on: bool | None = None) -> bool:
     """Whether calls recording autograd use the C++ node (``True`` by default; when ``False``,
     the Python ``autograd.Function`` records them); ``on`` sets it. Returns the setting before

@@ -5,7 +5,8 @@ kernel (from the contract) and autograd (from the kernel's ``backward(...)`` dec
 :mod:`torch_nki.autograd`). A kernel with ``saved`` outputs (rmsnorm's ``rstd``) is registered as
 two ops, the way ATen pairs ``layer_norm`` with ``native_layer_norm``: ``<name>_fwd`` returns
 every output and carries the CPU, fake and autograd kernels; ``<name>`` is a
-``CompositeImplicitAutograd`` op that calls it and returns the public outputs.
+``CompositeImplicitAutograd`` op that calls it and returns the public outputs (a C++ kernel with
+the fast library, so the public op adds no Python frame to a call).
 
 The package's own module and every module ``torch_nki.load`` brings in go through
 :func:`register`, so their ops behave the same. An op name that is already defined in the
@@ -95,9 +96,15 @@ def _op(namespace: str, name: str) -> Any:
     return getattr(getattr(torch.ops, namespace), name).default
 
 
+def _kept_outputs(spec: OpSpec) -> list[int]:
+    """The indices of an op's public (not saved) outputs among its forward op's outputs."""
+    return [i for i, o in enumerate(spec.outputs) if not o.saved]
+
+
 def _public_outputs(spec: OpSpec, fwd_name: str) -> Callable[..., Any]:
-    """The ``CompositeImplicitAutograd`` kernel of an op with saved outputs."""
-    keep = [i for i, o in enumerate(spec.outputs) if not o.saved]
+    """The ``CompositeImplicitAutograd`` kernel of an op with saved outputs (in Python; with the
+    fast library, a C++ kernel that does the same, :func:`torch_nki._fast.register_public`)."""
+    keep = _kept_outputs(spec)
     single = keep[0] if len(keep) == 1 else None
     fwd: list[Any] = []  # the op, looked up on first call (it is defined after this kernel)
 
@@ -155,7 +162,10 @@ def _register_op(
     register_autocast(lib, spec, kernel_name)
     if spec.forward_op is not None:
         define(spec.schema)
-        lib.impl(spec.name, _public_outputs(spec, kernel_name), "CompositeImplicitAutograd")
+        if fast:
+            _fast.register_public(f"{ns}::{spec.name}", f"{ns}::{kernel_name}", _kept_outputs(spec))
+        else:
+            lib.impl(spec.name, _public_outputs(spec, kernel_name), "CompositeImplicitAutograd")
 
 
 def _defined(namespace: str, name: str) -> bool:
@@ -298,7 +308,9 @@ def unregister(reg: Registration) -> None:
     with _lock:
         if reg.fast:
             for spec in reg.ops.values():
-                _fast.unregister(f"{reg.namespace}::{spec.forward_op[0] if spec.forward_op else spec.name}")
+                _fast.unregister(f"{reg.namespace}::{spec.name}")
+                if spec.forward_op:
+                    _fast.unregister(f"{reg.namespace}::{spec.forward_op[0]}")
         for lib in reg.libs:
             lib._destroy()
         reg.libs.clear()

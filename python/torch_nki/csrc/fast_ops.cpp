@@ -407,6 +407,29 @@ class FastAutograd final : public c10::OperatorKernel {
   std::shared_ptr<const BackwardPlan> plan_;  // null: no backward kernel (the Python kernel says so)
 };
 
+// The CompositeImplicitAutograd kernel of an op with saved outputs (`<name>`): calls its
+// `<name>_fwd` (the same arguments, every output) through the dispatcher and keeps the public
+// outputs, as torch_nki._register's Python kernel does, without a Python frame per call.
+class PublicOutputs final : public c10::OperatorKernel {
+ public:
+  PublicOutputs(c10::OperatorHandle fwd, std::vector<int64_t> keep) : fwd_(std::move(fwd)), keep_(std::move(keep)) {
+    const auto outputs = static_cast<int64_t>(fwd_.schema().returns().size());
+    for (auto i : keep_) {
+      TORCH_CHECK(i >= 0 && i < outputs, "torch_nki_fast: ", fwd_.schema().name(), " has no output ", i);
+    }
+  }
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    fwd_.callBoxed(stack);
+    auto outputs = torch::jit::pop(*stack, fwd_.schema().returns().size());
+    for (auto i : keep_) stack->push_back(std::move(outputs[static_cast<size_t>(i)]));
+  }
+
+ private:
+  c10::OperatorHandle fwd_;
+  std::vector<int64_t> keep_;
+};
+
 std::mutex registration_mutex;
 // The registrations of each op, by qualified name; erasing an entry deregisters its kernels.
 std::unordered_map<std::string, std::vector<std::unique_ptr<torch::Library>>>& libraries() {
@@ -506,7 +529,21 @@ void register_op(const std::string& qualname, int64_t api_address, const std::st
   libs.push_back(std::move(autograd));
 }
 
-// Removes the kernels register_op registered for `qualname`.
+// Registers the CompositeImplicitAutograd kernel of `qualname`, an op with saved outputs: its
+// forward op `fwd_qualname`'s outputs at `keep` (see PublicOutputs).
+void register_public(const std::string& qualname, const std::string& fwd_qualname, std::vector<int64_t> keep) {
+  std::lock_guard<std::mutex> lock(registration_mutex);
+  auto fwd = find_op(fwd_qualname);
+  const auto ns = qualname.substr(0, qualname.find("::"));
+  const auto name = qualname.substr(qualname.find("::") + 2);
+  auto composite = std::make_unique<torch::Library>(torch::Library::IMPL, ns,
+                                                    c10::DispatchKey::CompositeImplicitAutograd, __FILE__, __LINE__);
+  composite->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                    std::make_unique<PublicOutputs>(std::move(fwd), std::move(keep))));
+  libraries()[qualname].push_back(std::move(composite));
+}
+
+// Removes the kernels register_op or register_public registered for `qualname`.
 void unregister_op(const std::string& qualname) {
   std::lock_guard<std::mutex> lock(registration_mutex);
   libraries().erase(qualname);
@@ -524,6 +561,7 @@ TORCH_LIBRARY(torch_nki_fast, m) {
       "register_op(str op, int api, str kernel, str slow_op, str grad_op, str backward, int[] saved, "
       "int[] args, int[] grads, int[] non_differentiable) -> ()",
       &register_op);
+  m.def("register_public(str op, str fwd_op, int[] keep) -> ()", &register_public);
   m.def("set_cpp_autograd(bool enabled) -> bool", &set_cpp_autograd);
   m.def("unregister_op(str op) -> ()", &unregister_op);
   m.def("abi_version() -> int", &abi_version);
