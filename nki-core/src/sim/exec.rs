@@ -11,7 +11,8 @@ use crate::sim::hbm::HbmBuffer;
 use crate::sim::matmul::matmul;
 use crate::sim::rounding::{column_values, round_into, round_into_in_place, write_column};
 use crate::sim::row_math::{
-    apply_activation, bn_aggr_row, bn_stats_row, reduce_row, selected_columns, with_op,
+    apply_activation, bn_aggr_row, bn_stats_row, reduce_row, reduce_row_inline, selected_columns,
+    with_op,
 };
 use crate::sim::rows::{Scratch, Writes, as_one_row, rows1, rows1_writing, rows2, rows2_writing};
 use crate::sim::store::{StoreError, TileStore};
@@ -396,15 +397,20 @@ fn run<'a: 'p, 'p>(
             // Each of dst's columns reduces one consecutive group of data's free elements.
             let dt = store.dtype(dst.tile);
             let group = data.nf / dst.nf.max(1);
-            let reduced = &mut s.a;
-            for r in 0..data.np {
-                reduced.clear();
-                reduced.extend(store.row(data, r)?.chunks(group).map(|g| {
-                    let v = reduce_row(*op, g);
-                    if *negate { -v } else { v }
-                }));
-                round_into(store.row_mut(dst, r)?, dt, |i| reduced[i]);
-            }
+            rows1(
+                store,
+                dst,
+                data,
+                s,
+                ctx.split,
+                #[inline(always)]
+                |_, out, x| {
+                    for (o, g) in out.iter_mut().zip(x.chunks(group)) {
+                        let v = reduce_row_inline(*op, g);
+                        *o = dt.round(if *negate { -v } else { v });
+                    }
+                },
+            )?;
         }
         Op::BnStats { dst, data } => {
             let dt = store.dtype(dst.tile);

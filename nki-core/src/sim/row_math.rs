@@ -227,12 +227,13 @@ fn first_column_where(n: usize, guess: usize, cond: impl Fn(usize) -> bool) -> u
 pub(crate) fn reduce_row(op: BinOp, row: &[f32]) -> f32 {
     crate::wide::wide(
         #[inline(always)]
-        || reduce_row_loops(op, row),
+        || reduce_row_inline(op, row),
     )
 }
 
+/// [`reduce_row`]'s loops, for callers that compile it into their own wide loops.
 #[inline(always)]
-fn reduce_row_loops(op: BinOp, row: &[f32]) -> f32 {
+pub(crate) fn reduce_row_inline(op: BinOp, row: &[f32]) -> f32 {
     match op {
         BinOp::Add => sum_of(row),
         BinOp::Maximum => max_of(row),
