@@ -26,11 +26,20 @@ pub(crate) fn tensor_tensor(
     op: BinOp,
 ) -> Result<(), ExecError> {
     let dt = store.dtype(dst.tile);
-    rows2(store, dst, a, b, s, ctx.split, |_, out, x, y| {
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = dt.from_bits32(bits(op, to_bits32(x[i]), to_bits32(y[i])));
-        }
-    })?;
+    rows2(
+        store,
+        dst,
+        a,
+        b,
+        s,
+        ctx.split,
+        #[inline(always)]
+        |_, out, x, y| {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = dt.from_bits32(bits(op, to_bits32(x[i]), to_bits32(y[i])));
+            }
+        },
+    )?;
     Ok(())
 }
 
@@ -60,15 +69,23 @@ pub(crate) fn tensor_scalar(
         Some((op, o)) => Some((op, column_values(store, o, dst.np)?)),
         None => None,
     };
-    rows1(store, dst, data, s, ctx.split, |r, out, x| {
-        for (i, o) in out.iter_mut().enumerate() {
-            let mut v = oriented(op0, reverse0, to_bits32(x[i]), v0[r]);
-            if let Some((op1, v1)) = &second {
-                v = oriented(*op1, reverse1, v, to_bits32(v1[r]));
+    rows1(
+        store,
+        dst,
+        data,
+        s,
+        ctx.split,
+        #[inline(always)]
+        |r, out, x| {
+            for (i, o) in out.iter_mut().enumerate() {
+                let mut v = oriented(op0, reverse0, to_bits32(x[i]), v0[r]);
+                if let Some((op1, v1)) = &second {
+                    v = oriented(*op1, reverse1, v, to_bits32(v1[r]));
+                }
+                *o = dt.from_bits32(v);
             }
-            *o = dt.from_bits32(v);
-        }
-    })?;
+        },
+    )?;
     Ok(())
 }
 

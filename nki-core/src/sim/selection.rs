@@ -99,10 +99,18 @@ pub(crate) fn max8(
     src: &TileRegion,
 ) -> Result<(), ExecError> {
     let dt = store.dtype(dst.tile);
-    rows1(store, dst, src, s, ctx.split, |_, out, x| {
-        let top = max8_row(x);
-        round_into(out, dt, |i| top[i]);
-    })?;
+    rows1(
+        store,
+        dst,
+        src,
+        s,
+        ctx.split,
+        #[inline(always)]
+        |_, out, x| {
+            let top = max8_row(x);
+            round_into(out, dt, |i| top[i]);
+        },
+    )?;
     Ok(())
 }
 
@@ -114,10 +122,19 @@ pub(crate) fn find_index8(
     (dst, data, vals): (&TileRegion, &TileRegion, &TileRegion),
 ) -> Result<(), ExecError> {
     let dt = store.dtype(dst.tile);
-    rows2(store, dst, data, vals, s, ctx.split, |_, out, x, v| {
-        let idx = find_index8_row(x, v);
-        round_into(out, dt, |i| idx[i]);
-    })?;
+    rows2(
+        store,
+        dst,
+        data,
+        vals,
+        s,
+        ctx.split,
+        #[inline(always)]
+        |_, out, x, v| {
+            let idx = find_index8_row(x, v);
+            round_into(out, dt, |i| idx[i]);
+        },
+    )?;
     Ok(())
 }
 
@@ -131,11 +148,20 @@ pub(crate) fn match_replace8(
     dst_idx: Option<&TileRegion>,
 ) -> Result<(), ExecError> {
     let dt = store.dtype(dst.tile);
-    let found = rows2(store, dst, data, vals, s, ctx.split, |_, out, x, v| {
-        let idx = match_replace8_row(x, v, imm, out);
-        round_into_in_place(out, dt);
-        idx
-    })?;
+    let found = rows2(
+        store,
+        dst,
+        data,
+        vals,
+        s,
+        ctx.split,
+        #[inline(always)]
+        |_, out, x, v| {
+            let idx = match_replace8_row(x, v, imm, out);
+            round_into_in_place(out, dt);
+            idx
+        },
+    )?;
     if let Some(res) = dst_idx {
         let dt = store.dtype(res.tile);
         for (r, idx) in found.iter().enumerate() {
@@ -169,32 +195,43 @@ pub(crate) fn affine_select(
     let dt = store.dtype(dst.tile);
     let (on_false, cmp, step) = (dt.round(*on_false), *cmp, *step);
     let compares = sign_test(cmp, 0.0, |_| 0, &mut []);
-    rows1(store, dst, on_true, s, ctx.split, |r, out, x| {
-        let base = offset.wrapping_add(channel_multiplier.wrapping_mul(r as i32));
-        let value = |f: usize| base.wrapping_add(step.wrapping_mul(f as i32));
-        if compares {
-            // A comparison with 0 sees only the value's sign, which the cast keeps: the kept
-            // elements rounded as any write is, then an integer test per element.
-            round_into(out, dt, |f| x[f]);
-            sign_test(cmp, on_false, value, out);
-        } else {
-            for (f, o) in out.iter_mut().enumerate() {
-                *o = if cmp.apply(value(f) as f32, 0.0) != 0.0 {
-                    dt.round(x[f])
-                } else {
-                    on_false
-                };
+    rows1(
+        store,
+        dst,
+        on_true,
+        s,
+        ctx.split,
+        #[inline(always)]
+        |r, out, x| {
+            let base = offset.wrapping_add(channel_multiplier.wrapping_mul(r as i32));
+            let value = |f: usize| base.wrapping_add(step.wrapping_mul(f as i32));
+            if compares {
+                // A comparison with 0 sees only the value's sign, which the cast keeps: the kept
+                // elements rounded as any write is, then an integer test per element.
+                round_into(out, dt, |f| x[f]);
+                sign_test(cmp, on_false, value, out);
+            } else {
+                for (f, o) in out.iter_mut().enumerate() {
+                    *o = if cmp.apply(value(f) as f32, 0.0) != 0.0 {
+                        dt.round(x[f])
+                    } else {
+                        on_false
+                    };
+                }
             }
-        }
-    })?;
+        },
+    )?;
     Ok(())
 }
 
 /// For a comparison operator `cmp`, whose `cmp(v as f32, 0.0)` sees only the int32 `v`'s sign
 /// and whether it is zero (both survive the cast), writes `on_false` over each element `f` of
 /// `out` whose `value(f)` fails the test, with integer compares, and is `true`; `false` (and
-/// nothing written) for other operators.
+/// nothing written) for other operators. Inlined, so the loops compile into the caller's wide
+/// build ([`crate::wide`]).
+#[inline(always)]
 fn sign_test(cmp: BinOp, on_false: f32, value: impl Fn(usize) -> i32, out: &mut [f32]) -> bool {
+    #[inline(always)]
     fn fill(
         out: &mut [f32],
         on_false: f32,

@@ -118,23 +118,40 @@ pub(crate) fn tensor_copy_predicated(
     let holds = move |p: f32| (p != 0.0) != reverse;
     match src {
         Some(src) => {
-            rows2(store, dst, src, predicate, s, ctx.split, |_, out, x, p| {
-                for (i, o) in out.iter_mut().enumerate() {
-                    if holds(p[i]) {
-                        *o = dt.round(x[i]);
+            rows2(
+                store,
+                dst,
+                src,
+                predicate,
+                s,
+                ctx.split,
+                #[inline(always)]
+                |_, out, x, p| {
+                    for (i, o) in out.iter_mut().enumerate() {
+                        if holds(p[i]) {
+                            *o = dt.round(x[i]);
+                        }
                     }
-                }
-            })?;
+                },
+            )?;
         }
         None => {
             let v = dt.round(imm);
-            rows1(store, dst, predicate, s, ctx.split, |_, out, p| {
-                for (o, p) in out.iter_mut().zip(p) {
-                    if holds(*p) {
-                        *o = v;
+            rows1(
+                store,
+                dst,
+                predicate,
+                s,
+                ctx.split,
+                #[inline(always)]
+                |_, out, p| {
+                    for (o, p) in out.iter_mut().zip(p) {
+                        if holds(*p) {
+                            *o = v;
+                        }
                     }
-                }
-            })?;
+                },
+            )?;
         }
     }
     Ok(())
@@ -217,6 +234,7 @@ pub(crate) fn select_reduce(
         on_true,
         s,
         ctx.split,
+        #[inline(always)]
         |r, out, p, x| {
             let v = falses[r];
             round_into(out, DType::F32, |i| {
