@@ -9,7 +9,9 @@ use crate::sim::bitvec;
 use crate::sim::dma::{RowSink, dma};
 use crate::sim::hbm::HbmBuffer;
 use crate::sim::matmul::matmul;
-use crate::sim::rounding::{column_values, round_into, round_into_in_place, write_column};
+use crate::sim::rounding::{
+    as_long_as, column_values, round_into, round_into_in_place, write_column,
+};
 use crate::sim::row_math::{
     apply_activation, bn_aggr_row, bn_stats_row, reduce_row, reduce_row_inline, selected_columns,
     with_op,
@@ -185,7 +187,10 @@ fn run<'a: 'p, 'p>(
                 s,
                 ctx.split,
                 #[inline(always)]
-                |_, out, x, y| with_op!(*op, |f| round_into(out, dt, |i| f(x[i], y[i]))),
+                |_, out, x, y| {
+                    let (x, y) = (as_long_as(x, out), as_long_as(y, out));
+                    with_op!(*op, |f| round_into(out, dt, |i| f(x[i], y[i])))
+                },
             )?;
         }
         // A tensor_scalar into an fp32 temporary, then a tensor_tensor: the intermediate stays
@@ -213,6 +218,7 @@ fn run<'a: 'p, 'p>(
                 ctx.split,
                 #[inline(always)]
                 |r, out, x, y| {
+                    let (x, y) = (as_long_as(x, out), as_long_as(y, out));
                     let v0 = v0[r];
                     if reversed {
                         let stages = ((*op0, *reverse0), (*op1, *reverse1));
@@ -321,6 +327,7 @@ fn run<'a: 'p, 'p>(
                 ctx.split,
                 #[inline(always)]
                 |r, out, x| {
+                    let x = as_long_as(x, out);
                     let v0 = v0[r];
                     if reversed {
                         let first = |x: f32| oriented(*op0, *reverse0, x, v0);
@@ -437,7 +444,10 @@ fn run<'a: 'p, 'p>(
                 s,
                 ctx.split,
                 #[inline(always)]
-                |_, out, x| round_into(out, dt, |i| x[i]),
+                |_, out, x| {
+                    let x = as_long_as(x, out);
+                    round_into(out, dt, |i| x[i])
+                },
             )?;
         }
         // fp32 division, rounded on write (as `BinOp::Divide` with a numerator of 1).
@@ -450,7 +460,10 @@ fn run<'a: 'p, 'p>(
                 s,
                 ctx.split,
                 #[inline(always)]
-                |_, out, x| round_into(out, dt, |i| 1.0 / x[i]),
+                |_, out, x| {
+                    let x = as_long_as(x, out);
+                    round_into(out, dt, |i| 1.0 / x[i])
+                },
             )?;
         }
         Op::Memset { dst, value } => {

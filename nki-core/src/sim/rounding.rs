@@ -31,6 +31,14 @@ pub(crate) fn round_into(dst: &mut [f32], dtype: DType, f: impl Fn(usize) -> f32
     }
 }
 
+/// `row` cut to `out`'s length, for the element loops of [`round_into`] that read it by index:
+/// with the lengths equal in sight, the compiler drops the per-element bounds checks that keep
+/// a short row's loop (64 elements, an attention block) from running in vectors.
+#[inline(always)]
+pub(crate) fn as_long_as<'a>(row: &'a [f32], out: &[f32]) -> &'a [f32] {
+    &row[..out.len()]
+}
+
 /// The per-partition values of a scalar operand for `np` rows (read before the destination is
 /// taken out of the store, since a column may live in the destination tile).
 pub(crate) fn column_values(

@@ -4,7 +4,7 @@
 
 use crate::ir::{BinOp, Op, TileRegion};
 use crate::sim::exec::{Ctx, ExecError};
-use crate::sim::rounding::{round_into, round_into_in_place};
+use crate::sim::rounding::{as_long_as, round_into, round_into_in_place};
 use crate::sim::rows::{Scratch, rows1, rows2};
 use crate::sim::store::TileStore;
 
@@ -205,6 +205,7 @@ pub(crate) fn affine_select(
         |r, out, x| {
             let base = offset.wrapping_add(channel_multiplier.wrapping_mul(r as i32));
             let value = |f: usize| base.wrapping_add(step.wrapping_mul(f as i32));
+            let x = as_long_as(x, out);
             if compares {
                 // A comparison with 0 sees only the value's sign, which the cast keeps: the kept
                 // elements rounded as any write is, then an integer test per element.
