@@ -210,6 +210,34 @@ def test_int64_indices_take_the_fast_path_and_out_of_range_ones_fall_back() -> N
             torch.ops.neuron.cross_entropy(x, torch.tensor([0, bad, 1, 1, 1, 1]))
 
 
+def _ops_with_saved_outputs() -> list[str]:
+    return [op for op in torch_nki.ops() if "::" not in op and testing.op_spec(op).forward_op]
+
+
+@pytest.mark.parametrize("op", _ops_with_saved_outputs())
+def test_the_public_op_of_a_kernel_with_saved_outputs_is_a_cpp_kernel(op: str) -> None:
+    """`<name>` (public outputs) calls `<name>_fwd` from C++, with the same bits and errors."""
+    dump = torch._C._dispatch_dump(f"neuron::{op}")
+    assert "CompositeImplicitAutograd" in dump and "fast_ops.cpp" in dump, dump
+    spec = testing.op_spec(op)
+    public = getattr(torch.ops.neuron, op)
+    fwd = getattr(torch.ops.neuron, spec.forward_op[0])
+    kept = [i for i, o in enumerate(spec.outputs) if not o.saved]
+    for sample in _samples(op):
+        with torch.no_grad():
+            got = testing.public_outputs(public(*sample.args))
+            every = fwd(*sample.args)
+        want = [every[i] for i in kept]
+        for g, w in zip(got, want, strict=True):
+            assert torch.equal(_bits(g), _bits(w)), sample
+    # A bad argument reaches the caller as `<name>_fwd` raises it.
+    bad = tuple(torch.zeros(0) if isinstance(a, torch.Tensor) else a for a in _samples(op)[0].args)
+    with pytest.raises(Exception) as direct:
+        fwd(*bad)
+    with pytest.raises(type(direct.value)):
+        public(*bad)
+
+
 def test_hidden_twins_are_not_listed() -> None:
     assert not any(GRAD_PREFIX in op or SLOW_PREFIX in op for op in torch_nki.ops())
 
