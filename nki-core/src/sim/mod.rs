@@ -707,7 +707,10 @@ impl<'a> Runner<'_, 'a> {
                 Stmt::Alloc { tile } => store.allocate(
                     *tile,
                     self.program.tiles[tile.0 as usize].partitions,
-                    self.poison[tile.0 as usize],
+                    // The trap tells never-written elements by their poison, so under it
+                    // every fresh tile is poisoned: a reused buffer may hold the NaN an
+                    // earlier run computed at the very element the trap is looking for.
+                    self.poison[tile.0 as usize] || self.trap,
                 ),
                 Stmt::Inst(inst) => {
                     // Not when a banded run starts at the paired statement: it runs there.
