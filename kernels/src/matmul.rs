@@ -27,6 +27,15 @@ fn pieces(total: usize, tile: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// The width of the units in which the cores of a launch share a GEMM's rows or columns.
+///
+/// Whole 128-wide tiles left the last core the ragged remainder: 200 columns on two cores were
+/// 128 and 72, so one core (and the simulator's thread running it) did 64% of the work. In
+/// 32-wide units they are 96 and 104. No core gets more 128-wide tiles than with whole-tile
+/// units (checked for every size up to 6000 on two and four cores), so a core's count of
+/// tensor-engine instructions, which sets its time on the device, does not grow.
+const CORE_SPLIT_UNIT: usize = 32;
+
 /// SBUF bytes per partition the on-chip transposed copy of one block of an operand may take
 /// (`K / 128` tiles of `[128, block]`); larger K reads it through transposed DMA instead.
 const TRANSPOSED_BLOCK_BUDGET: usize = 64 * 1024;
@@ -44,7 +53,7 @@ const HELD_COLUMNS_BUDGET: usize = 128 * 1024;
 /// copy fits [`TRANSPOSED_BLOCK_BUDGET`]: loaded with plain row DMAs and transposed on the tensor
 /// engine (`nc_transpose` through PSUM) once per block, then reused by every block on the other
 /// side. The cores of the launch split the output by rows or by columns ([`splits_rows`]), in
-/// 128-wide units ([`program_range`]). Held `bᵀ` column blocks make the column blocks the outer loop; when `aᵀ` is transposed
+/// [`CORE_SPLIT_UNIT`]-wide units ([`program_range`]). Held `bᵀ` column blocks make the column blocks the outer loop; when `aᵀ` is transposed
 /// on chip too, a held `bᵀ` block spans up to four output blocks ([`HELD_COLUMNS_BUDGET`]), so
 /// each `aᵀ` block is transposed once per held block rather than once per output block.
 /// Otherwise each K step loads its tiles, through a transposed DMA access pattern where needed.
@@ -230,12 +239,12 @@ fn gemm(
         a_on_chip.then(|| transposed_block(a, &mb.start, &pieces(mb.size, GEMM_STATIONARY_FMAX)))
     };
     // This program's rows and columns of the output: the cores split one of the two
-    // dimensions ([`splits_rows`]) in whole 128-wide units, so the shares differ by at most one
-    // unit; a program whose share is empty has nothing to load or transpose.
+    // dimensions ([`splits_rows`]) in [`CORE_SPLIT_UNIT`]-wide units, so the shares differ by
+    // at most one unit; a program whose share is empty has nothing to load or transpose.
     let (rows, cols) = if splits_rows(m, n, a_on_chip, b_on_chip) {
-        (program_range(m, PMAX), 0..n)
+        (program_range(m, CORE_SPLIT_UNIT), 0..n)
     } else {
-        (0..m, program_range(n, PMAX))
+        (0..m, program_range(n, CORE_SPLIT_UNIT))
     };
     if rows.is_empty() || cols.is_empty() {
         return;
@@ -619,6 +628,36 @@ mod tests {
             tol,
             "y",
         );
+    }
+
+    #[test]
+    fn finer_core_shares_never_give_a_core_more_whole_tiles() {
+        // Each core's 128-wide tiles over its share, at most: in `CORE_SPLIT_UNIT`-wide units
+        // and in whole tiles (as `program_range` shares them on core `k` of `cores`).
+        let most_tiles = |total: usize, unit: usize, cores: usize| {
+            (0..cores)
+                .map(|k| {
+                    let units = share_of(total.div_ceil(unit), k, cores);
+                    let start = (units.start * unit).min(total);
+                    (units.end * unit)
+                        .min(total)
+                        .max(start)
+                        .saturating_sub(start)
+                })
+                .map(|elements| elements.div_ceil(PMAX))
+                .max()
+                .unwrap()
+        };
+        for cores in [2, 4] {
+            for total in 1..=6000 {
+                assert!(
+                    most_tiles(total, CORE_SPLIT_UNIT, cores) <= most_tiles(total, PMAX, cores),
+                    "{total} on {cores} cores"
+                );
+            }
+        }
+        // And the shares are near-even: 200 columns on two cores are 96 and 104.
+        assert_eq!(share_of(200usize.div_ceil(CORE_SPLIT_UNIT), 0, 2), 0..3);
     }
 
     #[test]
