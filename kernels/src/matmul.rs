@@ -636,15 +636,7 @@ mod tests {
         // and in whole tiles (as `program_range` shares them on core `k` of `cores`).
         let most_tiles = |total: usize, unit: usize, cores: usize| {
             (0..cores)
-                .map(|k| {
-                    let units = share_of(total.div_ceil(unit), k, cores);
-                    let start = (units.start * unit).min(total);
-                    (units.end * unit)
-                        .min(total)
-                        .max(start)
-                        .saturating_sub(start)
-                })
-                .map(|elements| elements.div_ceil(PMAX))
+                .map(|k| range_share_of(total, unit, k, cores).len().div_ceil(PMAX))
                 .max()
                 .unwrap()
         };
@@ -657,7 +649,8 @@ mod tests {
             }
         }
         // And the shares are near-even: 200 columns on two cores are 96 and 104.
-        assert_eq!(share_of(200usize.div_ceil(CORE_SPLIT_UNIT), 0, 2), 0..3);
+        assert_eq!(range_share_of(200, CORE_SPLIT_UNIT, 0, 2), 0..96);
+        assert_eq!(range_share_of(200, CORE_SPLIT_UNIT, 1, 2), 96..200);
     }
 
     #[test]

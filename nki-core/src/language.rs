@@ -10,7 +10,7 @@
 //! | `nl.ndarray((P, F), dtype, buffer=nl.sbuf)` / `nl.psum` | [`sbuf`] / [`psum`] |
 //! | `nl.affine_range(n)` / `nl.sequential_range(n)` | [`affine_range`] / [`sequential_range`] |
 //! | `nl.program_id(axis)`, `nl.num_programs(axes)`, `nl.program_ndim()` | [`program_id`] (symbolic under [`crate::lang::trace_grid`], a constant under [`crate::lang::trace_instances`]), [`num_programs`], [`program_ndim`] |
-//! | splitting work by `nl.program_id` across the cores of a logical NeuronCore (LNC=2) | [`program_share`], [`for_each_program_tile`] ([`share_of`] any instance's share, [`program_instance`] which instance this is, [`for_each_tile_in`] the tiles of a share); registered kernels are launched with [`crate::lang::trace_on_cores`] |
+//! | splitting work by `nl.program_id` across the cores of a logical NeuronCore (LNC=2) | [`program_share`], [`for_each_program_tile`] ([`share_of`] any instance's share, [`range_share_of`] in elements, as [`program_range`] gives it, [`program_instance`] which instance this is, [`for_each_tile_in`] the tiles of a share); registered kernels are launched with [`crate::lang::trace_on_cores`] |
 //! | `nl.static_range(n)` | a Rust `for` loop (unrolled at trace time) |
 //! | `nl.tile_size.pmax`, ... | [`tile_size::PMAX`], ... |
 //! | `nl.float32`, `nl.bfloat16`, `nl.int32`, ... | [`float32`], [`bfloat16`], [`int32`], ... |
@@ -21,7 +21,7 @@ pub use crate::lang::hbm::{Hbm, HbmView, ViewDim, private_hbm, shared_constant, 
 pub use crate::lang::instances::{program_instance, program_share, share_of};
 pub use crate::lang::loops::{
     TileSpan, affine_range, dynamic_range, for_each_program_tile, for_each_tile, for_each_tile_in,
-    program_range, sequential_range, while_loop,
+    program_range, range_share_of, sequential_range, while_loop,
 };
 pub use crate::lang::register::Register;
 pub use crate::lang::tile::{Tile, psum, sbuf};

@@ -61,8 +61,18 @@ pub fn for_each_program_tile(total: usize, tile: usize, body: impl FnMut(TileSpa
 /// the cores in finer pieces than it loops over takes its range here and tiles it with
 /// [`for_each_tile_in`].
 pub fn program_range(total: usize, unit: usize) -> std::ops::Range<usize> {
+    match crate::lang::program_instance() {
+        Some((k, n)) => range_share_of(total, unit, k, n),
+        None => 0..total,
+    }
+}
+
+/// Share `k` of `n` of the elements `0..total` in whole `unit`-wide pieces, what
+/// [`program_range`] gives program instance `k` of a launch of `n` ([`crate::lang::share_of`]
+/// over the pieces, the last piece cut at `total`).
+pub fn range_share_of(total: usize, unit: usize, k: usize, n: usize) -> std::ops::Range<usize> {
     let unit = unit.max(1);
-    let share = crate::lang::program_share(total.div_ceil(unit));
+    let share = crate::lang::share_of(total.div_ceil(unit), k, n);
     let start = share.start.saturating_mul(unit).min(total);
     start..share.end.saturating_mul(unit).min(total).max(start)
 }

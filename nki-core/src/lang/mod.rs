@@ -18,7 +18,7 @@ pub use hbm::{Hbm, HbmView, ViewDim, private_hbm, shared_constant, shared_hbm};
 pub use instances::{program_instance, program_share, share_of, trace_instances, trace_on_cores};
 pub use loops::{
     TileSpan, affine_range, dynamic_range, for_each_program_tile, for_each_tile, for_each_tile_in,
-    program_range, sequential_range, while_loop,
+    program_range, range_share_of, sequential_range, while_loop,
 };
 pub use recorder::Recorder;
 pub use register::Register;
