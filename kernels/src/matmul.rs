@@ -297,7 +297,13 @@ fn gemm(
     }
 }
 
-/// Whether the cores of the launch split a GEMM's `m × n` output by rows (else by columns).
+/// Whether the cores of the launch split a GEMM's `m × n` output by rows (else by columns):
+/// [`split_rows_on`] for this launch's cores.
+fn splits_rows(m: usize, n: usize, a_on_chip: bool, b_on_chip: bool) -> bool {
+    split_rows_on(num_programs(&[0]), m, n, a_on_chip, b_on_chip)
+}
+
+/// Whether `programs` cores split a GEMM's `m × n` output by rows (else by columns).
 ///
 /// With `bᵀ` held on chip, every core repeats the preparation of the operand on the side it
 /// does not split (its loads, and its transposes when it is transposed on chip, which cost
@@ -307,15 +313,21 @@ fn gemm(
 ///
 /// Otherwise every output block loads its own operands, so what matters is that each core's
 /// share stays whole 512 × 1024 blocks: the rows are split when there is a 512-row block for
-/// every core (or the columns are too few to share), the columns otherwise.
-fn splits_rows(m: usize, n: usize, a_on_chip: bool, b_on_chip: bool) -> bool {
-    let programs = num_programs(&[0]);
+/// every core (or the columns are too few to share), the columns otherwise. One exception:
+/// when `aᵀ` is transposed on chip and all the rows are one block, a split by columns has
+/// every core load and transpose all of `a` (and load its share of `b`), a split by rows its
+/// share of `a` (and all of `b`), so the rows are split when `b` is the cheaper one to repeat
+/// (`n < 2m`) and there is a [`CORE_SPLIT_UNIT`] of rows for every core.
+fn split_rows_on(programs: usize, m: usize, n: usize, a_on_chip: bool, b_on_chip: bool) -> bool {
     let narrow = n.div_ceil(PMAX) < programs;
     if b_on_chip {
         let weight = |on_chip: bool| if on_chip { 2 } else { 1 };
         m.div_ceil(PMAX) >= programs && (n * weight(b_on_chip) < m * weight(a_on_chip) || narrow)
     } else {
-        m.div_ceil(BLOCK_M) >= programs || (narrow && m.div_ceil(PMAX) >= programs)
+        let one_block_of_a = a_on_chip && m <= BLOCK_M && m.div_ceil(CORE_SPLIT_UNIT) >= programs;
+        m.div_ceil(BLOCK_M) >= programs
+            || (narrow && m.div_ceil(PMAX) >= programs)
+            || (one_block_of_a && n < 2 * m)
     }
 }
 
@@ -651,6 +663,30 @@ mod tests {
         // And the shares are near-even: 200 columns on two cores are 96 and 104.
         assert_eq!(range_share_of(200, CORE_SPLIT_UNIT, 0, 2), 0..96);
         assert_eq!(range_share_of(200, CORE_SPLIT_UNIT, 1, 2), 96..200);
+    }
+
+    #[test]
+    fn one_block_of_a_transposed_on_chip_splits_the_side_a_core_prepares_less_of() {
+        // Elements of `a` (loaded and transposed: two passes) and `b` (loaded) per unit of K
+        // the busiest of two cores prepares, split by rows or by columns.
+        let share = |total: usize| range_share_of(total, CORE_SPLIT_UNIT, 1, 2).len();
+        let prepared = |m: usize, n: usize, rows: bool| match rows {
+            true => 2 * share(m) + n,
+            false => 2 * m + share(n),
+        };
+        for m in (CORE_SPLIT_UNIT + 1..=BLOCK_M).step_by(7) {
+            for n in (1..=3000).step_by(13) {
+                let rows = split_rows_on(2, m, n, true, false);
+                let (chosen, other) = (prepared(m, n, rows), prepared(m, n, !rows));
+                // The rule compares `n` with `2m` (even shares); the shares are whole units.
+                assert!(chosen <= other + CORE_SPLIT_UNIT, "{m} x {n}: rows {rows}");
+            }
+        }
+        // The bmm of the demo: each core transposes 64 or 66 of the 130 rows.
+        assert!(split_rows_on(2, 130, 200, true, false));
+        // Columns when `b` is the larger, or with `a` loaded by transposed DMA.
+        assert!(!split_rows_on(2, 130, 530, true, false));
+        assert!(!split_rows_on(2, 130, 200, false, false));
     }
 
     #[test]
