@@ -1,7 +1,8 @@
 //! Times the simulator alone (compile once, then simulate repeatedly) on the library
 //! kernels: `cargo run --release -p nki-kernels --example sim_speed` (`-- small`: the matmul
 //! class and cross_entropy at `torch-nki demo`'s shapes only; `-- small linear`: one of them;
-//! `-- tiny`: the ops of `torch-nki bench --models`' llama-tiny forward at its shapes; `-- call`:
+//! `-- tiny`: the ops of `torch-nki bench --models`' llama-tiny forward at its shapes;
+//! `-- llama512`: the linears of its llama-512 forward (2 × 128 tokens); `-- call`:
 //! the 4 × 4 add of `scripts/bench_overhead.py`, the fixed cost of a simulated call).
 
 use nki_core::kernel_def::TensorSig;
@@ -214,10 +215,25 @@ fn tiny(reps: usize) {
     );
 }
 
+/// The linears of `torch-nki bench --models`' llama-512 forward (hidden 512, intermediate 1376,
+/// 2 × 128 tokens), fp32, at its shapes: attention's projections, the MLP's up and down.
+fn llama512(reps: usize) {
+    for (k, n) in [(512, 512), (512, 256), (512, 1376), (1376, 512)] {
+        bench(
+            &nki_kernels::matmul::LINEAR_KERNEL,
+            &[Some(vec![2, 128, k]), Some(vec![n, k]), None],
+            DType::F32,
+            &[],
+            reps,
+        );
+    }
+}
+
 fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("small") => return small(200),
         Some("tiny") => return tiny(1000),
+        Some("llama512") => return llama512(20),
         // The fixed cost of one simulated call: `scripts/bench_overhead.py`'s 4 × 4 add.
         Some("call") => {
             return bench(

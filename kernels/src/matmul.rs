@@ -308,8 +308,8 @@ fn splits_rows(m: usize, n: usize, a_on_chip: bool, b_on_chip: bool) -> bool {
 /// With `bᵀ` held on chip, every core repeats the preparation of the operand on the side it
 /// does not split (its loads, and its transposes when it is transposed on chip, which cost
 /// about as much again): split by rows, each core prepares only its rows of `a` and all of
-/// `b`; by columns, the reverse. The rows are split when there is a 128-row unit for every core
-/// and `b` is the cheaper one to repeat, or when the columns are too few to share.
+/// `b`; by columns, the reverse. The rows are split when there is a [`CORE_SPLIT_UNIT`] of
+/// rows for every core and `b` is the cheaper one to repeat, or when the columns are one unit.
 ///
 /// Otherwise every output block loads its own operands, so what matters is that each core's
 /// share stays whole 512 × 1024 blocks: the rows are split when there is a 512-row block for
@@ -319,11 +319,13 @@ fn splits_rows(m: usize, n: usize, a_on_chip: bool, b_on_chip: bool) -> bool {
 /// share of `a` (and all of `b`), so the rows are split when `b` is the cheaper one to repeat
 /// (`n < 2m`) and there is a [`CORE_SPLIT_UNIT`] of rows for every core.
 fn split_rows_on(programs: usize, m: usize, n: usize, a_on_chip: bool, b_on_chip: bool) -> bool {
-    let narrow = n.div_ceil(PMAX) < programs;
     if b_on_chip {
         let weight = |on_chip: bool| if on_chip { 2 } else { 1 };
-        m.div_ceil(PMAX) >= programs && (n * weight(b_on_chip) < m * weight(a_on_chip) || narrow)
+        let one_unit_of_columns = n.div_ceil(CORE_SPLIT_UNIT) < programs;
+        m.div_ceil(CORE_SPLIT_UNIT) >= programs
+            && (n * weight(b_on_chip) < m * weight(a_on_chip) || one_unit_of_columns)
     } else {
+        let narrow = n.div_ceil(PMAX) < programs;
         let one_block_of_a = a_on_chip && m <= BLOCK_M && m.div_ceil(CORE_SPLIT_UNIT) >= programs;
         m.div_ceil(BLOCK_M) >= programs
             || (narrow && m.div_ceil(PMAX) >= programs)
@@ -666,27 +668,41 @@ mod tests {
     }
 
     #[test]
-    fn one_block_of_a_transposed_on_chip_splits_the_side_a_core_prepares_less_of() {
-        // Elements of `a` (loaded and transposed: two passes) and `b` (loaded) per unit of K
-        // the busiest of two cores prepares, split by rows or by columns.
-        let share = |total: usize| range_share_of(total, CORE_SPLIT_UNIT, 1, 2).len();
-        let prepared = |m: usize, n: usize, rows: bool| match rows {
-            true => 2 * share(m) + n,
-            false => 2 * m + share(n),
+    fn held_operands_split_the_side_a_core_prepares_less_of() {
+        // Elements of `a` and `b` per unit of K the busiest of two cores prepares when one
+        // block of each is held: loaded, and transposed on chip (a second pass) where marked.
+        let share = |total: usize| {
+            (0..2)
+                .map(|k| range_share_of(total, CORE_SPLIT_UNIT, k, 2).len())
+                .max()
+                .unwrap()
         };
-        for m in (CORE_SPLIT_UNIT + 1..=BLOCK_M).step_by(7) {
-            for n in (1..=3000).step_by(13) {
-                let rows = split_rows_on(2, m, n, true, false);
-                let (chosen, other) = (prepared(m, n, rows), prepared(m, n, !rows));
-                // The rule compares `n` with `2m` (even shares); the shares are whole units.
-                assert!(chosen <= other + CORE_SPLIT_UNIT, "{m} x {n}: rows {rows}");
+        let passes = |on_chip: bool| if on_chip { 2 } else { 1 };
+        for (a_on_chip, b_on_chip) in [(true, false), (true, true), (false, true)] {
+            let (wa, wb) = (passes(a_on_chip), passes(b_on_chip));
+            let prepared = |m: usize, n: usize, rows: bool| match rows {
+                true => wa * share(m) + wb * n,
+                false => wa * m + wb * share(n),
+            };
+            for m in (CORE_SPLIT_UNIT + 1..=BLOCK_M).step_by(7) {
+                for n in (1..=BLOCK_N).step_by(13) {
+                    let rows = split_rows_on(2, m, n, a_on_chip, b_on_chip);
+                    let (chosen, other) = (prepared(m, n, rows), prepared(m, n, !rows));
+                    // The rules compare whole sizes (even shares); shares are whole units.
+                    assert!(
+                        chosen <= other + 2 * CORE_SPLIT_UNIT,
+                        "{m} x {n}, on chip a {a_on_chip} b {b_on_chip}: rows {rows}"
+                    );
+                }
             }
         }
-        // The bmm of the demo: each core transposes 64 or 66 of the 130 rows.
+        // The bmm of the demo: each core transposes 64 or 66 of the 130 rows of `x`.
         assert!(split_rows_on(2, 130, 200, true, false));
         // Columns when `b` is the larger, or with `a` loaded by transposed DMA.
         assert!(!split_rows_on(2, 130, 530, true, false));
         assert!(!split_rows_on(2, 130, 200, false, false));
+        // llama-tiny's `[128, 64] · [64, 64]ᵀ`: 64 rows each, not 32 columns each.
+        assert!(split_rows_on(2, 128, 64, true, true));
     }
 
     #[test]
