@@ -13,8 +13,9 @@
 //! 2 KiB for 512 columns, which maps them all to a few L1 sets, or a whole input row when the
 //! tile reads a kernel input in place). While the first row block computes, it fetches the
 //! next block's rows into cache. A micro-kernel keeps a block of `rows × (vectors · lanes)`
-//! sums in registers through the whole contraction; the column blocks' ragged ends are masked,
-//! and the rows are cut into near-equal blocks (20 rows are two blocks of 10, not 14 and 6).
+//! sums in registers through the whole contraction; the column blocks' ragged ends are masked
+//! (a block of one vector's columns or fewer runs on a one-vector kernel), and the rows are cut
+//! into near-equal blocks (20 rows are two blocks of 10, not 14 and 6).
 //!
 //! Written once ([`fused_gemm_kernels`], over the primitives [`fused_gemm_isa`] declares from
 //! each instruction set's intrinsics) and compiled for AVX-512 and for AVX2 with FMA;
@@ -250,10 +251,17 @@ macro_rules! fused_gemm_kernels {
                     // product (the caller's contract).
                     let (a, c) = unsafe { (a.add(i), c.add(i * product.cstride + j)) };
                     let next = next.take();
-                    match rows {
+                    // A block of one vector's columns or fewer (a ragged end) runs on the
+                    // one-vector kernel: the others' lanes would all be masked off.
+                    match (rows, cols <= LANES) {
                         // SAFETY: as above; the panel's columns past `cols` are zero and never
                         // stored.
-                        $($r => unsafe { micro::<$r>(packed, a, b, c, masks, next, product.bstride) },)*
+                        $(($r, true) => unsafe {
+                            micro::<$r, 1>(packed, a, b, c, [masks[0]], next, product.bstride)
+                        },
+                        ($r, false) => unsafe {
+                            micro::<$r, VECTORS>(packed, a, b, c, masks, next, product.bstride)
+                        },)*
                         _ => unreachable!("row blocks hold 1..=ROWS rows"),
                     }
                     i += rows;
@@ -292,24 +300,25 @@ macro_rules! fused_gemm_kernels {
             }
         }
 
-        /// `R` output rows by `VECTORS` masked vectors of columns: the sums stay in registers
-        /// through the whole contraction, then go to `c` once.
+        /// `R` output rows by `V` masked vectors of columns (`VECTORS`, or one for a narrow
+        /// block): the sums stay in registers through the whole contraction, then go to `c`
+        /// once.
         ///
         /// # Safety
         /// As [`gemm`], for the block at `a` (its first column), `b` (its first column) and
         /// `c` (its first element).
         #[target_feature(enable = $feature)]
         #[inline]
-        unsafe fn micro<const R: usize>(
+        unsafe fn micro<const R: usize, const V: usize>(
             product: super::Product,
             mut a: *const f32,
             mut b: *const f32,
             c: *mut f32,
-            masks: [Mask; VECTORS],
+            masks: [Mask; V],
             mut next: Option<*const f32>,
             next_stride: usize,
         ) {
-            let mut acc = [[zero(); VECTORS]; R];
+            let mut acc = [[zero(); V]; R];
             for _ in 0..product.k {
                 if let Some(row) = next {
                     // A hint: prefetching reads nothing the program can see, and never faults.
@@ -320,7 +329,7 @@ macro_rules! fused_gemm_kernels {
                 }
                 // SAFETY: row `l < k` of each operand, masked to the block's columns.
                 unsafe {
-                    let moving: [Vector; VECTORS] =
+                    let moving: [Vector; V] =
                         std::array::from_fn(|v| load(b.add(v * LANES), masks[v]));
                     for (i, sums) in acc.iter_mut().enumerate() {
                         let x = splat(a.add(i));
