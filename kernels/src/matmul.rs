@@ -319,14 +319,15 @@ fn splits_rows(m: usize, n: usize, a_on_chip: bool, b_on_chip: bool) -> bool {
 /// share of `a` (and all of `b`), so the rows are split when `b` is the cheaper one to repeat
 /// (`n < 2m`) and there is a [`CORE_SPLIT_UNIT`] of rows for every core.
 fn split_rows_on(programs: usize, m: usize, n: usize, a_on_chip: bool, b_on_chip: bool) -> bool {
+    let a_unit_of_rows_each = m.div_ceil(CORE_SPLIT_UNIT) >= programs;
     if b_on_chip {
         let weight = |on_chip: bool| if on_chip { 2 } else { 1 };
         let one_unit_of_columns = n.div_ceil(CORE_SPLIT_UNIT) < programs;
-        m.div_ceil(CORE_SPLIT_UNIT) >= programs
+        a_unit_of_rows_each
             && (n * weight(b_on_chip) < m * weight(a_on_chip) || one_unit_of_columns)
     } else {
         let narrow = n.div_ceil(PMAX) < programs;
-        let one_block_of_a = a_on_chip && m <= BLOCK_M && m.div_ceil(CORE_SPLIT_UNIT) >= programs;
+        let one_block_of_a = a_on_chip && m <= BLOCK_M && a_unit_of_rows_each;
         m.div_ceil(BLOCK_M) >= programs
             || (narrow && m.div_ceil(PMAX) >= programs)
             || (one_block_of_a && n < 2 * m)
