@@ -14,7 +14,9 @@
 //! tile reads a kernel input in place). While the first row block computes, it fetches the
 //! next block's rows into cache. A micro-kernel keeps a block of `rows × (vectors · lanes)`
 //! sums in registers through the whole contraction; the column blocks' ragged ends are masked
-//! (a block of one vector's columns or fewer runs on a one-vector kernel), and the rows are cut
+//! (a block of one vector's columns or fewer runs on a one-vector kernel), whole vectors are
+//! read and written unmasked (AVX2's masked moves are several times slower on AMD's cores), the
+//! packed panel always unmasked (its columns past the block are zero), and the rows are cut
 //! into near-equal blocks (20 rows are two blocks of 10, not 14 and 6).
 //!
 //! Written once ([`fused_gemm_kernels`], over the primitives [`fused_gemm_isa`] declares from
@@ -209,8 +211,9 @@ fn row_blocks(m: usize, most: usize) -> impl Iterator<Item = usize> {
 /// The GEMM driver and micro-kernel over one instruction set's primitives, which the invoking
 /// module defines ([`fused_gemm_isa`] does): `Vector`, `Mask`, `LANES`, `mask(len)` (the first `len` lanes), `zero()`,
 /// `splat(*const f32)`, `load(*const f32, Mask)` (masked-off lanes read as zero and touch no
-/// memory), `store(*mut f32, Mask, Vector)`, `fma(a, b, acc)` and `add(a, b)`, each a
-/// `#[target_feature]` function of that set.
+/// memory), `store(*mut f32, Mask, Vector)`, `load_all(*const f32)`, `store_all(*mut f32,
+/// Vector)` (every lane), `fma(a, b, acc)` and `add(a, b)`, each a `#[target_feature]` function
+/// of that set.
 #[cfg(target_arch = "x86_64")]
 macro_rules! fused_gemm_kernels {
     (feature: $feature:literal, rows: $rows:literal, vectors: $vectors:literal, dispatch: [$($r:literal)*]) => {
@@ -235,8 +238,12 @@ macro_rules! fused_gemm_kernels {
             let mut j = 0;
             while j < product.n {
                 let cols = (product.n - j).min(width);
-                let masks: [Mask; VECTORS] =
-                    std::array::from_fn(|v| mask(cols.saturating_sub(v * LANES).min(LANES)));
+                // Each vector's columns: `None` where all its lanes are in the block (plain
+                // loads and stores: masked ones are several times slower on some processors).
+                let masks: [Option<Mask>; VECTORS] = std::array::from_fn(|v| {
+                    let lanes = cols.saturating_sub(v * LANES).min(LANES);
+                    (lanes < LANES).then(|| mask(lanes))
+                });
                 // SAFETY: rows `< k` and columns `j..j + cols` of `b` are inside the product,
                 // and the panel holds `k` rows of `width`.
                 unsafe { pack(product, b_tile.add(j), panel.as_mut_ptr(), masks) };
@@ -270,6 +277,28 @@ macro_rules! fused_gemm_kernels {
             }
         }
 
+        /// The lanes of `p` under `mask`, every lane where it is `None`.
+        ///
+        /// # Safety
+        /// Those lanes are readable.
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn load_columns(p: *const f32, mask: Option<Mask>) -> Vector {
+            // SAFETY: the caller's.
+            unsafe { mask.map_or_else(|| load_all(p), |m| load(p, m)) }
+        }
+
+        /// Stores the lanes of `v` under `mask` to `p`, every lane where it is `None`.
+        ///
+        /// # Safety
+        /// Those lanes are writable.
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn store_columns(p: *mut f32, mask: Option<Mask>, v: Vector) {
+            // SAFETY: the caller's.
+            unsafe { mask.map_or_else(|| store_all(p, v), |m| store(p, m, v)) }
+        }
+
         /// Copies rows `< k` of the moving operand's block of columns at `b`, masked to the
         /// block's columns, into `panel`, `LANES * VECTORS` apart (masked-off columns zero).
         /// The tile's own rows are a multiple of 2 KiB apart for 512 columns, which maps every
@@ -284,13 +313,12 @@ macro_rules! fused_gemm_kernels {
             product: super::Product,
             mut b: *const f32,
             mut panel: *mut f32,
-            masks: [Mask; VECTORS],
+            masks: [Option<Mask>; VECTORS],
         ) {
-            let all = mask(LANES);
             for _ in 0..product.k {
                 for (v, &m) in masks.iter().enumerate() {
                     // SAFETY: row `l < k` of the block, masked to its columns; the panel row.
-                    unsafe { store(panel.add(v * LANES), all, load(b.add(v * LANES), m)) };
+                    unsafe { store_all(panel.add(v * LANES), load_columns(b.add(v * LANES), m)) };
                 }
                 // SAFETY: the next row of each (one past the last at the end, not read).
                 unsafe {
@@ -314,7 +342,7 @@ macro_rules! fused_gemm_kernels {
             mut a: *const f32,
             mut b: *const f32,
             c: *mut f32,
-            masks: [Mask; V],
+            masks: [Option<Mask>; V],
             mut next: Option<*const f32>,
             next_stride: usize,
         ) {
@@ -327,10 +355,9 @@ macro_rules! fused_gemm_kernels {
                     }
                     next = Some(row.wrapping_add(next_stride));
                 }
-                // SAFETY: row `l < k` of each operand, masked to the block's columns.
+                // SAFETY: row `l < k` of each operand (the panel's rows are whole vectors).
                 unsafe {
-                    let moving: [Vector; V] =
-                        std::array::from_fn(|v| load(b.add(v * LANES), masks[v]));
+                    let moving: [Vector; V] = std::array::from_fn(|v| load_all(b.add(v * LANES)));
                     for (i, sums) in acc.iter_mut().enumerate() {
                         let x = splat(a.add(i));
                         for (sum, &y) in sums.iter_mut().zip(&moving) {
@@ -346,8 +373,9 @@ macro_rules! fused_gemm_kernels {
                     // SAFETY: row `i < R` of the block, masked to its columns.
                     unsafe {
                         let out = c.add(i * product.cstride + v * LANES);
-                        let start = if product.accumulate { load(out, masks[v]) } else { zero() };
-                        store(out, masks[v], add(sum, start));
+                        let start =
+                            if product.accumulate { load_columns(out, masks[v]) } else { zero() };
+                        store_columns(out, masks[v], add(sum, start));
                     }
                 }
             }
@@ -363,6 +391,7 @@ macro_rules! fused_gemm_isa {
         feature: $feature:literal, vector: $vector:ty, mask: $mask:ty, lanes: $lanes:literal,
         mask_of: $mask_of:expr, zero: $zero:ident, splat: $splat:ident,
         load: |$lp:ident, $lm:ident| $load:expr, store: |$sp:ident, $sm:ident, $sv:ident| $store:expr,
+        load_all: $load_all:ident, store_all: $store_all:ident,
         fma: $fma:ident, add: $add:ident,
         rows: $rows:literal, vectors: $vectors:literal, dispatch: [$($r:literal)*]
     ) => {
@@ -404,6 +433,18 @@ macro_rules! fused_gemm_isa {
         }
         #[target_feature(enable = $feature)]
         #[inline]
+        unsafe fn load_all(p: *const f32) -> Vector {
+            // SAFETY: the caller's lanes are readable.
+            unsafe { $load_all(p) }
+        }
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn store_all(p: *mut f32, v: Vector) {
+            // SAFETY: the caller's lanes are writable.
+            unsafe { $store_all(p, v) }
+        }
+        #[target_feature(enable = $feature)]
+        #[inline]
         fn fma(a: Vector, b: Vector, acc: Vector) -> Vector {
             $fma(a, b, acc)
         }
@@ -426,6 +467,7 @@ mod avx512 {
         mask_of: |len: usize| ((1u32 << len) - 1) as __mmask16,
         zero: _mm512_setzero_ps, splat: _mm512_set1_ps,
         load: |p, m| _mm512_maskz_loadu_ps(m, p), store: |p, m, v| _mm512_mask_storeu_ps(p, m, v),
+        load_all: _mm512_loadu_ps, store_all: _mm512_storeu_ps,
         fma: _mm512_fmadd_ps, add: _mm512_add_ps,
         rows: 14, vectors: 2, dispatch: [1 2 3 4 5 6 7 8 9 10 11 12 13 14]
     );
@@ -443,6 +485,7 @@ mod avx2 {
         ),
         zero: _mm256_setzero_ps, splat: _mm256_set1_ps,
         load: |p, m| _mm256_maskload_ps(p, m), store: |p, m, v| _mm256_maskstore_ps(p, m, v),
+        load_all: _mm256_loadu_ps, store_all: _mm256_storeu_ps,
         fma: _mm256_fmadd_ps, add: _mm256_add_ps,
         rows: 6, vectors: 2, dispatch: [1 2 3 4 5 6]
     );
