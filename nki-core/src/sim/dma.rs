@@ -422,6 +422,25 @@ impl<'a> RowSink<'a> {
         }
     }
 
+    /// Row `r` of the tensor itself, for an instruction to compute into instead of a row
+    /// buffer, when that stores the same bits: no rounding on the way, rows written with
+    /// plain stores to disjoint contiguous runs ([`HbmBuffer::run_f32_mut`]). Marks the sink
+    /// used.
+    ///
+    /// # Safety
+    /// No other slice of row `r` is live (each row is asked for once per run of the
+    /// instruction).
+    pub(crate) unsafe fn row_in_place(&self, r: usize) -> Option<&'a mut [f32]> {
+        if self.cast.is_some() || !self.rows_disjoint() {
+            return None;
+        }
+        let row_base = usize::try_from(self.base + r as i64 * self.p_stride).ok()?;
+        // SAFETY: rows are disjoint runs (`rows_disjoint`) and the caller asks for row `r` once.
+        let row = unsafe { self.buf.run_f32_mut(row_base, self.nf) }?;
+        self.used.store(true, Ordering::Relaxed);
+        Some(row)
+    }
+
     /// Rounds `row` (the tile's values) to the tensor's dtype in place and writes it as row `r`.
     pub(crate) fn put(&self, r: usize, row: &mut [f32]) {
         self.used.store(true, Ordering::Relaxed);

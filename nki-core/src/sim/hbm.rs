@@ -217,6 +217,33 @@ impl<'a> HbmBuffer<'a> {
         }
     }
 
+    /// Elements `i..i + n` of an fp32 output to compute in place, when its rows are written
+    /// with plain stores: `None` for inputs, other dtypes, memory not aligned for `f32`, and
+    /// outputs large enough for [`write_run`](Self::write_run) to stream.
+    ///
+    /// # Safety
+    /// Nothing else reads or writes these elements while the slice lives (the caller's rows
+    /// are proved disjoint, as for every concurrent write through this buffer).
+    ///
+    /// # Panics
+    /// When the run is outside the buffer (a bug the DMA checks should have caught).
+    pub(crate) unsafe fn run_f32_mut(&self, i: usize, n: usize) -> Option<&'a mut [f32]> {
+        let plain = self.writable
+            && self.dtype == DType::F32
+            && cfg!(target_endian = "little")
+            && (self.ptr as usize).is_multiple_of(std::mem::align_of::<f32>())
+            && !(cfg!(target_arch = "x86_64")
+                && n >= STREAM_MIN_ELEMENTS
+                && self.len >= STREAM_MIN_OUTPUT_BYTES);
+        if !plain {
+            return None;
+        }
+        self.assert_run(i, n);
+        // SAFETY: in bounds (asserted) and aligned, in a writable buffer the caller owns for
+        // 'a; little-endian f32s have f32's layout; exclusive by the caller's contract.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<f32>().add(i), n) })
+    }
+
     /// Writes `vals` (already representable in the dtype) contiguously starting at element `i`.
     #[inline]
     pub(crate) fn write_run(&self, i: usize, vals: &[f32]) {

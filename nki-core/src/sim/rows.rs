@@ -182,9 +182,14 @@ pub(crate) fn rows1_writing<R: Send>(
 ) -> Result<Vec<R>, StoreError> {
     if let Writes::Forwarded(sink) = writes {
         let (x, x_stride) = store.data(a.tile)?;
-        return Ok(forward_rows(dst, split, sink, s, |r, out| {
-            f(r, out, row_in(x, x_stride, a, r))
-        }));
+        return Ok(forward_rows(
+            dst,
+            split,
+            sink,
+            s,
+            #[inline(always)]
+            |r, out| f(r, out, row_in(x, x_stride, a, r)),
+        ));
     }
     let (mut out, stride, fresh) = take_destination(store, (dst, writes), &[a])?;
     let shared: &TileStore<'_> = store;
@@ -256,9 +261,14 @@ pub(crate) fn rows2_writing<R: Send>(
     if let Writes::Forwarded(sink) = writes {
         let (x, x_stride) = store.data(a.tile)?;
         let (y, y_stride) = store.data(b.tile)?;
-        return Ok(forward_rows(dst, split, sink, s, |r, out| {
-            f(r, out, row_in(x, x_stride, a, r), row_in(y, y_stride, b, r))
-        }));
+        return Ok(forward_rows(
+            dst,
+            split,
+            sink,
+            s,
+            #[inline(always)]
+            |r, out| f(r, out, row_in(x, x_stride, a, r), row_in(y, y_stride, b, r)),
+        ));
     }
     let (mut out, stride, fresh) = take_destination(store, (dst, writes), &[a, b])?;
     let shared: &TileStore<'_> = store;
@@ -319,18 +329,11 @@ fn forward_rows<R: Send>(
     s: &mut Scratch,
     f: impl Fn(usize, &mut [f32]) -> R + Sync,
 ) -> Vec<R> {
-    let row = |r: usize, out: &mut Vec<f32>| {
-        out.truncate(dst.nf);
-        out.resize(dst.nf, 0.0);
-        let result = f(r, out);
-        sink.put(r, out);
-        result
-    };
     if sink.rows_disjoint() && splittable(split, dst, &[]) {
         threads::map(dst.np, Vec::new, |out, r| {
             crate::wide::wide(
                 #[inline(always)]
-                || row(r, out),
+                || forward_row(dst, sink, &f, r, out),
             )
         })
     } else {
@@ -339,12 +342,36 @@ fn forward_rows<R: Send>(
             || {
                 let mut results = Vec::with_capacity(dst.np);
                 for r in 0..dst.np {
-                    results.push(row(r, &mut s.out));
+                    results.push(forward_row(dst, sink, &f, r, &mut s.out));
                 }
                 results
             },
         )
     }
+}
+
+/// Row `r` of [`forward_rows`]: `f` computes it into the tensor's row where that stores the
+/// same bits ([`RowSink::row_in_place`]), else into `out`, which then goes to `sink`. Always
+/// inlined, with `f`, into the wide copies of its callers: called, it would be compiled for the
+/// baseline's four lanes.
+#[inline(always)]
+fn forward_row<R>(
+    dst: &TileRegion,
+    sink: &RowSink<'_>,
+    f: &impl Fn(usize, &mut [f32]) -> R,
+    r: usize,
+    out: &mut Vec<f32>,
+) -> R {
+    // SAFETY: `forward_rows` asks for each row once.
+    if let Some(row) = unsafe { sink.row_in_place(r) } {
+        debug_assert_eq!(row.len(), dst.nf, "the store moves the region's shape");
+        return f(r, row);
+    }
+    out.truncate(dst.nf);
+    out.resize(dst.nf, 0.0);
+    let result = f(r, out);
+    sink.put(r, out);
+    result
 }
 
 /// Calls `f(r, row)` for every row of `region`, writing it in place (a DMA into a tile).
