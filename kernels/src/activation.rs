@@ -12,8 +12,7 @@ use nki_core::prelude::*;
 fn map_activation(x: &Hbm, func: ActFn) -> Hbm {
     let out = shared_hbm(x.shape(), x.dtype());
     let (xv, ov) = (as_rows(x), as_rows(&out));
-    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
-    for_each_chunk(rows, cols, |r, c| {
+    for_each_chunk(&xv, |r, c| {
         let t = sbuf([r.size, c.size], x.dtype());
         dma_copy(&t, block(&xv, r, &c));
         activation(&t, func, &t, None, 1.0);
@@ -27,8 +26,7 @@ fn chain_rule(grad_out: &Hbm, x: &Hbm, derivative: impl Fn(&TileRegion, &TileReg
     let dt = x.dtype();
     let grad_x = shared_hbm(x.shape(), dt);
     let (gv, xv, dv) = (as_rows(grad_out), as_rows(x), as_rows(&grad_x));
-    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
-    for_each_chunk(rows, cols, |r, c| {
+    for_each_chunk(&xv, |r, c| {
         let (g, xt) = (sbuf([r.size, c.size], dt), sbuf([r.size, c.size], dt));
         dma_copy(&g, block(&gv, r, &c));
         dma_copy(&xt, block(&xv, r, &c));
@@ -177,8 +175,7 @@ fn gated(gate: &Hbm, up: &Hbm, act: ActFn) -> Hbm {
     let dt = gate.dtype();
     let out = shared_hbm(gate.shape(), dt);
     let (gv, uv, ov) = (as_rows(gate), as_rows(up), as_rows(&out));
-    let [rows, cols] = [gv.shape()[0], gv.shape()[1]];
-    for_each_chunk(rows, cols, |r, c| {
+    for_each_chunk(&gv, |r, c| {
         let (g, u) = (sbuf([r.size, c.size], dt), sbuf([r.size, c.size], dt));
         dma_copy(&g, block(&gv, r, &c));
         dma_copy(&u, block(&uv, r, &c));
@@ -219,8 +216,7 @@ fn gated_backward(
     let grad_up = shared_hbm(gate.shape(), dt);
     let (ov, gv, uv) = (as_rows(grad_out), as_rows(gate), as_rows(up));
     let (dgv, duv) = (as_rows(&grad_gate), as_rows(&grad_up));
-    let [rows, cols] = [gv.shape()[0], gv.shape()[1]];
-    for_each_chunk(rows, cols, |r, c| {
+    for_each_chunk(&gv, |r, c| {
         let load = |v: &HbmView| {
             let t = sbuf([r.size, c.size], dt);
             dma_copy(&t, block(v, r, &c));

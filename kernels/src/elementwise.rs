@@ -24,8 +24,7 @@ use nki_core::prelude::*;
 pub fn add(x: &Hbm, y: &Hbm) -> Hbm {
     let out = shared_hbm(x.shape(), x.dtype());
     let (xv, yv, ov) = (as_rows(x), as_rows(y), as_rows(&out));
-    let [rows, cols] = [xv.shape()[0], xv.shape()[1]];
-    for_each_chunk(rows, cols, |r, c| {
+    for_each_chunk(&xv, |r, c| {
         let a = sbuf([r.size, c.size], x.dtype());
         let b = sbuf([r.size, c.size], x.dtype());
         dma_copy(&a, block(&xv, r, &c));
@@ -45,8 +44,7 @@ pub fn add_backward(grad_out: &Hbm) -> (Hbm, Hbm) {
     let grad_x = shared_hbm(grad_out.shape(), grad_out.dtype());
     let grad_y = shared_hbm(grad_out.shape(), grad_out.dtype());
     let (gv, xv, yv) = (as_rows(grad_out), as_rows(&grad_x), as_rows(&grad_y));
-    let [rows, cols] = [gv.shape()[0], gv.shape()[1]];
-    for_each_chunk(rows, cols, |r, c| {
+    for_each_chunk(&gv, |r, c| {
         let t = sbuf([r.size, c.size], grad_out.dtype());
         dma_copy(&t, block(&gv, r, &c));
         dma_copy(block(&xv, r, &c), &t);
@@ -62,7 +60,15 @@ mod tests {
 
     #[test]
     fn any_rank_and_ragged_columns() {
-        for shape in [vec![1000], vec![3, 50, 70], vec![130, 4100]] {
+        // Rows shared in whole tiles; the cores splitting the columns of one tile, of a tile
+        // and a ragged tail, and of the tail after two whole tiles (`for_each_chunk`).
+        for shape in [
+            vec![1000],
+            vec![3, 50, 70],
+            vec![128, 2100],
+            vec![130, 4100],
+            vec![300, 2100],
+        ] {
             let n: usize = shape.iter().product();
             let x = HostArray::new(
                 &shape,

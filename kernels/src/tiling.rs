@@ -39,18 +39,51 @@ pub(crate) fn as_rows(t: &Hbm) -> HbmView {
     t.reshape(&[rows, cols])
 }
 
-/// Runs `body(rows, cols)` over this program's `[rows, cols]` tiles of a
-/// `[total_rows, total_cols]` view: rows tiled 128 to the partitions and shared out across the
-/// cores of the launch ([`for_each_row_tile`]), columns in chunks of [`CHUNK`], ragged tails
-/// included.
-pub(crate) fn for_each_chunk(
-    total_rows: usize,
-    total_cols: usize,
-    mut body: impl FnMut(&TileSpan, TileSpan),
-) {
-    for_each_row_tile(total_rows, |r| {
+/// The unit of the columns each core takes of the rows [`for_each_chunk`] does not share out in
+/// whole tiles: 128 bytes of fp32 per partition.
+const CORE_COLUMN_UNIT: usize = 32;
+
+/// The least bytes per partition each core's share of a row must hold for [`for_each_chunk`] to
+/// share the rows left over from whole tiles by columns: below it, the cost model's fixed cost
+/// of the extra instructions each core then runs outweighs the bytes it no longer moves (fp32
+/// rows of 130 × 512 cost 5.49 µs shared by tiles and 6.07 µs by columns; 130 × 1024, 7.90
+/// and 6.34 µs; bf16 130 × 2048, 7.90 and 6.34 µs).
+const CORE_COLUMN_SHARE_BYTES: usize = 2048;
+
+/// Runs `body(rows, cols)` over this program's `[rows, cols]` tiles of the row view `view`
+/// (rows tiled 128 to the partitions, columns in chunks of [`CHUNK`], ragged tails included),
+/// for kernels whose elements are independent. The cores of the launch share out the whole
+/// 128-row tiles that come out even, as many to each ([`tile_shared_rows`]). The rows left over
+/// (fewer whole tiles than cores, and the ragged tail) every core takes, each its share of the
+/// columns in [`CORE_COLUMN_UNIT`]-wide units ([`program_range`]), when that share of a row is
+/// at least [`CORE_COLUMN_SHARE_BYTES`]; narrower rows are shared out tile by tile. So 130 wide
+/// rows are not 128 on one core and 2 on the other: each core moves half of every row, with as
+/// many instructions as before (an instruction takes as long on 2 partitions as on 128, a DMA's
+/// time follows its bytes).
+pub(crate) fn for_each_chunk(view: &HbmView, mut body: impl FnMut(&TileSpan, TileSpan)) {
+    let [total_rows, total_cols] = [view.shape()[0], view.shape()[1]];
+    let programs = program_instance().map_or(1, |(_, n)| n);
+    let share_bytes = total_cols * view.dtype().size_bytes() / programs.max(1);
+    let whole = if share_bytes >= CORE_COLUMN_SHARE_BYTES {
+        tile_shared_rows(total_rows, programs)
+    } else {
+        total_rows
+    };
+    for_each_program_tile(whole, PMAX, |r| {
         for_each_tile(total_cols, CHUNK, |c| body(&r, c));
     });
+    for_each_tile_in(whole..total_rows, PMAX, |r| {
+        let cols = program_range(total_cols, CORE_COLUMN_UNIT);
+        for_each_tile_in(cols, CHUNK, |c| body(&r, c));
+    });
+}
+
+/// Rows `0..` this many of `total_rows` [`for_each_chunk`] shares between `programs` cores in
+/// whole 128-row tiles, as many tiles to each: the largest multiple of `programs` tiles that
+/// fits.
+fn tile_shared_rows(total_rows: usize, programs: usize) -> usize {
+    let programs = programs.max(1);
+    total_rows / PMAX / programs * programs * PMAX
 }
 
 /// Runs `body` over this program's 128-row tiles of `0..total_rows`: the row tiles (the ragged
@@ -61,7 +94,7 @@ pub(crate) fn for_each_row_tile(total_rows: usize, body: impl FnMut(TileSpan)) {
 
 /// Writes zeros to every element of `out`, viewed as `[rows, cols]` of its last dimension:
 /// what a sum over no rows gives (the weight gradients of an empty batch, a kernel's only
-/// work then), split across the cores of the launch.
+/// work then), split across the cores of the launch as [`for_each_chunk`] splits.
 pub(crate) fn fill_zeros(out: &Hbm) {
     let (rows, cols) = rows_of(out);
     if rows == 0 || cols == 0 {
@@ -70,21 +103,12 @@ pub(crate) fn fill_zeros(out: &Hbm) {
     let view = out.reshape(&[rows, cols]);
     let zeros = sbuf([rows.min(PMAX), cols.min(CHUNK)], out.dtype());
     memset(&zeros, 0.0);
-    // Split across the cores of the launch by row tiles, or by column chunks for one row tile:
-    // the kernels fill sums over an empty batch, with no other work.
-    let store = |r: &TileSpan, c: TileSpan| {
+    for_each_chunk(&view, |r, c| {
         dma_copy(
             block(&view, r, &c),
             zeros.region().slice(0, r.size, 0, c.size),
         );
-    };
-    if rows > PMAX {
-        for_each_program_tile(rows, PMAX, |r| for_each_tile(cols, CHUNK, |c| store(&r, c)));
-    } else {
-        for_each_tile(rows, PMAX, |r| {
-            for_each_program_tile(cols, CHUNK, |c| store(&r, c))
-        });
-    }
+    });
 }
 
 /// The `[r, c]` block of a row view.

@@ -81,8 +81,9 @@ fn runs_on_a_host_s_threads_give_the_bits_of_one_thread() {
 }
 
 /// Launch-grid instances run together on a host's threads only when they share the work nearly
-/// evenly: `add` gives its second instance the 2 rows left after 128, `linear` splits its
-/// output into equal halves.
+/// evenly: `add` of 130 narrow rows gives its second instance the 2 rows left after 128, of 130
+/// wide rows half of every row's columns to each, and `linear` splits its output into equal
+/// halves.
 #[test]
 fn only_balanced_instances_run_together_on_a_host_s_threads_and_small_gemms_stay_whole() {
     use nki_core::Signature;
@@ -112,7 +113,8 @@ fn only_balanced_instances_run_together_on_a_host_s_threads_and_small_gemms_stay
         let plan = compiled.plan();
         (plan.instances_balanced(), plan.work(), plan.host_work())
     };
-    assert!(!plan_of("add", &[&[130, 4100], &[130, 4100]]).0);
+    assert!(!plan_of("add", &[&[130, 1000], &[130, 1000]]).0);
+    assert!(plan_of("add", &[&[130, 4100], &[130, 4100]]).0);
     assert!(plan_of("linear", &[&[256, 512], &[1024, 512], &[1024]]).0);
     // On a host's threads a multiply-add weighs an eighth of an element: a llama-tiny MLP
     // linear (1.3 M multiply-adds) stays under the threshold, an elementwise run is unchanged.
