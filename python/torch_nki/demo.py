@@ -18,18 +18,28 @@ import torch
 
 from torch_nki import testing
 
+#: How long :func:`median_times` runs both callables, in turn, before it times them.
+WARM_UP_SECONDS = 0.1
+
 
 def median_times(a: Callable[[], object], b: Callable[[], object], repeat: int) -> tuple[float, float]:
     """Median wall times of ``a()`` and ``b()`` in seconds: three rounds, each timing a block of
-    calls of ``a`` and then a block of ``b`` (after one warm-up call of each), so drift on a
-    shared machine affects both alike.
+    calls of ``a`` and then a block of ``b``, so drift on a shared machine affects both alike.
+
+    Both first run in turn for :data:`WARM_UP_SECONDS` (at least once each): a 130 x 4100 add,
+    ATen's or the simulator's, took 1.5-2x its steady time for its first hundred or so calls in
+    a fresh process (docs/cli.md), which fell on whichever op a run times first.
 
     Blocks rather than strict A/B alternation: ATen's OpenMP workers spin for a while after each
     ATen op and slow down a simulator call that follows immediately (see docs/cli.md); within a
     block only the first call pays that.
     """
-    a()
-    b()
+    start = time.perf_counter()
+    while True:
+        a()
+        b()
+        if time.perf_counter() - start >= WARM_UP_SECONDS:
+            break
     ta: list[float] = []
     tb: list[float] = []
     per_block = max(1, -(-repeat // 3))
