@@ -198,10 +198,11 @@ mod tests {
     /// Writes its first tile from the other two.
     type Write = fn(&Tile, &Tile, &Tile);
 
-    /// `[8, 16]` fp32: `write(t, a, b)` into a fresh tile `t`, then `t` stored.
-    fn writer_then_store(write: Write) -> Program {
+    /// `[8, 16]` fp32: `write(t, a, b)` into a fresh tile `t`, then `t` stored to an `out`
+    /// output.
+    fn writer_then_store(write: Write, out: DType) -> Program {
         trace("k", Target::Trn2, &[], |_| {
-            let out = shared_hbm(&[8, 16], DType::F32);
+            let out = shared_hbm(&[8, 16], out);
             let (a, b, t) = (
                 sbuf([8, 16], DType::F32),
                 sbuf([8, 16], DType::F32),
@@ -217,7 +218,9 @@ mod tests {
     }
 
     /// Every instruction [`writes_every_row`] lists hands its rows to the sink when run with
-    /// one, so the plan never pairs an instruction that would write its tile anyway.
+    /// one, so the plan never pairs an instruction that would write its tile anyway, and the
+    /// output then holds the bits the two run as written store: computed into the output's rows
+    /// (fp32) or through a row buffer rounded on the way (bf16).
     #[test]
     fn every_listed_instruction_forwards() {
         let writers: [(&str, Write); 4] = [
@@ -232,8 +235,11 @@ mod tests {
             }),
             ("tensor_copy", |t, a, _| tensor_copy(t, a)),
         ];
-        for (name, write) in writers {
-            let p = writer_then_store(write);
+        for ((name, write), out) in writers
+            .into_iter()
+            .flat_map(|w| [DType::F32, DType::BF16].map(|out| (w, out)))
+        {
+            let p = writer_then_store(write, out);
             let n = p.body.len();
             let (Stmt::Inst(writer), Stmt::Inst(dma)) = (&p.body[n - 2], &p.body[n - 1]) else {
                 panic!("{name}: the program ends with the writer and the store");
@@ -241,29 +247,57 @@ mod tests {
             assert_eq!(writer.op.name(), name);
             let plan = crate::sim::ExecPlan::new(&p);
             assert!(plan.forward()[0][n - 2], "{name}: paired by the plan");
-            let mut bytes = vec![0u8; 8 * 16 * 4];
-            let mut store = TileStore::new(&p);
-            for (i, t) in p.tiles.iter().enumerate() {
-                store.allocate(TileId(i as u32), t.partitions, true);
+            // The instructions before the pair (the operands' memsets) run as written into a
+            // store of every tile.
+            let prepared = || {
+                let mut store = TileStore::new(&p);
+                for (i, t) in p.tiles.iter().enumerate() {
+                    store.allocate(TileId(i as u32), t.partitions, true);
+                }
+                for stmt in &p.body[..n - 2] {
+                    if let Stmt::Inst(inst) = stmt {
+                        execute(&ctx_of(&[], inst), &mut store, &mut Scratch::default()).unwrap();
+                    }
+                }
+                store
+            };
+            let mut bytes = vec![0u8; 8 * 16 * out.size_bytes()];
+            {
+                let mut store = prepared();
+                let hbm = [HbmBuffer::output(&mut bytes, out)];
+                let ctx = ctx_of(&hbm, dma);
+                let sink = sink(&ctx, &store).expect("the store's checks pass");
+                let forwarded = Ctx {
+                    inst: writer,
+                    forward: Some(&sink),
+                    ..ctx
+                };
+                execute(&forwarded, &mut store, &mut Scratch::default()).unwrap();
+                assert!(sink.used(), "{name} wrote its tile instead of forwarding");
             }
-            let hbm = [HbmBuffer::output(&mut bytes, DType::F32)];
-            let ctx = Ctx {
-                hbm: &hbm,
-                split: false,
-                env: &[],
-                inst: dma,
-                prng: None,
-                registers: None,
-                forward: None,
-            };
-            let sink = sink(&ctx, &store).expect("the store's checks pass");
-            let forwarded = Ctx {
-                inst: writer,
-                forward: Some(&sink),
-                ..ctx
-            };
-            execute(&forwarded, &mut store, &mut Scratch::default()).unwrap();
-            assert!(sink.used(), "{name} wrote its tile instead of forwarding");
+            let mut written = vec![0u8; bytes.len()];
+            {
+                let mut store = prepared();
+                let hbm = [HbmBuffer::output(&mut written, out)];
+                for inst in [writer, dma] {
+                    execute(&ctx_of(&hbm, inst), &mut store, &mut Scratch::default()).unwrap();
+                }
+            }
+            assert!(bytes.iter().any(|&b| b != 0), "{name} to {out:?}: stored");
+            assert_eq!(bytes, written, "{name} to {out:?}: forwarded as written");
+        }
+    }
+
+    /// The context of `inst` alone, on one thread, outside loops, nothing forwarded.
+    fn ctx_of<'a, 'b>(hbm: &'b [HbmBuffer<'a>], inst: &'b Instruction) -> Ctx<'a, 'b> {
+        Ctx {
+            hbm,
+            split: false,
+            env: &[],
+            inst,
+            prng: None,
+            registers: None,
+            forward: None,
         }
     }
 }

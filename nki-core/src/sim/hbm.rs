@@ -217,6 +217,14 @@ impl<'a> HbmBuffer<'a> {
         }
     }
 
+    /// Whether a run of `n` fp32 elements goes to this buffer with non-temporal stores
+    /// ([`STREAM_MIN_ELEMENTS`], [`STREAM_MIN_OUTPUT_BYTES`]).
+    fn streams(&self, n: usize) -> bool {
+        cfg!(target_arch = "x86_64")
+            && n >= STREAM_MIN_ELEMENTS
+            && self.len >= STREAM_MIN_OUTPUT_BYTES
+    }
+
     /// Elements `i..i + n` of an fp32 output to compute in place, when its rows are written
     /// with plain stores: `None` for inputs, other dtypes, memory not aligned for `f32`, and
     /// outputs large enough for [`write_run`](Self::write_run) to stream.
@@ -232,9 +240,7 @@ impl<'a> HbmBuffer<'a> {
             && self.dtype == DType::F32
             && cfg!(target_endian = "little")
             && (self.ptr as usize).is_multiple_of(std::mem::align_of::<f32>())
-            && !(cfg!(target_arch = "x86_64")
-                && n >= STREAM_MIN_ELEMENTS
-                && self.len >= STREAM_MIN_OUTPUT_BYTES);
+            && !self.streams(n);
         if !plain {
             return None;
         }
@@ -259,7 +265,7 @@ impl<'a> HbmBuffer<'a> {
         match self.dtype {
             DType::F32 if cfg!(target_endian = "little") => {
                 #[cfg(target_arch = "x86_64")]
-                if vals.len() >= STREAM_MIN_ELEMENTS && self.len >= STREAM_MIN_OUTPUT_BYTES {
+                if self.streams(vals.len()) {
                     stream_f32(vals, bytes);
                     return;
                 }
