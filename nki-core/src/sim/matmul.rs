@@ -149,13 +149,18 @@ fn distinct_tiles(
 }
 
 /// Is the `[k, m]` stationary region (row `l` at `a[l * astride..]`) the identity matrix?
+/// (Ones on the diagonal, zeros of either sign elsewhere.)
+///
+/// Each row is checked without branching on its elements (a zero of either sign is the one
+/// value whose bits are zero below the sign bit), so the check vectorizes: kernels pass an
+/// identity for every sum over loop iterations they keep in PSUM, and checking its 128 × 128
+/// elements one compare at a time cost more than the sum itself.
 fn is_identity(a: &[f32], astride: usize, k: usize, m: usize) -> bool {
+    let all_zero = |s: &[f32]| s.iter().fold(0u32, |bits, v| bits | (v.to_bits() << 1)) == 0;
     k == m
         && (0..k).all(|l| {
             let row = &a[l * astride..l * astride + m];
-            row.iter()
-                .enumerate()
-                .all(|(i, &v)| v == if i == l { 1.0 } else { 0.0 })
+            row[l] == 1.0 && all_zero(&row[..l]) && all_zero(&row[l + 1..])
         })
 }
 
@@ -170,7 +175,8 @@ fn add_moving(
     n: usize,
     accumulate: bool,
 ) -> bool {
-    if !(0..k).all(|r| moving.row(r, n).iter().all(|v| v.is_finite())) {
+    let finite = |row: &[f32]| row.iter().fold(true, |ok, v| ok & v.is_finite());
+    if !(0..k).all(|r| finite(moving.row(r, n))) {
         return false;
     }
     for r in 0..k {
@@ -378,6 +384,32 @@ mod tests {
             gemm(&a, k, &b, n, &mut reference, accumulate);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&direct), bits(&reference), "accumulate = {accumulate}");
+        }
+    }
+
+    /// The identity is recognised by value, as `v == 1.0` on the diagonal and `v == 0.0`
+    /// elsewhere would: negative zeros count as zeros, and any other value anywhere (the
+    /// smallest subnormal, a NaN, a minus one) in any row is not the identity; columns past
+    /// `m` in a longer row are not looked at.
+    #[test]
+    fn the_identity_is_recognised_by_value() {
+        let (k, stride) = (19, 23);
+        let mut a = vec![f32::NAN; k * stride];
+        for l in 0..k {
+            a[l * stride..l * stride + k].fill(if l % 2 == 0 { 0.0 } else { -0.0 });
+            a[l * stride + l] = 1.0;
+        }
+        assert!(is_identity(&a, stride, k, k));
+        let strangers = [f32::from_bits(1), -f32::from_bits(1), f32::NAN, -1.0, 2.0];
+        for (i, &v) in strangers.iter().enumerate() {
+            for (l, col) in [(0, 0), (0, k - 1), (7, 3), (7, 7), (7, 11), (k - 1, k - 1)] {
+                let mut b = a.clone();
+                b[l * stride + col] = v;
+                assert!(
+                    !is_identity(&b, stride, k, k),
+                    "stranger {i} at ({l}, {col})"
+                );
+            }
         }
     }
 
