@@ -146,7 +146,8 @@ fn each_writer_forwards_with_the_same_bits() {
                     "{name} (parallel {parallel}): forwarding changed the output"
                 );
             }
-            // Banded runs take their statements from the pairs (a pair never splits a run).
+            // Banded runs forward the pairs inside a run band by band (a pair never splits a
+            // run).
             for partitions in [7, 32] {
                 let opts = SimOptions {
                     bands: nki_core::sim::BandPolicy::everywhere(partitions),

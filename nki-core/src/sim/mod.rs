@@ -693,6 +693,7 @@ impl<'a> Runner<'_, 'a> {
                     env,
                     poison: self.poison,
                     release: &self.release[block],
+                    forward: self.forward.map(|f| f[block].as_slice()),
                     local: self.band_local,
                     threads: if self.split { threads::count() } else { 1 },
                     band_partitions: self.band_partitions,

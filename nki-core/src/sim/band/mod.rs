@@ -8,7 +8,9 @@
 //! run for some partitions (a band, [`plan::BandPolicy`]) before the next: the threads take
 //! bands in partition order and meet once per run, each computes its bands' share of every
 //! matmul, and what a band's instructions write its next instructions find in cache more often.
-//! The tiles the run allocates get storage for one band's partitions only.
+//! The tiles the run allocates get storage for one band's partitions only. An instruction the
+//! plan pairs with the store after it (`sim/forward.rs`) hands that store its band's rows
+//! directly, as it does unbanded, when both are in the run.
 //!
 //! Matmuls carry each element's chain of fused multiply-adds
 //! from band to band: the band for partitions `32..64` continues the chain where the band for
@@ -30,6 +32,7 @@ use crate::error::NkiError;
 use crate::ir::{Instruction, Op, Program, Stmt, TileId};
 use crate::sim::dma::check_dma;
 use crate::sim::exec::{Ctx, execute};
+use crate::sim::forward;
 use crate::sim::hbm::HbmBuffer;
 use crate::sim::matmul::{accumulate_band, finish_band};
 use crate::sim::rows::Scratch;
@@ -48,6 +51,9 @@ pub(crate) struct Frame<'r, 'a> {
     pub(crate) poison: &'r [bool],
     /// Per statement of the run's block: the tiles whose last use it is.
     pub(crate) release: &'r [Vec<TileId>],
+    /// Per statement of the run's block: does the instruction there hand its rows to the
+    /// store after it (`sim/forward.rs`)? `None` when the run forwards nothing.
+    pub(crate) forward: Option<&'r [bool]>,
     /// Per tile: does a banded run allocate it (its storage is per band)?
     pub(crate) local: &'r [bool],
     /// Threads to spread the bands over (1: in order on this one).
@@ -211,7 +217,15 @@ fn run_band<'a: 'p, 'p>(
     let b0 = band * frame.band_partitions;
     let b1 = (b0 + frame.band_partitions).min(region.partitions);
     let mut matmul = 0;
+    // Set when the statement before ran this one (a store it forwarded its rows to).
+    let mut ran = false;
     for (k, s) in body.iter().enumerate().take(region.end).skip(region.start) {
+        if std::mem::take(&mut ran) {
+            for &tile in &frame.release[k] {
+                store.release(tile);
+            }
+            continue;
+        }
         match s {
             Stmt::Alloc { tile } => {
                 let rows = frame.program.tiles[tile.0 as usize]
@@ -244,7 +258,8 @@ fn run_band<'a: 'p, 'p>(
                     let span = region.spans[k - region.start];
                     if let Some(op) = clip(op, span, b0, b1, frame.local) {
                         let inst = Instruction { op, loc: inst.loc };
-                        execute(&ctx(frame, &inst), store, scratch)
+                        let paired = paired_store(frame, body, region, k, (b0, b1));
+                        ran = run_instruction(frame, &inst, paired.as_ref(), store, scratch)
                             .map_err(|e| Stop::Failed(k, e))?;
                     }
                 }
@@ -258,6 +273,54 @@ fn run_band<'a: 'p, 'p>(
         }
     }
     Ok(())
+}
+
+/// The store after statement `k`, restricted to band `b0..b1`, when the plan pairs the two
+/// (`sim/forward.rs`) and both are in the run.
+fn paired_store(
+    frame: &Frame<'_, '_>,
+    body: &[Stmt],
+    region: &BandRegion,
+    k: usize,
+    (b0, b1): (usize, usize),
+) -> Option<Instruction> {
+    if !frame.forward.is_some_and(|f| f[k]) || k + 1 >= region.end {
+        return None;
+    }
+    let Stmt::Inst(dma) = &body[k + 1] else {
+        return None;
+    };
+    let span = region.spans[k + 1 - region.start];
+    let op = clip(&dma.op, span, b0, b1, frame.local)?;
+    Some(Instruction { op, loc: dma.loc })
+}
+
+/// Runs one band's part of an instruction; with `paired`, the band's part of the store after
+/// it, its rows go straight to that store when its checks pass. Returns whether the store
+/// ran too (as the unbanded runner does).
+fn run_instruction<'a: 'p, 'p>(
+    frame: &Frame<'_, 'a>,
+    inst: &Instruction,
+    paired: Option<&Instruction>,
+    store: &mut TileStore<'p>,
+    scratch: &mut Scratch,
+) -> Result<bool, NkiError> {
+    let plain = ctx(frame, inst);
+    if let Some(dma) = paired
+        && let Some(sink) = forward::sink(&ctx(frame, dma), store)
+    {
+        execute(
+            &Ctx {
+                forward: Some(&sink),
+                ..plain
+            },
+            store,
+            scratch,
+        )?;
+        return Ok(sink.used());
+    }
+    execute(&plain, store, scratch)?;
+    Ok(false)
 }
 
 /// Sets its flag when dropped during a panic, so bands waiting on the panicking one give up.
