@@ -31,9 +31,11 @@
 //!
 //! The non-finite trap compares tiles, so it runs every instruction as written.
 
+use crate::error::NkiError;
 use crate::ir::{DmaOperand, Instruction, Op, Program, Stmt, TileId, TileRegion};
 use crate::sim::dma::{RowSink, check_dma};
-use crate::sim::exec::Ctx;
+use crate::sim::exec::{Ctx, execute};
+use crate::sim::rows::Scratch;
 use crate::sim::store::TileStore;
 
 /// The destination of an instruction that writes every element of it row by row, through
@@ -183,6 +185,30 @@ pub(crate) fn sink<'a>(ctx: &Ctx<'a, '_>, store: &TileStore<'_>) -> Option<RowSi
     };
     check_dma(ctx, dst, src).ok()?;
     Some(RowSink::new(ctx, access, store.dtype(region.tile)))
+}
+
+/// Runs `ctx.inst` with its rows handed to `dma`, the store the plan paired it with, when that
+/// store's checks pass for the current loop indices: `Some(whether the store ran too)`
+/// ([`RowSink::used`]). `None`, with nothing run, when they fail: the caller then runs the
+/// instruction and the store as written, and the store reports the failure.
+pub(crate) fn execute_forwarded<'a: 'p, 'p>(
+    ctx: &Ctx<'a, '_>,
+    dma: &Instruction,
+    store: &mut TileStore<'p>,
+    scratch: &mut Scratch,
+) -> Result<Option<bool>, NkiError> {
+    let Some(sink) = sink(&Ctx { inst: dma, ..*ctx }, store) else {
+        return Ok(None);
+    };
+    execute(
+        &Ctx {
+            forward: Some(&sink),
+            ..*ctx
+        },
+        store,
+        scratch,
+    )?;
+    Ok(Some(sink.used()))
 }
 
 #[cfg(test)]

@@ -801,14 +801,9 @@ impl<'a> Runner<'_, 'a> {
             return Ok(true);
         }
         if let Some(Stmt::Inst(dma)) = store_after
-            && let Some(sink) = forward::sink(&Ctx { inst: dma, ..ctx }, store)
+            && let Some(ran) = forward::execute_forwarded(&ctx, dma, store, scratch)?
         {
-            let forwarded = Ctx {
-                forward: Some(&sink),
-                ..ctx
-            };
-            execute(&forwarded, store, scratch)?;
-            return Ok(sink.used());
+            return Ok(ran);
         }
         let before = self.trap.then(|| trap::before(inst, &mut *store));
         execute(&ctx, store, scratch)?;

@@ -307,17 +307,9 @@ fn run_instruction<'a: 'p, 'p>(
 ) -> Result<bool, NkiError> {
     let plain = ctx(frame, inst);
     if let Some(dma) = paired
-        && let Some(sink) = forward::sink(&ctx(frame, dma), store)
+        && let Some(ran) = forward::execute_forwarded(&plain, dma, store, scratch)?
     {
-        execute(
-            &Ctx {
-                forward: Some(&sink),
-                ..plain
-            },
-            store,
-            scratch,
-        )?;
-        return Ok(sink.used());
+        return Ok(ran);
     }
     execute(&plain, store, scratch)?;
     Ok(false)
