@@ -133,6 +133,34 @@ fn gemm(
                 memset(acc, 0.0);
             }
         }
+        // Result tile (r, c) out of PSUM (with the bias, if any) and to `out`.
+        let evacuate = |r: usize, c: usize| {
+            let (acc, (r0, rows), (c0, cols)) = (&accs[r][c], row_tiles[r], col_tiles[c]);
+            let res = sbuf([rows, cols], out.dtype());
+            match bias {
+                Some(bias) => {
+                    let bt = sbuf([rows, cols], bias.dtype());
+                    dma_copy(
+                        &bt,
+                        bias.clone()
+                            .reshape(&[1, n])
+                            .cols(nb.start.clone() + c0, cols)
+                            .broadcast_to(&[rows, cols]),
+                    );
+                    tensor_tensor(&res, acc, &bt, BinOp::Add);
+                }
+                // On the scalar engine, which a GEMM leaves idle: the vector engine's
+                // copies of the next block's transposed tiles then never queue behind
+                // this block's evacuation.
+                None => activation(&res, ActFn::Identity, acc, None, 1.0),
+            }
+            dma_copy(
+                out.clone()
+                    .rows(mb.start.clone() + r0, rows)
+                    .cols(nb.start.clone() + c0, cols),
+                &res,
+            );
+        };
         let step = |kt: &TileSpan, ki: Option<usize>| {
             let loaded_st: Vec<Tile>;
             let st: &[Tile] = match (st_held, ki) {
@@ -192,6 +220,23 @@ fn gemm(
                 }
             }
         };
+        if let (Some(st), Some(mv)) = (st_held, mv_held) {
+            // Both operands held: each accumulator's whole K chain, then its evacuation, before
+            // the next accumulator. The simulator then finds the accumulator (256 KiB for a
+            // 128 × 512 fp32 bank) in cache from one matmul of the chain to the next and for its
+            // evacuation, rather than cycling through up to eight banks (2 MiB) once per K step;
+            // on the device, background LoadStationary hides the stationary changing from one
+            // matmul to the next, and each bank's evacuation overlaps the next bank's chain.
+            for (r, row_accs) in accs.iter().enumerate() {
+                for (c, acc) in row_accs.iter().enumerate() {
+                    for ki in 0..k_tiles.len() {
+                        nc_matmul(acc, &st[ki][r], &mv[ki][c], ki > 0);
+                    }
+                    evacuate(r, c);
+                }
+            }
+            return;
+        }
         if unrolled {
             // Held tiles are indexed by K tile, so the K steps are unrolled.
             for (ki, &(k0, kn)) in k_tiles.iter().enumerate() {
@@ -206,32 +251,9 @@ fn gemm(
         } else {
             for_each_tile(k, PMAX, |kt| step(&kt, None));
         }
-        for (row_accs, &(r0, rows)) in accs.iter().zip(&row_tiles) {
-            for (acc, &(c0, cols)) in row_accs.iter().zip(&col_tiles) {
-                let res = sbuf([rows, cols], out.dtype());
-                match bias {
-                    Some(bias) => {
-                        let bt = sbuf([rows, cols], bias.dtype());
-                        dma_copy(
-                            &bt,
-                            bias.clone()
-                                .reshape(&[1, n])
-                                .cols(nb.start.clone() + c0, cols)
-                                .broadcast_to(&[rows, cols]),
-                        );
-                        tensor_tensor(&res, acc, &bt, BinOp::Add);
-                    }
-                    // On the scalar engine, which a GEMM leaves idle: the vector engine's
-                    // copies of the next block's transposed tiles then never queue behind
-                    // this block's evacuation.
-                    None => activation(&res, ActFn::Identity, acc, None, 1.0),
-                }
-                dma_copy(
-                    out.clone()
-                        .rows(mb.start.clone() + r0, rows)
-                        .cols(nb.start.clone() + c0, cols),
-                    &res,
-                );
+        for (r, row_accs) in accs.iter().enumerate() {
+            for c in 0..row_accs.len() {
+                evacuate(r, c);
             }
         }
     };

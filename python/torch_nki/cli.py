@@ -476,7 +476,15 @@ def _main(argv: Sequence[str] | None) -> int:
     bench.add_argument(
         "--busy", type=int, default=1, metavar="N", help="--models: competing busy processes (0: none)"
     )
-    bench.add_argument("--threads", type=_positive, metavar="N", help="--models: torch's intra-op threads")
+    bench.add_argument(
+        "--threads", type=_positive, metavar="N", help="--models, --by-op: torch's intra-op threads"
+    )
+    bench.add_argument(
+        "--by-op",
+        metavar="MODEL",
+        help="instead: each op's time per step in MODEL (e.g. llama-512) unswapped and swapped",
+    )
+    bench.add_argument("--train", action="store_true", help="--by-op: a training step instead of a forward")
     conf = sub.add_parser(
         "conformance", help="run every @nki.jit kernel of a directory of NKI sources against its reference"
     )
@@ -562,6 +570,10 @@ def _main(argv: Sequence[str] | None) -> int:
         from torch_nki import workflow
 
         return workflow.run(args.model, args.dtype, args.report, ratios=not args.no_ratios, n_busy=args.busy)
+    if args.command == "bench" and args.by_op:
+        from torch_nki import model_ops
+
+        return model_ops.run(args.by_op, args.dtype or "f32", args.train, max(args.repeat, 12), args.threads)
     if args.command == "bench" and args.models:
         from torch_nki import model_bench
 
