@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -80,11 +81,19 @@ def run(compile: bool = True, repeat: int = 15, threads: int | None = None) -> i
     table; returns 0 if every check passed. ``threads`` sets torch's intra-op threads for the
     run (ATen's OpenMP workers skew the ratios on a loaded machine; docs/bench.md, "Small
     shapes")."""
+    with torch_threads(threads):
+        return _run(compile, repeat)
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op threads set to ``threads`` for the duration (``None``: left as they are),
+    then put back."""
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _run(compile, repeat)
+        yield
     finally:
         torch.set_num_threads(previous)
 

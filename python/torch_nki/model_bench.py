@@ -25,9 +25,9 @@ import torch
 import torch_nki
 from torch_nki import workflow
 from torch_nki._dtypes import NKI_TO_TORCH
-from torch_nki.demo import median_times
+from torch_nki.demo import median_times, torch_threads
 
-__all__ = ["CASES", "MODELS", "Ratio", "busy", "load", "measure", "print_ratios", "run"]
+__all__ = ["CASES", "MODELS", "Ratio", "busy", "load", "measure", "pair", "print_ratios", "run", "step"]
 
 #: The models ``torch-nki bench --models`` measures.
 MODELS = ("llama-tiny", "llama-512")
@@ -92,7 +92,7 @@ HEADER = (
 )
 
 
-def _pair(name: str, dtype: str, train: bool) -> tuple[torch.nn.Module, torch.nn.Module, torch.Tensor]:
+def pair(name: str, dtype: str, train: bool) -> tuple[torch.nn.Module, torch.nn.Module, torch.Tensor]:
     """The model (unswapped) and its swapped deep copy, and the batch."""
     model, ids = workflow.build(name, NKI_TO_TORCH[dtype])
     report = torch_nki.profile(model, ids, steps=1)
@@ -105,7 +105,9 @@ def _pair(name: str, dtype: str, train: bool) -> tuple[torch.nn.Module, torch.nn
     return model, swapped, ids
 
 
-def _step(model: torch.nn.Module, ids: torch.Tensor, train: bool) -> Callable[[], object]:
+def step(model: torch.nn.Module, ids: torch.Tensor, train: bool) -> Callable[[], object]:
+    """One step of ``model`` on ``ids`` as a callable: a forward without grad, or with ``train``
+    a training step (forward with labels, loss, backward, gradients cleared)."""
     if not train:
 
         def forward() -> object:
@@ -134,26 +136,21 @@ def measure(
     """Measures every case of every model as the machine is and with ``n_busy`` competing busy
     processes (0: only as it is), printing each row as it is measured; ``threads`` sets torch's
     intra-op threads for the run."""
-    previous = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
     rows: list[Ratio] = []
-    try:
+    with torch_threads(threads):
         for name in models:
             for case, dtype, target in cases:
                 train = case != "forward"
-                model, swapped, ids = _pair(name, dtype, train)
+                model, swapped, ids = pair(name, dtype, train)
                 states = [("as it is", 0)] + ([(f"{n_busy} busy", n_busy)] if n_busy > 0 else [])
                 for machine, n in states:
                     with busy(n):
                         t_plain, t_swapped = median_times(
-                            _step(model, ids, train), _step(swapped, ids, train), repeat
+                            step(model, ids, train), step(swapped, ids, train), repeat
                         )
                         row = Ratio(name, case, dtype, machine, t_plain * 1e3, t_swapped * 1e3, target)
                         rows.append(row)
                         out(f"{row.line()}   ({load()})")
-    finally:
-        torch.set_num_threads(previous)
     return rows
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from torch_nki import model_bench, workflow
+from torch_nki.demo import torch_threads
 
 __all__ = ["Breakdown", "measure", "run"]
 
@@ -84,8 +85,8 @@ def measure(
     unprofiled steps of each."""
     if steps < 1:
         raise ValueError(f"torch-nki bench --by-op: steps must be at least 1, got {steps}")
-    model, swapped, ids = model_bench._pair(name, dtype, train)
-    plain_step, swapped_step = model_bench._step(model, ids, train), model_bench._step(swapped, ids, train)
+    model, swapped, ids = model_bench.pair(name, dtype, train)
+    plain_step, swapped_step = model_bench.step(model, ids, train), model_bench.step(swapped, ids, train)
     for _ in range(warm_up):
         plain_step()
         swapped_step()
@@ -123,12 +124,7 @@ def run(
     if dtype not in ("f32", "bf16"):
         print(f"torch-nki bench --by-op: the models run in f32 or bf16, not {dtype}")
         return 2
-    previous = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         for line in measure(name, dtype, train, steps).lines():
             print(line)
-    finally:
-        torch.set_num_threads(previous)
     return 0
