@@ -12,7 +12,8 @@ original forward.
 :func:`register_adapter` teaches :func:`torch_nki.swap` and :func:`torch_nki.profile` a kind;
 the built-in kinds below are registered through it too: RMSNorm-like modules (``rmsnorm``) and
 offset RMSNorms computing ``x̂ · (1 + weight)`` (``rmsnorm`` given ``1 + weight``), ``nn.Linear``
-(``linear``), gated MLPs with a SiLU gate (``silu_mul`` and ``linear``) or a GELU gate
+(``linear``, or ``matmul`` on a bias-free weight stored K-major: :attr:`Adapter.k_major`), gated
+MLPs with a SiLU gate (``silu_mul`` and ``linear``) or a GELU gate
 (``gelu_mul`` and ``linear``) and attention modules with q/k/v/o projections and rotary
 embeddings (``linear``, ``rope``, ``flash_attention``). Kinds are tried newest first; when
 several recognise a module (an RMSNorm and an offset RMSNorm look alike), the swap keeps the
@@ -106,6 +107,12 @@ class Adapter:
     """Class-name patterns of its own (``fnmatch``, on the qualified or the bare class name),
     taken besides its first kernel's ``replaces``: for a kind of the user's own modules computed
     by a kernel that does not name them."""
+    k_major: Callable[[torch.nn.Module], tuple[str, ...]] | None = None
+    """The names of the instance's 2-D parameters its forward reads fastest stored K-major
+    (``weight[N, K]`` held as the contiguous ``[K, N]`` it is the transpose of, the layout the
+    tensor engine's moving operand has), which :func:`torch_nki.swap` lays out so (see
+    ``relayout`` there); ``None``: none. The forward must compute the same values in either
+    layout."""
 
     def matches(self, module: torch.nn.Module) -> str | None:
         """The pattern that names the module's class, when the structure fits too."""
@@ -132,6 +139,8 @@ def register_adapter(adapter: Adapter) -> Adapter:
     for field in ("recognise", "forward", "example"):
         if not callable(getattr(adapter, field)):
             raise TypeError(f"{where}: {field} must be callable")
+    if adapter.k_major is not None and not callable(adapter.k_major):
+        raise TypeError(f"{where}: k_major must be callable or None")
     check_kernels(where, adapter.kernels)
     with _lock:
         if any(a.kind == adapter.kind for a in _ADAPTERS):
@@ -234,10 +243,26 @@ def _is_linear(module: torch.nn.Module) -> bool:
 
 
 def _linear_forward(module: torch.nn.Module, x: torch.Tensor) -> Any:
-    weight, bias = module.weight, module.bias
+    weight: torch.Tensor = getattr(module, "weight")  # noqa: B009 (typed: a Linear's parameter)
+    bias: torch.Tensor | None = getattr(module, "bias", None)
     if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
         return NotImplemented
+    if bias is None and _is_k_major(weight):
+        # `x @ weightᵀ` with `weightᵀ` read as it is stored: no per-call transposes.
+        return neuron.matmul(x, weight.t())
     return neuron.linear(x, weight, bias)
+
+
+def _is_k_major(weight: torch.Tensor) -> bool:
+    """Whether a 2-D ``weight[N, K]`` is stored as its contiguous transpose ``[K, N]``."""
+    return weight.dim() == 2 and not weight.is_contiguous() and weight.t().is_contiguous()
+
+
+def _linear_k_major(module: torch.nn.Module) -> tuple[str, ...]:
+    """A bias-free Linear reads its weight K-major through ``matmul``; with a bias it keeps
+    PyTorch's layout, where ``linear`` adds the bias as each output tile leaves PSUM (rounded
+    once)."""
+    return ("weight",) if getattr(module, "bias", None) is None else ()
 
 
 def _linear_example(module: Any, generator: torch.Generator) -> Example:
@@ -387,7 +412,9 @@ def _attention_example(module: Any, generator: torch.Generator) -> Example:
 # The built-in kinds, registered as any other: the most general first, as later kinds are tried
 # first (an RMSNorm is tried before an offset RMSNorm, which it looks like).
 for _adapter in (
-    Adapter("Linear", ("linear",), _is_linear, _linear_forward, _linear_example),
+    Adapter(
+        "Linear", ("linear", "matmul"), _is_linear, _linear_forward, _linear_example, k_major=_linear_k_major
+    ),
     Adapter("OffsetRMSNorm", ("rmsnorm",), _is_rmsnorm, _offset_rmsnorm_forward, _rmsnorm_example),
     Adapter("RMSNorm", ("rmsnorm",), _is_rmsnorm, _rmsnorm_forward, _rmsnorm_example),
     Adapter("GELU MLP", ("gelu_mul", "linear"), _is_gated_gelu_mlp, _gelu_mlp_forward, _mlp_example, True),
