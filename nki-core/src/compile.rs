@@ -8,7 +8,7 @@ use crate::contract::OutputMeta;
 use crate::error::NkiError;
 use crate::ir::Program;
 use crate::kernel_def::{KernelDef, Signature};
-use crate::sim::{ExecPlan, HostTensor, HostTensorMut, Plan, simulate_planned, to_vecs};
+use crate::sim::{ExecPlan, HostTensor, HostTensorMut, Placement, Plan, simulate_planned, to_vecs};
 use crate::validate::validate;
 use std::sync::Arc;
 
@@ -78,27 +78,39 @@ impl Compiled {
 
     /// Simulates the program on caller buffers, as [`crate::sim::simulate`] does, with the
     /// plan made at compile time instead of a fresh analysis. With `parallel`, a run large
-    /// enough to pay for it goes to the simulator's threads while a core is free for them
-    /// ([`ExecPlan::hand_to_pool`]); otherwise it runs on the calling thread (the bits are the
-    /// same either way).
+    /// enough to pay for it goes to the simulator's threads while a core is free for them, and
+    /// runs with the host's other threads asleep while none is ([`ExecPlan::placement`]);
+    /// otherwise it runs on the calling thread (the bits are the same either way).
     pub fn simulate(
         &self,
         inputs: &[HostTensor<'_>],
         outputs: &mut [HostTensorMut<'_>],
         parallel: bool,
     ) -> Result<(), NkiError> {
-        simulate_planned(
-            &self.program,
-            Plan::Made(&self.plan),
-            inputs,
-            outputs,
-            crate::sim::Run {
-                parallel: parallel && self.plan.hand_to_pool(),
-                order: crate::sim::IterationOrder::Program,
-                trap: false,
-                forward: true,
-            },
-        )
+        let placement = if parallel {
+            self.plan.placement()
+        } else {
+            Placement::Calling
+        };
+        let mut run = |parallel: bool| {
+            simulate_planned(
+                &self.program,
+                Plan::Made(&self.plan),
+                inputs,
+                outputs,
+                crate::sim::Run {
+                    parallel,
+                    order: crate::sim::IterationOrder::Program,
+                    trap: false,
+                    forward: true,
+                },
+            )
+        };
+        match placement {
+            Placement::Calling => run(false),
+            Placement::Split => run(true),
+            Placement::Alone => crate::sim::threads::alone(|| run(false)),
+        }
     }
 
     /// [`Compiled::simulate`] into freshly allocated output buffers, as

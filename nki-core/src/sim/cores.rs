@@ -162,6 +162,14 @@ fn free_given(online: usize, loadavg: Option<&str>, pool_running: impl FnOnce() 
     runnable < online || runnable.saturating_sub(pool_running()) < online
 }
 
+/// Whether one of the simulator's recorded worker threads (the pool's, or a host's that ran a
+/// piece: ATen's OpenMP threads) is running or ready to run right now, as the kernel reports
+/// it. Between runs, that is a thread spin-waiting after a parallel region ([`crate::sim::Placement::Alone`]
+/// puts it to sleep for a run); `false` where `/proc` cannot be read.
+pub(crate) fn a_worker_is_running() -> bool {
+    pool_threads_running() > 0
+}
+
 /// How many of the pool's threads the kernel reports running or ready to run (state `R`).
 fn pool_threads_running() -> usize {
     crate::sim::pool::thread_ids()

@@ -54,8 +54,8 @@ pub use band::plan::{BandPolicy, BandRegion};
 pub use order::IterationOrder;
 pub use parallel::parallel_loops;
 pub use plan::{
-    ExecPlan, HOST_MACS_PER_ELEMENT, HOST_SPLIT_MIN_WORK, SPLIT_MIN_WORK, SPLIT_MIN_WORK_ENV,
-    set_split_min_work, split_min_work,
+    ExecPlan, HOST_MACS_PER_ELEMENT, HOST_SPLIT_MIN_WORK, Placement, SPLIT_MIN_WORK,
+    SPLIT_MIN_WORK_ENV, set_split_min_work, split_min_work,
 };
 pub(crate) use random::uses_prng;
 pub use register::MAX_DEVICE_ITERATIONS;

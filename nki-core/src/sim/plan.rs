@@ -153,8 +153,21 @@ impl ExecPlan {
     /// ([`crate::sim::cores::a_core_is_free`]). With the threshold at 0 every run goes, busy
     /// or not (for tests of the parallel paths).
     pub fn hand_to_pool(&self) -> bool {
+        self.placement() == Placement::Split
+    }
+
+    /// Where a run goes now: [`Placement::Split`] as [`Self::hand_to_pool`] says; a run worth
+    /// splitting while no core is free runs [`Placement::Alone`] when a host lent its threads
+    /// and one of them is running now (spin-waiting: it would take the run's core); anything
+    /// else on the calling thread. A host's thread that sleeps is left asleep: waking it for a
+    /// run would start a new spin-wait after the run.
+    pub fn placement(&self) -> Placement {
         let min = split_min_work();
-        self.split_size() >= min && (min == 0 || crate::sim::cores::a_core_is_free())
+        placement_given(
+            (self.split_size(), min),
+            || min == 0 || crate::sim::cores::a_core_is_free(),
+            || crate::sim::threads::host_threads_set() && crate::sim::cores::a_worker_is_running(),
+        )
     }
 
     /// For each loop variable: may its iterations run in parallel?
@@ -450,6 +463,47 @@ fn release_points(program: &Program) -> ReleasePoints {
 /// (docs/bench.md, "Per-call overhead").
 pub const SPLIT_MIN_WORK: u64 = 1 << 25;
 
+/// [`ExecPlan::placement`] for a run of `size` against the split threshold `min`, asking
+/// whether a core is free for a second thread only for a run worth splitting, and whether a
+/// host's thread is spinning only for one [`ALONE_WORK_FACTOR`] times larger when none is.
+fn placement_given(
+    (size, min): (u64, u64),
+    core_free: impl FnOnce() -> bool,
+    host_spinning: impl FnOnce() -> bool,
+) -> Placement {
+    if size < min {
+        Placement::Calling
+    } else if core_free() {
+        Placement::Split
+    } else if size >= min.saturating_mul(ALONE_WORK_FACTOR) && host_spinning() {
+        Placement::Alone
+    } else {
+        Placement::Calling
+    }
+}
+
+/// How many times the split threshold a run must be to run [`Placement::Alone`]. Putting the
+/// host's threads to sleep has a price at the end of the run: the calling thread waits for
+/// them to wake and return, and with the other cores busy that can take a scheduler slice.
+/// At the split threshold itself, llama-tiny's forward with one busy process went from 2.7–4.7
+/// ms to 6.2–9.3 ms a step; llama-512's runs (its linears and attention, 4–10 M of host work)
+/// run about twice as fast (docs/bench.md).
+pub const ALONE_WORK_FACTOR: u64 = 8;
+
+/// Where a run goes ([`ExecPlan::placement`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// On the calling thread: too small to pay for threads (or no host's threads to quiet).
+    Calling,
+    /// Split across the simulator's threads: a core is free for them.
+    Split,
+    /// On one of the host's threads while the host's others sleep ([`crate::sim::threads`]'s
+    /// `alone`): large enough to split, but no core is free. ATen's OpenMP threads spin for
+    /// milliseconds after each parallel region; on a machine whose other cores are busy, one of
+    /// them spinning on the core the run needs halves the run's share of it.
+    Alone,
+}
+
 /// The smallest [`ExecPlan::work`] split across a host's threads by default
 /// ([`crate::sim::threads::set_host_threads`]: ATen's intra-op pool for the torch ops). Those
 /// threads are awake between ATen's parallel regions, so a split costs no wake-up, and runs of
@@ -591,7 +645,35 @@ fn uses_prng(program: &Program) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_RECTS, Poison, Rect, Written, instances_balanced};
+    use super::{
+        ALONE_WORK_FACTOR, MAX_RECTS, Placement, Poison, Rect, Written, instances_balanced,
+        placement_given,
+    };
+
+    #[test]
+    fn a_large_run_is_split_while_a_core_is_free_and_runs_alone_only_past_a_spinning_host() {
+        let never = || -> bool { panic!("not asked") };
+        let min = 100;
+        let alone = min * ALONE_WORK_FACTOR;
+        assert_eq!(placement_given((99, min), never, never), Placement::Calling);
+        assert_eq!(
+            placement_given((100, min), || true, never),
+            Placement::Split
+        );
+        assert_eq!(
+            placement_given((alone, min), || false, || true),
+            Placement::Alone
+        );
+        assert_eq!(
+            placement_given((alone, min), || false, || false),
+            Placement::Calling
+        );
+        // Worth splitting, but too small to pay for putting the host's threads to sleep.
+        assert_eq!(
+            placement_given((alone - 1, min), || false, never),
+            Placement::Calling
+        );
+    }
 
     #[test]
     fn instances_are_balanced_when_the_largest_is_at_most_twice_the_smallest() {

@@ -17,7 +17,7 @@ use std::any::Any;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Condvar, Mutex, RwLock};
 
 /// Runs one piece of a host parallel-for: `(context, begin, end)`.
 pub type HostPiece = unsafe extern "C" fn(*mut c_void, i64, i64);
@@ -104,12 +104,17 @@ pub fn host_threads_set() -> bool {
 /// pool's.
 pub(crate) fn count() -> usize {
     match host() {
-        // SAFETY: `set_host_threads`' contract.
-        Some(h) => usize::try_from(unsafe { (h.threads)() })
-            .unwrap_or(1)
-            .max(1),
+        Some(h) => threads_of(h),
         None => rayon::current_num_threads(),
     }
+}
+
+/// How many threads `host`'s parallel-for may use (at least one).
+fn threads_of(host: HostThreads) -> usize {
+    // SAFETY: `set_host_threads`' contract.
+    usize::try_from(unsafe { (host.threads)() })
+        .unwrap_or(1)
+        .max(1)
 }
 
 /// `f(state, i)` for every `i < n`, in parallel, each thread's calls sharing one `init()`
@@ -240,6 +245,123 @@ impl<T> Slots<T> {
 // SAFETY: the slots are written only through `put`'s contract.
 unsafe impl<T: Send> Sync for Slots<T> {}
 
+/// Runs `job` on one of the host's threads while its others sleep until it is done, and
+/// returns its result; without a host (or with one thread) on the calling thread.
+///
+/// For a run large enough to split when no core is free for a second thread
+/// ([`crate::sim::Placement::Alone`]). ATen's OpenMP threads spin-wait for several
+/// milliseconds after each parallel region (about 8.5 ms here, measured: docs/bench.md); with
+/// the machine's other cores busy, one of them spinning on the core the run is on takes half of
+/// it. Handed a piece of a host parallel-for that waits on a condition variable, each sleeps in
+/// the kernel instead. The calling thread's piece takes the job (ATen's parallel-for runs a
+/// piece on the calling thread); another thread's piece waits for it to finish, and takes the
+/// job itself if no piece has within [`ALONE_CALLER_WAIT`] (a host that runs no piece on the
+/// calling thread). The bits are the same whichever thread runs it: the run is serial. A piece
+/// that starts after the job was taken on its own thread returns at once, so a host that runs
+/// pieces one after another on one thread cannot deadlock. A panic in the job reaches the
+/// caller after every piece returned.
+///
+/// The job should run on the calling thread: measured with one busy process on the 2-core
+/// machine, a llama-512 forward whose runs went to whichever piece started first took 337–382
+/// ms a step against 200–214 ms on the calling thread alone (the other thread often shares a
+/// core with the busy process).
+pub(crate) fn alone<T: Send>(job: impl FnOnce() -> T + Send) -> T {
+    alone_on(host(), job)
+}
+
+/// [`alone`] on `host`'s threads.
+fn alone_on<T: Send>(host: Option<HostThreads>, job: impl FnOnce() -> T + Send) -> T {
+    let Some((host, threads)) = host
+        .map(|h| (h, threads_of(h)))
+        .filter(|&(_, threads)| threads > 1)
+    else {
+        return job();
+    };
+    let caller = std::thread::current().id();
+    /// Whether the job has finished (or unwound), with the pieces waiting for it.
+    struct Done {
+        finished: Mutex<bool>,
+        changed: Condvar,
+    }
+    /// Marks the job finished when dropped, normally or while a panic unwinds.
+    struct Finish<'d>(&'d Done);
+    impl Drop for Finish<'_> {
+        fn drop(&mut self) {
+            *self
+                .0
+                .finished
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+            self.0.changed.notify_all();
+        }
+    }
+    let job = Mutex::new(Some(job));
+    let result = Mutex::new(None);
+    let done = Done {
+        finished: Mutex::new(false),
+        changed: Condvar::new(),
+    };
+    // Takes the job if nobody has, and runs it: whether this call did.
+    let run = || {
+        let taken = job
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let Some(job) = taken else { return false };
+        let _finish = Finish(&done);
+        let value = job();
+        *result
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(value);
+        true
+    };
+    on_host(host, threads, &|_, _| {
+        if std::thread::current().id() == caller {
+            run();
+            return;
+        }
+        let since = std::time::Instant::now();
+        let mut finished = done
+            .finished
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while !*finished {
+            let left = ALONE_CALLER_WAIT.saturating_sub(since.elapsed());
+            if left.is_zero() {
+                drop(finished);
+                if run() {
+                    return;
+                }
+                // The caller has it: wait for the end without a deadline.
+                finished = done
+                    .finished
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                while !*finished {
+                    finished = done
+                        .changed
+                        .wait(finished)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                return;
+            }
+            finished = done
+                .changed
+                .wait_timeout(finished, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+    });
+    result
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .expect("a host piece ran the job (the host's contract: every index is in a piece)")
+}
+
+/// How long [`alone`]'s pieces on other threads leave the job to the calling thread's piece
+/// before one takes it.
+const ALONE_CALLER_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// Calls `piece(begin, end)` over `0..n` on the host's threads. A panic in a piece is caught
 /// there (it must not unwind into the host) and resumed here once every piece has returned.
 fn on_host(host: HostThreads, n: usize, piece: &(dyn Fn(usize, usize) + Sync)) {
@@ -368,6 +490,80 @@ mod tests {
         assert!(message.contains("piece failure at 7"), "{message}");
         // The piece holding 7 stopped there; the others ran to their ends.
         assert_eq!(done.load(Ordering::Relaxed), 8);
+    }
+
+    /// A host that runs the first piece on the calling thread and the others on threads of
+    /// their own, as ATen's parallel-for does.
+    unsafe extern "C" fn with_caller(n: i64, context: *mut c_void, piece: HostPiece) {
+        let context = context as usize;
+        std::thread::scope(|s| {
+            for i in 1..n {
+                // SAFETY: the simulator's piece, called as its contract says.
+                s.spawn(move || unsafe { piece(context as *mut c_void, i, i + 1) });
+            }
+            // SAFETY: as above.
+            unsafe { piece(context as *mut c_void, 0, 1.min(n)) };
+        });
+    }
+
+    /// A host that runs every piece on the calling thread, one after another, last first.
+    unsafe extern "C" fn one_by_one(n: i64, context: *mut c_void, piece: HostPiece) {
+        for i in (0..n).rev() {
+            // SAFETY: the simulator's piece, called as its contract says.
+            unsafe { piece(context, i, i + 1) };
+        }
+    }
+
+    #[test]
+    fn alone_runs_the_job_once_on_the_calling_thread_while_the_others_wait() {
+        let host = HostThreads {
+            parallel_for: with_caller,
+            threads: three,
+        };
+        let runs = AtomicUsize::new(0);
+        let caller = std::thread::current().id();
+        let started = std::time::Instant::now();
+        let on = alone_on(Some(host), || {
+            runs.fetch_add(1, Ordering::Relaxed);
+            // Longer than the others' deadline: they must not take it meanwhile.
+            std::thread::sleep(ALONE_CALLER_WAIT * 3);
+            std::thread::current().id()
+        });
+        assert_eq!(on, caller);
+        assert_eq!(runs.load(Ordering::Relaxed), 1);
+        assert!(started.elapsed() >= ALONE_CALLER_WAIT * 3);
+    }
+
+    #[test]
+    fn alone_without_a_piece_on_the_calling_thread_runs_the_job_elsewhere_once() {
+        let runs = AtomicUsize::new(0);
+        let value = alone_on(Some(UNEVEN), || {
+            runs.fetch_add(1, Ordering::Relaxed);
+            std::thread::current().id()
+        });
+        assert_ne!(value, std::thread::current().id());
+        assert_eq!(runs.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn alone_on_one_thread_or_no_host_runs_the_job_here() {
+        let host = HostThreads {
+            parallel_for: one_by_one,
+            threads: three,
+        };
+        let here = std::thread::current().id();
+        assert_eq!(alone_on(Some(host), || std::thread::current().id()), here);
+        assert_eq!(alone_on(None, || std::thread::current().id()), here);
+    }
+
+    #[test]
+    fn a_panicking_job_alone_reaches_the_caller_and_releases_the_waiters() {
+        let host = HostThreads {
+            parallel_for: with_caller,
+            threads: three,
+        };
+        let caught = std::panic::catch_unwind(|| alone_on(Some(host), || panic!("job failure")));
+        assert!(text(caught.expect_err("the panic is resumed")).contains("job failure"));
     }
 
     #[test]
