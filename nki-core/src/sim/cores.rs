@@ -5,7 +5,9 @@
 //! (measured on a 2-core machine with one busy process: 0.89 CPU-seconds per wall second for a
 //! split `linear`, against 1.00 on the calling thread alone, and each call 8% slower; a split on
 //! ATen's threads can wait a whole scheduler slice, about 8 ms, for its piece on the shared
-//! core), so a run is split only while a core is free.
+//! core), so a run is split only while a core is free. A large run while none is free runs on
+//! the calling thread with the host's spinning threads asleep ([`crate::sim::Placement::Alone`],
+//! which asks [`a_worker_is_running`]).
 //!
 //! On Linux, "free" is measured over windows of at least [`WINDOW`]: the CPU time all CPUs spent
 //! running anything (`/proc/stat`) less this process's own (`/proc/self/stat`: the calling

@@ -8,6 +8,9 @@
 //! own pool would have to wake a thread of its own, and then share a core with ATen's still
 //! running one (docs/bench.md, "The host's threads").
 //!
+//! A large run while no core is free runs [`alone`]: on the calling thread, the host's other
+//! threads asleep on a condition variable rather than spin-waiting beside it.
+//!
 //! Every parallel part of a run goes through [`map`] or [`map_rows_mut`], which keep rayon's
 //! results (in index order) on either executor. A host parallel-for called inside another one
 //! may run its pieces on the calling thread (ATen does); the simulator's parallel parts nest
