@@ -41,6 +41,7 @@ __all__ = [
     "adapter_for",
     "adapters",
     "adapters_for",
+    "is_k_major",
     "qualified_name",
     "register_adapter",
     "unregister_adapter",
@@ -247,13 +248,13 @@ def _linear_forward(module: torch.nn.Module, x: torch.Tensor) -> Any:
     bias: torch.Tensor | None = getattr(module, "bias", None)
     if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
         return NotImplemented
-    if bias is None and _is_k_major(weight):
+    if bias is None and is_k_major(weight):
         # `x @ weightᵀ` with `weightᵀ` read as it is stored: no per-call transposes.
         return neuron.matmul(x, weight.t())
     return neuron.linear(x, weight, bias)
 
 
-def _is_k_major(weight: torch.Tensor) -> bool:
+def is_k_major(weight: torch.Tensor) -> bool:
     """Whether a 2-D ``weight[N, K]`` is stored as its contiguous transpose ``[K, N]``."""
     return weight.dim() == 2 and not weight.is_contiguous() and weight.t().is_contiguous()
 

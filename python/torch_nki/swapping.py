@@ -23,7 +23,7 @@ import torch
 
 from torch_nki import testing
 from torch_nki._kernels import Binder
-from torch_nki.adapters import Adapter, adapters_for, qualified_name
+from torch_nki.adapters import Adapter, adapters_for, is_k_major, qualified_name
 from torch_nki.errors import NkiError
 from torch_nki.hotspots import Captured, HotspotReport, record_neuron_calls
 
@@ -130,7 +130,7 @@ def _restore_layout(params: tuple[torch.nn.Parameter, ...]) -> None:
     """Gives parameters :func:`_relayout` stored K-major PyTorch's contiguous layout back (those
     still K-major: a layout the user changed since is theirs)."""
     for p in params:
-        if p.dim() == 2 and not p.is_contiguous() and p.t().is_contiguous():
+        if is_k_major(p):
             p.data = p.data.contiguous()
 
 
