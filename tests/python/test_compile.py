@@ -1,6 +1,7 @@
 """torch.compile(fullgraph=True): every op is an opaque graph node with a contract-derived fake
-kernel; compiled results equal eager bit for bit, dynamic shapes do not recompile, and
-gradients flow through compiled graphs. Iterates the registry."""
+kernel; compiled results equal eager bit for bit, compiled calls take the fast path eager calls
+take, dynamic shapes do not recompile, and gradients flow through compiled graphs. Iterates the
+registry."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from torch_nki import testing
+from torch_nki import _fast, _native, testing
 
 from refs import rand
 
@@ -36,6 +37,12 @@ def test_fullgraph_equals_eager(op: str) -> None:
         got = testing.public_outputs(compiled(*sample.args))
         for a, b in zip(got, eager, strict=True):
             torch.testing.assert_close(a, b, rtol=0, atol=0)
+        if _fast.enabled():
+            # The graph Inductor generated calls the op's C++ kernels, as an eager call does (no
+            # Python kernel): a panic armed in the fast path's plan is consumed by the call.
+            _native._force_panic("fast.plan")
+            compiled(*sample.args)
+            assert _native._armed() is None, f"{sample}: the compiled call missed the fast path"
 
 
 def _grown(sample: testing.SampleInput) -> testing.SampleInput:
