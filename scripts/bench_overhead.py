@@ -197,13 +197,13 @@ def compiled(calls: int, rounds: int, n_busy: int) -> None:
         with busy(n_busy if state != "as it is" else 0), torch.no_grad():
             for name, ours, peer, args in graphs:
                 m, beyond = compile_costs(ours, peer, args, calls, rounds)
-                print(f"{state}: {name}{'':<14}{'neuron':>10} {'raw':>9} {'neuron - raw':>13}")
+                print(f"{f'{state}: {name}':<38}{'neuron':>10}{'raw':>10}{'neuron - raw':>14}")
                 for label, n, r in (
                     ("compiled", "cn", "cr"),
                     ("eager, after the compiled raw graph", "an", "ar"),
                     ("eager, in a loop", "en", "er"),
                 ):
-                    print(f"  {label:<36}{m[n]:8.1f}us {m[r]:7.1f}us {m[n] - m[r]:+11.1f}us")
+                    print(f"  {label:<36}{m[n]:8.1f}us{m[r]:8.1f}us{m[n] - m[r]:+12.1f}us")
                 verdict = "ok" if beyond <= 0 else "OVER"
                 print(
                     f"  compiling adds {m['cn'] - m['en']:.1f}us to neuron's graph, "
