@@ -11,8 +11,8 @@
 //! `l` holds the `N` factors it streams, and each block of its columns is copied into a
 //! contiguous panel once, before the row blocks read it (its rows are far apart in the tile:
 //! 2 KiB for 512 columns, which maps them all to a few L1 sets, or a whole input row when the
-//! tile reads a kernel input in place). While the first row block computes, it fetches the
-//! next block's rows into cache. A micro-kernel keeps a block of `rows × (vectors · lanes)`
+//! tile reads a kernel input in place). While it packs one block it fetches the next block's
+//! rows into L2. A micro-kernel keeps a block of `rows × (vectors · lanes)`
 //! sums in registers through the whole contraction; the column blocks' ragged ends are masked
 //! (a block of one vector's columns or fewer runs on a one-vector kernel), whole vectors are
 //! read and written unmasked (AVX2's masked moves were a tenth of a linear's time on a Zen 3
@@ -244,30 +244,29 @@ macro_rules! fused_gemm_kernels {
                     let lanes = cols.saturating_sub(v * LANES).min(LANES);
                     (lanes < LANES).then(|| mask(lanes))
                 });
+                // The next block's first column, whose rows `pack` fetches into cache as it
+                // goes (they are far apart, which the hardware does not follow).
+                // SAFETY: only an address, computed inside `b`'s rows (columns `< n`).
+                let next = (j + width < product.n).then(|| unsafe { b_tile.add(j + width) });
                 // SAFETY: rows `< k` and columns `j..j + cols` of `b` are inside the product,
                 // and the panel holds `k` rows of `width`.
-                unsafe { pack(product, b_tile.add(j), panel.as_mut_ptr(), masks) };
+                unsafe { pack(product, b_tile.add(j), panel.as_mut_ptr(), masks, next) };
                 let b = panel.as_mut_ptr().cast_const();
-                // The first row block fetches the next block's rows into cache as it goes, for
-                // the next `pack` (the rows are far apart, which the hardware does not follow).
-                // SAFETY: only an address, computed inside `b`'s rows (columns `< n`).
-                let mut next = (j + width < product.n).then(|| unsafe { b_tile.add(j + width) });
                 let mut i = 0;
                 for rows in super::row_blocks(product.m, ROWS) {
                     // SAFETY: rows `i..i + rows` and columns `j..j + cols` are inside the
                     // product (the caller's contract).
                     let (a, c) = unsafe { (a.add(i), c.add(i * product.cstride + j)) };
-                    let next = next.take();
                     // A block of one vector's columns or fewer (a ragged end) runs on the
                     // one-vector kernel: the others' lanes would all be masked off.
                     match (rows, cols <= LANES) {
                         // SAFETY: as above; the panel's columns past `cols` are zero and never
                         // stored.
                         $(($r, true) => unsafe {
-                            micro::<$r, 1>(packed, a, b, c, [masks[0]], next, product.bstride)
+                            micro::<$r, 1>(packed, a, b, c, [masks[0]])
                         },
                         ($r, false) => unsafe {
-                            micro::<$r, VECTORS>(packed, a, b, c, masks, next, product.bstride)
+                            micro::<$r, VECTORS>(packed, a, b, c, masks)
                         },)*
                         _ => unreachable!("row blocks hold 1..=ROWS rows"),
                     }
@@ -306,7 +305,8 @@ macro_rules! fused_gemm_kernels {
         /// L1 on every row; packed, the block is read from memory once and from L1 after.
         ///
         /// # Safety
-        /// `b` holds the block's rows at the product's stride; `panel` holds `k` packed rows.
+        /// `b` holds the block's rows at the product's stride; `panel` holds `k` packed rows;
+        /// `next` is only an address (the next block's first column, prefetched).
         #[target_feature(enable = $feature)]
         #[inline]
         unsafe fn pack(
@@ -314,11 +314,20 @@ macro_rules! fused_gemm_kernels {
             mut b: *const f32,
             mut panel: *mut f32,
             masks: [Option<Mask>; VECTORS],
+            mut next: Option<*const f32>,
         ) {
             for _ in 0..product.k {
                 for (v, &m) in masks.iter().enumerate() {
                     // SAFETY: row `l < k` of the block, masked to its columns; the panel row.
                     unsafe { store_all(panel.add(v * LANES), load_columns(b.add(v * LANES), m)) };
+                }
+                if let Some(row) = next {
+                    // Into L2, for the next `pack` after this block's micro-kernels: a hint,
+                    // which reads nothing the program can see and never faults.
+                    for v in 0..VECTORS {
+                        _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(v * LANES).cast());
+                    }
+                    next = Some(row.wrapping_add(product.bstride));
                 }
                 // SAFETY: the next row of each (one past the last at the end, not read).
                 unsafe {
@@ -343,25 +352,21 @@ macro_rules! fused_gemm_kernels {
             mut b: *const f32,
             c: *mut f32,
             masks: [Option<Mask>; V],
-            mut next: Option<*const f32>,
-            next_stride: usize,
         ) {
+            // Nothing but the sums' arithmetic in this loop, over indices: with a prefetch in
+            // it (`pack` prefetches now), or the sums walked with `iter_mut` and `zip`, rustc
+            // kept every sum on the stack as well as in its register, a 64-byte store per
+            // fused multiply-add, at half the speed (docs/bench.md, "The GEMM's sums").
             let mut acc = [[zero(); V]; R];
             for _ in 0..product.k {
-                if let Some(row) = next {
-                    // A hint: prefetching reads nothing the program can see, and never faults.
-                    for v in 0..VECTORS {
-                        _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(v * LANES).cast());
-                    }
-                    next = Some(row.wrapping_add(next_stride));
-                }
                 // SAFETY: row `l < k` of each operand (the panel's rows are whole vectors).
                 unsafe {
                     let moving: [Vector; V] = std::array::from_fn(|v| load_all(b.add(v * LANES)));
-                    for (i, sums) in acc.iter_mut().enumerate() {
+                    #[allow(clippy::needless_range_loop)] // indices, as said above
+                    for i in 0..R {
                         let x = splat(a.add(i));
-                        for (sum, &y) in sums.iter_mut().zip(&moving) {
-                            *sum = fma(x, y, *sum);
+                        for v in 0..V {
+                            acc[i][v] = fma(x, moving[v], acc[i][v]);
                         }
                     }
                     a = a.add(product.astride);
