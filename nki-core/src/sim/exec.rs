@@ -673,9 +673,16 @@ fn run<'a: 'p, 'p>(
                 let o = &mut out[dst.p0 * dstride + dst.f0..];
                 super::transpose::transpose(src, sstride, data.np, data.nf, o, dstride);
                 if dt != DType::F32 {
-                    for f in 0..data.nf {
-                        round_into_in_place(&mut o[f * dstride..][..data.np], dt);
-                    }
+                    // In vectors as wide as the CPU has: this closure is not inside a caller
+                    // compiled for them (SSE alone was 9% of a bf16 linear's time).
+                    crate::wide::wide(
+                        #[inline(always)]
+                        || {
+                            for f in 0..data.nf {
+                                round_into_in_place(&mut o[f * dstride..][..data.np], dt);
+                            }
+                        },
+                    );
                 }
             });
             store.restore(dst.tile, out);

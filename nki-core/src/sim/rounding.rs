@@ -57,14 +57,21 @@ pub(crate) fn column_values(
     }
 }
 
+/// Rounds every value of `row` to `dtype` in place. `for` loops, as in [`round_into`].
 #[inline(always)]
 pub(crate) fn round_into_in_place(row: &mut [f32], dtype: DType) {
     match dtype {
         DType::F32 => {}
-        DType::BF16 => row
-            .iter_mut()
-            .for_each(|v| *v = crate::dtype::round_bf16(*v)),
-        dt => row.iter_mut().for_each(|v| *v = dt.round(*v)),
+        DType::BF16 => {
+            for v in row.iter_mut() {
+                *v = crate::dtype::round_bf16(*v);
+            }
+        }
+        dt => {
+            for v in row.iter_mut() {
+                *v = dt.round(*v);
+            }
+        }
     }
 }
 
