@@ -99,7 +99,7 @@ def torch_threads(threads: int | None) -> Iterator[None]:
 
 
 def _run(compile: bool, repeat: int) -> int:
-    failures = 0
+    failures: list[str] = []
     ops = testing.ops_with_reference()  # loaded crates' too, as ns::name
     width = max([10, *(len(op) for op in ops)])
     header = f"{'op':{width}} {'dtype':9} {'shapes':26} {'mode':8} {'max abs err':>12} {'result':6}"
@@ -130,7 +130,8 @@ def _run(compile: bool, repeat: int) -> int:
                     for a, e in zip(actual, expected, strict=True)
                 )
                 ok = _within(sample, actual, expected)
-                failures += not ok
+                if not ok:
+                    failures.append(f"{op} {str(dtype)[6:]} {mode}")
                 line = (
                     f"{op:{width}} {str(dtype)[6:]:9} {_shape_text(sample):26} {mode:8} {err:12.3e} "
                     f"{'PASS' if ok else 'FAIL':6}"
@@ -142,9 +143,10 @@ def _run(compile: bool, repeat: int) -> int:
                 )
                 line += f" {_fmt_time(t_neuron)} {_fmt_time(t_aten)} {t_neuron / t_aten:10.2f}x"
                 print(line, flush=True)
+    # The failed rows again, last: a view of the output's tail still says which they were.
+    verdict = f"{len(failures)} check(s) FAILED: {', '.join(failures)}" if failures else "all checks passed"
     print(
-        f"\n{'all checks passed' if not failures else f'{failures} check(s) FAILED'} "
-        "(each op within its declared tolerance class; `aten` times the op's reference expression, "
-        "eagerly in both modes)"
+        f"\n{verdict} (each op within its declared tolerance class; `aten` times the op's reference "
+        "expression, eagerly in both modes)"
     )
     return 1 if failures else 0

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import torch_nki
-from torch_nki import cli, testing
+from torch_nki import cli, demo, testing
 
 
 def test_list(capsys: pytest.CaptureFixture[str]) -> None:
@@ -40,6 +41,17 @@ def test_demo_eager(capsys: pytest.CaptureFixture[str]) -> None:
     assert rows >= len(testing.ops_with_reference())
     assert out.count("PASS") == rows and "FAIL" not in out
     assert "all checks passed" in out
+
+
+def test_demo_names_the_failed_checks_last(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    op = testing.ops_with_reference()[0]
+    monkeypatch.setattr(demo.testing, "ops_with_reference", lambda: [op])
+    monkeypatch.setattr(demo, "_within", lambda sample, actual, expected: sample.dtype != torch.float32)
+    assert cli.main(["demo", "--no-compile", "--repeat", "1"]) == 1
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith(f"1 check(s) FAILED: {op} float32 eager (")
 
 
 @pytest.mark.usefixtures("dynamo")
