@@ -110,7 +110,7 @@ fn bench_typed(
     let (par, seq) = (run(true), run(false));
     let shapes: Vec<&Vec<usize>> = present.iter().map(|(s, _)| s).collect();
     println!(
-        "{:<8} {:<22} {:<5} compile {:>7.1} us   simulate {:>9.1} us (1 thread {:>9.1} us)",
+        "{:<8} {:<22} {:<5} compile {:>7.1} us   simulate {:>9.2} us (1 thread {:>9.2} us)",
         def.name,
         format!("{shapes:?}"),
         present
