@@ -116,6 +116,7 @@ def _run(compile: bool, repeat: int) -> int:
         torch._dynamo.reset()
         compiled = torch.compile(neuron, fullgraph=True) if compile else None
         for dtype in (torch.float32, torch.bfloat16):
+            dtype_name = str(dtype)[6:]
             sample = _largest(op, dtype)
             if sample is None:
                 continue
@@ -131,9 +132,9 @@ def _run(compile: bool, repeat: int) -> int:
                 )
                 ok = _within(sample, actual, expected)
                 if not ok:
-                    failures.append(f"{op} {str(dtype)[6:]} {mode}")
+                    failures.append(f"{op} {dtype_name} {mode}")
                 line = (
-                    f"{op:{width}} {str(dtype)[6:]:9} {_shape_text(sample):26} {mode:8} {err:12.3e} "
+                    f"{op:{width}} {dtype_name:9} {_shape_text(sample):26} {mode:8} {err:12.3e} "
                     f"{'PASS' if ok else 'FAIL':6}"
                 )
                 t_neuron, t_aten = median_times(
