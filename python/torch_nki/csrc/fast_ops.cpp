@@ -164,25 +164,25 @@ class FastCpu final : public c10::OperatorKernel {
     }
     PlanGuard guard{api_, plan.handle};
     const size_t n_out = plan.n_outputs;
-    if (n_out != schema.returns().size()) return false;
-    std::vector<at::Tensor> outs;
-    outs.reserve(n_out);
+    if (n_out != schema.returns().size() || n_out > kMaxOutputs) return false;
+    // On the stack, as the other per-call arrays: a small call's allocations are its outputs.
+    std::array<at::Tensor, kMaxOutputs> outs;
     std::array<FastBuffer, kMaxOutputs> buffers{};
     bool any_elements = false;
     for (size_t k = 0; k < n_out; ++k) {
       at::IntArrayRef shape(plan.shape[k], plan.ndim[k]);
       // Straight to the CPU allocator: this kernel already is the CPU dispatch key's, and a
       // second trip through the dispatcher for `at::empty` cost a tenth of a small call.
-      outs.push_back(at::detail::empty_cpu(shape, scalar_type(plan.dtype[k])));
-      buffers[k] = FastBuffer{outs.back().data_ptr(), outs.back().nbytes()};
-      any_elements = any_elements || outs.back().numel() > 0;
+      outs[k] = at::detail::empty_cpu(shape, scalar_type(plan.dtype[k]));
+      buffers[k] = FastBuffer{outs[k].data_ptr(), outs[k].nbytes()};
+      any_elements = any_elements || outs[k].numel() > 0;
     }
     if (any_elements &&
         api_->execute(plan.handle, inputs.data(), n_inputs, buffers.data(), n_out) != kOk) {
       return false;
     }
     torch::jit::drop(*stack, n);
-    for (auto& o : outs) torch::jit::push(*stack, std::move(o));
+    for (size_t k = 0; k < n_out; ++k) torch::jit::push(*stack, std::move(outs[k]));
     return true;
   }
 

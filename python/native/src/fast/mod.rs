@@ -16,6 +16,7 @@ use nki_core::sim::threads::{self, HostParallelFor, HostThreadCount, HostThreads
 use nki_core::sim::{HostTensor, HostTensorMut};
 use nki_core::{Compiled, KernelDef, Signature, Target};
 use nki_registry::CompileCache;
+use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -270,15 +271,15 @@ unsafe extern "C" fn execute(
         let compiled: &Compiled = unsafe { &*handle.cast::<Compiled>() };
         let (inputs, outputs) = unsafe { (slice(inputs, n_inputs), slice(outputs, n_outputs)) };
         let program = compiled.program();
-        let decls: Vec<_> = program.inputs().map(|(_, d)| d).collect();
-        if decls.len() != inputs.len() || program.outputs.len() != outputs.len() {
+        let decls = || program.inputs().map(|(_, d)| d);
+        if decls().count() != inputs.len() || program.outputs.len() != outputs.len() {
             return None;
         }
         // An input planned as a narrowed dtype (an int64 index tensor planned as int32) is
         // told by its buffer, wider per element than the kernel's dtype: no state per call, and
         // no allocation unless one arrived.
         let mut narrowed: Vec<(usize, Vec<u8>)> = Vec::new();
-        for (i, (b, d)) in inputs.iter().zip(&decls).enumerate() {
+        for (i, (b, d)) in inputs.iter().zip(decls()).enumerate() {
             let arrived = FastDtype::NARROWED
                 .iter()
                 .find(|(n, bytes)| n.dtype() == d.dtype && b.nbytes == d.numel() * bytes);
@@ -291,8 +292,8 @@ unsafe extern "C" fn execute(
                 None => {}
             }
         }
-        let host_in: Vec<HostTensor<'_>> = decls
-            .iter()
+        // The call's tensors on the stack (a few, as the ABI's): nothing allocated per call.
+        let host_in: SmallVec<[HostTensor<'_>; 8]> = decls()
             .zip(inputs)
             .enumerate()
             .map(|(i, (d, b))| HostTensor {
@@ -305,7 +306,7 @@ unsafe extern "C" fn execute(
                 },
             })
             .collect();
-        let mut host_out: Vec<HostTensorMut<'_>> = program
+        let mut host_out: SmallVec<[HostTensorMut<'_>; 8]> = program
             .outputs
             .iter()
             .zip(outputs)
