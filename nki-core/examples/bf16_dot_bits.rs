@@ -231,41 +231,37 @@ mod x86 {
     /// issue rate, so that the rate is its throughput.
     const SUMS: usize = 24;
 
-    /// Multiply-adds per second of `reps` rounds of fp32 fused multiply-adds on [`SUMS`] independent
-    /// sums of 16 lanes.
+    /// Multiply-adds per second of `reps` rounds of `step` (`macs` multiply-adds per lane) on
+    /// each of [`SUMS`] independent sums of 16 lanes. Inlined into each caller, whose target
+    /// features the intrinsics in `step` need.
+    #[inline(always)]
+    fn sums_rate(reps: usize, macs: usize, step: impl Fn(__m512) -> __m512) -> f64 {
+        // SAFETY: every caller enables AVX-512 F.
+        let mut acc: [__m512; SUMS] = std::array::from_fn(|i| unsafe { _mm512_set1_ps(i as f32) });
+        let t = Instant::now();
+        for _ in 0..reps {
+            for a in acc.iter_mut() {
+                *a = step(*a);
+            }
+        }
+        let secs = t.elapsed().as_secs_f64();
+        black_box(acc);
+        (reps * SUMS * 16 * macs) as f64 / secs
+    }
+
+    /// [`sums_rate`] of fp32 fused multiply-adds.
     #[target_feature(enable = "avx512f")]
     fn fma_rate(reps: usize) -> f64 {
         let (x, y) = (black_box(_mm512_set1_ps(0.999)), _mm512_set1_ps(1.0001));
-        let mut acc: [__m512; SUMS] = std::array::from_fn(|i| _mm512_set1_ps(i as f32));
-        let t = Instant::now();
-        for _ in 0..reps {
-            for a in acc.iter_mut() {
-                *a = _mm512_fmadd_ps(x, y, *a);
-            }
-        }
-        let secs = t.elapsed().as_secs_f64();
-        black_box(acc);
-        (reps * SUMS * 16) as f64 / secs
+        sums_rate(reps, 1, |a| _mm512_fmadd_ps(x, y, a))
     }
 
-    /// Multiply-adds per second of `reps` rounds of `VDPBF16PS` on [`SUMS`] independent sums of 16
-    /// lanes (32 multiply-adds each).
+    /// [`sums_rate`] of `VDPBF16PS` (two multiply-adds per lane).
     #[target_feature(enable = "avx512f,avx512bf16")]
     fn dot_rate(reps: usize) -> f64 {
-        let (x, ones) = (
-            black_box(as_bf16(_mm512_set1_epi32(0x3f80_3f80))),
-            as_bf16(_mm512_set1_epi32(0x3f80_3f80)),
-        );
-        let mut acc: [__m512; SUMS] = std::array::from_fn(|i| _mm512_set1_ps(i as f32));
-        let t = Instant::now();
-        for _ in 0..reps {
-            for a in acc.iter_mut() {
-                *a = _mm512_dpbf16_ps(*a, x, ones);
-            }
-        }
-        let secs = t.elapsed().as_secs_f64();
-        black_box(acc);
-        (reps * SUMS * 32) as f64 / secs
+        let ones = as_bf16(_mm512_set1_epi32(0x3f80_3f80));
+        let x = black_box(ones);
+        sums_rate(reps, 2, |a| _mm512_dpbf16_ps(a, x, ones))
     }
 
     /// Multiply-adds per second of `reps` rounds of `TDPBF16PS` into 4 independent tiles of

@@ -145,6 +145,10 @@ unsafe extern "C" fn plan(
     }
 }
 
+/// Inputs or outputs [`execute`] keeps on the stack (more take one allocation): a call's
+/// tensors cost no allocation of their own.
+const INLINE_TENSORS: usize = 8;
+
 /// Most scalar arguments the fast path takes (more take the slow path).
 const MAX_SCALARS: usize = 16;
 
@@ -292,8 +296,7 @@ unsafe extern "C" fn execute(
                 None => {}
             }
         }
-        // The call's tensors on the stack (a few, as the ABI's): nothing allocated per call.
-        let host_in: SmallVec<[HostTensor<'_>; 8]> = decls()
+        let host_in: SmallVec<[HostTensor<'_>; INLINE_TENSORS]> = decls()
             .zip(inputs)
             .enumerate()
             .map(|(i, (d, b))| HostTensor {
@@ -306,7 +309,7 @@ unsafe extern "C" fn execute(
                 },
             })
             .collect();
-        let mut host_out: SmallVec<[HostTensorMut<'_>; 8]> = program
+        let mut host_out: SmallVec<[HostTensorMut<'_>; INLINE_TENSORS]> = program
             .outputs
             .iter()
             .zip(outputs)
